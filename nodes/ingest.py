@@ -1,0 +1,145 @@
+"""Ingestion: read a document, chunk it by structure, embed the chunks into the shared store.
+
+Idempotent by content hash: a document already indexed with the same embedder and chunking
+is not embedded again and keeps its id. Nothing is written before the input is validated, so a
+bad input leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stores.chunking import Chunk, chunk_text
+from stores.documents import DocumentInfo, document_text, find_document, save_document
+from stores.loaders import LoadedDocument, load_path, load_text
+from stores.settings import InputError
+from stores.text import content_hash, detect_language
+from stores.vectorstore import Record, VectorStore, get_store
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ingestion produced."""
+
+    doc_id: str
+    chunks: int
+    cached: bool
+    title: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"doc_id": self.doc_id, "chunks": self.chunks, "cached": self.cached, "title": self.title}
+
+
+def read_source(path: str | None = None, text: str | None = None, title: str = "") -> LoadedDocument:
+    """Load a document from a path or raw text (exactly one of them)."""
+    if path and text:
+        raise InputError("give either a path or text, not both")
+    if path:
+        doc = load_path(path)
+        return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)
+    if text is not None:
+        return load_text(text, title=title)
+    raise InputError("nothing to ingest: give a path or text")
+
+
+def is_indexed(store: VectorStore, doc_id: str, chunk_size: int, chunk_overlap: int) -> DocumentInfo | None:
+    """The document's info when it is fully indexed in ``store`` with these chunk settings."""
+    info = find_document(store.namespace, doc_id)
+    if info is None:
+        return None
+    if (info.embedder, info.chunk_size, info.chunk_overlap) != (store.space, chunk_size, chunk_overlap):
+        return None
+    if store.count(doc_id=doc_id, kind="chunk") != info.chunks:
+        return None
+    return info
+
+
+def chunk_records(doc_id: str, chunks: list[Chunk]) -> list[Record]:
+    """Store records of ``chunks``."""
+    return [
+        Record(
+            id=f"{doc_id}:{c.chunk_id}",
+            text=c.text,
+            kind="chunk",
+            doc_id=doc_id,
+            chunk_id=c.chunk_id,
+            position=c.position,
+            section=c.section,
+        )
+        for c in chunks
+    ]
+
+
+def index_document(
+    doc: LoadedDocument,
+    store: VectorStore,
+    *,
+    chunk_size: int = 900,
+    chunk_overlap: int = 150,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Chunk and embed ``doc`` into ``store`` unless it is already there; returns its id."""
+    emit = progress or (lambda _event: None)
+    doc_id = content_hash(doc.text)
+    existing = is_indexed(store, doc_id, chunk_size, chunk_overlap)
+    if existing is not None:
+        emit({"stage": "cached", "doc_id": doc_id, "chunks": existing.chunks})
+        return IngestResult(doc_id=doc_id, chunks=existing.chunks, cached=True, title=existing.title)
+    chunks = chunk_text(doc.text, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if not chunks:
+        raise InputError(f"{doc.source}: the document has no text to index")
+    emit({"stage": "chunked", "doc_id": doc_id, "chunks": len(chunks)})
+    records = chunk_records(doc_id, chunks)
+    vectors = []
+    batch = 16
+    for start in range(0, len(records), batch):
+        vectors.extend(store.embedder.embed_documents([r.text for r in records[start : start + batch]]))
+        emit({"stage": "embed", "done": min(start + batch, len(records)), "total": len(records)})
+    store.delete(doc_id=doc_id, kind="chunk")
+    store.add(records, vectors)
+    sections: list[str] = []
+    for c in chunks:
+        if c.section and c.section not in sections:
+            sections.append(c.section)
+    info = DocumentInfo(
+        doc_id=doc_id,
+        namespace=store.namespace,
+        title=doc.title,
+        source=doc.source,
+        media_type=doc.media_type,
+        language=detect_language(doc.text),
+        chunks=len(chunks),
+        sections=sections,
+        embedder=store.space,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+    )
+    save_document(info, doc.text)
+    emit({"stage": "indexed", "doc_id": doc_id, "chunks": len(chunks)})
+    return IngestResult(doc_id=doc_id, chunks=len(chunks), cached=False, title=doc.title)
+
+
+def ingest(
+    path: str | None = None,
+    text: str | None = None,
+    *,
+    namespace: str = "default",
+    title: str = "",
+    embedder: str | None = None,
+    chunk_size: int = 900,
+    chunk_overlap: int = 150,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Read, chunk and index a document (a no-op returning the same id when already indexed)."""
+    doc = read_source(path, text, title)
+    store = get_store(namespace, embedder)
+    return index_document(doc, store, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress)
+
+
+def reindex_text(namespace: str, doc_id: str) -> str:
+    """The stored text of an ingested document (used by workflows that need the raw text)."""
+    return document_text(namespace, doc_id)

@@ -1,0 +1,58 @@
+"""Prompt templates: one file per role and language, rendered strictly.
+
+Templates live beside this module as ``<workflow>/<role>.<lang>.txt`` and use ``$name``
+placeholders (``$$`` for a literal dollar). Rendering a template with a missing variable raises
+``KeyError``; an unknown template or language raises ``FileNotFoundError``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from string import Template
+
+LANGUAGES = ("en", "zh")
+
+
+@lru_cache(maxsize=256)
+def load(name: str, lang: str = "en") -> Template:
+    """The template ``name`` (e.g. ``"chain/worker"``) in ``lang``, falling back to English."""
+    root = resources.files(__package__)
+    for candidate in (lang, "en"):
+        path = root.joinpath(*f"{name}.{candidate}.txt".split("/"))
+        if path.is_file():
+            return Template(path.read_text(encoding="utf-8"))
+    raise FileNotFoundError(f"no prompt template {name!r} for language {lang!r}")
+
+
+def render(name: str, lang: str = "en", **values: object) -> str:
+    """Render template ``name`` with ``values``; every placeholder must be given."""
+    return load(name, lang).substitute({k: str(v) for k, v in values.items()}).strip()
+
+
+def placeholders(name: str, lang: str = "en") -> set[str]:
+    """Names of the placeholders used by a template."""
+    template = load(name, lang)
+    names = set()
+    for match in template.pattern.finditer(template.template):
+        named = match.group("named") or match.group("braced")
+        if named:
+            names.add(named)
+    return names
+
+
+def all_templates() -> list[tuple[str, str]]:
+    """Every ``(name, lang)`` pair shipped."""
+    root = resources.files(__package__)
+    found: list[tuple[str, str]] = []
+
+    def walk(node: object, prefix: str) -> None:
+        for child in node.iterdir():  # type: ignore[attr-defined]
+            if child.is_dir() and not child.name.startswith("__"):
+                walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith(".txt"):
+                stem, lang, _ = child.name.rsplit(".", 2)
+                found.append((prefix + stem, lang))
+
+    walk(root, "")
+    return sorted(found)

@@ -1,0 +1,163 @@
+"""Structure-aware chunking: markdown headings first, then paragraphs, lines, sentences.
+
+Chunks stay inside their section, carry the section title and their position, and
+overlap the previous chunk of the same section by whole sentences.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stores.settings import InputError
+from stores.text import estimate_tokens, split_sentences
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of a document."""
+
+    chunk_id: str
+    position: int
+    section: str
+    text: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "chunk_id": self.chunk_id,
+            "position": self.position,
+            "section": self.section,
+            "text": self.text,
+        }
+
+
+def chunk_id_for(position: int) -> str:
+    """The chunk id used in prompts and citations for the chunk at ``position``."""
+    return f"c{position}"
+
+
+def split_sections(text: str) -> list[tuple[str, str]]:
+    """Split markdown-ish text into ``(section title, body)`` pairs in document order."""
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    stack: list[tuple[int, str]] = []
+    in_fence = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        match = None if in_fence else _HEADING.match(line)
+        if match:
+            level, title = len(match.group(1)), match.group(2).strip()
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+            sections.append((" > ".join(t for _, t in stack), []))
+        else:
+            sections[-1][1].append(line)
+    out = []
+    for title, lines in sections:
+        body = "\n".join(lines).strip()
+        if body or title:
+            out.append((title, body))
+    return [(t, b) for t, b in out if b]
+
+
+def _units(body: str, max_tokens: int) -> list[str]:
+    """Break a section body into pieces no larger than ``max_tokens`` (paragraphs, lines, sentences)."""
+    pieces: list[str] = []
+    for para in re.split(r"\n\s*\n", body):
+        para = para.strip()
+        if not para:
+            continue
+        if estimate_tokens(para) <= max_tokens:
+            pieces.append(para)
+            continue
+        for line in para.split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            if estimate_tokens(line) <= max_tokens:
+                pieces.append(line)
+                continue
+            for sentence in split_sentences(line):
+                if estimate_tokens(sentence) <= max_tokens:
+                    pieces.append(sentence)
+                else:
+                    pieces.extend(_hard_split(sentence, max_tokens))
+    return pieces
+
+
+_ATOM = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+\s*|\s+"
+)
+
+
+def _hard_split(text: str, max_tokens: int) -> list[str]:
+    """Cut an over-long sentence into pieces of whole words (or single CJK characters)."""
+    out: list[str] = []
+    current: list[str] = []
+    size = 0.0
+    for atom in _ATOM.findall(text):
+        cost = estimate_tokens(atom)
+        if current and size + cost > max_tokens:
+            out.append("".join(current).strip())
+            current, size = [], 0.0
+        current.append(atom)
+        size += cost
+    if current and "".join(current).strip():
+        out.append("".join(current).strip())
+    return [p for p in out if p]
+
+
+def _tail(pieces: list[str], overlap: int) -> list[str]:
+    """Trailing sentences of ``pieces`` worth about ``overlap`` tokens."""
+    if overlap <= 0 or not pieces:
+        return []
+    sentences = split_sentences(pieces[-1]) if len(pieces) == 1 else []
+    candidates = sentences or pieces
+    tail: list[str] = []
+    total = 0.0
+    for piece in reversed(candidates):
+        cost = estimate_tokens(piece)
+        if total + cost > overlap:
+            break
+        tail.insert(0, piece)
+        total += cost
+    if not tail and sentences:
+        last = sentences[-1]
+        if estimate_tokens(last) <= overlap * 2:
+            tail = [last]
+    return tail
+
+
+def chunk_text(text: str, chunk_size: int = 900, chunk_overlap: int = 150) -> list[Chunk]:
+    """Chunk ``text``: sections by heading, then paragraphs, lines and sentences, with overlap."""
+    if chunk_size < 50:
+        raise InputError("chunk_size must be at least 50 tokens")
+    if chunk_overlap < 0 or chunk_overlap >= chunk_size:
+        raise InputError("chunk_overlap must be between 0 and chunk_size - 1")
+    chunks: list[Chunk] = []
+    for section, body in split_sections(text):
+        current: list[str] = []
+        size = 0.0
+        fresh = 0
+        for piece in _units(body, chunk_size):
+            cost = estimate_tokens(piece)
+            if current and size + cost > chunk_size and fresh:
+                chunks.append(_make(len(chunks), section, current))
+                current = _tail(current, chunk_overlap)
+                size = sum(estimate_tokens(p) for p in current)
+                fresh = 0
+                while current and size + cost > chunk_size:
+                    size -= estimate_tokens(current.pop(0))
+            current.append(piece)
+            size += cost
+            fresh += 1
+        if current and fresh:
+            chunks.append(_make(len(chunks), section, current))
+    return chunks
+
+
+def _make(position: int, section: str, pieces: list[str]) -> Chunk:
+    return Chunk(chunk_id=chunk_id_for(position), position=position, section=section, text="\n\n".join(pieces))

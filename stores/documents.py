@@ -1,0 +1,108 @@
+"""The document registry: what was ingested, per namespace, addressed by content hash.
+
+A document's chunks and vectors live in the Chroma store; its metadata, normalised text and
+per-document caches (orderings, canvases...) live in ``LONGDOC_HOME/namespaces/NS/docs/DOC_ID``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stores.settings import InputError, get_settings
+from stores.vectorstore import check_namespace
+
+
+@dataclass
+class DocumentInfo:
+    """Metadata of one ingested document."""
+
+    doc_id: str
+    namespace: str
+    title: str
+    source: str
+    media_type: str
+    language: str
+    chunks: int
+    sections: list[str] = field(default_factory=list)
+    embedder: str = ""
+    chunk_size: int = 0
+    chunk_overlap: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def namespace_dir(namespace: str) -> Path:
+    """Folder of ``namespace`` under ``LONGDOC_HOME``."""
+    return get_settings().home / "namespaces" / check_namespace(namespace)
+
+
+def doc_dir(namespace: str, doc_id: str) -> Path:
+    """Folder holding one document's metadata and caches."""
+    if not doc_id or not all(c.isalnum() or c in "-_" for c in doc_id):
+        raise InputError(f"invalid document id {doc_id!r}")
+    return namespace_dir(namespace) / "docs" / doc_id
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def save_document(info: DocumentInfo, text: str) -> None:
+    """Record ``info`` and the document's normalised text (metadata last: it marks completion)."""
+    folder = doc_dir(info.namespace, info.doc_id)
+    write_atomic(folder / "text.txt", text)
+    write_atomic(folder / "meta.json", json.dumps(info.to_dict(), ensure_ascii=False, indent=1))
+
+
+def get_document(namespace: str, doc_id: str) -> DocumentInfo:
+    """Metadata of an ingested document, or InputError when it is unknown."""
+    meta = doc_dir(namespace, doc_id) / "meta.json"
+    if not meta.exists():
+        raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
+    return DocumentInfo(**json.loads(meta.read_text(encoding="utf-8")))
+
+
+def find_document(namespace: str, doc_id: str) -> DocumentInfo | None:
+    """Like :func:`get_document` but ``None`` when unknown."""
+    try:
+        return get_document(namespace, doc_id)
+    except InputError:
+        return None
+
+
+def document_text(namespace: str, doc_id: str) -> str:
+    """The normalised text of an ingested document."""
+    path = doc_dir(namespace, doc_id) / "text.txt"
+    if not path.exists():
+        raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
+    return path.read_text(encoding="utf-8")
+
+
+def list_documents(namespace: str) -> list[DocumentInfo]:
+    """Every document ingested in ``namespace``."""
+    root = namespace_dir(namespace) / "docs"
+    if not root.exists():
+        return []
+    out = []
+    for meta in sorted(root.glob("*/meta.json")):
+        out.append(DocumentInfo(**json.loads(meta.read_text(encoding="utf-8"))))
+    return out
+
+
+def cache_path(namespace: str, doc_id: str, name: str) -> Path:
+    """Path of a per-document cache file ``name`` (the folder is created)."""
+    folder = doc_dir(namespace, doc_id) / "cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name

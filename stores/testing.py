@@ -1,0 +1,83 @@
+"""Scripted chat models and helpers for tests, notebooks and benchmarks (no network, no weights)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from stores.text import count_tokens
+
+Reply = str | Callable[[Sequence[BaseMessage]], str]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers from a script and records every call.
+
+    ``replies`` is consumed in order (the last one repeats when ``cycle`` is false and the
+    script runs out); a reply may be a function of the messages. ``rules`` maps a substring of
+    the system or user prompt to a reply and takes precedence. ``delay`` sleeps per call (to
+    measure parallelism). ``fail_on`` raises for prompts containing the given substring.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    replies: list[Any] = Field(default_factory=list)
+    rules: list[tuple[str, Any]] = Field(default_factory=list)
+    default: Any = "Nothing relevant."
+    delay: float = 0.0
+    fail_on: str | None = None
+    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _index: int = PrivateAttr(default=0)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def calls(self) -> list[list[BaseMessage]]:
+        """Messages of every call so far."""
+        return self._calls
+
+    def _pick(self, messages: Sequence[BaseMessage]) -> Any:
+        text = "\n".join(str(m.content) for m in messages)
+        for needle, reply in self.rules:
+            if needle in text:
+                return reply
+        with self._lock:
+            if self._index < len(self.replies):
+                reply = self.replies[self._index]
+                self._index += 1
+                return reply
+        return self.default
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        with self._lock:
+            self._calls.append(list(messages))
+        text_in = "\n".join(str(m.content) for m in messages)
+        if self.fail_on and self.fail_on in text_in:
+            raise RuntimeError(f"scripted failure for a prompt containing {self.fail_on!r}")
+        if self.delay:
+            time.sleep(self.delay)
+        reply = self._pick(messages)
+        content = reply(messages) if callable(reply) else str(reply)
+        n_in, n_out = count_tokens(text_in), count_tokens(content)
+        message = AIMessage(
+            content=content,
+            usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])

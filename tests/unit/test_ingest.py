@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphs.ingest import graph
+from nodes.ingest import ingest
+from stores.documents import document_text, get_document, list_documents
+from stores.embedders import HashEmbeddings
+from stores.settings import InputError
+from stores.vectorstore import get_store
+
+
+class CountingEmbeddings(HashEmbeddings):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.embedded += len(texts)
+        return super().embed_documents(texts)
+
+
+def test_graph_ingests_once_and_streams_progress(sample_markdown: Path) -> None:
+    events = []
+    final = {}
+    for mode, chunk in graph.stream({"path": str(sample_markdown)}, stream_mode=["custom", "values"]):
+        if mode == "custom":
+            events.append(chunk)
+        else:
+            final = chunk
+    assert final["cached"] is False and final["chunks"] >= 1
+    stages = [e["stage"] for e in events]
+    assert stages[0] == "loaded" and "embed" in stages and stages[-1] == "indexed"
+    again = graph.invoke({"path": str(sample_markdown)})
+    assert again == {"doc_id": final["doc_id"], "chunks": final["chunks"], "cached": True, "title": "Project Falcon"}
+    info = get_document("default", final["doc_id"])
+    assert info.sections == [
+        "Project Falcon",
+        "Project Falcon > Budget",
+        "Project Falcon > Team",
+        "Project Falcon > Schedule",
+    ]
+    assert "40,000 euros" in document_text("default", final["doc_id"])
+
+
+def test_reingest_embeds_nothing(sample_markdown: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = CountingEmbeddings()
+    monkeypatch.setattr("stores.vectorstore.get_embedder", lambda name=None: counter)
+    first = ingest(str(sample_markdown), chunk_size=60, chunk_overlap=10)
+    embedded = counter.embedded
+    assert embedded == first.chunks > 1
+    second = ingest(str(sample_markdown), chunk_size=60, chunk_overlap=10)
+    assert (second.doc_id, second.cached, counter.embedded) == (first.doc_id, True, embedded)
+    third = ingest(str(sample_markdown), chunk_size=120, chunk_overlap=10)
+    assert third.cached is False and third.doc_id == first.doc_id
+    assert get_store().count(doc_id=first.doc_id, kind="chunk") == third.chunks
+
+
+def test_raw_text_and_namespace_from_input() -> None:
+    out = graph.invoke({"text": "Raw text about otters. Otters hold hands.", "namespace": "zoo"})
+    assert out["chunks"] == 1 and out["cached"] is False
+    assert [d.doc_id for d in list_documents("zoo")] == [out["doc_id"]]
+    assert list_documents("default") == []
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"path": "/definitely/missing.txt"},
+        {"text": "   "},
+        {},
+        {"path": "x.txt", "text": "both"},
+    ],
+)
+def test_bad_input_is_a_clear_error_and_changes_nothing(payload: dict[str, str]) -> None:
+    store = get_store()
+    before = store.count()
+    with pytest.raises(InputError):
+        graph.invoke(payload)
+    assert store.count() == before
+    assert list_documents("default") == []
+
+
+def test_binary_file_leaves_store_unchanged(tmp_path: Path, sample_markdown: Path) -> None:
+    ingest(str(sample_markdown))
+    before = get_store().count()
+    bad = tmp_path / "blob.txt"
+    bad.write_bytes(b"\x00\x01\x02" * 500)
+    with pytest.raises(InputError, match="binary"):
+        graph.invoke({"path": str(bad)})
+    assert get_store().count() == before
+    assert len(list_documents("default")) == 1

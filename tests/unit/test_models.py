@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from stores import local_model
+from stores.models import LLM, ModelOutputError, llm_for, merge_usage, messages, parse_json_object, use_chat_model
+from stores.settings import InputError, ModelError, get_settings
+from stores.testing import ScriptedChatModel
+
+
+class Answer(BaseModel):
+    answer: str
+    confidence: float
+
+
+def test_role_settings_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LONGDOC_MODEL", "base-model")
+    monkeypatch.setenv("LONGDOC_EDITOR_MODEL", "big-model")
+    monkeypatch.setenv("LONGDOC_EXPERT_TEMPERATURE", "0.7")
+    settings = get_settings()
+    assert settings.role("editor").model == "big-model"
+    assert settings.role("worker").model == "base-model"
+    assert settings.role("expert").temperature == 0.7
+    assert settings.role("worker").base_url == "http://127.0.0.1:9/v1"
+
+
+def test_endpoint_without_model_name_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_BASE_URL", "http://127.0.0.1:9/v1")
+    with pytest.raises(InputError, match="LONGDOC_MODEL"):
+        get_settings().role("worker")
+
+
+def test_bundled_model_is_the_default() -> None:
+    spec = get_settings().role("manager")
+    assert spec.base_url is None and spec.model.startswith("qwen2.5")
+
+
+def test_structured_output_is_retried_then_accepted() -> None:
+    fake = ScriptedChatModel(replies=["not json at all", '```json\n{"answer": "Paris", "confidence": 0.9}\n```'])
+    with use_chat_model(fake):
+        result, usage = LLM("expert", max_retries=2).structured(messages("sys", "capital?"), Answer)
+    assert result == Answer(answer="Paris", confidence=0.9)
+    assert usage["expert"]["calls"] == 2
+    assert "does not match the required JSON schema" in str(fake.calls[1][-1].content)
+
+
+def test_structured_output_gives_up_with_a_clear_error() -> None:
+    fake = ScriptedChatModel(default='{"answer": 3}')
+    with use_chat_model(fake), pytest.raises(ModelOutputError, match="Answer"):
+        LLM("editor", max_retries=1).structured(messages("s", "u"), Answer)
+    assert len(fake.calls) == 2
+
+
+def test_usage_is_merged_per_role() -> None:
+    merged = merge_usage(
+        {"a": {"input": 1, "output": 2, "calls": 1}}, {"a": {"input": 3, "calls": 1}, "b": {"output": 5}}
+    )
+    assert merged == {"a": {"input": 4, "output": 2, "calls": 2}, "b": {"output": 5}}
+
+
+def test_response_cache_answers_repeated_requests() -> None:
+    fake = ScriptedChatModel(replies=["first", "second"])
+    with use_chat_model(fake):
+        llm = LLM("worker", cache=True)
+        one, used1 = llm.text(messages("s", "same question"))
+        two, used2 = llm.text(messages("s", "same question"))
+        three, _ = llm.text(messages("s", "other question"))
+    assert (one, two, three) == ("first", "first", "second")
+    assert used2["worker"]["cached"] == 1 and used2["worker"]["input"] == used1["worker"]["input"]
+    assert len(fake.calls) == 2
+
+
+def test_model_errors_are_wrapped() -> None:
+    fake = ScriptedChatModel(fail_on="boom")
+    with use_chat_model(fake), pytest.raises(ModelError, match="worker model call failed"):
+        LLM("worker").text(messages("s", "boom"))
+
+
+@pytest.mark.enable_socket
+def test_unreachable_endpoint_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("LONGDOC_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("LONGDOC_MODEL", "m")
+    monkeypatch.setenv("LONGDOC_MAX_RETRIES", "0")
+    with pytest.raises(ModelError, match="cannot be reached"):
+        llm_for("worker").text(messages("s", "hi"))
+
+
+def test_parse_json_object_tolerates_chatter() -> None:
+    assert parse_json_object('Sure! {"a": [1, 2]} hope that helps') == {"a": [1, 2]}
+    with pytest.raises(ValueError):
+        parse_json_object("no json here")
+
+
+def test_model_assembly_checks_size_and_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    parts = []
+    for i, data in enumerate([b"abc", b"defg", b"h"]):
+        p = tmp_path / f"part{i}"
+        p.write_bytes(data)
+        parts.append(p)
+    monkeypatch.setattr(local_model, "part_paths", lambda: parts)
+    monkeypatch.setattr(local_model, "MODEL_SIZE", 8)
+    monkeypatch.setattr(local_model, "MODEL_SHA256", hashlib.sha256(b"abcdefgh").hexdigest())
+    path = local_model.model_path(tmp_path / "cache")
+    assert path.read_bytes() == b"abcdefgh"
+    assert local_model.model_path(tmp_path / "cache") == path
+    monkeypatch.setattr(local_model, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(ModelError, match="corrupt"):
+        local_model.model_path(tmp_path / "other")
+    assert not any((tmp_path / "other" / "models").iterdir())
