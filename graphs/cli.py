@@ -114,12 +114,12 @@ def run_graph(
     return final
 
 
-def ensure_document(args: argparse.Namespace, path: str) -> dict[str, Any]:
+def ensure_document(args: argparse.Namespace, path: str, **context: Any) -> dict[str, Any]:
     """Ingest ``path`` if needed (with a progress bar) and return the ingest output."""
     from graphs.ingest import graph
 
     with progress(args.quiet, "ingest") as handle:
-        out = run_graph(graph, {"path": path}, context=context_values(args), on_event=handle)
+        out = run_graph(graph, {"path": path}, context={**context_values(args), **context}, on_event=handle)
     return {k: out[k] for k in ("doc_id", "chunks", "cached", "title") if k in out}
 
 

@@ -32,6 +32,10 @@ def builder(name: str) -> Any:
 
 def compile_with(name: str, checkpointer: BaseCheckpointSaver | None) -> Any:
     """Workflow ``name`` compiled with ``checkpointer`` (for Python and LangServe callers)."""
-    graph = builder(name).compile(checkpointer=checkpointer)
+    module = importlib.import_module(WORKFLOWS[name])
+    graph = module.builder.compile(checkpointer=checkpointer)
+    limit = getattr(module, "RECURSION_LIMIT", None)
+    if limit:
+        graph = graph.with_config(recursion_limit=limit)
     graph.name = name
     return graph

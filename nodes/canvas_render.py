@@ -148,6 +148,11 @@ def _label(text: str, limit: int) -> str:
     return _escape(_truncate(_clean(text), limit))
 
 
+def mermaid_label(text: str, limit: int = NODE_LABEL_MAX) -> str:
+    """``text`` as a label safe inside a quoted Mermaid label (cleaned, shortened, escaped)."""
+    return _label(text, limit)
+
+
 def _merged_nodes(spec: CanvasSpec) -> dict[str, CanvasNode]:
     merged: dict[str, CanvasNode] = {}
     for node in spec.nodes:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from stores.chunking import Chunk, chunk_text
+from stores.chunking import Chunk, chunk_text, effective_overlap
 from stores.documents import DocumentInfo, document_text, find_document, save_document
 from stores.loaders import LoadedDocument, load_path, load_text
 from stores.settings import InputError
@@ -48,6 +48,7 @@ def read_source(path: str | None = None, text: str | None = None, title: str = "
 
 def is_indexed(store: VectorStore, doc_id: str, chunk_size: int, chunk_overlap: int) -> DocumentInfo | None:
     """The document's info when it is fully indexed in ``store`` with these chunk settings."""
+    chunk_overlap = effective_overlap(chunk_size, chunk_overlap)
     info = find_document(store.namespace, doc_id)
     if info is None:
         return None
@@ -84,6 +85,7 @@ def index_document(
 ) -> IngestResult:
     """Chunk and embed ``doc`` into ``store`` unless it is already there; returns its id."""
     emit = progress or (lambda _event: None)
+    chunk_overlap = effective_overlap(chunk_size, chunk_overlap)
     doc_id = content_hash(doc.text)
     existing = is_indexed(store, doc_id, chunk_size, chunk_overlap)
     if existing is not None:

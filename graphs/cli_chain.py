@@ -1,0 +1,68 @@
+"""``longdoc ask``: answer a question about a document with the Chow-Liu Chain-of-Agents."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from graphs.cli import EXIT_OK, add_common, context_values, ensure_document, print_json, progress, run_graph
+from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
+from stores.models import usage_totals
+
+
+def register(sub: Any) -> None:
+    """Add the ``ask`` command."""
+    p = sub.add_parser("ask", help="answer a question with a Chow-Liu ordered chain of worker agents")
+    p.add_argument("path", help="document to ask about (ingested first if needed)")
+    p.add_argument("question", help="the question")
+    p.add_argument("--order", default="chow-liu-bfs", choices=ORDERS, help="order the workers read the chunks in")
+    p.add_argument("--root", default="query", choices=ROOT_STRATEGIES, help="root of the Chow-Liu tree")
+    p.add_argument("--children", default="weight", choices=CHILD_ORDERS, help="child visiting order")
+    p.add_argument("--roots", type=int, default=1, help="chains from several roots, reconciled by the manager")
+    p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = all)")
+    p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ingest if needed, run the chain, print the answer."""
+    from graphs.chain import graph
+
+    context: dict[str, Any] = {
+        **context_values(args),
+        "order": args.order,
+        "root": args.root,
+        "children": args.children,
+        "roots": args.roots,
+        "max_chunks": args.max_chunks,
+    }
+    ingest_context: dict[str, Any] = {}
+    if args.chunk_size:
+        context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
+    doc = ensure_document(args, args.path, **ingest_context)
+    with progress(args.quiet, "workers") as handle:
+        out = run_graph(graph, {"question": args.question, "doc_id": doc["doc_id"]}, context=context, on_event=handle)
+    tokens = {role: {"input": u.get("input", 0), "output": u.get("output", 0)} for role, u in out["usage"].items()}
+    if args.json:
+        print_json(
+            {
+                "answer": out["answer"],
+                "citations": out["citations"],
+                "order": out["order"][0] if len(out["order"]) == 1 else out["order"],
+                "tokens": tokens,
+                "explanation": out.get("explanation", ""),
+                "calls": out.get("calls", 0),
+                "doc_id": doc["doc_id"],
+            }
+        )
+        return EXIT_OK
+    totals = usage_totals(out["usage"])
+    print(out["answer"])
+    if out.get("explanation"):
+        print(out["explanation"])
+    cited = ", ".join(out["citations"]) or "none"
+    print(f"\ncitations: {cited}")
+    print(f"order ({args.order}): {' -> '.join(out['order'][0])}")
+    print(f"tokens: {totals['input']} in, {totals['output']} out, {totals['calls']} LLM calls")
+    return EXIT_OK

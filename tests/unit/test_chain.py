@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from graphs.chain import graph
+from graphs.cli import EXIT_INPUT, EXIT_OK, main
+from nodes import chain as chain_nodes
+from nodes.chain import WorkerNote, compose_notes
+from nodes.ingest import ingest
+from stores.models import use_chat_model
+from stores.settings import InputError, ModelError
+from stores.testing import ScriptedChatModel
+
+MANAGER = json.dumps({"answer": "40,000 euros", "evidence": ["c1", "c99"], "explanation": "Approved in March [c1]."})
+
+
+def worker_reply(messages: Sequence[BaseMessage]) -> str:
+    """Facts only from pieces that mention money; nothing from the others."""
+    text = str(messages[-1].content)
+    piece = text.split("Your piece", 1)[1]
+    if "euros" in piece:
+        return json.dumps({"facts": ["The budget is 40,000 euros."], "missing": "nothing"})
+    return json.dumps({"facts": [], "missing": "the budget"})
+
+
+def fake() -> ScriptedChatModel:
+    return ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=worker_reply)
+
+
+@pytest.fixture
+def falcon(sample_markdown: Path) -> str:
+    return ingest(str(sample_markdown), chunk_size=50, chunk_overlap=0).doc_id
+
+
+def test_chain_reads_every_chunk_in_tree_order(falcon: str) -> None:
+    model = fake()
+    with use_chat_model(model):
+        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"chunk_size": 50})
+    order = out["order"][0]
+    assert sorted(order, key=lambda c: int(c[1:])) == [f"c{i}" for i in range(len(order))]
+    assert len(order) >= 4
+    assert len(out["tree"]) == len(order) - 1
+    assert out["answer"] == "40,000 euros"
+    assert out["citations"] == ["c1"]
+    assert out["usage"]["worker"]["calls"] == len(order)
+    assert out["usage"]["manager"]["calls"] == 1
+    assert out["calls"] == len(order) + 1
+    assert "The budget is 40,000 euros. [c1]" in out["notes"][0]
+    # the manager saw the notes of the chain
+    assert "[c1]" in str(model.calls[-1][-1].content)
+
+
+def test_irrelevant_workers_pass_the_notes_on_unchanged(falcon: str) -> None:
+    model = fake()
+    with use_chat_model(model):
+        graph.invoke({"question": "What budget?", "doc_id": falcon}, context={"order": "original"})
+    worker_prompts = [str(c[-1].content) for c in model.calls[:-1]]
+    after_budget = [p for p in worker_prompts if "Your piece [c1]" not in p][1:]
+    assert all("40,000 euros. [c1]" in p for p in after_budget)
+
+
+def test_orders_and_budget(falcon: str) -> None:
+    with use_chat_model(fake()):
+        original = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"order": "original"})
+        reverse = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"order": "reverse"})
+        short = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"max_chunks": 2})
+    assert original["order"][0] == sorted(original["order"][0], key=lambda c: int(c[1:]))
+    assert reverse["order"][0] == original["order"][0][::-1]
+    assert len(short["order"][0]) == 2 and short["usage"]["worker"]["calls"] == 2
+
+
+def test_multi_root_voting_runs_several_chains(falcon: str) -> None:
+    model = fake()
+    with use_chat_model(model):
+        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"roots": 2})
+    assert len(out["order"]) == 2 and out["order"][0][0] != out["order"][1][0]
+    assert len(out["notes"]) == 2
+    assert "Notes of chain 2" in str(model.calls[-1][-1].content)
+
+
+def test_tree_is_cached_per_document(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with use_chat_model(fake()):
+        graph.invoke({"question": "budget?", "doc_id": falcon})
+
+        def fail(*_a: object, **_k: object) -> None:
+            raise AssertionError("the tree should come from the cache")
+
+        monkeypatch.setattr(chain_nodes, "build_tree", fail)
+        out = graph.invoke({"question": "Who leads the team?", "doc_id": falcon})
+    assert out["answer"]
+
+
+def test_path_input_ingests_first(sample_markdown: Path) -> None:
+    with use_chat_model(fake()):
+        out = graph.invoke({"question": "budget?", "path": str(sample_markdown)})
+    assert out["doc_id"] and out["order"][0]
+
+
+@pytest.mark.parametrize(
+    ("payload", "context", "message"),
+    [
+        ({"question": "  "}, {}, "empty"),
+        ({"question": "q"}, {"order": "sideways"}, "unknown order"),
+        ({"question": "q"}, {"root": "middle"}, "root"),
+        ({"question": "q", "doc_id": "0123456789abcdef"}, {}, "not ingested"),
+    ],
+)
+def test_bad_input(falcon: str, payload: dict[str, str], context: dict[str, str], message: str) -> None:
+    payload = {"doc_id": falcon, **payload}
+    with use_chat_model(fake()), pytest.raises(InputError, match=message):
+        graph.invoke(payload, context=context)
+
+
+def test_one_chunk_and_identical_chunks() -> None:
+    one = ingest(text="The budget is 40,000 euros.").doc_id
+    same = ingest(
+        text="\n\n".join(["Same words here about euros."] * 2) + "\n\n# B\n\nSame words here about euros."
+    ).doc_id
+    with use_chat_model(fake()):
+        a = graph.invoke({"question": "budget?", "doc_id": one})
+        b = graph.invoke({"question": "budget?", "doc_id": same}, context={"chunk_size": 50})
+    assert a["order"] == [["c0"]] and a["tree"] == []
+    assert sorted(b["order"][0]) == ["c0", "c1"]
+
+
+def test_question_in_another_language(falcon: str) -> None:
+    with use_chat_model(fake()):
+        out = graph.invoke({"question": "批准的预算是多少？", "doc_id": falcon})
+    assert out["answer"] and len(out["order"][0]) >= 4
+
+
+def test_manager_output_that_never_fits_is_a_model_error(falcon: str) -> None:
+    broken = ScriptedChatModel(rules=[("manager of a chain", "I think it is 40,000.")], default=worker_reply)
+    with use_chat_model(broken), pytest.raises(ModelError, match="Answer"):
+        graph.invoke({"question": "budget?", "doc_id": falcon}, context={"max_chunks": 1})
+
+
+def test_compose_notes_dedupes_and_stays_bounded() -> None:
+    notes = compose_notes("", "c1", WorkerNote(facts=["Alpha is one.", "Beta is two."], missing="gamma"), 50)
+    assert notes.splitlines() == ["- Alpha is one. [c1]", "- Beta is two. [c1]", "Missing: gamma"]
+    notes = compose_notes(notes, "c2", WorkerNote(facts=["alpha is one.", "Gamma is three."], missing=""), 50)
+    assert notes.splitlines() == ["- Alpha is one. [c1]", "- Beta is two. [c1]", "- Gamma is three. [c2]"]
+    long = compose_notes(notes, "c3", WorkerNote(facts=["word " * 60]), 20)
+    assert "[c3]" not in long
+
+
+def test_cli_ask_json(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with use_chat_model(fake()):
+        code = main(["ask", str(sample_markdown), "What budget was approved?", "--json", "-q", "--chunk-size", "50"])
+    assert code == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["answer"] == "40,000 euros" and out["citations"] == ["c1"]
+    assert re.fullmatch(r"c\d+", out["order"][0])
+    assert set(out["tokens"]) == {"worker", "manager"}
+    assert main(["ask", str(sample_markdown), " ", "-q"]) == EXIT_INPUT
