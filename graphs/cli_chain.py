@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from graphs.cli import EXIT_OK, add_common, context_values, ensure_document, print_json, progress, run_graph
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
 from stores.models import usage_totals
+from stores.settings import InputError
 
 
 def register(sub: Any) -> None:
@@ -21,6 +23,12 @@ def register(sub: Any) -> None:
     p.add_argument("--roots", type=int, default=1, help="chains from several roots, reconciled by the manager")
     p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = all)")
     p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
+    p.add_argument(
+        "--tree-html",
+        metavar="FILE",
+        default=None,
+        help="write an offline HTML page drawing the Chow-Liu tree and the (first chain's) reading order",
+    )
     add_common(p)
     p.set_defaults(func=run)
 
@@ -29,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     """Ingest if needed, run the chain, print the answer."""
     from graphs.chain import graph
 
+    page = _page_path(args.tree_html)
     context: dict[str, Any] = {
         **context_values(args),
         "order": args.order,
@@ -43,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     doc = ensure_document(args, args.path, **ingest_context)
     with progress(args.quiet, "workers") as handle:
         out = run_graph(graph, {"question": args.question, "doc_id": doc["doc_id"]}, context=context, on_event=handle)
+    if page is not None:
+        _write_tree_page(page, out, doc, args)
     tokens = {role: {"input": u.get("input", 0), "output": u.get("output", 0)} for role, u in out["usage"].items()}
     if args.json:
         print_json(
@@ -54,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 "explanation": out.get("explanation", ""),
                 "calls": out.get("calls", 0),
                 "doc_id": doc["doc_id"],
+                **({"tree_html": str(page)} if page is not None else {}),
             }
         )
         return EXIT_OK
@@ -65,4 +77,31 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ncitations: {cited}")
     print(f"order ({args.order}): {' -> '.join(out['order'][0])}")
     print(f"tokens: {totals['input']} in, {totals['output']} out, {totals['calls']} LLM calls")
+    if page is not None:
+        print(f"tree page: {page}")
     return EXIT_OK
+
+
+def _page_path(value: str | None) -> Path | None:
+    """Where ``--tree-html`` writes, checked before any model call."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise InputError(f"--tree-html {value!r} is a directory; give a file name")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"--tree-html: {str(path.parent)!r} is not a directory")
+    return path
+
+
+def _write_tree_page(path: Path, out: dict[str, Any], doc: dict[str, Any], args: argparse.Namespace) -> None:
+    """Draw the run's tree and first reading order, nodes labelled with their sections."""
+    from nodes.tree_view import tree_html
+    from stores.documents import write_atomic
+    from stores.vectorstore import get_store
+
+    store = get_store(args.namespace, args.embedder)
+    sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
+    name = doc.get("title") or out["doc_id"]
+    page = tree_html(out["order"][0], out["tree"], sections, title=f"{name}: {args.question}")
+    write_atomic(path, page)

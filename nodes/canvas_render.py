@@ -278,7 +278,7 @@ details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
 (function () {{
   var target = document.getElementById("canvas");
   var source = JSON.parse(document.getElementById("canvas-source").textContent);
-  mermaid.initialize({{ startOnLoad: false, securityLevel: "strict" }});
+  mermaid.initialize({{ startOnLoad: false, securityLevel: "strict", suppressErrorRendering: true }});
   mermaid.render("canvas-svg", source).then(function (result) {{
     target.innerHTML = result.svg;
     if (result.bindFunctions) {{ result.bindFunctions(target); }}
