@@ -61,9 +61,17 @@ class GuardMiddleware(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _with_thread_id(config: dict[str, Any], request: Request) -> dict[str, Any]:
+async def _with_thread_id(config: dict[str, Any], request: Request) -> dict[str, Any]:
+    """Keep the caller's ``thread_id`` (LangServe drops keys the context schema lacks) or make one."""
     configurable = dict(config.get("configurable") or {})
-    configurable.setdefault("thread_id", str(uuid.uuid4()))
+    if not configurable.get("thread_id"):
+        sent = None
+        try:
+            body = await request.json()
+            sent = ((body.get("config") or {}).get("configurable") or {}).get("thread_id")
+        except ValueError:
+            sent = None
+        configurable["thread_id"] = str(sent) if sent else str(uuid.uuid4())
     return {**config, "configurable": configurable}
 
 

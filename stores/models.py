@@ -37,6 +37,11 @@ ChatFactory = Callable[[str], BaseChatModel]
 class ModelOutputError(ModelError):
     """The model kept answering with output that does not fit the required schema."""
 
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage: Usage = usage or {}
+        """Tokens spent on the rejected attempts."""
+
 
 _override: ChatFactory | None = None
 
@@ -276,7 +281,8 @@ class LLM:
                 ]
         raise ModelOutputError(
             f"the {self.role} model did not return valid {schema.__name__} JSON after "
-            f"{self.max_retries + 1} attempts: {last_error}"
+            f"{self.max_retries + 1} attempts: {last_error}",
+            usage,
         )
 
 

@@ -15,6 +15,7 @@ Backends share the small :class:`OffloadStore` interface (put / get / list / sea
 
 from __future__ import annotations
 
+import builtins
 import re
 import threading
 from collections.abc import Sequence
@@ -94,17 +95,17 @@ class OffloadStore(Protocol):
         """Store (or replace) ``item``; returns its id."""
         ...
 
-    def get(self, session: str, ids: Sequence[str]) -> list[OffloadItem]:
+    def get(self, session: str, ids: Sequence[str]) -> builtins.list[OffloadItem]:
         """The items of ``session`` with these ids, in the order asked (unknown ids are skipped)."""
         ...
 
-    def list(self, session: str) -> list[OffloadItem]:
+    def list(self, session: str) -> builtins.list[OffloadItem]:
         """Every item of ``session``, by turn then id."""
         ...
 
     def search(
         self, session: str, query: str, *, k: int = 3, min_score: float | None = None
-    ) -> list[tuple[OffloadItem, float]]:
+    ) -> builtins.list[tuple[OffloadItem, float]]:
         """Items of ``session`` most relevant to ``query``, best first, with their scores."""
         ...
 
@@ -158,13 +159,13 @@ class ChromaOffloadStore:
             summary=str(meta.get("summary", "")),
         )
 
-    def get(self, session: str, ids: Sequence[str]) -> list[OffloadItem]:
+    def get(self, session: str, ids: Sequence[str]) -> builtins.list[OffloadItem]:
         check_session(session)
         wanted = [i for i in ids if is_offload_id(i)]
         hits = self.store.get([self.record_id(session, i) for i in wanted])
         return [self._item(h.text, h.metadata) for h in hits if h.metadata.get("kind") == "offload"]
 
-    def list(self, session: str) -> list[OffloadItem]:
+    def list(self, session: str) -> builtins.list[OffloadItem]:
         check_session(session)
         res = self.store.collection.get(
             where={"$and": [{"kind": "offload"}, {"session": session}]}, include=["documents", "metadatas"]
@@ -177,7 +178,7 @@ class ChromaOffloadStore:
 
     def search(
         self, session: str, query: str, *, k: int = 3, min_score: float | None = None
-    ) -> list[tuple[OffloadItem, float]]:
+    ) -> builtins.list[tuple[OffloadItem, float]]:
         check_session(session)
         hits = self.store.search(query, k=k, kind="offload", where={"session": session}, min_score=min_score)
         return [(self._item(h.text, h.metadata), h.score) for h in hits]
@@ -203,19 +204,19 @@ class MemoryOffloadStore:
             self._items[(item.session, item.id)] = item
         return item.id
 
-    def get(self, session: str, ids: Sequence[str]) -> list[OffloadItem]:
+    def get(self, session: str, ids: Sequence[str]) -> builtins.list[OffloadItem]:
         check_session(session)
         with self._lock:
             return [self._items[(session, i)] for i in ids if (session, i) in self._items]
 
-    def list(self, session: str) -> list[OffloadItem]:
+    def list(self, session: str) -> builtins.list[OffloadItem]:
         check_session(session)
         with self._lock:
             return _order([item for (s, _), item in self._items.items() if s == session])
 
     def search(
         self, session: str, query: str, *, k: int = 3, min_score: float | None = None
-    ) -> list[tuple[OffloadItem, float]]:
+    ) -> builtins.list[tuple[OffloadItem, float]]:
         terms = set(lexical_tokens(query))
         scored = []
         for item in self.list(session):

@@ -1,0 +1,337 @@
+"""The offload graph end to end with a scripted model: sessions, policies, recall, budget, canvas, resume."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench.offload import scripted_reply
+from graphs.offload import OffloadContext, builder, graph
+from nodes.ingest import ingest
+from stores.checkpoint import open_checkpointer
+from stores.models import use_chat_model
+from stores.offload import get_offload_store
+from stores.settings import InputError
+from stores.testing import ScriptedChatModel
+from stores.text import count_tokens
+from stores.vectorstore import get_store, reset_stores
+
+QUESTIONS = [
+    "Who manages procurement?",
+    "What budget did the committee approve?",
+    "When do the field trials start?",
+    "Who leads the engineering team?",
+    "Where are the field trials?",
+]
+BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
+
+
+def prompt_of(messages: Sequence[BaseMessage]) -> tuple[str, str]:
+    return str(messages[0].content), str(messages[-1].content)
+
+
+def is_answer(messages: Sequence[BaseMessage]) -> bool:
+    return '"answer"' in prompt_of(messages)[0]
+
+
+class Model:
+    """The scripted offload model with hooks: ``answer(messages)`` may replace answering replies."""
+
+    def __init__(self, answer: Callable[[Sequence[BaseMessage]], str | None] | None = None) -> None:
+        self.hook = answer
+        self.chat = ScriptedChatModel(default=self.reply)
+
+    def reply(self, messages: Sequence[BaseMessage]) -> str:
+        if self.hook is not None and is_answer(messages):
+            custom = self.hook(messages)
+            if custom is not None:
+                return custom
+        return scripted_reply(messages)
+
+    def answers(self) -> list[tuple[str, str]]:
+        return [prompt_of(m) for m in self.chat.calls if is_answer(m)]
+
+
+@pytest.fixture
+def doc_id(sample_markdown: Path) -> str:
+    return ingest(str(sample_markdown), chunk_size=60, chunk_overlap=0).doc_id
+
+
+def session(
+    model: Model, doc: str, questions: Sequence[str], context: dict[str, Any], thread: str = "t1", saver: Any = None
+) -> list[dict[str, Any]]:
+    compiled = builder.compile(checkpointer=saver or InMemorySaver())
+    config = {"configurable": {"thread_id": thread}}
+    outs = []
+    with use_chat_model(model.chat):
+        for i, question in enumerate(questions):
+            request: dict[str, Any] = {"question": question}
+            if i == 0:
+                request["doc_id"] = doc
+            outs.append(compiled.invoke(request, config=config, context={**BASE, **context}))
+    return outs
+
+
+def test_offload_session_keeps_conclusions_and_moves_raw_turns_out(doc_id: str) -> None:
+    model = Model()
+    outs = session(model, doc_id, QUESTIONS[:4], {"policy": "offload"})
+    assert [o["turn"] for o in outs] == [1, 2, 3, 4]
+    first = outs[0]
+    assert first["answer"].startswith("Bob Chen manages procurement") or "[c" in first["answer"]
+    assert first["citations"] and all(c.startswith("c") for c in first["citations"])
+    assert [o["offloaded"][0]["id"] for o in outs] == ["o1", "o2", "o3", "o4"]
+    assert [c["step"] for c in first["calls"]] == ["answer", "offloader"]
+    assert set(outs[-1]["usage"]) == {"answer", "offloader"} and outs[-1]["usage"]["answer"]["calls"] == 4
+
+    prompts = model.answers()
+    # the model's own usage: the input tokens reported are those of the prompt it was sent
+    assert first["input_tokens"] == count_tokens(prompts[0][0] + "\n" + prompts[0][1])
+    last = prompts[3][1]
+    assert "Older turns offloaded (ask to recall by id): o1" in last
+    assert "[o2] What budget did the committee approve? → " in last and "[o3] When do the field trials" in last
+    assert outs[0]["answer"] not in last  # turn 1's raw answer left the prompt
+    assert "Pinned state:" in last and "40,000 euros" in last  # the offloader pinned the budget fact
+
+    store = get_offload_store("default")
+    raw = store.get(outs[0]["session"], ["o1"])[0]
+    assert outs[0]["answer"] in raw.text and raw.summary == outs[0]["offloaded"][0]["summary"]
+    assert raw.doc_id == doc_id and raw.turn == 1
+    assert get_store("default").count(doc_id=doc_id, kind="offload") == 4
+
+
+def test_state_keeps_ids_and_short_texts(doc_id: str) -> None:
+    saver = InMemorySaver()
+    session(Model(), doc_id, QUESTIONS[:2], {"policy": "offload"}, saver=saver)
+    state = builder.compile(checkpointer=saver).get_state({"configurable": {"thread_id": "t1"}}).values
+    assert [sorted(t) for t in state["history"]] == [
+        ["citations", "conclusion", "details", "offload_id", "question", "turn"]
+    ] * 2
+    text = json.dumps(state, default=str)
+    chunks = get_store("default").by_doc(doc_id)
+    assert not any(len(c.text) > 40 and c.text in text for c in chunks)
+    assert len(text) < 6000
+
+
+def test_policies_compare_on_the_same_session(doc_id: str) -> None:
+    tokens, prompts = {}, {}
+    for policy in ("full", "last_k", "offload", "offload_canvas"):
+        model = Model()
+        outs = session(model, doc_id, QUESTIONS, {"policy": policy, "details_k": 2}, thread=policy)
+        tokens[policy] = [o["input_tokens"] for o in outs]
+        prompts[policy] = model.answers()[-1][1]
+    # the first turn has no history: full, last_k and offload send the same prompt
+    assert tokens["full"][0] == tokens["last_k"][0] == tokens["offload"][0]
+    assert tokens["full"][-1] > max(tokens["last_k"][-1], tokens["offload"][-1], tokens["offload_canvas"][-1])
+    assert tokens["full"] == sorted(tokens["full"])
+    # verbatim history grows each turn; offloaded history grows by a one-line note at most
+    growth = {p: tokens[p][-1] - tokens[p][2] for p in tokens}
+    assert growth["full"] > 2 * max(growth["offload"], growth["offload_canvas"])
+    assert prompts["full"].count("\nQ: ") == 4 and prompts["last_k"].count("\nQ: ") == 2
+    assert "Turn 1\n" in prompts["full"] and "Turn 1\n" not in prompts["last_k"]
+    assert "Map of the document" in prompts["offload_canvas"] and "Map of the document" not in prompts["offload"]
+    assert "Pinned state" not in prompts["full"] and "Pinned state" in prompts["offload"]
+
+
+def test_recall_round_loads_the_offloaded_turn(doc_id: str) -> None:
+    def hook(messages: Sequence[BaseMessage]) -> str | None:
+        system, user = prompt_of(messages)
+        if '"recall"' in system and "Who leads" in user:
+            return json.dumps({"answer": "", "citations": [], "recall": ["[O1]"]})
+        return None
+
+    model = Model(hook)
+    outs = session(model, doc_id, QUESTIONS[:4], {"policy": "offload", "keep_turns": 1})
+    last = outs[-1]
+    assert [c["step"] for c in last["calls"]] == ["answer", "answer_after_recall", "offloader"]
+    assert last["recalled"] == [
+        {"id": "o1", "found": True, "source": "offload", "tokens": last["recalled"][0]["tokens"]}
+    ]
+    second = model.answers()[-1]
+    assert '"recall"' not in second[0]  # no second recall round is offered
+    assert "Recalled for this question:\n[o1] Turn 1\n" in second[1] and outs[0]["answer"] in second[1]
+    assert last["input_tokens"] == last["calls"][1]["input"] and last["answer"]
+    # the first turn had nothing offloaded: no recall offered
+    assert '"recall"' not in model.answers()[0][0]
+
+
+def test_recall_is_at_most_one_round_and_unknown_ids_get_a_note(doc_id: str) -> None:
+    def hook(messages: Sequence[BaseMessage]) -> str | None:
+        return json.dumps({"answer": "", "citations": [], "recall": ["o9", "o1"]})
+
+    model = Model(hook)
+    outs = session(model, doc_id, QUESTIONS[:2], {"policy": "offload"})
+    second = outs[1]
+    assert [c["step"] for c in second["calls"]] == ["answer", "answer_after_recall", "offloader"]
+    assert [(r["id"], r["found"]) for r in second["recalled"]] == [("o9", False), ("o1", True)]
+    note = "o9: there is no offloaded turn or chunk with this id, so nothing was recalled. "
+    assert note + "Offloaded ids you can recall: o1." in model.answers()[-1][1]
+
+
+def test_canvas_is_made_once_per_document(doc_id: str) -> None:
+    model = Model()
+    outs = session(model, doc_id, QUESTIONS[:2], {"policy": "offload_canvas"})
+    assert [c["step"] for c in outs[0]["calls"]] == ["canvas", "answer", "offloader"]
+    assert outs[0]["canvas"]["source"] == "llm" and not outs[0]["canvas"]["cached"]
+    assert outs[0]["canvas"]["nodes"] == 4 and outs[1]["canvas"] == outs[0]["canvas"]
+    assert "canvas" in outs[0]["usage"] and outs[0]["memory"]["canvas"] > 0
+    assert any(d["via"].startswith("canvas:") for o in outs for d in o["details"]) or outs[0]["details"]
+    for _, user in model.answers():
+        assert user.startswith("Map of the document (nodes with their chunk ids, then relations):\nn1 ")
+
+    other = Model()
+    again = session(other, doc_id, QUESTIONS[2:3], {"policy": "offload_canvas"}, thread="t2")
+    assert again[0]["canvas"]["cached"] and [c["step"] for c in again[0]["calls"]] == ["answer", "offloader"]
+    assert not any('"nodes"' in str(m[0].content) for m in other.chat.calls)
+
+
+def test_canvas_touched_by_the_question_brings_its_chunk(doc_id: str) -> None:
+    model = Model()
+    outs = session(model, doc_id, ["What does the Schedule say?"], {"policy": "offload_canvas", "details_k": 2})
+    vias = {d["chunk_id"]: d["via"] for d in outs[0]["details"]}
+    assert any(v.startswith("canvas:n") for v in vias.values()), vias
+
+
+def test_broken_canvas_json_gives_an_outline_and_the_session_goes_on(doc_id: str) -> None:
+    model = Model()
+    model.chat.rules = [('"nodes"', "this is not JSON")]
+    outs = session(model, doc_id, QUESTIONS[:1], {"policy": "offload_canvas"})
+    assert outs[0]["canvas"]["source"] == "outline" and outs[0]["answer"]
+    assert "n1 Project Falcon [c0]" in model.answers()[0][1]
+
+
+def test_token_budget_is_enforced_and_reported(doc_id: str) -> None:
+    model = Model()
+    outs = session(model, doc_id, QUESTIONS, {"policy": "full", "token_budget": 300, "details_k": 2})
+    last = outs[-1]
+    assert last["cut"] and last["cut"][0].startswith("history:turn 1 dropped")
+    assert all(o["memory"]["total"] <= 300 for o in outs)
+    assert "Turn 1\n" not in model.answers()[-1][1]
+
+
+def test_large_answer_is_stored_and_replaced_by_a_reference(doc_id: str) -> None:
+    long = " ".join(f"Point {i} of a very long answer about procurement [c2]." for i in range(60))
+    model = Model(lambda m: json.dumps({"answer": long, "citations": ["c2"]}))
+    outs = session(model, doc_id, QUESTIONS[:1], {"policy": "offload", "large_output_tokens": 100})
+    assert [(o["id"], o["kind"]) for o in outs[0]["offloaded"]] == [("o1", "exchange"), ("o1a", "output")]
+    store = get_offload_store("default")
+    items = {i.id: i for i in store.list(outs[0]["session"])}
+    assert items["o1a"].text == long and items["o1a"].role == "output"
+    assert "(shortened; recall o1a for the full text)" in items["o1"].text and long not in items["o1"].text
+    assert outs[0]["answer"] == long
+
+
+def test_session_resumes_after_a_restart(doc_id: str) -> None:
+    def hook(messages: Sequence[BaseMessage]) -> str | None:
+        system, user = prompt_of(messages)
+        if '"recall"' in system and "Where are" in user:
+            return json.dumps({"answer": "", "recall": ["o1"]})
+        return None
+
+    with open_checkpointer() as saver:
+        first = session(Model(), doc_id, QUESTIONS[:2], {"policy": "offload"}, thread="resume", saver=saver)
+    reset_stores()  # a new process: stores and checkpointer reopened from disk
+    model = Model(hook)
+    with open_checkpointer() as saver, use_chat_model(model.chat):
+        compiled = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "resume"}}
+        before = compiled.get_state(config).values
+        assert before["turn"] == 2 and before["pinned"]["facts"]
+        out = compiled.invoke({"question": QUESTIONS[4]}, config=config, context={**BASE, "policy": "offload"})
+    assert out["turn"] == 3 and out["session"] == first[0]["session"] == "resume"
+    assert out["recalled"][0]["found"] and first[0]["answer"] in model.answers()[-1][1]
+    user = model.answers()[0][1]
+    assert "[o1] Who manages procurement? → " in user and "[o2] What budget" in user
+    assert before["pinned"]["facts"][0] in user
+
+
+def test_graph_without_checkpointer_takes_settings_from_configurable(doc_id: str) -> None:
+    config = {
+        "configurable": {"thread_id": "served", "policy": "offload", "min_score": -1.0, "offload_backend": "memory"}
+    }
+    with use_chat_model(Model().chat):
+        out = graph.invoke({"question": QUESTIONS[0], "doc_id": doc_id}, config=config)
+    assert out["policy"] == "offload" and out["session"] == "served" and out["turn"] == 1
+    assert get_store("default").count(kind="offload") == 0  # the memory backend was used
+    assert get_offload_store("default", backend="memory").list("served")[0].id == "o1"
+
+
+def test_chinese_document_gets_chinese_prompts(tmp_path: Path) -> None:
+    path = tmp_path / "zh.md"
+    path.write_text(
+        "# 猎鹰项目\n\n猎鹰项目为干旱地区的农场制造太阳能水泵。\n\n## 预算\n\n委员会在三月批准了四万欧元的预算。\n",
+        encoding="utf-8",
+    )
+    doc = ingest(str(path)).doc_id
+    model = Model()
+    outs = session(model, doc, ["委员会批准了多少预算？", "水泵用什么能源？"], {"policy": "offload_canvas"})
+    system, user = model.answers()[-1]
+    assert "以 JSON 回复" in system and "文档中的细节：" in user and "问题：水泵用什么能源？" in user
+    assert "之前的轮次（一行记录" in user and outs[1]["citations"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "context", "message"),
+    [
+        ({"question": "  "}, {}, "question is empty"),
+        ({"question": "x"}, {}, "needs a path or a doc_id"),
+        ({"question": "x", "doc_id": "0123456789abcdef"}, {}, "not ingested"),
+        ({"question": "x", "doc_id": "DOC", "path": "notebooks/data/falcon.md"}, {}, "either a path or a doc_id"),
+        ({"question": "x", "doc_id": "DOC"}, {"policy": "everything"}, "unknown policy"),
+        ({"question": "x", "doc_id": "DOC"}, {"token_budget": 50}, "token_budget"),
+        ({"question": "x", "doc_id": "DOC"}, {"offload_backend": "redis"}, "offload_backend"),
+        ({"question": "x", "doc_id": "DOC", "session": "bad id"}, {}, "invalid session id"),
+    ],
+)
+def test_bad_input_is_refused(doc_id: str, request_: dict[str, str], context: dict[str, Any], message: str) -> None:
+    request = {k: (doc_id if v == "DOC" else v) for k, v in request_.items()}
+    with use_chat_model(Model().chat), pytest.raises(InputError, match=message):
+        graph.invoke(request, context=OffloadContext(**{**BASE, **context}))  # type: ignore[arg-type]
+
+
+def test_a_session_stays_on_its_document_and_policy(doc_id: str, tmp_path: Path) -> None:
+    other = tmp_path / "other.md"
+    other.write_text("# Other\n\nA different document about tea.\n", encoding="utf-8")
+    other_id = ingest(str(other)).doc_id
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "bound"}}
+    with use_chat_model(Model().chat):
+        compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "offload"})
+        with pytest.raises(InputError, match="bound to one document"):
+            compiled.invoke(
+                {"question": "Tea?", "doc_id": other_id}, config=config, context={**BASE, "policy": "offload"}
+            )
+        # a refused request leaves its doc_id in the thread until a request gives the right one
+        with pytest.raises(InputError, match="bound to one document"):
+            compiled.invoke({"question": "Who?"}, config=config, context={**BASE, "policy": "offload"})
+        with pytest.raises(InputError, match="uses policy 'offload'"):
+            compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "full"})
+        out = compiled.invoke(
+            {"question": "Budget?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "offload"}
+        )
+    assert out["turn"] == 2
+
+
+def test_langserve_route_answers_a_turn(doc_id: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from graphs.serve import create_app
+
+    config = {"configurable": {"policy": "offload", "min_score": -1.0, "offload_backend": "memory"}}
+    with use_chat_model(Model().chat), TestClient(create_app()) as client:
+        schema = client.get("/offload/input_schema")
+        assert schema.status_code == 200 and '"question"' in schema.text
+        first = client.post(
+            "/offload/invoke", json={"input": {"question": QUESTIONS[0], "doc_id": doc_id}, "config": config}
+        )
+        bad = client.post("/offload/invoke", json={"input": {"question": " ", "doc_id": doc_id}, "config": config})
+    assert first.status_code == 200, first.text
+    out = first.json()["output"]
+    assert out["turn"] == 1 and out["policy"] == "offload" and out["answer"] and out["input_tokens"] > 0
+    assert out["offloaded"][0]["id"] == "o1" and out["session"]
+    assert bad.status_code == 400 and "question is empty" in bad.json()["detail"]
