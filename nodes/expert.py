@@ -1,0 +1,220 @@
+"""Expert agents: answer one editor question only from chunks they retrieve, citing ``[chunk_id]``.
+
+Each expert has a name and a description (fact, opinion, structure and style by default; the
+set is configurable). An expert retrieves a few chunks of the document with
+:func:`nodes.retrieval.hybrid_search`, keeps the sentences of each that matter for the question,
+and asks the model for a short answer with citations and a confidence. An answer that cites no
+retrieved chunk, or says nothing was found, is recorded as ``not_found``. Answers are cached per
+document (question, expert and settings) so a question asked again costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+import prompts
+from nodes.retrieval import Rerank, focus_snippet, hybrid_search
+from stores.documents import cache_path
+from stores.embedders import lexical_tokens
+from stores.models import LLM, ModelOutputError, Usage, messages
+from stores.settings import ModelError
+from stores.vectorstore import VectorStore
+
+DEFAULT_EXPERTS: dict[str, str] = {
+    "fact": "concrete facts: events, figures, names, dates, places and decisions.",
+    "opinion": "the positions, arguments and disagreements of the author or the speakers.",
+    "structure": "how the document is organised: its parts and topics, their order and how they connect.",
+    "style": "tone, register, genre and how the text is written.",
+}
+"""Default experts: name -> description (the question types of the editor have the same names)."""
+
+QUESTION_TYPES = ("fact", "opinion", "structure", "style")
+NOT_FOUND = "not found"
+_NOT_FOUND_MARKERS = ("not found", "no information", "未找到", "没有找到", "未提及", "没有相关")
+CITATION = re.compile(r"\[\s*((?:c?\d+)(?:\s*[,;、，]\s*c?\d+)*)\s*\]", re.IGNORECASE)
+
+
+class ExpertReply(BaseModel):
+    """What an expert answers."""
+
+    answer: str = Field(description="The answer with [chunk_id] citations, or 'not found'.", max_length=1200)
+    citations: list[str] = Field(description="Chunk ids the answer rests on.", min_length=1, max_length=6)
+    confidence: float = Field(ge=0, le=1, description="How sure the expert is, 0 to 1.")
+
+
+def reply_schema(chunk_ids: Sequence[str]) -> type[ExpertReply]:
+    """The expert's reply schema with ``citations`` limited to the retrieved ``chunk_ids`` (at least one)."""
+    ids = tuple(chunk_ids)
+    return create_model(
+        "ExpertAnswer",
+        __base__=ExpertReply,
+        citations=(list[Literal[ids]], Field(min_length=1, max_length=len(ids))),  # type: ignore[valid-type]
+    )
+
+
+def citations_in(text: str) -> list[str]:
+    """Chunk ids cited as ``[c3]``, ``[c3, c5]`` or ``[3]`` in ``text``, in order, without repeats."""
+    out: list[str] = []
+    for match in CITATION.finditer(text):
+        for part in re.split(r"[,;、，]", match.group(1)):
+            digits = re.sub(r"\D", "", part)
+            if digits and f"c{int(digits)}" not in out:
+                out.append(f"c{int(digits)}")
+    return out
+
+
+def normalise_chunk_id(value: str) -> str:
+    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``; ``""`` when it is no chunk id."""
+    digits = re.sub(r"\D", "", str(value))
+    return f"c{int(digits)}" if digits and re.fullmatch(r"\[?\s*[cC]?\s*\d+\s*\]?", str(value).strip()) else ""
+
+
+def says_not_found(answer: str) -> bool:
+    """True when an answer only says the excerpts hold nothing."""
+    text = answer.strip().lower()
+    if not text:
+        return True
+    head = text[:60]
+    return any(marker in head for marker in _NOT_FOUND_MARKERS) and len(lexical_tokens(text)) < 25
+
+
+def question_key(question: str) -> frozenset[str]:
+    """Content tokens of a question (for duplicate detection)."""
+    return frozenset(lexical_tokens(question))
+
+
+class AnswerCache:
+    """Expert answers of one document, keyed by question, expert and settings, in SQLite."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.commit()
+
+    @classmethod
+    def for_document(cls, namespace: str, doc_id: str) -> AnswerCache:
+        """The answer cache of ``doc_id``."""
+        return cls(cache_path(namespace, doc_id, "answers.sqlite"))
+
+    @staticmethod
+    def key(**parts: Any) -> str:
+        """A stable key from the parts that decide an answer."""
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
+            row = db.execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
+            db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
+            db.commit()
+
+
+def expert_prompt_version(lang: str) -> str:
+    """A digest of the expert's prompts and reply schema (part of the answer-cache key)."""
+    parts = [prompts.load(name, lang).template for name in ("summarize/expert", "summarize/expert_user")]
+    parts.append(json.dumps(ExpertReply.model_json_schema(), sort_keys=True))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def bad_output(exc: BaseException) -> bool:
+    """True for a model error caused by the reply itself: still invalid after retries, or cut off at max_tokens."""
+    if isinstance(exc, ModelOutputError):
+        return True
+    cause = exc.__cause__
+    return isinstance(exc, ModelError) and cause is not None and type(cause).__name__ == "LengthFinishReasonError"
+
+
+def language_name(lang: str) -> str:
+    """How prompts (written in ``lang``) name the output language ``lang``."""
+    return {"zh": "简体中文", "en": "English"}.get(lang, lang)
+
+
+_PLACEHOLDERS = {
+    "no_focus": ("(none: summarize the whole document)", "（无：概括整份文档）"),
+    "empty_draft": ("(empty: this is the first round)", "（空：这是第一轮）"),
+    "empty": ("(empty)", "（空）"),
+    "no_notes": ("(no notes yet)", "（暂无）"),
+    "none": ("(none)", "（无）"),
+    "none_yet": ("(none yet)", "（暂无）"),
+}
+
+
+def placeholder(name: str, lang: str) -> str:
+    """A filler phrase for an empty prompt field, in the prompt's language."""
+    en, zh = _PLACEHOLDERS[name]
+    return zh if lang == "zh" else en
+
+
+def focus_text(query: str, lang: str) -> str:
+    """The summary's focus for a prompt: the query, or a note that there is none."""
+    return query.strip() or placeholder("no_focus", lang)
+
+
+def answer_question(
+    question: str,
+    expert: str,
+    description: str,
+    *,
+    store: VectorStore,
+    doc_id: str,
+    llm: LLM,
+    lang: str = "en",
+    k: int = 3,
+    chunk_tokens: int = 160,
+    max_tokens: int = 120,
+    rerank: Rerank = "none",
+) -> tuple[dict[str, Any], Usage]:
+    """One expert's answer to ``question`` from the chunks it retrieves.
+
+    Returns ``({status, answer, citations, confidence, chunks}, usage)``; ``status`` is
+    ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
+    """
+    hits = hybrid_search(store, doc_id, question, k, rerank=rerank)
+    retrieved = [h.chunk_id for h in hits]
+    if not hits:
+        return {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": []}, {}
+    excerpts = "\n\n".join(
+        f"[{h.chunk_id}]{' (' + h.section + ')' if h.section else ''} {focus_snippet(h.text, question, chunk_tokens)}"
+        for h in hits
+    )
+    system = prompts.render(
+        "summarize/expert", lang, expert=expert, description=description, language=language_name(lang)
+    )
+    user = prompts.render("summarize/expert_user", lang, excerpts=excerpts, question=question)
+    reply, usage = llm.structured(messages(system, user), reply_schema(retrieved), max_tokens=max_tokens)
+    cited = [c for c in citations_in(reply.answer) + [normalise_chunk_id(c) for c in reply.citations] if c]
+    valid = [c for c in dict.fromkeys(cited) if c in retrieved]
+    answer = CITATION.sub(
+        lambda m: m.group(0) if all(c in retrieved for c in citations_in(m.group(0))) else "", reply.answer
+    )
+    answer = re.sub(r"\s{2,}", " ", answer).strip()
+    if says_not_found(answer) or not valid:
+        return (
+            {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": retrieved},
+            usage,
+        )
+    if not citations_in(answer):
+        answer = f"{answer} [{', '.join(valid)}]"
+    result = {
+        "status": "answered",
+        "answer": answer,
+        "citations": valid,
+        "confidence": round(float(reply.confidence), 3),
+        "chunks": retrieved,
+    }
+    return result, usage
