@@ -1,0 +1,62 @@
+"""The README's Python examples run as written (against the scripted endpoint, in a scratch folder)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ROOT, free_port, wait_http
+
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+REGISTRY = [
+    {
+        "name": "charts",
+        "description": "Draw charts from tables",
+        "tools": [{"name": "bar_chart", "description": "plot monthly sales as a bar chart", "input_schema": {}}],
+    },
+    {
+        "name": "weather",
+        "description": "Weather forecasts",
+        "tools": [{"name": "forecast", "description": "weather forecast for a city", "input_schema": {}}],
+    },
+]
+
+
+def test_readme_has_python_examples() -> None:
+    assert len(BLOCKS) >= 5
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notebooks").symlink_to(ROOT / "notebooks")
+    (work / "servers.json").write_text(json.dumps(REGISTRY))
+    return work
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]
+    code = BLOCKS[index]
+    env = dict(server_env)
+    port = free_port()
+    proc, _log = spawn([sys.executable, "-m", "stores.fake_endpoint", "--port", str(port)], env)
+    wait_http(f"http://127.0.0.1:{port}/v1/models", timeout=60, proc=proc)
+    env.update({"LONGDOC_BASE_URL": f"http://127.0.0.1:{port}/v1", "LONGDOC_MODEL": "scripted"})
+    env["PYTHONPATH"] = str(ROOT)
+    if "127.0.0.1:8000" in code:
+        api = free_port()
+        server, _server_log = spawn(
+            [sys.executable, "-m", "uvicorn", "graphs.serve:app", "--host", "127.0.0.1", "--port", str(api)], env
+        )
+        wait_http(f"http://127.0.0.1:{api}/health", timeout=120, proc=server)
+        code = code.replace("127.0.0.1:8000", f"127.0.0.1:{api}")
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=scratch, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, f"README block {index} failed:\n{code}\n{result.stderr[-3000:]}"
