@@ -15,7 +15,6 @@ journal next to the results, so a re-run reports the same figures without callin
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -83,7 +82,6 @@ def run_llm(
     from nodes.ingest import ingest
     from stores.models import usage_totals
 
-    os.environ.setdefault("LONGDOC_LLM_CACHE", "1")
     journal = _journal(journal_path)
     journal_path.parent.mkdir(parents=True, exist_ok=True)
     namespace = "bench-chain"
