@@ -243,6 +243,14 @@ class LLM:
                 raw = model.invoke(list(messages))  # type: ignore[assignment]
                 text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
         except Exception as exc:
+            if type(exc).__name__ == "LengthFinishReasonError":
+                # The reply hit max_tokens before the JSON closed: report it as truncated output
+                # (empty text), which the structured retry answers with a larger budget.
+                completion = getattr(exc, "completion", None)
+                used = getattr(completion, "usage", None)
+                n_in = int(getattr(used, "prompt_tokens", 0) or 0)
+                n_out = int(getattr(used, "completion_tokens", 0) or 0)
+                return "", None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
             raise _model_error(exc, self.role) from exc
         n_in, n_out = _usage_of(raw, messages)
         if self.use_cache:
@@ -261,9 +269,14 @@ class LLM:
         usage: Usage = {}
         convo = list(messages)
         last_error = ""
+        budget = max_tokens
         for _attempt in range(self.max_retries + 1):
-            text, parsed, used = self._call(convo, schema, max_tokens)
+            text, parsed, used = self._call(convo, schema, budget)
             usage = merge_usage(usage, used)
+            if used.get(self.role, {}).get("truncated") and budget:
+                last_error = f"the reply was cut at {budget} tokens"
+                budget = min(budget * 2, 4096)
+                continue
             try:
                 data = parsed if parsed is not None else parse_json_object(text)
                 return schema.model_validate(data), usage

@@ -117,3 +117,33 @@ def test_model_assembly_checks_size_and_hash(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(ModelError, match="corrupt"):
         local_model.model_path(tmp_path / "other")
     assert not any((tmp_path / "other" / "models").iterdir())
+
+
+class LengthFinishReasonError(Exception):
+    """Stands in for the OpenAI client's error when a reply hits max_tokens."""
+
+
+class CutOnce(ScriptedChatModel):
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+        if not self.calls:
+            self.calls.append(list(messages))
+            raise LengthFinishReasonError("length limit reached")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_truncated_structured_reply_is_retried_with_a_larger_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    budgets: list[int | None] = []
+    fake = CutOnce(default='{"answer": "Oslo", "confidence": 0.8}')
+    monkeypatch.setattr("stores.models._is_openai", lambda model: False)
+    original = LLM._call
+
+    def spy(self, messages, schema, max_tokens):  # type: ignore[no-untyped-def]
+        budgets.append(max_tokens)
+        return original(self, messages, schema, max_tokens)
+
+    monkeypatch.setattr(LLM, "_call", spy)
+    with use_chat_model(fake):
+        result, usage = LLM("manager", max_retries=2).structured(messages("s", "u"), Answer, max_tokens=50)
+    assert result.answer == "Oslo"
+    assert budgets == [50, 100]
+    assert usage["manager"]["calls"] == 2 and usage["manager"]["truncated"] == 1
