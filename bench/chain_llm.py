@@ -80,7 +80,7 @@ def run_llm(
     """Run every method on every item (journalled), and aggregate EM, F1, tokens and seconds."""
     from graphs.chain import graph
     from nodes.ingest import ingest
-    from stores.models import usage_totals
+    from stores.models import ModelOutputError, usage_totals
 
     journal = _journal(journal_path)
     journal_path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,14 +93,18 @@ def run_llm(
             row = journal.get(key)
             if row is None:
                 start = time.perf_counter()
-                if method in CHAIN_METHODS:
-                    out = graph.invoke(
-                        {"question": item.question, "doc_id": doc_id},
-                        context={"order": method, "namespace": namespace, "embedder": embedder, "llm_cache": True},
-                    )
-                    pred, info = out["answer"], {"usage": out["usage"], "chunks": len(out["order"][0])}
-                else:
-                    pred, info = _reader(doc_id, item.question, method, namespace, embedder)
+                try:
+                    if method in CHAIN_METHODS:
+                        out = graph.invoke(
+                            {"question": item.question, "doc_id": doc_id},
+                            context={"order": method, "namespace": namespace, "embedder": embedder, "llm_cache": True},
+                        )
+                        pred, info = out["answer"], {"usage": out["usage"], "chunks": len(out["order"][0])}
+                    else:
+                        pred, info = _reader(doc_id, item.question, method, namespace, embedder)
+                except ModelOutputError as exc:
+                    # A reply that never fits the schema is a wrong answer of that method, not a crash.
+                    pred, info = "", {"usage": exc.usage, "failed": str(exc)}
                 seconds = time.perf_counter() - start
                 totals = usage_totals(info.get("usage", {}))
                 row = {
@@ -110,6 +114,7 @@ def run_llm(
                     "prediction": pred,
                     "answers": item.answers,
                     "skipped": info.get("skipped"),
+                    "failed": info.get("failed"),
                     "tokens": totals["input"] + totals["output"],
                     "input_tokens": totals["input"],
                     "calls": totals["calls"],
@@ -134,5 +139,6 @@ def run_llm(
             "seconds": round(float(np.mean([r["seconds"] for r in done])), 1),
             "items": len(done),
             "skipped": len(method_rows) - len(done),
+            "failed": sum(1 for r in done if r.get("failed")),
         }
     return result
