@@ -58,7 +58,7 @@ from nodes.offloader import (
     update_pinned,
 )
 from stores.documents import get_document
-from stores.models import LLM, ModelError, ModelOutputError, Usage, llm_for, merge_usage, usage_totals
+from stores.models import LLM, ModelError, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, usage_totals
 from stores.offload import BACKENDS, OffloadItem, check_session, get_offload_store
 from stores.settings import InputError
 from stores.text import count_tokens, truncate_tokens
@@ -226,14 +226,6 @@ def check_context(ctx: OffloadContext) -> None:
         raise InputError("answer/offloader max tokens must be at least 20 and canvas_max_tokens at least 100")
 
 
-def relabel(usage: Usage, label: str) -> Usage:
-    """The same counts under one label."""
-    out: Usage = {}
-    for counts in usage.values():
-        out = merge_usage(out, {label: counts})
-    return out
-
-
 def call_record(step: str, usage: Usage, **extra: Any) -> dict[str, Any]:
     """One model call (or a few retries of it) as reported per turn."""
     return {"step": step, **usage_totals(usage), **extra}
@@ -358,7 +350,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     calls = list(state.get("calls", []))
     if usage:
         calls.append(call_record("canvas", usage))
-    return {"canvas": summary, "usage": relabel(usage, "canvas"), "calls": calls}
+    return {"canvas": summary, "usage": relabel_usage(usage, "canvas"), "calls": calls}
 
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
@@ -449,7 +441,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     step = "answer_after_recall" if round_ else "answer"
     calls = [*state.get("calls", []), call_record(step, usage, estimated=memory.tokens, mode=mode)]
     update: dict[str, Any] = {
-        "usage": relabel(usage, "answer"),
+        "usage": relabel_usage(usage, "answer"),
         "calls": calls,
         "memory": {**memory.parts, "total": memory.tokens},
         "cut": memory.cut,
@@ -559,7 +551,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
         "history": history,
         "pinned": pinned,
         "offloaded": offloaded,
-        "usage": relabel(usage, "offloader"),
+        "usage": relabel_usage(usage, "offloader"),
         "calls": calls,
     }
 

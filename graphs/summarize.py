@@ -65,7 +65,7 @@ from nodes.ingest import ingest
 from nodes.retrieval import hybrid_search
 from nodes.summary_baselines import RETRY, BaselineContext, build_map_reduce, build_refine
 from stores.documents import get_document
-from stores.models import LLM, Usage, llm_for, merge_usage, resolve_role
+from stores.models import LLM, Usage, llm_for, merge_usage, relabel_usage, resolve_role
 from stores.settings import InputError, ModelError
 from stores.text import split_sentences
 from stores.vectorstore import get_store
@@ -234,14 +234,6 @@ def _check_context(ctx: SummarizeContext) -> None:
         raise InputError("expert_k, factcheck_batch must be positive and expert_chunk_tokens at least 20")
 
 
-def relabel(usage: Usage, label: str) -> Usage:
-    """The same counts under one role label."""
-    out: Usage = {}
-    for counts in usage.values():
-        out = merge_usage(out, {label: counts})
-    return out
-
-
 def question_llm(ctx: SummarizeContext) -> LLM:
     """The editor's model for writing questions (``question_model`` when set)."""
     llm = llm_for("editor", ctx)
@@ -372,7 +364,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
         {"id": f"r{rnd}q{i}", **q, "expert": choose_expert(q, ctx.experts, ctx.expert_routing, ctx.namespace)}
         for i, q in enumerate(fresh, start=1)
     ]
-    update: dict[str, Any] = {"round": rnd, "questions": items, "usage": relabel(usage, "questioner")}
+    update: dict[str, Any] = {"round": rnd, "questions": items, "usage": relabel_usage(usage, "questioner")}
     if not items:
         update["stop_reason"] = "no_new_questions"
         update["rounds_info"] = [{"round": rnd, "questions": 0, "stop": "no_new_questions"}]

@@ -68,6 +68,14 @@ def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
     return out
 
 
+def relabel_usage(usage: Usage, label: str) -> Usage:
+    """The same counts gathered under one label (e.g. the graph step that spent them)."""
+    out: Usage = {}
+    for counts in usage.values():
+        out = merge_usage(out, {label: counts})
+    return out
+
+
 def usage_totals(usage: Usage) -> dict[str, int]:
     """Sum of input/output tokens and calls over every role."""
     total = {"input": 0, "output": 0, "calls": 0, "cached": 0}
