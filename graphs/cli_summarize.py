@@ -117,13 +117,19 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
         print_json(json_result(out))
         return EXIT_OK
     print(with_citations(out["sentences"], args.format, detect_language(out["summary"])))
+    if not out["sentences"]:
+        print(
+            "longdoc: no sentence of the summary survived the fact-check; run with --factcheck mark to see them",
+            file=sys.stderr,
+        )
     if not args.quiet:
         totals = usage_totals(out.get("usage", {}))
         check = out["factcheck"]
         print(
             f"\n{out['method']}: {out['rounds']} rounds ({out['stop_reason'] or 'done'}), {totals['calls']} LLM calls, "
             f"tokens in {totals['input']} / out {totals['output']}; fact-check: {check['supported']} supported, "
-            f"{check['fixed']} fixed, {check['dropped']} dropped of {check['sentences']} sentences",
+            f"{check['fixed']} fixed, {check['disputed']} disputed, {check['dropped']} dropped "
+            f"of {check['sentences']} sentences",
             file=sys.stderr,
         )
     return EXIT_OK

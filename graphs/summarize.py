@@ -55,6 +55,7 @@ from nodes.expert import (
 )
 from nodes.factcheck import (
     check_sentences,
+    coverage,
     dedupe_sentences,
     factcheck_stats,
     parse_cited_sentences,
@@ -474,6 +475,10 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
             )
             new_draft = result.draft.strip()
             judgement = result.model_dump(exclude={"draft"})
+            sources = " ".join([draft, *(a["answer"] for a in usable)])
+            if coverage(new_draft, sources) < 0.5:
+                info["merge_error"] = "the merged draft says little that the draft or the answers say"
+                new_draft = fallback_merge(draft, usable, length, lang)
             update["usage"] = usage
             update["missing"] = result.missing
         except ModelError as exc:
@@ -536,6 +541,9 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
         emit({"stage": "polish", "message": "the draft already has the requested length, format and language"})
         return {"final_text": draft}
     text, usage = polish(llm_for("editor", ctx), draft=draft, query=query, length=length, fmt=fmt, lang=lang)
+    if not parse_cited_sentences(text) or coverage(text, draft) < 0.5:
+        emit({"stage": "polish", "message": "the polished text strays from the draft; keeping the draft"})
+        return {"final_text": draft, "usage": usage}
     emit({"stage": "polish", "message": f"polished to {length_units(text, lang)} units"})
     return {"final_text": text, "usage": usage}
 

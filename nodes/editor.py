@@ -276,10 +276,13 @@ def draft_changed(old: str, new: str, threshold: float = 0.97) -> bool:
 
 # --- polish ---------------------------------------------------------------------------------
 def draft_fits(draft: str, length: int, fmt: str, lang: str) -> bool:
-    """True when the draft already has the requested length, format and language (no polish call)."""
+    """True when the draft already has the requested format and language and is not too long (no polish call).
+
+    A draft shorter than asked is kept: polishing cannot add facts, only lose citations.
+    """
     units = length_units(re.sub(r"\[[^\]]*\]", "", draft), lang)
     same_language = (lang == "zh") == (cjk_ratio(draft) > 0.2)
-    return fmt == "paragraphs" and 0.6 * length <= units <= 1.3 * length and same_language
+    return fmt == "paragraphs" and units <= 1.3 * length and same_language
 
 
 def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str, slack: float = 1.3) -> list[dict]:

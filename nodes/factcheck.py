@@ -26,7 +26,7 @@ from stores.text import split_sentences
 from stores.vectorstore import VectorStore
 
 FactcheckMode = Literal["fix", "mark", "off"]
-Verdict = Literal["supported", "fixed", "dropped", "unsupported", "unchecked", "source"]
+Verdict = Literal["supported", "fixed", "dropped", "disputed", "unsupported", "unchecked", "source"]
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)、])\s+")
 
 
@@ -44,9 +44,34 @@ class Verdicts(BaseModel):
     verdicts: list[SentenceVerdict] = Field(max_length=20)
 
 
+_CITES_NOTE = re.compile(r"\s*[(（](?:cites|引用)[^)）]*[)）]", re.IGNORECASE)
+_STOPWORD_TEXT = """
+    a an the and or but of to in on at by for with from as is are was were be been being it its this that these
+    those there their they he she we you i his her our your not no so than then also which who whom what when where
+    why how will would can could should may might must do does did has have had about into over after before up down
+    out more most some any all each such only own same too very just"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def content_tokens(text: str) -> set[str]:
+    """Words that carry content: no stopwords; for Chinese, character bigrams."""
+    tokens = lexical_tokens(text)
+    bigrams = {t for t in tokens if len(t) == 2 and ord(t[0]) > 0x2FFF}
+    words = {t for t in tokens if ord(t[0]) <= 0x2FFF and t not in _STOPWORDS}
+    return words | bigrams
+
+
+def coverage(text: str, source: str) -> float:
+    """Share of ``text``'s content words that occur in ``source`` (1.0 for a text without any)."""
+    mine = content_tokens(text)
+    if not mine:
+        return 1.0
+    return len(mine & content_tokens(source)) / len(mine)
+
+
 def clean_sentence(text: str) -> str:
     """A sentence without citation markers, bullet marks or stray spaces."""
-    text = CITATION.sub("", _BULLET.sub("", text))
+    text = _CITES_NOTE.sub("", CITATION.sub("", _BULLET.sub("", text)))
     text = re.sub(r"\s+([,.;:!?，。；：！？])", r"\1", text)
     return re.sub(r"\s{2,}", " ", text).strip()
 
@@ -148,6 +173,12 @@ def evidence_for(store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]
     return "\n\n".join(blocks)
 
 
+def grounded_fix(fix: str, original: str, source: str, threshold: float = 0.6) -> bool:
+    """True when a correction is a new sentence whose content words mostly come from the cited chunks."""
+    fixed = clean_sentence(fix)
+    return bool(fixed) and fixed != clean_sentence(original) and coverage(fixed, source) >= threshold
+
+
 def retrieve_citations(store: VectorStore, doc_id: str, sentence: str, k: int, prefer: Sequence[str] = ()) -> list[str]:
     """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall."""
     hits = hybrid_search(store, doc_id, sentence, max(k, 8) if prefer else k)
@@ -167,12 +198,16 @@ def check_sentences(
     chunk_tokens: int = 140,
     max_citations: int = 2,
     prefer: Sequence[str] = (),
+    keep_coverage: float = 0.9,
 ) -> tuple[list[dict[str, Any]], Usage]:
     """Check every sentence against its cited chunks.
 
     Returns one entry per input sentence: ``{text, citations, verdict, original}`` where verdict
-    is ``supported``, ``fixed``, ``dropped`` (fix mode), ``unsupported`` (mark mode) or
-    ``unchecked`` (checking was off, or the checker's output stayed invalid). Sentences citing
+    is ``supported``, ``fixed`` (the checker's correction, accepted when its content words come
+    from the cited chunks), ``dropped``, ``disputed`` (fix mode: judged unsupported without a usable
+    correction, but at least ``keep_coverage`` of its content words are in the cited chunks, so it
+    is kept and flagged), ``unsupported`` (mark mode) or ``unchecked`` (checking was off, or the
+    checker's output stayed invalid). Sentences citing
     nothing get the best-matching chunks as citations (``cited_by: "retrieval"``), taken from
     ``prefer`` (e.g. the chunks the draft cited) when any of those match.
     """
@@ -192,6 +227,8 @@ def check_sentences(
     for start in range(0, len(checkable), batch_size):
         batch = checkable[start : start + batch_size]
         evidence = evidence_for(store, doc_id, batch, chunk_tokens)
+        cited = dict.fromkeys(f"{doc_id}:{c}" for r in batch for c in r["citations"])
+        sources = {h.chunk_id: h.text for h in store.get(list(cited))}
         numbered = "\n".join(
             f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1)
         )
@@ -211,15 +248,18 @@ def check_sentences(
             verdict = by_n.get(i)
             if verdict is None:
                 continue
+            source = " ".join(sources.get(c, "") for c in entry["citations"])
             if verdict.supported:
                 entry["verdict"] = "supported"
             elif mode == "mark":
                 entry["verdict"] = "unsupported"
-            elif clean_sentence(verdict.fix) and clean_sentence(verdict.fix) != entry["text"]:
+            elif grounded_fix(verdict.fix, entry["text"], source):
                 entry["verdict"] = "fixed"
                 entry["text"] = clean_sentence(verdict.fix)
                 fixed_cites = [c for c in citations_in(verdict.fix) if c in entry["citations"]]
                 entry["citations"] = fixed_cites or entry["citations"]
+            elif coverage(entry["text"], source) >= keep_coverage:
+                entry["verdict"] = "disputed"
             else:
                 entry["verdict"] = "dropped"
     return results, usage
@@ -230,7 +270,7 @@ def factcheck_stats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for r in results:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    checked = sum(v for k, v in counts.items() if k in ("supported", "fixed", "dropped", "unsupported"))
+    checked = sum(v for k, v in counts.items() if k in ("supported", "fixed", "dropped", "disputed", "unsupported"))
     confirmed = counts.get("supported", 0) + counts.get("source", 0)
     total = checked + counts.get("source", 0)
     return {
@@ -239,6 +279,7 @@ def factcheck_stats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "supported": counts.get("supported", 0),
         "fixed": counts.get("fixed", 0),
         "dropped": counts.get("dropped", 0),
+        "disputed": counts.get("disputed", 0),
         "unsupported": counts.get("unsupported", 0),
         "unchecked": counts.get("unchecked", 0),
         "supported_share": round(confirmed / total, 4) if total else None,

@@ -36,6 +36,26 @@ def _calls(fake: ScriptedChatModel, marker: str) -> list[list[BaseMessage]]:
     return [c for c in fake.calls if marker in _system(c)]
 
 
+FULL_DRAFT = (
+    "Project Falcon builds solar pumps for farms [c0]. The committee approved a budget of 40,000 euros in March [c1]. "
+    "Alice Moreau leads engineering [c2]. Trials run from June to September near Nakuru [c3]. "
+    "Dust on panels is the main risk [c4]."
+)
+
+
+def _with_full_draft(messages: Sequence[BaseMessage]) -> str | None:
+    """Expert and merge replies that carry the facts the polish replies of these tests use."""
+    if '"answer"' in _system(messages):
+        first = re.search(r"^\[(c\d+)\]", str(messages[-1].content), re.M)
+        cid = first.group(1) if first else "c0"
+        return json.dumps({"answer": FULL_DRAFT, "citations": [cid], "confidence": 0.9})
+    if '"draft"' in _system(messages):
+        return json.dumps(
+            {"draft": FULL_DRAFT, "completeness": 4, "accuracy": 4, "coherence": 4, "done": False, "missing": ""}
+        )
+    return None
+
+
 def _run(fake: ScriptedChatModel, request: dict[str, Any], **context: Any) -> dict[str, Any]:
     with use_chat_model(fake):
         return graph.invoke(request, context=context)
@@ -259,8 +279,70 @@ def test_merge_failure_falls_back_to_the_cited_answers(monkeypatch: pytest.Monke
     assert all(s["citations"] for s in out["sentences"])
 
 
+def test_a_merged_draft_that_ignores_the_answers_is_replaced() -> None:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        if '"draft"' in _system(messages):
+            empty = {"draft": "The draft summary is empty.", "completeness": 1, "accuracy": 1, "coherence": 1}
+            return json.dumps({**empty, "done": False, "missing": ""})
+        if '"verdicts"' in _system(messages):
+            return json.dumps(
+                {"verdicts": [{"n": 1, "supported": False, "fix": "The draft summary is empty. (cites c3)"}]}
+            )
+        return scripted_reply(messages)
+
+    out = _run(ScriptedChatModel(default=reply), {"path": str(FALCON), "length": 60}, max_rounds=1)
+    assert "merge_error" in out["log"][0]
+    assert "draft summary" not in out["summary"] and out["summary"]
+    assert all(s["citations"] for s in out["sentences"])
+
+
+def test_ungrounded_corrections_are_dropped_and_verbatim_sentences_kept_as_disputed() -> None:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        merged = _with_full_draft(messages)
+        if merged is not None:
+            return merged
+        if "Draft:" in str(messages[-1].content):
+            return (
+                "The budget is 90,000 euros [c1]. Falcon builds solar pumps for farms [c0]. "
+                "The steering committee approved a budget of 40,000 euros in March [c1]."
+            )
+        if '"verdicts"' in _system(messages):
+            verdicts = [
+                {"n": 1, "supported": False, "fix": "The budget is unknown to the draft. (cites c1)"},
+                {"n": 2, "supported": True, "fix": ""},
+                {"n": 3, "supported": False, "fix": ""},
+            ]
+            return json.dumps({"verdicts": verdicts})
+        return scripted_reply(messages)
+
+    request = {"path": str(FALCON), "length": 100, "format": "bullets"}
+    out = _run(ScriptedChatModel(default=reply), request, max_rounds=1)
+    assert [(s["text"], s["verdict"]) for s in out["sentences"]] == [
+        ("Falcon builds solar pumps for farms.", "supported"),
+        ("The steering committee approved a budget of 40,000 euros in March.", "disputed"),
+    ]
+    assert out["factcheck"]["dropped"] == 1 and out["factcheck"]["disputed"] == 1
+    assert out["factcheck"]["supported_share"] == round(1 / 3, 4)
+
+
+def test_an_empty_or_stray_polish_keeps_the_draft() -> None:
+    for polished in ("", "Here is the summary you asked for, written with care and attention."):
+
+        def reply(messages: Sequence[BaseMessage], polished: str = polished) -> str:
+            if "Draft:" in str(messages[-1].content):
+                return polished
+            return scripted_reply(messages)
+
+        out = _run(ScriptedChatModel(default=reply), {"path": str(FALCON), "length": 60, "format": "bullets"})
+        assert out["summary"].startswith("- Project Falcon builds")
+        assert all(s["citations"] for s in out["sentences"])
+
+
 def test_polish_writes_bullets_in_the_requested_length() -> None:
     def reply(messages: Sequence[BaseMessage]) -> str:
+        merged = _with_full_draft(messages)
+        if merged is not None:
+            return merged
         if "Draft:" in str(messages[-1].content) and "Layout: a bullet list" in _system(messages):
             return (
                 "- The committee approved 40,000 euros in March [c1].\n- Alice Moreau leads engineering [c2].\n"
@@ -277,6 +359,9 @@ def test_polish_writes_bullets_in_the_requested_length() -> None:
 
 def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
     def reply(messages: Sequence[BaseMessage]) -> str:
+        merged = _with_full_draft(messages)
+        if merged is not None:
+            return merged
         if "Draft:" in str(messages[-1].content):
             return (
                 "Project Falcon builds a solar pump for farms [c0]. The budget is 90,000 euros [c1]. "
@@ -291,7 +376,7 @@ def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
             return json.dumps({"verdicts": verdicts})
         return scripted_reply(messages)
 
-    request = {"path": str(FALCON), "length": 100}
+    request = {"path": str(FALCON), "length": 100, "format": "bullets"}
     out = _run(ScriptedChatModel(default=reply), request, max_rounds=1)
     texts = [s["text"] for s in out["sentences"]]
     assert texts == ["Project Falcon builds a solar pump for farms.", "The budget is 40,000 euros."]

@@ -156,7 +156,8 @@ def test_draft_change_and_length_helpers() -> None:
     assert trim_to_length(sentences, 6, "en") == sentences[:2]
     assert trim_to_length(sentences[:1], 1, "en") == sentences[:1]
     assert draft_fits("word " * 50 + "[c1]", 60, "paragraphs", "en")
-    assert not draft_fits("word " * 50, 60, "bullets", "en") and not draft_fits("word " * 10, 60, "paragraphs", "en")
+    assert draft_fits("word " * 10, 60, "paragraphs", "en") and not draft_fits("word " * 90, 60, "paragraphs", "en")
+    assert not draft_fits("word " * 50, 60, "bullets", "en")
     assert not draft_fits("word " * 50, 60, "paragraphs", "zh")
 
 
@@ -284,3 +285,17 @@ def test_uncited_sentences_get_citations_from_the_preferred_chunks() -> None:
     assert retrieve_citations(get_store(), doc.doc_id, sentence, 2, prefer=["c99"]) == retrieve_citations(
         get_store(), doc.doc_id, sentence, 2
     )
+
+
+def test_coverage_counts_content_words_of_the_source() -> None:
+    from nodes.factcheck import clean_sentence, coverage, grounded_fix
+
+    source = "The steering committee approved a budget of 40,000 euros in March."
+    assert coverage("The committee approved 40,000 euros.", source) == 1.0
+    assert coverage("The draft summary is empty.", source) == 0.0
+    assert coverage("the of and", source) == 1.0
+    assert coverage("委员会批准了预算", "指导委员会在三月批准了四万欧元的预算。") > 0.5
+    assert clean_sentence("Budget is 40,000 euros. (cites c1, c2)") == "Budget is 40,000 euros."
+    assert grounded_fix("The committee approved 40,000 euros [c1].", "The budget is 90,000 euros.", source)
+    assert not grounded_fix("The budget is 90,000 euros.", "The budget is 90,000 euros [c1].", source)
+    assert not grounded_fix("The draft summary is empty.", "x", source) and not grounded_fix("", "x", source)
