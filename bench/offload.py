@@ -44,6 +44,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from nodes.offloader import POLICIES
+from stores.documents import write_atomic
 from stores.testing import ScriptedChatModel
 
 ANSWER_STEPS = ("answer", "answer_after_recall")
@@ -326,10 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(out, json.dumps(report, ensure_ascii=False, indent=1))
     summary = {
         k: {kk: vv for kk, vv in v.items() if kk != "input_tokens_by_turn"} for k, v in report.items() if k in POLICIES
     }

@@ -35,6 +35,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from stores.documents import write_atomic
 from stores.testing import ScriptedChatModel
 
 METHODS = ("expert-editor", "map-reduce", "refine")
@@ -318,10 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(out, json.dumps(report, ensure_ascii=False, indent=1))
     summary = {k: v for k, v in report.items() if k not in ("items", "config")}
     print(json.dumps(summary, indent=1))
     return 0

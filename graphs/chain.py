@@ -10,7 +10,7 @@ after the other and the manager reconciles their last notes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal, NotRequired
 
 from langgraph.config import get_stream_writer
@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 
 from graphs.context import Context, resolve_context
 from nodes.chain import (
+    cached_tree,
     check_question,
     document_vectors,
     manager_answer,
@@ -29,7 +30,7 @@ from nodes.chain import (
     valid_citations,
     worker_step,
 )
-from nodes.ingest import ingest
+from nodes.ingest import ingest_for_context
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
 from stores.models import Usage, llm_for, merge_usage, usage_totals
 from stores.settings import InputError, ModelError
@@ -139,16 +140,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     if not doc_id:
         if not state.get("path"):
             raise InputError("give the document as doc_id or path")
-        doc_id = ingest(
-            state["path"],
-            namespace=namespace,
-            embedder=ctx.embedder,
-            chunk_size=ctx.chunk_size,
-            chunk_overlap=ctx.chunk_overlap,
-            progress=_writer(),
-        ).doc_id
-    from nodes.chain import cached_tree
-
+        doc_id = ingest_for_context(state["path"], replace(ctx, namespace=namespace), _writer())
     store = get_store(namespace, ctx.embedder)
     doc = document_vectors(store, doc_id)
     tree, cached = cached_tree(

@@ -14,6 +14,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -121,6 +122,17 @@ def ensure_document(args: argparse.Namespace, path: str, **context: Any) -> dict
     with progress(args.quiet, "ingest") as handle:
         out = run_graph(graph, {"path": path}, context={**context_values(args), **context}, on_event=handle)
     return {k: out[k] for k in ("doc_id", "chunks", "cached", "title") if k in out}
+
+
+def document_id(args: argparse.Namespace, **context: Any) -> str:
+    """The doc id of ``args.path``: ingested if needed, or the path itself when it names an ingested document."""
+    from pathlib import Path
+
+    if not Path(args.path).exists() and re.fullmatch(r"[0-9a-f]{16}", args.path):
+        from stores.documents import get_document
+
+        return get_document(args.namespace, args.path).doc_id
+    return str(ensure_document(args, args.path, **context)["doc_id"])
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from graphs.cli import EXIT_OK, add_common, context_values, ensure_document, print_json, progress, run_graph
+from graphs.cli import EXIT_OK, add_common, context_values, document_id, print_json, progress, run_graph
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
 from stores.models import usage_totals
 from stores.settings import InputError
@@ -49,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
     ingest_context: dict[str, Any] = {}
     if args.chunk_size:
         context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
-    doc = ensure_document(args, args.path, **ingest_context)
+    doc_id = document_id(args, **ingest_context)
     with progress(args.quiet, "workers") as handle:
-        out = run_graph(graph, {"question": args.question, "doc_id": doc["doc_id"]}, context=context, on_event=handle)
+        out = run_graph(graph, {"question": args.question, "doc_id": doc_id}, context=context, on_event=handle)
     if page is not None:
-        _write_tree_page(page, out, doc, args)
+        _write_tree_page(page, out, args)
     tokens = {role: {"input": u.get("input", 0), "output": u.get("output", 0)} for role, u in out["usage"].items()}
     if args.json:
         print_json(
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 "tokens": tokens,
                 "explanation": out.get("explanation", ""),
                 "calls": out.get("calls", 0),
-                "doc_id": doc["doc_id"],
+                "doc_id": doc_id,
                 **({"tree_html": str(page)} if page is not None else {}),
             }
         )
@@ -94,14 +94,14 @@ def _page_path(value: str | None) -> Path | None:
     return path
 
 
-def _write_tree_page(path: Path, out: dict[str, Any], doc: dict[str, Any], args: argparse.Namespace) -> None:
+def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
     """Draw the run's tree and first reading order, nodes labelled with their sections."""
     from nodes.tree_view import tree_html
-    from stores.documents import write_atomic
+    from stores.documents import get_document, write_atomic
     from stores.vectorstore import get_store
 
     store = get_store(args.namespace, args.embedder)
     sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
-    name = doc.get("title") or out["doc_id"]
+    name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
     page = tree_html(out["order"][0], out["tree"], sections, title=f"{name}: {args.question}")
     write_atomic(path, page)

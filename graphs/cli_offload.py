@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import uuid
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from graphs.cli import EXIT_OK, add_common, context_values, ensure_document, print_json, progress, run_graph
+from graphs.cli import EXIT_OK, add_common, context_values, document_id, print_json, progress, run_graph
 from stores.settings import InputError
 
 POLICIES = ("full", "last_k", "offload", "offload_canvas")
@@ -59,15 +58,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rebuild", action="store_true", help="ask the model again instead of using the cached canvas")
     add_common(p)
     p.set_defaults(func=_cmd_canvas)
-
-
-def _document(args: argparse.Namespace) -> str:
-    """The doc id: ``path`` ingested, or ``path`` itself when it names an ingested document."""
-    if not Path(args.path).exists() and re.fullmatch(r"[0-9a-f]{16}", args.path):
-        from stores.documents import get_document
-
-        return get_document(args.namespace, args.path).doc_id
-    return str(ensure_document(args, args.path)["doc_id"])
 
 
 def read_script(path: str) -> list[str]:
@@ -140,7 +130,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     from stores.checkpoint import open_checkpointer
 
     questions = read_script(args.script) if args.script else None
-    doc_id = _document(args)
+    doc_id = document_id(args)
     session = args.session or f"chat-{uuid.uuid4().hex[:12]}"
     config: dict[str, Any] = {"configurable": {"thread_id": session}}
     context = _chat_context(args)
@@ -186,7 +176,7 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
         values["canvas_max_nodes"] = args.max_nodes
     ctx = OffloadContext.from_mapping(values)
     check_context(ctx)
-    doc_id = _document(args)
+    doc_id = document_id(args)
     info = get_document(ctx.namespace, doc_id)
     with progress(args.quiet, "canvas") as handle:
         handle({"stage": "canvas", "message": f"canvas of {info.title or doc_id}"})

@@ -10,14 +10,12 @@ the run: the same command with the same id resumes a run that was interrupted.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from graphs.cli import EXIT_OK, add_common, context_values, ensure_document, print_json, progress, run_graph
+from graphs.cli import EXIT_OK, add_common, context_values, document_id, print_json, progress, run_graph
 
 METHODS = ("expert-editor", "map-reduce", "refine")
 
@@ -44,20 +42,11 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_summarize)
 
 
-def _document(args: argparse.Namespace) -> str:
-    """The doc id: ``path`` ingested, or ``path`` itself when it names an ingested document."""
-    if not Path(args.path).exists() and re.fullmatch(r"[0-9a-f]{16}", args.path):
-        from stores.documents import get_document
-
-        return get_document(args.namespace, args.path).doc_id
-    return str(ensure_document(args, args.path)["doc_id"])
-
-
 def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
     """Run the summarize graph for parsed arguments and return its output."""
     from graphs.summarize import builder, graph
 
-    doc_id = _document(args)
+    doc_id = document_id(args)
     request = {
         "doc_id": doc_id,
         "query": args.query,

@@ -39,7 +39,7 @@ from typing_extensions import TypedDict
 import prompts
 from graphs.context import Context, resolve_context
 from nodes.canvas import Canvas, ensure_canvas, load_canvas, mermaid_key, touched_nodes
-from nodes.ingest import ingest
+from nodes.ingest import ingest_for_context
 from nodes.offloader import (
     OFFLOADING,
     POLICIES,
@@ -262,14 +262,7 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
         raise InputError("give either a path or a doc_id, not both")
     doc_id = given
     if path:
-        doc_id = ingest(
-            path,
-            namespace=ctx.namespace,
-            embedder=ctx.embedder,
-            chunk_size=ctx.chunk_size,
-            chunk_overlap=ctx.chunk_overlap,
-            progress=_writer(),
-        ).doc_id
+        doc_id = ingest_for_context(path, ctx, _writer())
     if not first:
         if doc_id and doc_id != bound["doc_id"]:
             raise InputError("a session is bound to one document; start a new session (thread) for another one")

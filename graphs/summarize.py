@@ -62,7 +62,7 @@ from nodes.factcheck import (
     render_summary,
     text_blocks,
 )
-from nodes.ingest import ingest
+from nodes.ingest import ingest_for_context
 from nodes.retrieval import hybrid_search
 from nodes.summary_baselines import RETRY, BaselineContext, build_map_reduce, build_refine
 from stores.documents import get_document
@@ -257,14 +257,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     check_request(length, fmt, language, method)
     path, doc_id = state.get("path"), state.get("doc_id")
     if path:
-        doc_id = ingest(
-            path,
-            namespace=ctx.namespace,
-            embedder=ctx.embedder,
-            chunk_size=ctx.chunk_size,
-            chunk_overlap=ctx.chunk_overlap,
-            progress=_writer(),
-        ).doc_id
+        doc_id = ingest_for_context(path, ctx, _writer())
     if not doc_id:
         raise InputError("nothing to summarize: give a path or a doc_id")
     info = get_document(ctx.namespace, doc_id)

@@ -145,3 +145,15 @@ def ingest(
 def reindex_text(namespace: str, doc_id: str) -> str:
     """The stored text of an ingested document (used by workflows that need the raw text)."""
     return document_text(namespace, doc_id)
+
+
+def ingest_for_context(path: str, context: Any, progress: Progress | None = None) -> str:
+    """Ingest ``path`` with a run context's namespace, embedder and chunking; returns the doc id."""
+    return ingest(
+        path,
+        namespace=context.namespace,
+        embedder=context.embedder,
+        chunk_size=context.chunk_size,
+        chunk_overlap=context.chunk_overlap,
+        progress=progress,
+    ).doc_id
