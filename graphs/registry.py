@@ -23,15 +23,10 @@ def available() -> list[str]:
     return [name for name, module in WORKFLOWS.items() if importlib.util.find_spec(module) is not None]
 
 
-def builder(name: str) -> Any:
-    """The ``StateGraph`` builder of workflow ``name``."""
-    if name not in WORKFLOWS:
-        raise KeyError(f"unknown workflow {name!r}; one of {', '.join(WORKFLOWS)}")
-    return importlib.import_module(WORKFLOWS[name]).builder
-
-
 def compile_with(name: str, checkpointer: BaseCheckpointSaver | None) -> Any:
     """Workflow ``name`` compiled with ``checkpointer`` (for Python and LangServe callers)."""
+    if name not in WORKFLOWS:
+        raise KeyError(f"unknown workflow {name!r}; one of {', '.join(WORKFLOWS)}")
     module = importlib.import_module(WORKFLOWS[name])
     graph = module.builder.compile(checkpointer=checkpointer)
     limit = getattr(module, "RECURSION_LIMIT", None)

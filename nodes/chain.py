@@ -77,11 +77,8 @@ def _extra_vectors(namespace: str, doc_id: str, embedder: str, expected: list[st
             store,
             chunk_size=info.chunk_size,
             chunk_overlap=info.chunk_overlap,
+            record=False,
         )
-        # index_document rewrote the metadata for this embedder; restore the primary one.
-        from stores.documents import save_document
-
-        save_document(info, text)
     hits = store.by_doc(doc_id, with_embeddings=True)
     if [h.chunk_id for h in hits] != expected:
         raise InputError(f"the chunks of {doc_id!r} differ between embedders; re-ingest the document")

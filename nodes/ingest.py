@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stores.chunking import Chunk, chunk_text, effective_overlap
-from stores.documents import DocumentInfo, document_text, find_document, save_document
+from stores.documents import DocumentInfo, find_document, save_document
 from stores.loaders import LoadedDocument, load_path, load_text
 from stores.settings import InputError
 from stores.text import content_hash, detect_language
@@ -82,8 +82,13 @@ def index_document(
     chunk_size: int = 900,
     chunk_overlap: int = 150,
     progress: Progress | None = None,
+    record: bool = True,
 ) -> IngestResult:
-    """Chunk and embed ``doc`` into ``store`` unless it is already there; returns its id."""
+    """Chunk and embed ``doc`` into ``store`` unless it is already there; returns its id.
+
+    ``record=False`` indexes the chunks only (a second embedder's copy of a document that is
+    already recorded), leaving the document's metadata as it is.
+    """
     emit = progress or (lambda _event: None)
     chunk_overlap = effective_overlap(chunk_size, chunk_overlap)
     doc_id = content_hash(doc.text)
@@ -120,7 +125,8 @@ def index_document(
         chunk_size=chunk_size,
         chunk_overlap=chunk_overlap,
     )
-    save_document(info, doc.text)
+    if record:
+        save_document(info, doc.text)
     emit({"stage": "indexed", "doc_id": doc_id, "chunks": len(chunks)})
     return IngestResult(doc_id=doc_id, chunks=len(chunks), cached=False, title=doc.title)
 
@@ -140,11 +146,6 @@ def ingest(
     doc = read_source(path, text, title)
     store = get_store(namespace, embedder)
     return index_document(doc, store, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress)
-
-
-def reindex_text(namespace: str, doc_id: str) -> str:
-    """The stored text of an ingested document (used by workflows that need the raw text)."""
-    return document_text(namespace, doc_id)
 
 
 def ingest_for_context(path: str, context: Any, progress: Progress | None = None) -> str:
