@@ -97,6 +97,118 @@ def progress(quiet: bool, desc: str) -> Iterator[Callable[[dict[str, Any]], None
             bar.close()
 
 
+def partial_json_string(text: str, key: str) -> str | None:
+    """The value of the string field ``key`` of a JSON object that is still being written.
+
+    ``None`` until the field's opening quote has arrived; afterwards the decoded characters so
+    far (an escape sequence cut in the middle is left for the next call).
+    """
+    match = re.search(r'"' + re.escape(key) + r'"\s*:\s*"', text)
+    if match is None:
+        return None
+    out: list[str] = []
+    i = match.end()
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            break
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        if i + 1 >= len(text):
+            break
+        code = text[i + 1]
+        if code == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) < 4:
+                break
+            try:
+                point = int(digits, 16)
+            except ValueError:
+                out.append(digits)
+                i += 6
+                continue
+            if 0xD800 <= point < 0xDC00:
+                low = re.match(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})", text[i + 6 : i + 12])
+                if low is None:
+                    if len(text) - (i + 6) < 6:
+                        break
+                    i += 6
+                    continue
+                point = 0x10000 + ((point - 0xD800) << 10) + (int(low.group(1), 16) - 0xDC00)
+                i += 6
+            if not 0xDC00 <= point < 0xE000:
+                out.append(chr(point))
+            i += 6
+            continue
+        out.append({"n": "\n", "t": "\t", "r": "", "b": "", "f": ""}.get(code, code))
+        i += 2
+    return "".join(out)
+
+
+class AnswerPrinter:
+    """Prints an answer on stdout as the model writes it, from the graph's ``messages`` stream.
+
+    Only replies of ``nodes`` are shown; ``field`` names the JSON string field that holds the
+    answer (``None`` for plain-text replies). A node that calls the model again (a schema retry)
+    starts a new line. ``finish(final)`` ends the output: nothing more when what was streamed
+    is the final answer, otherwise the final answer on its own line (cached replies stream nothing).
+    """
+
+    def __init__(self, nodes: set[str], field: str | None = "answer") -> None:
+        self.nodes = nodes
+        self.field = field
+        self.buffers: dict[str, str] = {}
+        self.shown = ""
+        self.current: str | None = None
+
+    def on_message(self, chunk: Any, metadata: dict[str, Any]) -> None:
+        if metadata.get("langgraph_node") not in self.nodes:
+            return
+        content = getattr(chunk, "content", "")
+        if not isinstance(content, str) or not content:
+            return
+        key = str(getattr(chunk, "id", None) or metadata.get("langgraph_checkpoint_ns", ""))
+        if key != self.current:
+            if self.shown:
+                sys.stdout.write("\n")
+            self.current, self.shown = key, ""
+        self.buffers[key] = self.buffers.get(key, "") + content
+        text = self.buffers[key] if self.field is None else partial_json_string(self.buffers[key], self.field)
+        if text and text.startswith(self.shown) and len(text) > len(self.shown):
+            sys.stdout.write(text[len(self.shown) :])
+            sys.stdout.flush()
+            self.shown = text
+
+    def finish(self, final: str) -> None:
+        if self.shown and self.shown.strip() == final.strip():
+            sys.stdout.write("\n")
+        else:
+            if self.shown:
+                sys.stdout.write("\n")
+            sys.stdout.write(final + "\n")
+        sys.stdout.flush()
+
+
+def wants_stream(args: argparse.Namespace) -> bool:
+    """Stream answer tokens: ``--stream``/``--no-stream``, by default when stdout is a terminal."""
+    if getattr(args, "json", False):
+        return False
+    choice = getattr(args, "stream", None)
+    return sys.stdout.isatty() if choice is None else bool(choice)
+
+
+def add_stream_flag(parser: argparse.ArgumentParser) -> None:
+    """The ``--stream/--no-stream`` flag of commands whose answer can be shown as it is written."""
+    parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="print the answer token by token as the model writes it (default: when stdout is a terminal)",
+    )
+
+
 def run_graph(
     graph: Any,
     graph_input: dict[str, Any],
@@ -104,12 +216,17 @@ def run_graph(
     context: dict[str, Any],
     on_event: Callable[[dict[str, Any]], None],
     config: dict[str, Any] | None = None,
+    printer: AnswerPrinter | None = None,
 ) -> dict[str, Any]:
-    """Stream ``graph`` with custom events to ``on_event`` and return the final values."""
+    """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values."""
     final: dict[str, Any] = {}
-    for mode, chunk in graph.stream(graph_input, config=config, context=context, stream_mode=["custom", "values"]):
+    modes = ["custom", "values", "messages"] if printer is not None else ["custom", "values"]
+    for mode, chunk in graph.stream(graph_input, config=config, context=context, stream_mode=modes):
         if mode == "custom":
             on_event(chunk)
+        elif mode == "messages":
+            assert printer is not None
+            printer.on_message(*chunk)
         else:
             final = chunk
     return final

@@ -6,7 +6,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from graphs.cli import EXIT_OK, add_common, context_values, document_id, print_json, progress, run_graph
+from graphs.cli import (
+    EXIT_OK,
+    AnswerPrinter,
+    add_common,
+    add_stream_flag,
+    context_values,
+    document_id,
+    print_json,
+    progress,
+    run_graph,
+    wants_stream,
+)
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
 from stores.models import usage_totals
 from stores.settings import InputError
@@ -30,6 +41,7 @@ def register(sub: Any) -> None:
         help="write an offline HTML page drawing the Chow-Liu tree and the (first chain's) reading order",
     )
     add_common(p)
+    add_stream_flag(p)
     p.set_defaults(func=run)
 
 
@@ -50,8 +62,11 @@ def run(args: argparse.Namespace) -> int:
     if args.chunk_size:
         context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
     doc_id = document_id(args, **ingest_context)
+    printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
     with progress(args.quiet, "workers") as handle:
-        out = run_graph(graph, {"question": args.question, "doc_id": doc_id}, context=context, on_event=handle)
+        out = run_graph(
+            graph, {"question": args.question, "doc_id": doc_id}, context=context, on_event=handle, printer=printer
+        )
     if page is not None:
         _write_tree_page(page, out, args)
     tokens = {role: {"input": u.get("input", 0), "output": u.get("output", 0)} for role, u in out["usage"].items()}
@@ -70,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     totals = usage_totals(out["usage"])
-    print(out["answer"])
+    if printer is not None:
+        printer.finish(out["answer"])
+    else:
+        print(out["answer"])
     if out.get("explanation"):
         print(out["explanation"])
     cited = ", ".join(out["citations"]) or "none"

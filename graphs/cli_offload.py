@@ -22,7 +22,18 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from graphs.cli import EXIT_OK, add_common, context_values, document_id, print_json, progress, run_graph
+from graphs.cli import (
+    EXIT_OK,
+    AnswerPrinter,
+    add_common,
+    add_stream_flag,
+    context_values,
+    document_id,
+    print_json,
+    progress,
+    run_graph,
+    wants_stream,
+)
 from stores.settings import InputError
 
 POLICIES = ("full", "last_k", "offload", "offload_canvas")
@@ -44,6 +55,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--token-budget", type=int, default=None, help="most prompt tokens per call (default 2500)")
     p.add_argument("--keep-turns", type=int, default=None, help="recent turns kept as conclusions (default 3)")
     add_common(p)
+    add_stream_flag(p)
     p.set_defaults(func=_cmd_chat)
 
     p = subparsers.add_parser(
@@ -134,6 +146,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     session = args.session or f"chat-{uuid.uuid4().hex[:12]}"
     config: dict[str, Any] = {"configurable": {"thread_id": session}}
     context = _chat_context(args)
+    stream = wants_stream(args) and not args.script
     with open_checkpointer() as saver:
         graph = builder.compile(checkpointer=saver)
         previous = graph.get_state(cast(RunnableConfig, config)).values
@@ -147,13 +160,17 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             request: dict[str, Any] = {"question": question, "doc_id": doc_id}
             if args.goal and not started:
                 request["goal"] = args.goal
+            printer = AnswerPrinter({"answer"}) if stream else None
             with progress(args.quiet or bool(args.script), "chat") as handle:
-                out = run_graph(graph, request, context=context, on_event=handle, config=config)
+                out = run_graph(graph, request, context=context, on_event=handle, config=config, printer=printer)
             started = True
             if args.script or args.json:
                 print_json(turn_json(out))
                 continue
-            print(out["answer"])
+            if printer is not None:
+                printer.finish(out["answer"])
+            else:
+                print(out["answer"])
             if out["citations"]:
                 print("sources: " + ", ".join(out["citations"]))
             if not args.quiet:

@@ -121,6 +121,7 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         max_retries=settings.max_retries,
         timeout=settings.request_timeout,
         max_tokens=max_tokens,  # type: ignore[call-arg]
+        stream_usage=True,
     )
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from stores.text import count_tokens
@@ -21,10 +21,11 @@ Reply = str | Callable[[Sequence[BaseMessage]], str]
 class ScriptedChatModel(BaseChatModel):
     """Answers from a script and records every call.
 
-    ``replies`` is consumed in order (the last one repeats when ``cycle`` is false and the
-    script runs out); a reply may be a function of the messages. ``rules`` maps a substring of
-    the system or user prompt to a reply and takes precedence. ``delay`` sleeps per call (to
-    measure parallelism). ``fail_on`` raises for prompts containing the given substring.
+        ``replies`` is consumed in order (the last one repeats when ``cycle`` is false and the
+        script runs out); a reply may be a function of the messages. ``rules`` maps a substring of
+        the system or user prompt to a reply and takes precedence. ``delay`` sleeps per call (to
+        measure parallelism). ``fail_on`` raises for prompts containing the given substring. When a
+    caller streams (LangGraph's ``messages`` mode), the reply arrives in pieces of ``piece`` characters.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -34,6 +35,7 @@ class ScriptedChatModel(BaseChatModel):
     default: Any = "Nothing relevant."
     delay: float = 0.0
     fail_on: str | None = None
+    piece: int = 7
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _index: int = PrivateAttr(default=0)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
@@ -81,3 +83,18 @@ class ScriptedChatModel(BaseChatModel):
             usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The scripted reply in pieces of a few characters, usage on the last one (as a streaming API sends it)."""
+        message = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        content = str(message.content)
+        pieces = [content[i : i + self.piece] for i in range(0, len(content), self.piece)] or [""]
+        for n, piece in enumerate(pieces):
+            usage = message.usage_metadata if n == len(pieces) - 1 else None  # type: ignore[attr-defined]
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece, usage_metadata=usage))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Sequence
@@ -159,3 +160,40 @@ def test_cli_ask_json(sample_markdown: Path, capsys: pytest.CaptureFixture[str])
     assert re.fullmatch(r"c\d+", out["order"][0])
     assert set(out["tokens"]) == {"worker", "manager"}
     assert main(["ask", str(sample_markdown), " ", "-q"]) == EXIT_INPUT
+
+
+class Writes(io.StringIO):
+    """A stdout that remembers each write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return super().write(text)
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_cli_ask_streams_the_answer_on_a_terminal(sample_markdown: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = Writes()
+    monkeypatch.setattr("sys.stdout", out)
+    with use_chat_model(fake()):
+        assert main(["ask", str(sample_markdown), "What budget was approved?", "-q", "--chunk-size", "50"]) == EXIT_OK
+    text = out.getvalue()
+    assert text.startswith("40,000 euros\n") and text.count("40,000 euros") == 1
+    # written piece by piece as the model's reply arrived, never the JSON around it
+    pieces = out.parts[: out.parts.index("\n")]
+    assert len(pieces) >= 2 and "".join(pieces) == "40,000 euros"
+    assert not any('"' in p or "{" in p for p in pieces)
+
+
+def test_cli_ask_no_stream_prints_once(sample_markdown: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = Writes()
+    monkeypatch.setattr("sys.stdout", out)
+    with use_chat_model(fake()):
+        args = ["ask", str(sample_markdown), "What budget was approved?", "-q", "--chunk-size", "50", "--no-stream"]
+        assert main(args) == EXIT_OK
+    assert "40,000 euros" in out.parts  # the whole answer in one write

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-from graphs.cli import EXIT_INPUT, EXIT_OK, main
+from graphs.cli import EXIT_INPUT, EXIT_OK, AnswerPrinter, main, partial_json_string
 
 
 def test_ingest_json_then_cached(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,3 +54,46 @@ def test_help_explains_the_product(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     out = capsys.readouterr().out
     assert "Chow-Liu" in out and "LONGDOC_BASE_URL" in out
+
+
+def test_partial_json_string_grows_with_the_reply() -> None:
+    full = json.dumps({"answer": 'Bob "Chen"\nsigned 😀 中文', "evidence": ["c1"]})
+    seen = [partial_json_string(full[:i], "answer") for i in range(len(full) + 1)]
+    assert seen[0] is None and seen[-1] == 'Bob "Chen"\nsigned 😀 中文'
+    grown = [s for s in seen if s is not None]
+    assert all(b.startswith(a) for a, b in itertools.pairwise(grown))
+    assert partial_json_string('{"evidence": ["c1"]}', "answer") is None
+
+
+def test_answer_printer_restarts_on_a_retry_and_ends_with_the_final_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from langchain_core.messages import AIMessageChunk
+
+    printer = AnswerPrinter({"manager"})
+    meta = {"langgraph_node": "manager"}
+    for piece in ['{"ans', 'wer": "Bob', " Ch"]:
+        printer.on_message(AIMessageChunk(content=piece, id="first"), meta)
+    printer.on_message(AIMessageChunk(content='{"answer": "ignored"}', id="w"), {"langgraph_node": "worker"})
+    for piece in ['{"answer": "Bob', ' Chen"}']:
+        printer.on_message(AIMessageChunk(content=piece, id="retry"), meta)
+    printer.finish("Bob Chen")
+    assert capsys.readouterr().out == "Bob Ch\nBob Chen\n"
+    printer = AnswerPrinter({"manager"})
+    printer.on_message(AIMessageChunk(content='{"answer": "Bob', id="x"), meta)
+    printer.finish("Alice")  # the graph's final answer differs from what streamed: it is printed too
+    assert capsys.readouterr().out == "Bob\nAlice\n"
+
+
+def test_every_workflow_command_shares_the_common_flags() -> None:
+    from graphs.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {"ingest", "ask", "summarize", "chat", "canvas", "route", "models", "serve"} <= set(commands)
+    for name in ("ingest", "ask", "summarize", "chat", "canvas", "route"):
+        flags = {opt for action in commands[name]._actions for opt in action.option_strings}
+        assert {"--json", "--namespace", "--embedder", "--quiet", "-q"} <= flags, name
+    for name in ("ask", "chat"):
+        flags = {opt for action in commands[name]._actions for opt in action.option_strings}
+        assert {"--stream", "--no-stream"} <= flags

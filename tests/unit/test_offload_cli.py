@@ -89,3 +89,16 @@ def test_canvas_bad_output_name(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["canvas", str(FALCON), "--out", str(tmp_path / "x.png"), "-q"]) == EXIT_INPUT
     assert "--out must end in .html or .mmd" in capsys.readouterr().err
     assert main(["canvas", str(FALCON), "--max-nodes", "40", "-q"]) == EXIT_INPUT
+
+
+def test_chat_streams_answers_when_asked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("Who manages procurement?\n\n"))
+    with use_chat_model(fake_chat_model()):
+        assert main(["chat", str(FALCON), "--stream", "-q"]) == EXIT_OK
+    streamed = capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO("Who manages procurement?\n\n"))
+    with use_chat_model(fake_chat_model()):
+        assert main(["chat", str(FALCON), "--no-stream", "-q"]) == EXIT_OK
+    printed = capsys.readouterr().out
+    assert streamed == printed and printed.count("sources: c") == 1
+    assert "{" not in printed.splitlines()[0]
