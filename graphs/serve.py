@@ -8,20 +8,26 @@ Run with ``longdoc serve`` or ``uvicorn graphs.serve:app``. Settings:
 
 ``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; context fields
 (``namespace``, ``model``, ...) go in ``configurable`` too. A request without a thread id gets a
-fresh one.
+fresh one. In a batch, ``config`` may be a list (one config, and thread, per input); inputs that
+would share a thread run on ``<thread_id>-<i>``.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+import warnings
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import field, is_dataclass, make_dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from langchain_core.runnables import RunnableBinding, RunnableConfig
+from langchain_core.runnables.config import get_config_list
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic import BaseModel, create_model
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import Response
 
@@ -61,21 +67,76 @@ class GuardMiddleware(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-async def _with_thread_id(config: dict[str, Any], request: Request) -> dict[str, Any]:
-    """Keep the caller's ``thread_id`` (LangServe drops keys the context schema lacks) or make one."""
+async def _with_thread_id(config: dict[str, Any], _request: Request) -> dict[str, Any]:
+    """Give a request without a ``thread_id`` a fresh one (so every run is checkpointed)."""
     configurable = dict(config.get("configurable") or {})
     if not configurable.get("thread_id"):
-        sent = None
-        try:
-            body = await request.json()
-            given = body.get("config") if isinstance(body, dict) else None
-            given = given if isinstance(given, dict) else {}
-            configurable_sent = given.get("configurable")
-            sent = configurable_sent.get("thread_id") if isinstance(configurable_sent, dict) else None
-        except ValueError:
-            sent = None
-        configurable["thread_id"] = str(sent) if sent else str(uuid.uuid4())
+        configurable["thread_id"] = str(uuid.uuid4())
     return {**config, "configurable": configurable}
+
+
+class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
+    """A compiled workflow as LangServe serves it.
+
+    Its config schema adds ``thread_id`` to the workflow's context fields, so LangServe keeps
+    the caller's thread id (it drops keys the schema lacks), per input in a batch too. A batch
+    whose inputs would share one thread (one config for all, or the same id twice) runs input
+    ``i`` on thread ``<thread_id>-<i>`` instead: concurrent runs never write one thread.
+    """
+
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            base = self.bound.config_schema(include=include)
+        context = getattr(self.bound, "context_schema", None)
+        if context is None or not is_dataclass(context):
+            return base
+        served = make_dataclass(
+            f"{context.__name__}Served",
+            [
+                (
+                    "thread_id",
+                    str,
+                    field(
+                        default="",
+                        metadata={"description": "Checkpointed thread: the same id resumes it (empty: a new one)."},
+                    ),
+                )
+            ],
+            bases=(context,),
+            kw_only=True,
+        )
+        fields = {name: (info.annotation, info) for name, info in base.model_fields.items()}
+        fields["configurable"] = (served | None, None)  # type: ignore[assignment]
+        return create_model(base.__name__, **fields)  # type: ignore[call-overload, no-any-return]
+
+    @staticmethod
+    def _own_threads(configs: list[RunnableConfig]) -> list[RunnableConfig]:
+        ids = [str((c.get("configurable") or {}).get("thread_id") or "") for c in configs]
+        out = []
+        for i, (config, thread) in enumerate(zip(configs, ids, strict=True)):
+            configurable = dict(config.get("configurable") or {})
+            if not thread:
+                configurable["thread_id"] = str(uuid.uuid4())
+            elif ids.count(thread) > 1:
+                configurable["thread_id"] = f"{thread}-{i}"
+            out.append({**config, "configurable": configurable})
+        return out
+
+    def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        configs = self._own_threads(get_config_list(config, len(inputs)))
+        return super().batch(inputs, configs, **kwargs)
+
+    async def abatch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        configs = self._own_threads(get_config_list(config, len(inputs)))
+        return await super().abatch(inputs, configs, **kwargs)
+
+
+def served(graph: Any) -> ServedGraph:
+    """``graph`` (a compiled workflow, possibly bound to a config) ready for LangServe."""
+    if isinstance(graph, RunnableBinding):
+        return ServedGraph(bound=graph.bound, config=graph.config, kwargs=graph.kwargs, name=graph.name)
+    return ServedGraph(bound=graph, name=graph.name)
 
 
 class DeferredSaver(BaseCheckpointSaver):
@@ -161,7 +222,7 @@ def create_app() -> FastAPI:
     for name in names:
         add_routes(
             app,
-            registry.compile_with(name, saver),
+            served(registry.compile_with(name, saver)),
             path=f"/{name}",
             per_req_config_modifier=_with_thread_id,
         )

@@ -105,3 +105,10 @@ def test_langserve_serves_every_workflow(fake_env: dict[str, str], spawn) -> Non
     chain = RemoteRunnable(f"{base}/chain/")
     events = list(chain.stream(inputs(doc_id)["chain"]))
     assert events
+    answers = chain.batch([inputs(doc_id)["chain"]] * 2)
+    assert len(answers) == 2 and all(a["answer"] for a in answers)
+    if "offload" in health["workflows"]:
+        again = RemoteRunnable(f"{base}/offload/").invoke(
+            inputs(doc_id)["offload"], config={"configurable": {"thread_id": "t-offload"}}
+        )
+        assert again["turn"] == 2  # the same thread resumed the session begun above

@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
+from bench.offload import fake_chat_model
 from graphs.serve import create_app
+from stores.models import use_chat_model
+
+FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 
 
 @pytest.fixture
@@ -50,3 +57,50 @@ def test_request_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     with TestClient(create_app()) as c:
         response = c.post("/ingest/invoke", json={"input": {"text": "x" * 500}})
         assert response.status_code == 413
+
+
+@pytest.fixture
+def falcon_id(client: TestClient) -> str:
+    text = FALCON.read_text(encoding="utf-8")
+    response = client.post("/ingest/invoke", json={"input": {"text": text, "title": "Project Falcon"}})
+    assert response.status_code == 200, response.text
+    return response.json()["output"]["doc_id"]
+
+
+def _turn(client: TestClient, doc_id: str, thread: str | None) -> int:
+    body: dict = {"input": {"question": "Who manages procurement?", "doc_id": doc_id}}
+    if thread is not None:
+        body["config"] = {"configurable": {"thread_id": thread}}
+    response = client.post("/offload/invoke", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["output"]["turn"]
+
+
+def test_thread_id_resumes_a_checkpointed_session_across_requests(client: TestClient, falcon_id: str) -> None:
+    with use_chat_model(fake_chat_model()):
+        assert [_turn(client, falcon_id, "s1"), _turn(client, falcon_id, "s1")] == [1, 2]
+        assert _turn(client, falcon_id, "s2") == 1
+        assert _turn(client, falcon_id, None) == 1 and _turn(client, falcon_id, None) == 1  # fresh threads
+        assert _turn(client, falcon_id, "s1") == 3
+    schema = client.get("/offload/config_schema").json()
+    assert "thread_id" in json.dumps(schema)
+
+
+def test_batch_runs_each_input_on_its_own_thread(client: TestClient, falcon_id: str) -> None:
+    question = {"question": "Who manages procurement?", "doc_id": falcon_id}
+    with use_chat_model(fake_chat_model()):
+        own = client.post(
+            "/offload/batch",
+            json={
+                "inputs": [question, question],
+                "config": [{"configurable": {"thread_id": "b1"}}, {"configurable": {"thread_id": "b2"}}],
+            },
+        )
+        assert own.status_code == 200, own.text
+        assert [o["turn"] for o in own.json()["output"]] == [1, 1]
+        assert _turn(client, falcon_id, "b1") == 2 and _turn(client, falcon_id, "b2") == 2
+        for config in ({}, {"configurable": {"thread_id": "shared"}}):
+            response = client.post("/offload/batch", json={"inputs": [question, question], "config": config})
+            assert response.status_code == 200, response.text
+            assert [o["turn"] for o in response.json()["output"]] == [1, 1]
+        assert _turn(client, falcon_id, "shared-1") == 2
