@@ -37,7 +37,7 @@ longdoc works with documents far longer than a model's context window, offline b
   models     show which chat model and embedder are active and where they live
   serve      serve every workflow over HTTP (LangServe)
 
-By default the bundled Qwen2.5-1.5B model runs in-process through llama.cpp and the bundled
+By default the bundled Qwen2.5-Coder-1.5B-Instruct model runs in-process through llama.cpp and the bundled
 multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
 endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in LONGDOC_HOME.
 """

@@ -40,7 +40,7 @@ class Context:
     )
     model: str = field(
         default_factory=lambda: os.environ.get("LONGDOC_MODEL", ""),
-        metadata=_describe("Chat model name for every role (empty: the bundled Qwen2.5-1.5B, or LONGDOC_MODEL)."),
+        metadata=_describe("Chat model name for every role (empty: the bundled Qwen2.5-Coder-1.5B, or LONGDOC_MODEL)."),
     )
     base_url: str = field(
         default_factory=lambda: os.environ.get("LONGDOC_BASE_URL", ""),

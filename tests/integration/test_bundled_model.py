@@ -1,4 +1,4 @@
-"""The bundled Qwen2.5-1.5B served by llama.cpp answers through ChatOpenAI, with schema-valid JSON."""
+"""The bundled Qwen2.5-Coder-1.5B served by llama.cpp answers through ChatOpenAI, with schema-valid JSON."""
 
 from __future__ import annotations
 
