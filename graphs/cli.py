@@ -159,7 +159,7 @@ class AnswerPrinter:
     def __init__(self, nodes: set[str], field: str | None = "answer") -> None:
         self.nodes = nodes
         self.field = field
-        self.buffers: dict[str, str] = {}
+        self.reply = ""
         self.shown = ""
         self.current: str | None = None
 
@@ -173,9 +173,9 @@ class AnswerPrinter:
         if key != self.current:
             if self.shown:
                 sys.stdout.write("\n")
-            self.current, self.shown = key, ""
-        self.buffers[key] = self.buffers.get(key, "") + content
-        text = self.buffers[key] if self.field is None else partial_json_string(self.buffers[key], self.field)
+            self.current, self.reply, self.shown = key, "", ""
+        self.reply += content
+        text = self.reply if self.field is None else partial_json_string(self.reply, self.field)
         if text and text.startswith(self.shown) and len(text) > len(self.shown):
             sys.stdout.write(text[len(self.shown) :])
             sys.stdout.flush()

@@ -132,13 +132,6 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return await super().abatch(inputs, configs, **kwargs)
 
 
-def served(graph: Any) -> ServedGraph:
-    """``graph`` (a compiled workflow, possibly bound to a config) ready for LangServe."""
-    if isinstance(graph, RunnableBinding):
-        return ServedGraph(bound=graph.bound, config=graph.config, kwargs=graph.kwargs, name=graph.name)
-    return ServedGraph(bound=graph, name=graph.name)
-
-
 class DeferredSaver(BaseCheckpointSaver):
     """A checkpointer whose backend is opened later, inside the app's event loop.
 
@@ -222,7 +215,7 @@ def create_app() -> FastAPI:
     for name in names:
         add_routes(
             app,
-            served(registry.compile_with(name, saver)),
+            ServedGraph(bound=registry.compile_with(name, saver), name=name),
             path=f"/{name}",
             per_req_config_modifier=_with_thread_id,
         )

@@ -59,6 +59,18 @@ def format_instruction(fmt: str, lang: str) -> str:
     return "一到两段连贯的文字" if lang == "zh" else "one or two coherent paragraphs"
 
 
+def writing_prompt(name: str, lang: str, *, length: int, fmt: str) -> str:
+    """The system prompt ``name`` of a step that writes the summary text (length, layout, language)."""
+    return prompts.render(
+        name,
+        lang,
+        length=length,
+        unit=unit_name(lang),
+        format=format_instruction(fmt, lang),
+        language=language_name(lang),
+    )
+
+
 def check_request(length: int, fmt: str, language: str, method: str) -> None:
     """Raise InputError for an impossible summary request."""
     if not isinstance(length, int) or not 10 <= length <= 2000:
@@ -300,14 +312,7 @@ def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str, 
 
 def polish(llm: LLM, *, draft: str, query: str, length: int, fmt: str, lang: str) -> tuple[str, Usage]:
     """Rewrite the draft to the requested length, format and language, keeping its citations."""
-    system = prompts.render(
-        "summarize/polish",
-        lang,
-        length=length,
-        unit=unit_name(lang),
-        format=format_instruction(fmt, lang),
-        language=language_name(lang),
-    )
+    system = writing_prompt("summarize/polish", lang, length=length, fmt=fmt)
     user = prompts.render("summarize/polish_user", lang, query=focus_text(query, lang), draft=draft)
     return llm.text(messages(system, user), max_tokens=tokens_for(length, lang))
 
@@ -322,13 +327,6 @@ def evidence_block(hits: Sequence[Hit], focus: str, budget: int) -> str:
 
 def direct_summary(llm: LLM, *, evidence: str, query: str, length: int, fmt: str, lang: str) -> tuple[str, Usage]:
     """Summarize a short document (or a few chunks) in one call, with citations."""
-    system = prompts.render(
-        "summarize/direct",
-        lang,
-        length=length,
-        unit=unit_name(lang),
-        format=format_instruction(fmt, lang),
-        language=language_name(lang),
-    )
+    system = writing_prompt("summarize/direct", lang, length=length, fmt=fmt)
     user = prompts.render("summarize/direct_user", lang, query=focus_text(query, lang), evidence=evidence)
     return llm.text(messages(system, user), max_tokens=tokens_for(length, lang))

@@ -25,7 +25,7 @@ from typing_extensions import TypedDict
 
 import prompts
 from graphs.context import Context, resolve_context
-from nodes.editor import format_instruction, tokens_for, unit_name
+from nodes.editor import tokens_for, writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
 from stores.models import ModelOutputError, Usage, llm_for, merge_usage, messages
 from stores.settings import ModelError
@@ -241,14 +241,7 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
     if not notes:
         return {"final_text": ""}
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
-    system = prompts.render(
-        "summarize/reduce",
-        lang,
-        length=length,
-        unit=unit_name(lang),
-        format=format_instruction(state.get("format", "paragraphs"), lang),
-        language=language_name(lang),
-    )
+    system = writing_prompt("summarize/reduce", lang, length=length, fmt=state.get("format", "paragraphs"))
     joined = truncate_tokens("\n".join(f"- {n}" for n in notes), max(ctx.collapse_token_limit, 400) * 2)
     user = prompts.render("summarize/reduce_user", lang, notes=joined, query=focus_text(state.get("query", ""), lang))
     text, usage = llm_for("manager", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
@@ -299,14 +292,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     cid = state["chunk_ids"][i]
     hit = get_store(ctx.namespace, ctx.embedder).get([f"{state['doc_id']}:{cid}"])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
-    system = prompts.render(
-        "summarize/refine",
-        lang,
-        length=length,
-        unit=unit_name(lang),
-        format=format_instruction(state.get("format", "paragraphs"), lang),
-        language=language_name(lang),
-    )
+    system = writing_prompt("summarize/refine", lang, length=length, fmt=state.get("format", "paragraphs"))
     user = prompts.render(
         "summarize/refine_user",
         lang,

@@ -296,27 +296,34 @@ def test_a_merged_draft_that_ignores_the_answers_is_replaced() -> None:
     assert all(s["citations"] for s in out["sentences"])
 
 
-def test_ungrounded_corrections_are_dropped_and_verbatim_sentences_kept_as_disputed() -> None:
+def _polished_then_checked(polished: str, verdicts: list[dict[str, Any]]) -> ScriptedChatModel:
+    """A model whose polish writes ``polished`` and whose fact-check returns ``verdicts``."""
+
     def reply(messages: Sequence[BaseMessage]) -> str:
         merged = _with_full_draft(messages)
         if merged is not None:
             return merged
         if "Draft:" in str(messages[-1].content):
-            return (
-                "The budget is 90,000 euros [c1]. Falcon builds solar pumps for farms [c0]. "
-                "The steering committee approved a budget of 40,000 euros in March [c1]."
-            )
+            return polished
         if '"verdicts"' in _system(messages):
-            verdicts = [
-                {"n": 1, "supported": False, "fix": "The budget is unknown to the draft. (cites c1)"},
-                {"n": 2, "supported": True, "fix": ""},
-                {"n": 3, "supported": False, "fix": ""},
-            ]
             return json.dumps({"verdicts": verdicts})
         return scripted_reply(messages)
 
+    return ScriptedChatModel(default=reply)
+
+
+def test_ungrounded_corrections_are_dropped_and_verbatim_sentences_kept_as_disputed() -> None:
+    model = _polished_then_checked(
+        "The budget is 90,000 euros [c1]. Falcon builds solar pumps for farms [c0]. "
+        "The steering committee approved a budget of 40,000 euros in March [c1].",
+        [
+            {"n": 1, "supported": False, "fix": "The budget is unknown to the draft. (cites c1)"},
+            {"n": 2, "supported": True, "fix": ""},
+            {"n": 3, "supported": False, "fix": ""},
+        ],
+    )
     request = {"path": str(FALCON), "length": 100, "format": "bullets"}
-    out = _run(ScriptedChatModel(default=reply), request, max_rounds=1)
+    out = _run(model, request, max_rounds=1)
     assert [(s["text"], s["verdict"]) for s in out["sentences"]] == [
         ("Falcon builds solar pumps for farms.", "supported"),
         ("The steering committee approved a budget of 40,000 euros in March.", "disputed"),
@@ -358,26 +365,17 @@ def test_polish_writes_bullets_in_the_requested_length() -> None:
 
 
 def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
-    def reply(messages: Sequence[BaseMessage]) -> str:
-        merged = _with_full_draft(messages)
-        if merged is not None:
-            return merged
-        if "Draft:" in str(messages[-1].content):
-            return (
-                "Project Falcon builds a solar pump for farms [c0]. The budget is 90,000 euros [c1]. "
-                "Aliens fund the project [c2]."
-            )
-        if '"verdicts"' in _system(messages):
-            verdicts = [
-                {"n": 1, "supported": True, "fix": ""},
-                {"n": 2, "supported": False, "fix": "The budget is 40,000 euros [c1]."},
-                {"n": 3, "supported": False, "fix": ""},
-            ]
-            return json.dumps({"verdicts": verdicts})
-        return scripted_reply(messages)
-
+    polished = (
+        "Project Falcon builds a solar pump for farms [c0]. The budget is 90,000 euros [c1]. "
+        "Aliens fund the project [c2]."
+    )
+    verdicts = [
+        {"n": 1, "supported": True, "fix": ""},
+        {"n": 2, "supported": False, "fix": "The budget is 40,000 euros [c1]."},
+        {"n": 3, "supported": False, "fix": ""},
+    ]
     request = {"path": str(FALCON), "length": 100, "format": "bullets"}
-    out = _run(ScriptedChatModel(default=reply), request, max_rounds=1)
+    out = _run(_polished_then_checked(polished, verdicts), request, max_rounds=1)
     texts = [s["text"] for s in out["sentences"]]
     assert texts == ["Project Falcon builds a solar pump for farms.", "The budget is 40,000 euros."]
     assert [s["verdict"] for s in out["sentences"]] == ["supported", "fixed"]
@@ -390,7 +388,7 @@ def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
         "dropped": 1,
         "supported_share": None,
     }
-    marked = _run(ScriptedChatModel(default=reply), request, max_rounds=1, factcheck="mark")
+    marked = _run(_polished_then_checked(polished, verdicts), request, max_rounds=1, factcheck="mark")
     assert [s["verdict"] for s in marked["sentences"]] == ["supported", "unsupported", "unsupported"]
     assert "90,000" in marked["summary"]
 
