@@ -2,36 +2,43 @@
 
 Run with ``longdoc serve`` or ``uvicorn graphs.serve:app``. Settings:
 
-- ``LONGDOC_SERVER_API_KEY``: when set, every request except ``/health`` must send it as
-  ``X-API-Key`` or ``Authorization: Bearer ...``.
-- ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB).
+- ``LONGDOC_SERVER_KEYS`` / ``LONGDOC_SERVER_API_KEY``: API keys and their tenants (see
+  :mod:`graphs.access`); every request except ``/health`` must send one as ``X-API-Key`` or
+  ``Authorization: Bearer ...`` when any is set. A tenant's key fixes its namespaces and threads.
+- ``LONGDOC_INGEST_ROOT``: the only folder whose files callers may name (``path``); unset, they
+  send text.
+- ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB),
+  counted as they arrive.
 
-``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; context fields
-(``namespace``, ``model``, ...) go in ``configurable`` too. A request without a thread id gets a
-fresh one. In a batch, ``config`` may be a list (one config, and thread, per input); inputs that
-would share a thread run on ``<thread_id>-<i>``.
+``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; the workflow knobs a
+caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
+``configurable`` too. A request without a thread id gets a fresh one. In a batch, ``config`` may
+be a list (one config, and thread, per input); inputs that would share a thread run on
+``<thread_id>-<i>``.
 """
 
 from __future__ import annotations
 
 import os
+import typing
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import field, is_dataclass, make_dataclass
+from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langchain_core.runnables.config import get_config_list
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, create_model
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.responses import Response
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graphs import registry
+from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
 from stores.settings import InputError, ModelError
 
 DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
@@ -42,47 +49,172 @@ def _max_request_bytes() -> int:
     return int(raw) if raw.isdigit() else DEFAULT_MAX_REQUEST_BYTES
 
 
-class GuardMiddleware(BaseHTTPMiddleware):
-    """API key check and request size limit."""
+class BodyTooLarge(HTTPException):
+    """A request body went over the size limit while it was being read."""
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if request.url.path == "/health":
-            return await call_next(request)
-        key = os.environ.get("LONGDOC_SERVER_API_KEY", "")
-        if key:
-            given = request.headers.get("x-api-key", "")
-            auth = request.headers.get("authorization", "")
-            if auth.lower().startswith("bearer "):
-                given = given or auth[7:].strip()
-            if given != key:
-                return JSONResponse({"detail": "missing or wrong API key"}, status_code=401)
-        length = request.headers.get("content-length")
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
+
+
+class GuardMiddleware:
+    """API key check (the key names the request's tenant) and a request size limit.
+
+    The body is counted as it streams in: a request without ``Content-Length`` (chunked) is cut
+    with 413 as soon as it passes the limit, never read whole first.
+    """
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/health":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        tenant = self.access.keys.tenant_for(presented_key(headers))
+        if tenant is None:
+            await JSONResponse({"detail": "missing or wrong API key"}, status_code=401)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["tenant"] = tenant
         limit = _max_request_bytes()
+        length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            return JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)
-        if length is None and request.method in ("POST", "PUT", "PATCH"):
-            body = await request.body()
-            if len(body) > limit:
-                return JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)
-        return await call_next(request)
+            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except BodyTooLarge as exc:
+            if started:
+                raise
+            await JSONResponse({"detail": exc.detail}, status_code=413)(scope, receive, send)
 
 
-async def _with_thread_id(config: dict[str, Any], _request: Request) -> dict[str, Any]:
-    """Give a request without a ``thread_id`` a fresh one (so every run is checkpointed)."""
-    configurable = dict(config.get("configurable") or {})
-    if not configurable.get("thread_id"):
-        configurable["thread_id"] = str(uuid.uuid4())
-    return {**config, "configurable": configurable}
+def _configs(body: Any) -> list[dict[str, Any]]:
+    raw = body.get("config") if isinstance(body, dict) else None
+    items = raw if isinstance(raw, list) else [raw]
+    return [c for c in items if isinstance(c, dict)]
+
+
+def _inputs(body: Any) -> list[Any]:
+    if not isinstance(body, dict):
+        return []
+    return list(body["inputs"]) if isinstance(body.get("inputs"), list) else [body.get("input")]
+
+
+def authorizer(access: Access, workflow: str) -> Any:
+    """LangServe's per-request config modifier for ``workflow``: tenant, namespace and thread checks.
+
+    Refuses (400) ``configurable`` keys outside the served allow-list, (403) a namespace or thread
+    the key does not own, and (400) file inputs the ingest root does not allow, all before a
+    stream starts. The namespace and tenant are then fixed in the config.
+    """
+    allowed = served_fields(workflow) | {"thread_id"}
+
+    async def authorize(config: dict[str, Any], request: Request) -> dict[str, Any]:
+        tenant = getattr(request.state, "tenant", None)
+        if tenant is None:
+            raise HTTPException(401, "missing or wrong API key")
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        refused = sorted({k for c in _configs(body) for k in (c.get("configurable") or {}) if k not in allowed})
+        if refused:
+            raise HTTPException(400, f"configurable {', '.join(refused)} cannot be set by callers of this server")
+        inputs = _inputs(body)
+        try:
+            access.check_inputs(inputs, tenant)
+            configurable = dict(config.get("configurable") or {})
+            requested = str(configurable.get("namespace") or "")
+            given = {str(i["namespace"]) for i in inputs if isinstance(i, dict) and i.get("namespace")}
+            if not requested and len(given) == 1:
+                requested = given.pop()
+            namespace = tenant.namespace_for(requested)
+            configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
+            if not configurable.get("thread_id"):
+                configurable["thread_id"] = str(uuid.uuid4())
+            access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
+        except AccessError as exc:
+            raise HTTPException(403, str(exc)) from None
+        except InputError as exc:
+            raise HTTPException(400, access.files.scrub(str(exc))) from None
+        return {**config, "configurable": configurable}
+
+    return authorize
+
+
+def _served_context(context: type, workflow: str) -> type:
+    """The workflow's context reduced to the fields callers may set, plus ``thread_id``."""
+    allowed = served_fields(workflow)
+    hints = typing.get_type_hints(context)
+    specs: list[tuple[str, Any, Any]] = []
+    for f in fields(context):
+        if f.name not in allowed:
+            continue
+        spec: Any
+        if f.name == "namespace":
+            spec = field(
+                default="",
+                metadata={"description": "Namespace (empty: the API key's first); only the key's own are open."},
+            )
+        elif f.default_factory is not MISSING:
+            spec = field(default_factory=f.default_factory, metadata=f.metadata)
+        else:
+            spec = field(default=f.default, metadata=f.metadata)
+        specs.append((f.name, hints[f.name], spec))
+    specs.append(
+        (
+            "thread_id",
+            str,
+            field(
+                default="", metadata={"description": "Checkpointed thread: the same id resumes it (empty: a new one)."}
+            ),
+        )
+    )
+    return make_dataclass(f"{context.__name__}Served", specs, kw_only=True)
 
 
 class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     """A compiled workflow as LangServe serves it.
 
-    Its config schema adds ``thread_id`` to the workflow's context fields, so LangServe keeps
-    the caller's thread id (it drops keys the schema lacks), per input in a batch too. A batch
-    whose inputs would share one thread (one config for all, or the same id twice) runs input
-    ``i`` on thread ``<thread_id>-<i>`` instead: concurrent runs never write one thread.
+    Its config schema holds only the context fields callers may set (see
+    :data:`graphs.access.SERVED_FIELDS`) and ``thread_id``; LangServe drops every other key. A
+    batch whose inputs would share one thread (one config for all, or the same id twice) runs
+    input ``i`` on thread ``<thread_id>-<i>`` instead: concurrent runs never write one thread.
+    With ``access`` set, every input is checked again right before it runs: file names resolved
+    inside the ingest root, the namespace the tenant's, the (derived) thread bound to both.
     """
+
+    access: Any = None
+
+    @property
+    def workflow(self) -> str:
+        """The served workflow's name."""
+        return str(self.name or getattr(self.bound, "name", "") or "")
+
+    def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> ServedGraph:
+        copy = super().with_config(config, **kwargs)
+        copy.name, copy.access = self.workflow, self.access  # type: ignore[attr-defined]
+        return copy  # type: ignore[return-value]
 
     def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
         with warnings.catch_warnings():
@@ -91,24 +223,24 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         context = getattr(self.bound, "context_schema", None)
         if context is None or not is_dataclass(context):
             return base
-        served = make_dataclass(
-            f"{context.__name__}Served",
-            [
-                (
-                    "thread_id",
-                    str,
-                    field(
-                        default="",
-                        metadata={"description": "Checkpointed thread: the same id resumes it (empty: a new one)."},
-                    ),
-                )
-            ],
-            bases=(context,),
-            kw_only=True,
-        )
-        fields = {name: (info.annotation, info) for name, info in base.model_fields.items()}
-        fields["configurable"] = (served | None, None)  # type: ignore[assignment]
-        return create_model(base.__name__, **fields)  # type: ignore[call-overload, no-any-return]
+        served = _served_context(context, self.workflow)  # type: ignore[arg-type]
+        fields_ = {name: (info.annotation, info) for name, info in base.model_fields.items()}
+        fields_["configurable"] = (served | None, None)  # type: ignore[assignment]
+        return create_model(base.__name__, **fields_)  # type: ignore[call-overload, no-any-return]
+
+    def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
+        base: dict[str, Any] = dict(config or {})
+        configurable = dict(base.get("configurable") or {})
+        if self.access is not None:
+            tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
+            value = self.access.check_input(value, tenant)
+            wanted = value.get("namespace") if isinstance(value, dict) else None
+            namespace = tenant.namespace_for(str(wanted or configurable.get("namespace") or ""))
+            configurable["namespace"] = namespace
+            if not configurable.get("thread_id"):
+                configurable["thread_id"] = str(uuid.uuid4())
+            self.access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
+        return value, {**base, "configurable": configurable}  # type: ignore[typeddict-item]
 
     @staticmethod
     def _own_threads(configs: list[RunnableConfig]) -> list[RunnableConfig]:
@@ -121,15 +253,47 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             elif ids.count(thread) > 1:
                 configurable["thread_id"] = f"{thread}-{i}"
             out.append({**config, "configurable": configurable})
-        return out
+        return out  # type: ignore[return-value]
+
+    def _prepare_all(self, inputs: list[Any], config: Any) -> tuple[list[Any], list[RunnableConfig]]:
+        configs = self._own_threads(get_config_list(config, len(inputs)))
+        pairs = [self._prepare(value, c) for value, c in zip(inputs, configs, strict=True)]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        value, config = self._prepare(input, config)
+        return super().invoke(value, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        value, config = self._prepare(input, config)
+        return await super().ainvoke(value, config, **kwargs)
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        value, config = self._prepare(input, config)
+        yield from super().stream(value, config, **kwargs)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        value, config = self._prepare(input, config)
+        async for chunk in super().astream(value, config, **kwargs):
+            yield chunk
+
+    async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        value, config = self._prepare(input, config)
+        async for chunk in super().astream_log(value, config, **kwargs):
+            yield chunk
+
+    async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        value, config = self._prepare(input, config)
+        async for event in super().astream_events(value, config, **kwargs):
+            yield event
 
     def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
-        configs = self._own_threads(get_config_list(config, len(inputs)))
-        return super().batch(inputs, configs, **kwargs)
+        values, configs = self._prepare_all(inputs, config)
+        return super().batch(values, configs, **kwargs)
 
     async def abatch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
-        configs = self._own_threads(get_config_list(config, len(inputs)))
-        return await super().abatch(inputs, configs, **kwargs)
+        values, configs = self._prepare_all(inputs, config)
+        return await super().abatch(values, configs, **kwargs)
 
 
 class DeferredSaver(BaseCheckpointSaver):
@@ -180,6 +344,7 @@ def create_app() -> FastAPI:
     """Build the FastAPI app with every available workflow mounted."""
     from langserve import add_routes
 
+    access = Access.from_env()
     saver = DeferredSaver()
 
     @asynccontextmanager
@@ -196,11 +361,15 @@ def create_app() -> FastAPI:
         description="Summarize, question, offload and route over long documents.",
         lifespan=lifespan,
     )
-    app.add_middleware(GuardMiddleware)
+    app.add_middleware(GuardMiddleware, access=access)
 
     @app.exception_handler(InputError)
     async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        return JSONResponse({"detail": access.files.scrub(str(exc))}, status_code=400)
+
+    @app.exception_handler(AccessError)
+    async def forbidden(_request: Request, exc: AccessError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
 
     @app.exception_handler(ModelError)
     async def model_down(_request: Request, exc: ModelError) -> JSONResponse:
@@ -215,9 +384,9 @@ def create_app() -> FastAPI:
     for name in names:
         add_routes(
             app,
-            ServedGraph(bound=registry.compile_with(name, saver), name=name),
+            ServedGraph(bound=registry.compile_with(name, saver), name=name, access=access),
             path=f"/{name}",
-            per_req_config_modifier=_with_thread_id,
+            per_req_config_modifier=authorizer(access, name),
         )
     return app
 

@@ -5,14 +5,29 @@ with a JSON-schema ``response_format`` gets the smallest instance of that schema
 value, minimum list lengths, ``c0`` for id-like strings), any other request a short cited
 sentence. Token usage is estimated from the text. Point ``LONGDOC_BASE_URL`` at it to run every
 graph through a real HTTP model call path in seconds, e.g. under ``langgraph dev``.
+
+It can also misbehave on purpose (``--fault MODE``, or a :class:`Script` in tests), one of
+:data:`FAULTS`: ``stall`` (accept, then never answer), ``truncated`` (JSON cut off with
+``finish_reason: length``), ``non_json`` (prose where JSON was required), ``error_500``,
+``rate_limited`` (429 with ``Retry-After``), ``html`` (a 200 HTML page), ``empty`` (an empty
+reply). :func:`running` serves an app on a free loopback port in a thread.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from stores.text import count_tokens
 
@@ -71,10 +86,40 @@ def reply_for(body: dict[str, Any]) -> str:
     return TEXT_REPLY
 
 
-def create_app() -> Any:
-    """The FastAPI app of the fake endpoint."""
-    from fastapi import FastAPI
+FAULTS = ("ok", "stall", "truncated", "non_json", "error_500", "rate_limited", "html", "empty")
+"""How the endpoint may answer a request."""
 
+
+@dataclass
+class Script:
+    """What the endpoint does: ``faults`` are used one per request, then ``fault`` for the rest.
+
+    Every request is recorded in ``requests`` (``{"path", "headers", "body"}``).
+    """
+
+    fault: str = "ok"
+    faults: list[str] = field(default_factory=list)
+    stall_seconds: float = 3600.0
+    retry_after: float = 1.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for mode in [self.fault, *self.faults]:
+            if mode not in FAULTS:
+                raise ValueError(f"unknown fault {mode!r}; one of {', '.join(FAULTS)}")
+
+    def next_fault(self) -> str:
+        return self.faults.pop(0) if self.faults else self.fault
+
+
+def _cut(content: str) -> str:
+    """The first half of ``content`` (a JSON reply cut before it closes)."""
+    return content[: max(1, len(content) // 2)]
+
+
+def create_app(script: Script | None = None) -> Any:
+    """The FastAPI app of the fake endpoint, answering as ``script`` says (default: always well)."""
+    script = script or Script()
     app = FastAPI(title="scripted OpenAI-compatible endpoint")
 
     @app.get("/v1/models")
@@ -82,39 +127,86 @@ def create_app() -> Any:
         return {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
 
     @app.post("/v1/chat/completions")
-    async def chat(body: dict[str, Any]) -> Any:
+    async def chat(body: dict[str, Any], request: Request) -> Any:
+        script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
+        fault = script.next_fault()
+        if fault == "stall":
+            await asyncio.sleep(script.stall_seconds)
+        if fault == "error_500":
+            return JSONResponse({"error": {"message": "scripted server error", "type": "server_error"}}, 500)
+        if fault == "rate_limited":
+            headers = {"Retry-After": str(script.retry_after)}
+            return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429, headers=headers)
+        if fault == "html":
+            return HTMLResponse("<html><body><h1>Welcome to nginx!</h1></body></html>")
         content = reply_for(body)
+        finish = "stop"
+        if fault == "truncated":
+            content, finish = _cut(content), "length"
+        elif fault == "non_json":
+            content = TEXT_REPLY
+        elif fault == "empty":
+            content = ""
         prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
         completion = count_tokens(content)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         head = {"id": f"chatcmpl-{time.time_ns()}", "created": int(time.time()), "model": body.get("model", "scripted")}
         if body.get("stream"):
-            from fastapi.responses import StreamingResponse
 
             def events() -> Any:
                 delta = {"role": "assistant", "content": content}
                 first = {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
                 yield f"data: {json.dumps(first)}\n\n"
-                done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+                done = {"index": 0, "delta": {}, "finish_reason": finish}
                 last = {**head, "object": "chat.completion.chunk", "choices": [done], "usage": usage}
                 yield f"data: {json.dumps(last)}\n\n"
                 yield "data: [DONE]\n\n"
 
             return StreamingResponse(events(), media_type="text/event-stream")
         message = {"role": "assistant", "content": content}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        choice = {"index": 0, "message": message, "finish_reason": finish}
         return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
 
     return app
 
 
+def free_port() -> int:
+    """A loopback TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running(app: Any) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port in a thread; yields its ``http://127.0.0.1:PORT`` URL."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the scripted endpoint did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fault", choices=FAULTS, default="ok", help="misbehave this way on every request")
     args = parser.parse_args(argv)
     import uvicorn
 
-    uvicorn.run(create_app(), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(create_app(Script(fault=args.fault)), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,317 @@
+"""The LangServe app over HTTP as a hostile caller holding a valid key would use it.
+
+Covers: no server file read through ``path`` (unless inside an operator-set ingest root, symlinks
+included, with messages that reveal nothing outside it), no caller-chosen model endpoint or model
+settings (and no request leaving for a caller-given URL), tenants fixed by their key (namespace
+in config and input, thread ids), and request bodies cut at the size limit while they stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from bench.offload import fake_chat_model
+from graphs import registry
+from graphs.access import SERVED_FIELDS, key_digest
+from graphs.serve import create_app
+from stores import fake_endpoint
+from stores.models import use_chat_model
+
+SECRET = "The launch code of Project Heron is 7-ALPHA-9."
+FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
+
+
+def _client() -> TestClient:
+    return TestClient(create_app())
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A private file the server process can read, outside any ingest root."""
+    private = tmp_path / "private" / "notes.txt"
+    private.parent.mkdir()
+    private.write_text(SECRET + "\n\nMore private text follows here.\n", encoding="utf-8")
+    return private
+
+
+# --- 1. no server file read ------------------------------------------------------------------------
+FILE_REQUESTS = [
+    ("/ingest/invoke", lambda p: {"path": p}),
+    ("/summarize/invoke", lambda p: {"path": p}),
+    ("/offload/invoke", lambda p: {"question": "What is the launch code?", "path": p}),
+    ("/route/invoke", lambda p: {"request": "plot sales", "registry": "r", "registry_path": p}),
+]
+
+
+@pytest.mark.parametrize(("route", "make"), FILE_REQUESTS)
+def test_paths_are_refused_without_an_ingest_root(route: str, make, outside: Path) -> None:  # type: ignore[no-untyped-def]
+    with _client() as client, use_chat_model(fake_chat_model()):
+        for given in (str(outside), "../../" + outside.name, "/etc/passwd", "missing.txt"):
+            response = client.post(route, json={"input": make(given)})
+            assert response.status_code == 400, response.text
+            detail = response.json()["detail"]
+            assert "send the document as `text`" in detail and SECRET not in response.text
+        stream = client.post(route.replace("invoke", "stream"), json={"input": make(str(outside))})
+        assert stream.status_code == 400 and SECRET not in stream.text
+        batch = client.post(route.replace("invoke", "batch"), json={"inputs": [make(str(outside))]})
+        assert batch.status_code == 400 and SECRET not in batch.text
+
+
+def test_ingest_root_confines_paths_symlinks_included(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "ok.md").write_text("# Otters\n\nOtters hold hands while sleeping.\n", encoding="utf-8")
+    (root / "sub" / "inside-link.md").symlink_to(root / "sub" / "ok.md")
+    (root / "escape.txt").symlink_to(outside)
+    (root / "escape-dir").symlink_to(outside.parent, target_is_directory=True)
+    (root / "data.bin").write_bytes(b"\x00\x01")
+    monkeypatch.setenv("LONGDOC_INGEST_ROOT", str(root))
+    with _client() as client:
+        ok = client.post("/ingest/invoke", json={"input": {"path": "sub/ok.md"}})
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["output"]["title"] == "Otters"
+        linked = client.post("/ingest/invoke", json={"input": {"path": "sub/inside-link.md"}})
+        assert linked.status_code == 200 and linked.json()["output"]["doc_id"] == ok.json()["output"]["doc_id"]
+        refused = {
+            given: client.post("/ingest/invoke", json={"input": {"path": given}})
+            for given in (
+                "escape.txt",
+                "escape-dir/notes.txt",
+                "../private/notes.txt",
+                str(outside),
+                "sub/../../private/notes.txt",
+                "missing.txt",
+                "sub",
+                "nul\x00byte.txt",
+            )
+        }
+        for given, response in refused.items():
+            assert response.status_code == 400, (given, response.text)
+            # One message for every case: nothing tells what exists outside the root.
+            detail = response.json()["detail"]
+            assert detail == f"no readable file {given!r} under the ingest root"
+            assert SECRET not in detail and str(tmp_path) not in detail.replace(repr(given), "")
+        odd = client.post("/ingest/invoke", json={"input": {"path": "data.bin"}})
+        assert odd.status_code == 400 and str(tmp_path) not in odd.text and "data.bin" in odd.json()["detail"]
+
+
+# --- 2. model settings are the operator's ------------------------------------------------------------
+FORBIDDEN_KEYS = ["base_url", "model", "api_key", "temperature", "embedder", "llm_cache", "worker_model"]
+
+
+@pytest.mark.parametrize("workflow", sorted(SERVED_FIELDS))
+def test_served_config_schema_is_the_allow_list(workflow: str) -> None:
+    with _client() as client:
+        schema = client.get(f"/{workflow}/config_schema").json()
+    configurable = next(v for k, v in schema["$defs"].items() if k.endswith("Served"))
+    served = set(configurable["properties"])
+    context = importlib.import_module(registry.WORKFLOWS[workflow]).builder.context_schema
+    assert served == (SERVED_FIELDS[workflow] & {f.name for f in fields(context)}) | {"thread_id"}
+    assert not served & {"base_url", "model", "api_key", "temperature", "embedder", "llm_cache"}
+    assert not any(name.endswith("_model") or "embedder" in name for name in served)
+
+
+@pytest.mark.parametrize("key", FORBIDDEN_KEYS)
+def test_model_settings_in_config_are_refused(key: str) -> None:
+    with _client() as client:
+        body = {"input": {"text": "Otters hold hands."}, "config": {"configurable": {key: "http://evil.test/v1"}}}
+        response = client.post("/ingest/invoke", json=body)
+        assert response.status_code == 400 and key in response.json()["detail"]
+        batch = {"inputs": [{"text": "Otters."}], "config": [{"configurable": {key: "x"}}]}
+        assert client.post("/ingest/batch", json=batch).status_code == 400
+        assert client.post("/ingest/stream", json=body).status_code == 400
+
+
+@pytest.mark.enable_socket
+def test_no_request_leaves_for_a_caller_given_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langserve.lzstring import LZString
+
+    operator, attacker = fake_endpoint.Script(), fake_endpoint.Script()
+    with (
+        fake_endpoint.running(fake_endpoint.create_app(operator)) as operator_url,
+        fake_endpoint.running(fake_endpoint.create_app(attacker)) as attacker_url,
+    ):
+        monkeypatch.setenv("LONGDOC_BASE_URL", operator_url + "/v1")
+        monkeypatch.setenv("LONGDOC_MODEL", "operator-model")
+        monkeypatch.setenv("LONGDOC_API_KEY", "upstream-secret")
+        evil = {"base_url": attacker_url + "/v1", "model": "evil", "offloader_model": "evil", "embedder": "openai"}
+        with _client() as client:
+            doc = client.post("/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+            doc_id = doc.json()["output"]["doc_id"]
+            question = {"question": "Who manages procurement?", "doc_id": doc_id}
+            refused = client.post("/offload/invoke", json={"input": question, "config": {"configurable": evil}})
+            assert refused.status_code == 400
+            # The config-in-URL form cannot carry them either: they are dropped, the operator's apply.
+            packed = LZString.compressToEncodedURIComponent(json.dumps({"configurable": evil}))
+            answered = client.post(f"/offload/c/{packed}/invoke", json={"input": question})
+            assert answered.status_code == 200, answered.text
+    assert attacker.requests == []
+    assert operator.requests and all(r["body"]["model"] == "operator-model" for r in operator.requests)
+    assert all(r["headers"]["authorization"] == "Bearer upstream-secret" for r in operator.requests)
+
+
+# --- 3. tenants -------------------------------------------------------------------------------------------
+ALICE, BOB = {"X-API-Key": "alice-key"}, {"Authorization": "Bearer bob-key"}
+
+
+@pytest.fixture
+def tenants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "alice": f"sha256:{key_digest('alice-key')}",
+                "bob": {"key_sha256": key_digest("bob-key"), "namespaces": ["bob", "bob-archive"]},
+            }
+        ),
+        encoding="utf-8",
+    )
+    os.chmod(keys, 0o600)
+    monkeypatch.setenv("LONGDOC_SERVER_KEYS", str(keys))
+    with _client() as client:
+        yield client
+
+
+def _ingest(client: TestClient, headers: dict[str, str], body: dict, config: dict | None = None):  # type: ignore[no-untyped-def]
+    payload: dict = {"input": body}
+    if config is not None:
+        payload["config"] = {"configurable": config}
+    return client.post("/ingest/invoke", json=payload, headers=headers)
+
+
+def test_a_key_fixes_the_namespace_in_config_and_input(tenants: TestClient) -> None:
+    client = tenants
+    assert _ingest(client, {"X-API-Key": "carol-key"}, {"text": SECRET}).status_code == 401
+    mine = _ingest(client, ALICE, {"text": SECRET})
+    assert mine.status_code == 200, mine.text
+    doc_id = mine.json()["output"]["doc_id"]
+    for config, body in (({"namespace": "alice"}, {"text": "x"}), (None, {"text": "x", "namespace": "alice"})):
+        response = _ingest(client, BOB, body, config)
+        assert response.status_code == 403, response.text
+        assert SECRET not in response.text
+    assert _ingest(client, BOB, {"text": "Bob's archive note."}, {"namespace": "bob-archive"}).status_code == 200
+    with use_chat_model(fake_chat_model()):
+        for route, body in (
+            ("/summarize/invoke", {"doc_id": doc_id}),
+            ("/offload/invoke", {"question": "What is the launch code?", "doc_id": doc_id}),
+        ):
+            stolen = client.post(route, json={"input": body}, headers=BOB)
+            assert stolen.status_code == 400 and "not ingested" in stolen.json()["detail"]
+            assert SECRET not in stolen.text
+            foreign = client.post(
+                route, json={"input": body, "config": {"configurable": {"namespace": "alice"}}}, headers=BOB
+            )
+            assert foreign.status_code == 403
+        own = client.post("/summarize/invoke", json={"input": {"doc_id": doc_id}}, headers=ALICE)
+        assert own.status_code == 200, own.text
+    batch = client.post("/ingest/batch", json={"inputs": [{"text": "a", "namespace": "alice"}]}, headers=BOB)
+    assert batch.status_code == 403
+
+
+def test_threads_are_bound_to_their_tenant_and_namespace(tenants: TestClient) -> None:
+    client = tenants
+    text = FALCON.read_text(encoding="utf-8")
+    alice_doc = _ingest(client, ALICE, {"text": text}).json()["output"]["doc_id"]
+    bob_doc = _ingest(client, BOB, {"text": text}).json()["output"]["doc_id"]
+
+    def turn(headers: dict[str, str], doc_id: str, thread: str, namespace: str = ""):  # type: ignore[no-untyped-def]
+        configurable = {"thread_id": thread, **({"namespace": namespace} if namespace else {})}
+        body = {
+            "input": {"question": "Who manages procurement?", "doc_id": doc_id},
+            "config": {"configurable": configurable},
+        }
+        return client.post("/offload/invoke", json=body, headers=headers)
+
+    with use_chat_model(fake_chat_model()):
+        assert turn(ALICE, alice_doc, "alice-session").json()["output"]["turn"] == 1
+        hijack = turn(BOB, bob_doc, "alice-session")
+        assert hijack.status_code == 403 and "another API key" in hijack.json()["detail"]
+        stream = client.post(
+            "/offload/stream",
+            json={
+                "input": {"question": "q", "doc_id": bob_doc},
+                "config": {"configurable": {"thread_id": "alice-session"}},
+            },
+            headers=BOB,
+        )
+        assert stream.status_code == 403
+        batch = client.post(
+            "/offload/batch",
+            json={
+                "inputs": [{"question": "q", "doc_id": bob_doc}] * 2,
+                "config": {"configurable": {"thread_id": "alice-session"}},
+            },
+            headers=BOB,
+        )
+        assert batch.status_code == 403
+        assert turn(ALICE, alice_doc, "alice-session").json()["output"]["turn"] == 2
+        assert turn(BOB, bob_doc, "bob-session").json()["output"]["turn"] == 1
+        moved = turn(BOB, bob_doc, "bob-session", namespace="bob-archive")
+        assert moved.status_code == 403
+
+
+def test_single_server_key_is_one_tenant_with_every_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_SERVER_API_KEY", "s3cret")
+    with _client() as client:
+        key = {"X-API-Key": "s3cret"}
+        assert _ingest(client, key, {"text": "Team text."}, {"namespace": "team1"}).status_code == 200
+        assert _ingest(client, key, {"text": "Team text.", "namespace": "team2"}).status_code == 200
+        assert _ingest(client, {"X-API-Key": "s3cre"}, {"text": "x"}).status_code == 401
+
+
+def test_malformed_keys_stop_the_server_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in (
+        '{"a": ""}',
+        '{"a": "sha256:xyz"}',
+        "[1]",
+        '{"a": "k", "b": "k"}',
+        '{"a": {"key": "k", "namespaces": ["../x"]}}',
+    ):
+        monkeypatch.setenv("LONGDOC_SERVER_KEYS", bad)
+        with pytest.raises(ValueError, match="LONGDOC_SERVER_KEYS"):
+            create_app()
+
+
+# --- request size ----------------------------------------------------------------------------------
+def test_chunked_body_is_cut_at_the_limit_while_it_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_MAX_REQUEST_BYTES", "10000")
+    app = create_app()
+    pulled: list[int] = []
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        # A 1 MB chunked body (no Content-Length), 1 kB per message, as a client streams it.
+        pulled.append(1)
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": len(pulled) < 1000}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/ingest/invoke",
+        "raw_path": b"/ingest/invoke",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 413
+    assert len(pulled) == 11  # stopped reading right after the limit, not after 1 MB
