@@ -6,8 +6,10 @@ per-document caches (orderings, canvases...) live in ``LONGDOC_HOME/namespaces/N
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +51,30 @@ def doc_dir(namespace: str, doc_id: str) -> Path:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    """Write ``data`` to ``path`` through a temporary file of its own and an atomic replace.
+
+    The temporary file is unique (``tempfile`` in the target folder), so concurrent writers of
+    one path, threads or processes, never share it; readers see the old or the new content. A
+    replaced file keeps its permissions; a new one gets ``rw-r--r--``.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        tmp.write_text(data, encoding="utf-8")
-    os.replace(tmp, path)
+    payload = data if isinstance(data, bytes) else data.encode("utf-8")
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        raise
 
 
 def save_document(info: DocumentInfo, text: str) -> None:

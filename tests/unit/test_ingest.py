@@ -92,3 +92,31 @@ def test_binary_file_leaves_store_unchanged(tmp_path: Path, sample_markdown: Pat
         graph.invoke({"path": str(bad)})
     assert get_store().count() == before
     assert len(list_documents("default")) == 1
+
+
+def test_write_atomic_survives_concurrent_writers_of_one_path(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stores.documents import write_atomic
+
+    target = tmp_path / "docs" / "meta.json"
+    payloads = [f'{{"writer": {i}, "pad": "{"x" * 20000}"}}' for i in range(40)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(lambda text: write_atomic(target, text), payloads))
+    assert target.read_text(encoding="utf-8") in payloads  # one whole write, never a mix
+    assert [p.name for p in target.parent.iterdir()] == ["meta.json"]  # no temporary file left behind
+    assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_concurrent_ingests_of_one_text_all_succeed_with_one_copy() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    text = "# Herons\n\n" + "\n\n".join(f"Paragraph {i}: herons wait very still in shallow water." for i in range(30))
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(lambda _i: graph.invoke({"text": text}, context={"chunk_size": 60}), range(24)))
+    assert len({r["doc_id"] for r in results}) == 1
+    doc_id, chunks = results[0]["doc_id"], max(r["chunks"] for r in results)
+    assert all(r["chunks"] == chunks for r in results)
+    assert get_store("default").count(doc_id=doc_id, kind="chunk") == chunks
+    assert [d.doc_id for d in list_documents("default")] == [doc_id]
+    assert document_text("default", doc_id).startswith("# Herons")
