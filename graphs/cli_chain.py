@@ -19,6 +19,7 @@ from graphs.cli import (
     wants_stream,
 )
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
+from nodes.reading import DEFAULT_BUDGET
 from stores.models import usage_totals
 from stores.settings import InputError
 
@@ -28,11 +29,21 @@ def register(sub: Any) -> None:
     p = sub.add_parser("ask", help="answer a question with a Chow-Liu ordered chain of worker agents")
     p.add_argument("path", help="document to ask about (ingested first if needed)")
     p.add_argument("question", help="the question")
-    p.add_argument("--order", default="chow-liu-bfs", choices=ORDERS, help="order the workers read the chunks in")
+    p.add_argument("--order", default="best-first", choices=ORDERS, help="order the workers read the chunks in")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help=f"tokens of chunk text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
+    )
+    p.add_argument(
+        "--confirm", type=int, default=None, help="further informative workers that must agree the notes are complete"
+    )
+    p.add_argument("--read-all", action="store_true", help="read every chunk: no budget, no skipping, no early stop")
     p.add_argument("--root", default="query", choices=ROOT_STRATEGIES, help="root of the Chow-Liu tree")
     p.add_argument("--children", default="weight", choices=CHILD_ORDERS, help="child visiting order")
     p.add_argument("--roots", type=int, default=1, help="chains from several roots, reconciled by the manager")
-    p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = all)")
+    p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = no limit)")
     p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
     p.add_argument(
         "--tree-html",
@@ -57,13 +68,20 @@ def run(args: argparse.Namespace) -> int:
         "children": args.children,
         "roots": args.roots,
         "max_chunks": args.max_chunks,
+        "read_all": args.read_all,
     }
+    if args.budget is not None:
+        if args.budget < 0:
+            raise InputError("--budget must not be negative")
+        context["budget"] = args.budget
+    if args.confirm is not None:
+        context["confirm"] = args.confirm
     ingest_context: dict[str, Any] = {}
     if args.chunk_size:
         context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
     doc_id = document_id(args, **ingest_context)
     printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
-    with progress(args.quiet, "workers") as handle:
+    with progress(args.quiet, "reading") as handle:
         out = run_graph(
             graph, {"question": args.question, "doc_id": doc_id}, context=context, on_event=handle, printer=printer
         )
@@ -76,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
                 "answer": out["answer"],
                 "citations": out["citations"],
                 "order": out["order"][0] if len(out["order"]) == 1 else out["order"],
+                "read": out["read"],
+                "skipped": out["skipped"],
+                "stopped": out["stopped"],
                 "tokens": tokens,
                 "explanation": out.get("explanation", ""),
                 "calls": out.get("calls", 0),
@@ -93,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
         print(out["explanation"])
     cited = ", ".join(out["citations"]) or "none"
     print(f"\ncitations: {cited}")
-    print(f"order ({args.order}): {' -> '.join(out['order'][0])}")
+    chunks = len({cid for edge in out["tree"] for cid in edge[:2]}) or len(out["read"])
+    print(f"read ({args.order}): {' -> '.join(out['order'][0]) if out['order'] else 'nothing'}")
+    print(f"stopped: {out['stopped']} after {len(out['read'])} of {chunks} chunks, {len(out['skipped'])} skipped")
     print(f"tokens: {totals['input']} in, {totals['output']} out, {totals['calls']} LLM calls")
     if page is not None:
         print(f"tree page: {page}")
@@ -121,5 +144,6 @@ def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) 
     store = get_store(args.namespace, args.embedder)
     sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
     name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
-    page = tree_html(out["order"][0], out["tree"], sections, title=f"{name}: {args.question}")
+    order = out["order"][0] if out["order"] else []
+    page = tree_html(order, out["tree"], sections, title=f"{name}: {args.question}", skipped=out["skipped"])
     write_atomic(path, page)

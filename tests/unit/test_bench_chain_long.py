@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.chain import main as bench_main
+from bench.chain_long import (
+    METHODS,
+    as_text,
+    evidence_recall,
+    pad_document,
+    paired,
+    run_long,
+    summarise,
+    supporting_chunks,
+)
+from bench.qa_data import Paragraph, QAItem
+from stores.models import use_chat_model
+from stores.testing import ScriptedChatModel
+
+
+def item(n: int, words: int = 30) -> QAItem:
+    filler = " ".join(f"w{n}x{i}" for i in range(words))
+    return QAItem(
+        id=f"q{n}",
+        source="test",
+        question=f"Which river flows through city {n}?",
+        answers=[f"River{n}"],
+        paragraphs=[
+            Paragraph(f"City {n}", f"City {n} lies on River{n}. {filler}", True),
+            Paragraph(f"Other {n}", f"Nothing here {n}. {filler}", False),
+            Paragraph(f"More {n}", f"Still nothing {n}. {filler}", False),
+        ],
+    )
+
+
+POOL = [item(n) for n in range(6)]
+
+
+def test_pad_and_cut_documents() -> None:
+    base = POOL[0]
+    longer = pad_document(base, POOL, 400)
+    assert sum(len(p.chunk_text.split()) for p in longer) >= 400
+    assert [p for p in longer if p.supporting] == [p for p in base.paragraphs if p.supporting]
+    assert all(p in longer for p in base.paragraphs)
+    assert not any(p.supporting for p in longer if p not in base.paragraphs)
+    assert pad_document(base, POOL, 400) == longer  # seeded
+    shorter = pad_document(base, POOL, 40)
+    assert shorter[0].supporting and len(shorter) < len(base.paragraphs)
+
+
+def test_supporting_chunks_and_recall() -> None:
+    paras = POOL[1].paragraphs
+    chunks = [("c0", as_text(paras[:1])), ("c1", as_text(paras[1:]))]
+    gold = supporting_chunks(paras, chunks)
+    assert gold == [["c0"]]
+    assert evidence_recall(gold, ["c1"]) == 0.0 and evidence_recall(gold, ["c1", "c0"]) == 1.0
+    assert evidence_recall([[]], ["c0"]) is None
+
+
+def scripted() -> ScriptedChatModel:
+    def worker(messages: list) -> str:
+        piece = str(messages[-1].content).split("Your piece", 1)[1]
+        found = [w.rstrip(".") for w in piece.split() if w.startswith("River")]
+        return json.dumps({"facts": [f"It lies on {found[0]}."] if found else [], "missing": "" if found else "river"})
+
+    def answer(messages: list) -> str:
+        text = " ".join(str(m.content) for m in messages)
+        found = [w.rstrip(".,") for w in text.split() if w.startswith("River")]
+        return json.dumps({"answer": found[0] if found else "unknown", "evidence": [], "explanation": ""})
+
+    return ScriptedChatModel(
+        rules=[("manager of a chain", answer), ("Answer the question using only", answer)], default=worker
+    )
+
+
+def test_run_long_scores_and_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_EMBEDDER", "hash")
+    journal = tmp_path / "journal.jsonl"
+    model = scripted()
+    with use_chat_model(model):
+        rows = run_long(POOL[:2], POOL, journal, METHODS, budget=2000, embedder="hash")
+    assert len(rows) == 2 * len(METHODS)
+    summary = summarise(rows)
+    assert set(summary) == set(METHODS)
+    for method, figures in summary.items():
+        assert figures["items"] == 2 and figures["f1"] == 1.0, method
+        assert figures["evidence_recall"] == 1.0 and figures["tokens"] > 0
+    assert summary["topk"]["calls"] == 1
+    assert summary["chow-liu-bfs"]["share_read"] == 1.0
+    calls = len(model.calls)
+    with use_chat_model(model):
+        again = run_long(POOL[:2], POOL, journal, METHODS, budget=2000, embedder="hash")
+    assert again == rows and len(model.calls) == calls  # replayed from the journal
+    assert len(paired([*rows, {**rows[0], "item": "lonely", "method": "anytime"}], ["anytime", "topk"])) == 4
+
+
+def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, items in (("a_long", POOL[:3]), ("b_long", POOL[3:])):
+        lines = [
+            json.dumps(
+                {
+                    "id": i.id,
+                    "source": i.source,
+                    "question": i.question,
+                    "answers": i.answers,
+                    "paragraphs": [p.__dict__ for p in i.paragraphs],
+                }
+            )
+            for i in items
+        ]
+        (data / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "results" / "long.json"
+    with use_chat_model(scripted()):
+        report = bench_main(
+            [
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--parts",
+                "long",
+                "--embedder",
+                "hash",
+                "--methods",
+                "anytime,topk",
+                "--long-split",
+                "0:1",
+                "--sizes",
+                "300",
+            ]
+        )
+    assert report["long"]["anytime"]["items"] == 2 and report["long"]["topk"]["items"] == 2
+    assert set(report["long_curve"]) == {"orig", "300"}
+    assert json.loads(out.read_text())["long_notes"]["split"] == "0:1"
+    with pytest.raises(SystemExit, match="unknown methods"):
+        bench_main(["--data", str(data), "--out", str(out), "--parts", "long", "--methods", "magic"])
