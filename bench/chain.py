@@ -240,12 +240,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-llm", action="store_true", help="write an empty llm section")
     parser.add_argument("--llm-sets", default="hotpotqa", help="comma-separated data sets the LLM part runs on")
     parser.add_argument(
+        "--llm-methods",
+        default="chow-liu-bfs,chow-liu-dfs,original,random,topk,full",
+        help="LLM part: methods to run (the others' figures are kept from OUT)",
+    )
+    parser.add_argument(
         "--parts", default="ordering,scale,llm", help="parts to run; the others are kept from an existing OUT file"
     )
     parser.add_argument("--methods", default="anytime,topk,anytime-relevance", help="long part: methods to run")
     parser.add_argument("--long-split", default="10:25", help="long part: items [a:b) of every data file")
     parser.add_argument(
         "--budget", type=int, default=None, help="long part: chunk tokens per chain (default: the graph's)"
+    )
+    parser.add_argument(
+        "--long-ordering", action="store_true", help="long part: also the model-free evidence recall of each order"
     )
     parser.add_argument(
         "--sizes", default="", help="long part: comma-separated document lengths in words for the cost curve"
@@ -258,7 +266,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache_dir: Path) -> dict[str, Any]:
     """Run the long-document methods on the chosen split and summarise everything the journal holds."""
-    from bench.chain_long import METHODS, paired, read_journal, run_long, summarise
+    from bench.chain_long import METHODS, ordering_recall, paired, read_journal, run_long, summarise
     from graphs.chain import ChainContext
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -271,8 +279,10 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     items = [item for group in itertools.zip_longest(*files) for item in group if item is not None]
     pool = [item for data in datasets.values() for item in data]
     journal = cache_dir.parent / "chain_long_journal.jsonl"
-    for words in [0, *_sizes(args.sizes)]:
-        run_long(items, pool, journal, methods, budget=budget, words=words, embedder=args.embedder)
+    if methods:
+        for words in [0, *_sizes(args.sizes)]:
+            run_long(items, pool, journal, methods, budget=budget, words=words, embedder=args.embedder)
+    ordering = ordering_recall(items, embedder=args.embedder) if args.long_ordering else None
     rows = [r for r in read_journal(journal).values() if r["budget"] == budget]
     sizes = sorted({r["key"].split("|")[1] for r in rows})
     by_size = {size: [r for r in rows if r["key"].split("|")[1] == size] for size in sizes}
@@ -282,6 +292,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         "long_paired_full": summarise(paired(main_rows, ["anytime", "chow-liu-bfs"])),
         "long_paired_cheap": summarise(paired(main_rows, ["anytime", "topk", "anytime-relevance"])),
         "long_curve": {size: summarise(r) for size, r in by_size.items()},
+        **({"long_ordering": ordering} if ordering is not None else {}),
         "long_notes": {
             "data": str(args.data),
             "budget": budget,
@@ -341,7 +352,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if any(w in name for w in wanted)
             for item in data[: args.llm_subset or 5]
         ]
-        report["llm"] = run_llm(items, cache_dir / "chain_llm_journal.jsonl")
+        methods = tuple(m.strip() for m in args.llm_methods.split(",") if m.strip())
+        previous = report.get("llm", {}) if isinstance(report.get("llm"), dict) else {}
+        report["llm"] = {**previous, **run_llm(items, cache_dir / "chain_llm_journal.jsonl", methods)}
         report["llm_notes"] = {
             "items": [item.id for item in items],
             "model": "bundled Qwen2.5-Coder-1.5B-Instruct Q4_K_M (llama.cpp, 2 CPU threads)",

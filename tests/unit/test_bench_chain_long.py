@@ -8,8 +8,10 @@ import pytest
 from bench.chain import main as bench_main
 from bench.chain_long import (
     METHODS,
+    ORDERINGS,
     as_text,
     evidence_recall,
+    ordering_recall,
     pad_document,
     paired,
     run_long,
@@ -139,3 +141,13 @@ def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.M
     assert json.loads(out.read_text())["long_notes"]["split"] == "0:1"
     with pytest.raises(SystemExit, match="unknown methods"):
         bench_main(["--data", str(data), "--out", str(out), "--parts", "long", "--methods", "magic"])
+
+
+def test_ordering_recall_without_a_model() -> None:
+    figures = ordering_recall(POOL[:3], ks=(1, 3), embedder="hash")
+    assert figures["items"] == 3
+    assert set(figures) == {"items", *ORDERINGS}
+    for name in ORDERINGS:
+        assert 0.0 <= figures[name]["recall@1"] <= figures[name]["recall@3"] <= 1.0
+    # every document fits in three chunks or fewer here: any order has read the evidence by then
+    assert all(figures[name]["recall@3"] == 1.0 for name in ORDERINGS)
