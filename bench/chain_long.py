@@ -303,7 +303,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         recalls = [r["recall"] for r in mine if r["recall"] is not None]
-        seconds = [r["seconds"] for r in mine]
+        # a run that replayed cached replies (another method read the same chunks first) has no honest time
+        seconds = [r["seconds"] for r in mine if not _cached(r)] or [float("nan")]
         out[method] = {
             "items": len(mine),
             "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in mine])), 3),
@@ -313,6 +314,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "chunks_read": round(float(np.mean([len(r["read"]) for r in mine])), 2),
             "share_read": round(float(np.mean([len(r["read"]) / max(1, r["chunks"]) for r in mine])), 3),
             "evidence_recall": round(float(np.mean(recalls)), 3) if recalls else None,
+            "timed": sum(1 for r in mine if not _cached(r)),
             "median_s": round(float(np.median(seconds)), 1),
             "p90_s": round(float(np.percentile(seconds, 90)), 1),
             "words": round(float(np.mean([r["words"] for r in mine]))),
@@ -321,6 +323,11 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             **_per_worker_call(mine),
         }
     return out
+
+
+def _cached(row: dict[str, Any]) -> bool:
+    """Whether any model reply of the run came from the response cache."""
+    return any(counts.get("cached", 0) for counts in row.get("usage", {}).values())
 
 
 def _per_worker_call(rows: Sequence[dict[str, Any]]) -> dict[str, float]:

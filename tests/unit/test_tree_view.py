@@ -132,7 +132,10 @@ def test_mermaid_parser_reads_the_tree() -> None:
     many = [f"c{i}" for i in range(12)]
     edges = [[f"c{i}", f"c{(i - 1) // 2}", 1 / (i + 1)] for i in range(1, 12)]
     sections = {cid: f"Part {cid}: {piece}" for cid, piece in zip(many, ["中文", "a > b", '"q"', "#x;"], strict=False)}
-    texts = [tree_mermaid(ORDER, EDGES, SECTIONS), tree_mermaid(many[::-1], edges, sections, direction="LR")]
+    texts = [
+        tree_mermaid(ORDER, EDGES, SECTIONS),
+        tree_mermaid(many[::-1][:5], edges, sections, direction="LR", skipped=many[:4]),
+    ]
     proc = subprocess.run(
         [NODE or "node", str(VALIDATOR)],
         input=json.dumps(texts),
@@ -158,7 +161,8 @@ def test_mermaid_parser_reads_the_tree() -> None:
     assert second["ok"]
     assert len(second["vertices"]) == 12 and len(second["edges"]) == 11
     assert second["vertices"][0]["display"] == "#1 c11"
-    assert second["vertices"][11]["display"] == "#12 c0 · Part c0: 中文"
+    assert sum(v["display"].startswith("skipped ") for v in second["vertices"]) == 4
+    assert second["vertices"][11]["display"] == "skipped c0 · Part c0: 中文"
 
 
 def test_tree_html_inlines_mermaid_and_loads_nothing() -> None:
