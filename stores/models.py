@@ -18,6 +18,7 @@ import json
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -104,11 +105,13 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set)."""
     if _override is not None:
         return _override(role)
+    import httpx
     from langchain_openai import ChatOpenAI
 
     spec = resolve_role(role, overrides)
     settings = get_settings()
     base_url = spec.base_url
+    read_timeout = settings.read_timeout_for(base_url)
     if base_url is None:
         from stores.local_model import ensure_server
 
@@ -119,10 +122,53 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         api_key=spec.api_key or "not-needed",  # type: ignore[arg-type]
         temperature=spec.temperature,
         max_retries=settings.max_retries,
-        timeout=settings.request_timeout,
+        timeout=httpx.Timeout(read_timeout, connect=settings.connect_timeout),
         max_tokens=max_tokens,  # type: ignore[call-arg]
         stream_usage=True,
     )
+
+
+class EndpointGate:
+    """Endpoints that just failed, closed for a cool-down so that no layer retries them again.
+
+    The OpenAI client is the one layer that retries a request (``LONGDOC_MAX_RETRIES`` times,
+    with back-off and ``Retry-After``). When an endpoint is still unreachable, stalled or failing
+    (5xx, 429) after those retries, it is closed for ``LONGDOC_ENDPOINT_COOLDOWN`` seconds: every
+    call to it in that time (a graph node's retry, another request of the server) fails at once
+    with the same error instead of waiting out its timeouts again.
+    """
+
+    def __init__(self) -> None:
+        self._closed: dict[str, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, endpoint: str) -> None:
+        """Raise the endpoint's last error while it is closed."""
+        with self._lock:
+            closed = self._closed.get(endpoint)
+        if closed is not None:
+            left = closed[0] - time.monotonic()
+            if left > 0:
+                raise ModelError(f"{closed[1]} (not retried for another {left:.0f} s)")
+
+    def close(self, endpoint: str, message: str) -> None:
+        cooldown = get_settings().cooldown
+        if cooldown > 0:
+            with self._lock:
+                self._closed[endpoint] = (time.monotonic() + cooldown, message)
+
+    def open(self, endpoint: str) -> None:
+        with self._lock:
+            self._closed.pop(endpoint, None)
+
+    def reset(self) -> None:
+        """Forget every failure (tests)."""
+        with self._lock:
+            self._closed.clear()
+
+
+endpoint_gate = EndpointGate()
+"""The process's gate (one for every role and request)."""
 
 
 class ResponseCache:
@@ -236,6 +282,9 @@ class LLM:
                 usage = {self.role: {"input": hit["input"], "output": hit["output"], "calls": 1, "cached": 1}}
                 return hit["text"], hit.get("parsed"), usage
         model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
+        endpoint = _endpoint_of(model)
+        if endpoint:
+            endpoint_gate.check(endpoint)
         parsed: Any = None
         try:
             if schema is not None and _is_openai(model):
@@ -260,16 +309,33 @@ class LLM:
                 n_in = int(getattr(used, "prompt_tokens", 0) or 0)
                 n_out = int(getattr(used, "completion_tokens", 0) or 0)
                 return "", None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
-            raise _model_error(exc, self.role) from exc
+            error = _model_error(exc, self.role, model)
+            if endpoint and _unavailable(exc):
+                endpoint_gate.close(endpoint, str(error))
+            raise error from exc
+        if endpoint:
+            endpoint_gate.open(endpoint)
         n_in, n_out = _usage_of(raw, messages)
+        if (raw.response_metadata or {}).get("finish_reason") == "length":
+            return text, None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
         if self.use_cache:
             response_cache().put(key, {"text": text, "parsed": parsed, "input": n_in, "output": n_out})
         return text, parsed, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:
-        """Plain text reply and its usage."""
-        text, _, usage = self._call(messages, None, max_tokens)
-        return text.strip(), usage
+        """Plain text reply and its usage; a reply cut at ``max_tokens`` is asked again with twice
+        the budget, then ModelOutputError (a cut reply is never returned)."""
+        usage: Usage = {}
+        budget = max_tokens
+        for _attempt in range(2):
+            text, _, used = self._call(messages, None, budget)
+            usage = merge_usage(usage, used)
+            if not used.get(self.role, {}).get("truncated"):
+                return text.strip(), usage
+            if not budget:
+                break
+            budget = min(budget * 2, 4096)
+        raise ModelOutputError(f"the {self.role} model's reply was cut at {budget} tokens", usage)
 
     def structured(
         self, messages: Sequence[BaseMessage], schema: type[T], *, max_tokens: int | None = None
@@ -314,20 +380,57 @@ def _is_openai(model: BaseChatModel) -> bool:
     return isinstance(model, ChatOpenAI)
 
 
-def _model_error(exc: Exception, role: str) -> Exception:
+def _endpoint_of(model: BaseChatModel) -> str:
+    """The base URL a ``ChatOpenAI`` client calls (empty for other models)."""
+    return str(getattr(model, "openai_api_base", "") or "") if _is_openai(model) else ""
+
+
+def _unavailable(exc: Exception) -> bool:
+    """True for failures that close the endpoint: unreachable, stalled, 5xx, rate-limited."""
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    return (
+        "Connection" in name
+        or "Timeout" in name
+        or name == "RateLimitError"
+        or (isinstance(status, int) and status >= 500)
+    )
+
+
+def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) -> Exception:
     if isinstance(exc, ModelError):
         return exc
     name = type(exc).__name__
-    if "Connection" in name or "Timeout" in name:
+    endpoint = _endpoint_of(model) if model is not None else ""
+    where = f" {endpoint}" if endpoint else ""
+    attempts = int(getattr(model, "max_retries", None) or 0) + 1
+    if "Timeout" in name:
+        timeout: Any = getattr(model, "request_timeout", None)
+        limits = ""
+        if getattr(timeout, "read", None) is not None:
+            limits = f", {timeout.connect:g} s to connect, {timeout.read:g} s to read"
         return ModelError(
-            f"the {role} model endpoint cannot be reached ({name}: {exc}); check LONGDOC_BASE_URL "
+            f"the {role} model endpoint{where} did not answer in time ({attempts} attempts{limits}); "
+            "check it, or raise LONGDOC_READ_TIMEOUT"
+        )
+    if "Connection" in name:
+        return ModelError(
+            f"the {role} model endpoint{where} cannot be reached ({name}: {exc}); check LONGDOC_BASE_URL "
             "or unset it to use the bundled model"
+        )
+    if name == "RateLimitError":
+        return ModelError(
+            f"the {role} model endpoint{where} kept refusing with 429 (rate limit) after {attempts} attempts"
         )
     if "Authentication" in name or "PermissionDenied" in name:
         return ModelError(f"the {role} model endpoint refused the API key ({exc}); check LONGDOC_API_KEY")
     if "NotFound" in name:
         return ModelError(f"the {role} model was not found at the endpoint ({exc}); check LONGDOC_MODEL")
-    return ModelError(f"the {role} model call failed ({name}: {exc})")
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 500:
+        return ModelError(f"the {role} model endpoint{where} failed with HTTP {status} after {attempts} attempts")
+    to = f" to {endpoint}" if endpoint else ""
+    return ModelError(f"the {role} model call{to} failed ({name}: {str(exc)[:300]})")
 
 
 def llm_for(role: str, context: Any = None, **kwargs: Any) -> LLM:

@@ -92,9 +92,19 @@ class Settings:
     n_threads: int
     n_parallel: int
     max_retries: int
-    request_timeout: float
+    connect_timeout: float
+    read_timeout: float | None
+    cooldown: float
     llm_cache: bool
     roles: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def read_timeout_for(self, base_url: str | None) -> float:
+        """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s for a
+        configured endpoint and 600 s for the bundled server (a CPU-bound model that queues
+        requests on one slot)."""
+        if self.read_timeout is not None:
+            return self.read_timeout
+        return BUNDLED_READ_TIMEOUT if base_url is None else ENDPOINT_READ_TIMEOUT
 
     def role(self, role: str) -> RoleModel:
         """Model settings for ``role``: its own ``LONGDOC_<ROLE>_*`` values over the defaults."""
@@ -111,6 +121,12 @@ class Settings:
             temperature=temperature,
         )
 
+
+ENDPOINT_READ_TIMEOUT = 30.0
+"""Default read timeout (seconds) of a model endpoint set with ``LONGDOC_BASE_URL``."""
+
+BUNDLED_READ_TIMEOUT = 600.0
+"""Default read timeout (seconds) of the bundled in-process server."""
 
 BUNDLED_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 """Name under which the bundled GGUF model is served on loopback."""
@@ -147,7 +163,9 @@ def get_settings() -> Settings:
         n_threads=threads,
         n_parallel=_env_int("LONGDOC_N_PARALLEL", 1),
         max_retries=_env_int("LONGDOC_MAX_RETRIES", 2),
-        request_timeout=_env_float("LONGDOC_REQUEST_TIMEOUT", 600.0),
+        connect_timeout=_env_float("LONGDOC_CONNECT_TIMEOUT", 5.0),
+        read_timeout=_env_float("LONGDOC_READ_TIMEOUT", _env_float("LONGDOC_REQUEST_TIMEOUT", 0.0)) or None,
+        cooldown=_env_float("LONGDOC_ENDPOINT_COOLDOWN", 30.0),
         llm_cache=(_env("LONGDOC_LLM_CACHE") or "0").lower() in ("1", "true", "yes", "on"),
         roles=roles,
     )

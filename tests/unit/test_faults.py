@@ -1,0 +1,165 @@
+"""Every workflow against a model endpoint that misbehaves on purpose (``stores.fake_endpoint``).
+
+The endpoint runs on loopback in a thread; each test points ``LONGDOC_BASE_URL`` at it with short
+timeouts. Assertions: the exit code or HTTP status, a message naming the endpoint, a time bound,
+and how many requests reached the endpoint (retries counted once across the client and the
+graph's retry policies).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from graphs import cli
+from graphs.serve import create_app
+from stores import fake_endpoint
+from stores.models import LLM, ModelError, ModelOutputError, endpoint_gate, messages
+
+FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
+READ_TIMEOUT = 0.5
+RETRIES = 1
+BOUND = (RETRIES + 1) * (READ_TIMEOUT + 2.0) + 3.0
+"""Seconds a stalled call may take at most: every attempt's read timeout, back-off and slack."""
+
+pytestmark = pytest.mark.enable_socket
+
+
+@pytest.fixture(autouse=True)
+def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", str(READ_TIMEOUT))
+    monkeypatch.setenv("LONGDOC_CONNECT_TIMEOUT", "0.5")
+    monkeypatch.setenv("LONGDOC_MAX_RETRIES", str(RETRIES))
+    monkeypatch.setenv("LONGDOC_MODEL", "scripted")
+    endpoint_gate.reset()
+    yield
+    endpoint_gate.reset()
+
+
+@pytest.fixture
+def endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_endpoint.Script]:
+    """A scripted endpoint answering with the test's ``fault`` (indirect parameter), served on loopback."""
+    script = fake_endpoint.Script(fault=getattr(request, "param", "ok"), stall_seconds=30, retry_after=0.3)
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+        monkeypatch.setenv("LONGDOC_BASE_URL", url + "/v1")
+        script.url = url + "/v1"  # type: ignore[attr-defined]
+        yield script
+
+
+# --- the model layer ------------------------------------------------------------------------------
+@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+def test_a_stalled_endpoint_ends_in_a_clear_error_and_is_not_retried_again(endpoint: fake_endpoint.Script) -> None:
+    start = time.monotonic()
+    with pytest.raises(ModelError, match="did not answer in time") as caught:
+        LLM("worker").text(messages("s", "hello"))
+    assert time.monotonic() - start < BOUND
+    assert endpoint.url in str(caught.value)  # type: ignore[attr-defined]
+    assert len(endpoint.requests) == RETRIES + 1
+    start = time.monotonic()
+    with pytest.raises(ModelError, match="not retried for another"):
+        LLM("expert").text(messages("s", "hello again"))
+    assert time.monotonic() - start < 0.5 and len(endpoint.requests) == RETRIES + 1
+
+
+def test_an_endpoint_that_refuses_connections_is_named() -> None:
+    url = f"http://127.0.0.1:{fake_endpoint.free_port()}/v1"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LONGDOC_BASE_URL", url)
+        start = time.monotonic()
+        with pytest.raises(ModelError, match="cannot be reached") as caught:
+            LLM("worker").text(messages("s", "hello"))
+    assert url in str(caught.value) and time.monotonic() - start < BOUND
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [("error_500", "failed with HTTP 500"), ("rate_limited", "429"), ("html", "Unexpected response type")],
+    indirect=["endpoint"],
+)
+def test_failing_replies_end_in_model_errors(endpoint: fake_endpoint.Script, message: str) -> None:
+    with pytest.raises(ModelError, match=message) as caught:
+        LLM("worker").text(messages("s", "hello"))
+    assert endpoint.url in str(caught.value)  # type: ignore[attr-defined]
+    assert len(endpoint.requests) <= RETRIES + 1
+
+
+def test_retry_after_is_honoured_then_the_call_succeeds(endpoint: fake_endpoint.Script) -> None:
+    endpoint.faults = ["rate_limited"]
+    start = time.monotonic()
+    text, usage = LLM("worker").text(messages("s", "hello"))
+    assert text == fake_endpoint.TEXT_REPLY and usage["worker"]["calls"] == 1
+    assert time.monotonic() - start >= 0.3 and len(endpoint.requests) == 2
+
+
+def test_a_truncated_text_reply_is_asked_again_then_refused(endpoint: fake_endpoint.Script) -> None:
+    endpoint.faults = ["truncated"]
+    text, _ = LLM("worker").text(messages("s", "hello"), max_tokens=50)
+    assert text == fake_endpoint.TEXT_REPLY
+    budgets = [r["body"].get("max_completion_tokens", r["body"].get("max_tokens")) for r in endpoint.requests]
+    assert budgets == [50, 100]
+    endpoint.fault = "truncated"
+    with pytest.raises(ModelOutputError, match="cut at"):
+        LLM("worker").text(messages("s", "hello"), max_tokens=50)
+
+
+@pytest.mark.parametrize("endpoint", ["truncated", "non_json"], indirect=True)
+def test_structured_replies_that_never_fit_are_refused(endpoint: fake_endpoint.Script) -> None:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: str
+        confidence: float
+
+    with pytest.raises(ModelOutputError):
+        LLM("worker", max_retries=1).structured(messages("s", "capital?"), Answer, max_tokens=40)
+
+
+# --- whole workflows over HTTP and from the command line -----------------------------------------------
+def _ingest(client: TestClient) -> str:
+    response = client.post("/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+    assert response.status_code == 200, response.text
+    return str(response.json()["output"]["doc_id"])
+
+
+WORKFLOWS = {
+    "summarize": lambda doc_id: {"doc_id": doc_id, "length": 40},
+    "offload": lambda doc_id: {"question": "Who manages procurement?", "doc_id": doc_id},
+    "chain": lambda doc_id: {"question": "Who manages procurement?", "doc_id": doc_id},
+}
+
+
+@pytest.mark.parametrize("endpoint", ["stall", "error_500", "html"], indirect=True)
+@pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
+def test_workflows_answer_503_naming_the_endpoint_within_the_bound(
+    endpoint: fake_endpoint.Script, workflow: str
+) -> None:
+    with TestClient(create_app()) as client:
+        doc_id = _ingest(client)
+        start = time.monotonic()
+        response = client.post(f"/{workflow}/invoke", json={"input": WORKFLOWS[workflow](doc_id)})
+        took = time.monotonic() - start
+    assert response.status_code == 503, response.text
+    assert took < BOUND
+    assert endpoint.url in response.json()["detail"]  # type: ignore[attr-defined]
+    if endpoint.fault != "html":
+        # The graph's retry policies do not send the failed call again: one client's attempts in all.
+        assert len(endpoint.requests) == RETRIES + 1
+
+
+@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+def test_the_command_line_exits_3_on_a_stalled_endpoint(
+    endpoint: fake_endpoint.Script, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "questions.json"
+    script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
+    start = time.monotonic()
+    code = cli.main(["summarize", str(FALCON), "-q", "--json"])
+    assert code == 3 and time.monotonic() - start < BOUND
+    assert endpoint.url in capsys.readouterr().err  # type: ignore[attr-defined]
+    code = cli.main(["chat", str(FALCON), "--script", str(script), "-q"])
+    assert code == 3
