@@ -165,12 +165,23 @@ def summarize_once(
     length: int = 80,
     config: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """One summarization and its wall time."""
+    """One summarization and its wall time; a run that ends in bad model output counts as an empty summary."""
     from graphs.summarize import SummarizeContext, SummarizeInput, graph
+    from nodes.factcheck import factcheck_stats
+    from stores.models import ModelOutputError
 
     request: SummarizeInput = {"doc_id": doc_id, "query": query, "method": method, "length": length}  # type: ignore[typeddict-item]
     start = time.perf_counter()
-    out = graph.invoke(request, config=config, context=SummarizeContext.from_mapping(context))  # type: ignore[arg-type]
+    try:
+        out = graph.invoke(request, config=config, context=SummarizeContext.from_mapping(context))  # type: ignore[arg-type]
+    except ModelOutputError as exc:
+        out = {
+            "summary": "",
+            "factcheck": factcheck_stats([]),
+            "rounds": 0,
+            "stop_reason": f"failed: {exc}",
+            "usage": exc.usage,
+        }
     return out, time.perf_counter() - start
 
 

@@ -66,7 +66,7 @@ from nodes.ingest import ingest_for_context
 from nodes.retrieval import hybrid_search
 from nodes.summary_baselines import RETRY, BaselineContext, build_map_reduce, build_refine
 from stores.documents import get_document
-from stores.models import LLM, Usage, llm_for, merge_usage, relabel_usage, resolve_role
+from stores.models import LLM, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, resolve_role
 from stores.settings import InputError, ModelError
 from stores.text import split_sentences
 from stores.vectorstore import get_store
@@ -602,8 +602,12 @@ def finish(state: SummarizeState) -> dict[str, Any]:
         ]
         log.append({**info, "questions": answers})
     stop = state.get("stop_reason") or ("" if state["kind"] == "expert-editor" else "baseline")
+    summary = render_summary(sentences, state.get("format", "paragraphs"), lang)
+    if not summary.strip():
+        why = "the fact-check dropped every sentence" if checked else "the model wrote no usable sentence"
+        raise ModelOutputError(f"the summary came out empty: {why}")
     return {
-        "summary": render_summary(sentences, state.get("format", "paragraphs"), lang),
+        "summary": summary,
         "sentences": sentences,
         "log": log,
         "rounds": state.get("round", 0),

@@ -478,7 +478,8 @@ def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
 def ask(llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str) -> tuple[AnswerReply, Usage, str]:
     """One answering call: schema-enforced JSON, or plain text when the JSON stays invalid.
 
-    Returns the reply, the usage and ``"json"`` or ``"text"`` (how the answer was obtained).
+    Returns the reply, the usage and ``"json"`` or ``"text"`` (how the answer was obtained); an empty
+    plain-text answer is a ModelOutputError, never an answer.
     """
     schema: type[AnswerReply] = RecallReply if recall else AnswerReply
     try:
@@ -487,6 +488,8 @@ def ask(llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str) -
     except ModelOutputError:
         system = prompts.render("offload/answer_plain", lang)
         text, usage = llm.text(messages(system, memory.user), max_tokens=max_tokens)
+        if not text.strip():
+            raise ModelOutputError(f"the {llm.role} model gave no answer, as JSON or as text", usage) from None
         return AnswerReply(answer=text.strip(), citations=[]), usage, "text"
 
 

@@ -163,3 +163,30 @@ def test_the_command_line_exits_3_on_a_stalled_endpoint(
     assert endpoint.url in capsys.readouterr().err  # type: ignore[attr-defined]
     code = cli.main(["chat", str(FALCON), "--script", str(script), "-q"])
     assert code == 3
+
+
+@pytest.mark.parametrize("endpoint", ["truncated", "empty"], indirect=True)
+@pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
+def test_cut_or_empty_replies_never_become_the_answer(endpoint: fake_endpoint.Script, workflow: str) -> None:
+    with TestClient(create_app()) as client:
+        doc_id = _ingest(client)
+        response = client.post(f"/{workflow}/invoke", json={"input": WORKFLOWS[workflow](doc_id)})
+    assert response.status_code == 503, response.text
+    assert "model" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("endpoint", ["non_json"], indirect=True)
+def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpoint.Script) -> None:
+    with TestClient(create_app()) as client:
+        doc_id = _ingest(client)
+        chain = client.post("/chain/invoke", json={"input": WORKFLOWS["chain"](doc_id)})
+        assert chain.status_code == 503 and "JSON" in chain.json()["detail"]
+        chat = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
+        assert chat.status_code == 200
+        assert chat.json()["output"]["calls"][-1]["mode"] == "text"  # answered by the plain-text fallback, and says so
+        summary = client.post("/summarize/invoke", json={"input": WORKFLOWS["summarize"](doc_id)}).json()["output"]
+        assert summary["stop_reason"] == "editor_output_invalid"
+        assert (
+            summary["factcheck"]["supported"] == 0
+            and summary["factcheck"]["unchecked"] == summary["factcheck"]["sentences"]
+        )

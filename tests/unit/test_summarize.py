@@ -542,3 +542,17 @@ def test_context_fields_are_described() -> None:
     descriptions = field_descriptions(SummarizeContext)
     assert {"max_rounds", "experts", "expert_routing", "question_model", "factcheck"} <= set(descriptions)
     assert all(text.strip() for text in descriptions.values())
+
+
+def test_a_summary_with_no_usable_sentence_is_an_error_and_the_bench_counts_it_as_failed() -> None:
+    from bench.summarize import summarize_once
+    from stores.models import ModelOutputError
+
+    mute = ScriptedChatModel(default="")
+    with pytest.raises(ModelOutputError, match="summary came out empty"):
+        _run(mute, {"path": str(FALCON), "length": 60}, max_rounds=1)
+    doc_id = ingest(str(FALCON)).doc_id
+    with use_chat_model(mute):
+        out, _seconds = summarize_once(doc_id, "", "expert-editor", {"max_rounds": 1})
+    assert out["summary"] == "" and out["stop_reason"].startswith("failed: the summary came out empty")
+    assert out["factcheck"]["sentences"] == 0
