@@ -92,11 +92,12 @@ def _docx_text(data: bytes, source: str) -> str:
     import zipfile
 
     from docx import Document
+    from lxml.etree import LxmlError
 
     try:
         document = Document(io.BytesIO(data))
-    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise InputError(f"{source}: not a readable .docx file ({exc})") from exc
+    except (zipfile.BadZipFile, KeyError, ValueError, LxmlError) as exc:
+        raise InputError(f"{source}: not a readable .docx file ({str(exc).splitlines()[0][:200]})") from exc
     lines = []
     for para in document.paragraphs:
         text = para.text.strip()

@@ -136,3 +136,22 @@ def test_raw_text() -> None:
     assert (doc.text, doc.title) == ("Some raw text.", "Raw")
     with pytest.raises(InputError, match="empty"):
         load_text(" \n ")
+
+
+def test_docx_with_malformed_xml_is_a_clear_input_error(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    import docx
+
+    good = io.BytesIO()
+    document = docx.Document()
+    document.add_paragraph("Hello")
+    document.save(good)
+    bad = tmp_path / "broken.docx"
+    with zipfile.ZipFile(io.BytesIO(good.getvalue())) as src, zipfile.ZipFile(bad, "w") as out:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            out.writestr(item, data[: len(data) // 2] if item.filename == "word/document.xml" else data)
+    with pytest.raises(InputError, match=r"broken\.docx: not a readable \.docx file"):
+        load_path(bad)
