@@ -77,7 +77,10 @@ def read_script(path: str) -> list[str]:
     file = Path(path)
     if not file.is_file():
         raise InputError(f"no such script file: {path}")
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not a UTF-8 text file of questions ({exc.reason} at byte {exc.start})") from exc
     if file.suffix.lower() == ".json":
         try:
             items = json.loads(text)
@@ -188,6 +191,9 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
     out_path = Path(args.out) if args.out else None
     if out_path is not None and out_path.suffix.lower() not in (".html", ".htm", ".mmd"):
         raise InputError(f"--out must end in .html or .mmd, got {out_path.name!r}")
+    if out_path is not None and (out_path.is_dir() or not out_path.parent.is_dir()):
+        where = "is a folder" if out_path.is_dir() else "is in a folder that does not exist"
+        raise InputError(f"--out {out_path} {where}")
     values = context_values(args)
     if args.max_nodes is not None:
         values["canvas_max_nodes"] = args.max_nodes

@@ -60,11 +60,9 @@ from nodes.offloader import (
 from stores.documents import get_document
 from stores.models import LLM, ModelError, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, usage_totals
 from stores.offload import BACKENDS, OffloadItem, check_session, get_offload_store
-from stores.settings import InputError
+from stores.settings import InputError, check_question
 from stores.text import count_tokens, truncate_tokens
 from stores.vectorstore import get_store
-
-MAX_QUESTION_CHARS = 4000
 
 
 def _d(text: str) -> dict[str, str]:
@@ -250,11 +248,7 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
     """Check the turn; on the first turn ingest the document and bind the session to it."""
     ctx = resolve_context(runtime, OffloadContext)
     check_context(ctx)
-    question = " ".join(str(state.get("question") or "").split())
-    if not question:
-        raise InputError("the question is empty")
-    if len(question) > MAX_QUESTION_CHARS:
-        raise InputError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    question = " ".join(check_question(str(state.get("question") or "")).split())
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
     path, given = state.get("path") or "", state.get("doc_id") or ""

@@ -67,7 +67,7 @@ from nodes.retrieval import hybrid_search
 from nodes.summary_baselines import RETRY, BaselineContext, build_map_reduce, build_refine
 from stores.documents import get_document
 from stores.models import LLM, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, resolve_role
-from stores.settings import InputError, ModelError
+from stores.settings import InputError, ModelError, check_question
 from stores.text import split_sentences
 from stores.vectorstore import get_store
 
@@ -244,7 +244,8 @@ def question_llm(ctx: SummarizeContext) -> LLM:
 
 
 def _length(state: SummarizeState) -> int:
-    return int(state.get("length") or DEFAULT_LENGTH)
+    length = state.get("length")
+    return DEFAULT_LENGTH if length is None else length
 
 
 # --- nodes ----------------------------------------------------------------------------------
@@ -255,6 +256,8 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     length, fmt = _length(state), state.get("format") or "paragraphs"
     language, method = state.get("language") or "", state.get("method") or "expert-editor"
     check_request(length, fmt, language, method)
+    if state.get("query"):
+        check_question(state["query"], "query")
     path, doc_id = state.get("path"), state.get("doc_id")
     if path:
         doc_id = ingest_for_context(path, ctx, _writer())

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from stores.settings import InputError
+from stores.settings import InputError, check_question
 from stores.text import content_hash, truncate_tokens
 
 NodeId = tuple[str, ...]
@@ -838,7 +838,7 @@ def check_requests(requests: Sequence[str]) -> list[str]:
     for i, r in enumerate(requests):
         if not isinstance(r, str) or not r.strip():
             raise InputError(f"request #{i + 1} is empty" if len(requests) > 1 else "the request is empty")
-        out.append(r.strip())
+        out.append(check_question(r, f"request #{i + 1}" if len(requests) > 1 else "request"))
     return out
 
 

@@ -133,6 +133,8 @@ def _tail(pieces: list[str], overlap: int) -> list[str]:
 
 def effective_overlap(chunk_size: int, chunk_overlap: int) -> int:
     """The overlap actually used: as asked, but at most a third of the chunk size (then a sixth)."""
+    if chunk_size < 50:
+        raise InputError(f"chunk_size must be at least 50 tokens, got {chunk_size}")
     if chunk_overlap < 0:
         raise InputError("chunk_overlap must not be negative")
     return chunk_overlap if chunk_overlap * 3 <= chunk_size else chunk_size // 6

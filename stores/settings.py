@@ -15,6 +15,19 @@ ROLES = ("editor", "expert", "worker", "manager", "offloader", "orderer", "check
 """Agent roles that may have their own chat-model settings."""
 
 
+MAX_QUESTION_CHARS = 4000
+"""Longest question, query or routing request any workflow accepts (characters)."""
+
+
+def check_question(text: str, what: str = "question") -> str:
+    """``text`` stripped, or InputError when it is empty or longer than :data:`MAX_QUESTION_CHARS`."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"the {what} is empty")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InputError(f"the {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    return text.strip()
+
+
 class InputError(ValueError):
     """Bad input given to the product (file, text, question, registry...)."""
 
