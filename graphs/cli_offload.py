@@ -142,6 +142,7 @@ def _interactive() -> Any:
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     from graphs.offload import builder
+    from graphs.resume import plan
     from stores.checkpoint import open_checkpointer
 
     questions = read_script(args.script) if args.script else None
@@ -164,8 +165,12 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             if args.goal and not started:
                 request["goal"] = args.goal
             printer = AnswerPrinter({"answer"}) if stream else None
+            # A turn that died half-way is resumed when asked again, rolled back when another comes.
+            turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
             with progress(args.quiet or bool(args.script), "chat") as handle:
-                out = run_graph(graph, request, context=context, on_event=handle, config=config, printer=printer)
+                out = run_graph(
+                    graph, turn_input, context=context, on_event=handle, config=dict(turn_config), printer=printer
+                )
             started = True
             if args.script or args.json:
                 print_json(turn_json(out))

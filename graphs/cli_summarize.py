@@ -66,15 +66,16 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
     with progress(args.quiet, "summarize") as handle:
         if not args.thread_id:
             return run_graph(graph, request, context=context, on_event=handle)
+        from graphs.resume import plan
         from stores.checkpoint import open_checkpointer
 
         with open_checkpointer() as saver:
             checkpointed = builder.compile(checkpointer=saver)
             config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}
-            unfinished = bool(checkpointed.get_state(config).next)
-            if unfinished and not args.quiet:
+            # The same request resumes an unfinished run; another one starts from the last finished step.
+            graph_input, config = plan(checkpointed, request, config)
+            if graph_input is None and not args.quiet:
                 print(f"resuming the unfinished run of thread {args.thread_id}", file=sys.stderr)
-            graph_input = None if unfinished else request  # None resumes the unfinished run
             return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
 
 

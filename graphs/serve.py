@@ -14,7 +14,8 @@ Run with ``longdoc serve`` or ``uvicorn graphs.serve:app``. Settings:
 caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
 ``configurable`` too. A request without a thread id gets a fresh one. In a batch, ``config`` may
 be a list (one config, and thread, per input); inputs that would share a thread run on
-``<thread_id>-<i>``.
+``<thread_id>-<i>``. A thread whose last run did not finish is resumed when the same input comes
+again, and rolled back to its last finished step when another input comes (:mod:`graphs.resume`).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from pydantic import BaseModel, create_model
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graphs import registry
+from graphs import registry, resume
 from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
+from graphs.resume import Plan
 from stores.settings import InputError, ModelError
 
 DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
@@ -260,40 +262,48 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         pairs = [self._prepare(value, c) for value, c in zip(inputs, configs, strict=True)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
+    def _planned(self, value: Any, config: RunnableConfig | None) -> Plan:
+        return resume.plan(self.bound, *self._prepare(value, config))
+
+    async def _aplanned(self, value: Any, config: RunnableConfig | None) -> Plan:
+        return await resume.aplan(self.bound, *self._prepare(value, config))
+
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        value, config = self._prepare(input, config)
+        value, config = self._planned(input, config)
         return super().invoke(value, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        value, config = self._prepare(input, config)
+        value, config = await self._aplanned(input, config)
         return await super().ainvoke(value, config, **kwargs)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        value, config = self._prepare(input, config)
+        value, config = self._planned(input, config)
         yield from super().stream(value, config, **kwargs)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        value, config = self._prepare(input, config)
+        value, config = await self._aplanned(input, config)
         async for chunk in super().astream(value, config, **kwargs):
             yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        value, config = self._prepare(input, config)
+        value, config = await self._aplanned(input, config)
         async for chunk in super().astream_log(value, config, **kwargs):
             yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        value, config = self._prepare(input, config)
+        value, config = await self._aplanned(input, config)
         async for event in super().astream_events(value, config, **kwargs):
             yield event
 
     def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
-        return super().batch(values, configs, **kwargs)
+        plans = [resume.plan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
+        return super().batch([p[0] for p in plans], [p[1] for p in plans], **kwargs)
 
     async def abatch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
-        return await super().abatch(values, configs, **kwargs)
+        plans = [await resume.aplan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
+        return await super().abatch([p[0] for p in plans], [p[1] for p in plans], **kwargs)
 
 
 class DeferredSaver(BaseCheckpointSaver):

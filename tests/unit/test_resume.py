@@ -1,0 +1,127 @@
+"""A run that died half-way: the same input again resumes it, another input rolls it back.
+
+The scripted model fails inside a chosen model call (every attempt, the graph's retry included),
+so the run stops there: the in-flight step is not saved, every finished step is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench.offload import scripted_reply
+from graphs import cli
+from graphs.offload import builder
+from graphs.resume import plan
+from graphs.serve import create_app
+from nodes.ingest import ingest
+from stores.models import ModelError, use_chat_model
+from stores.testing import ScriptedChatModel
+
+FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
+OFFLOADER = "turn it into a note"
+"""A phrase of the offloader's prompt: the last model call of a chat turn."""
+
+
+class Failing(ScriptedChatModel):
+    """The scripted chat model; the next ``down`` calls whose prompt holds ``fail_at`` fail as if the endpoint died."""
+
+    fail_at: str = ""
+    down: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+        if self.down and self.fail_at in "\n".join(str(m.content) for m in messages):
+            self.down -= 1
+            raise ConnectionError("the endpoint went away")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def _model(fail_at: str = OFFLOADER) -> Failing:
+    return Failing(default=scripted_reply, fail_at=fail_at)
+
+
+def _answers(model: ScriptedChatModel) -> int:
+    """Calls that answered a question (not the offloader, not the canvas)."""
+    return sum(
+        1 for call in model.calls if "Question:" in str(call[-1].content) and OFFLOADER not in str(call[0].content)
+    )
+
+
+def _ask(graph: Any, question: str, doc_id: str, thread: str) -> dict[str, Any]:
+    config = {"configurable": {"thread_id": thread}}
+    value, config = plan(graph, {"question": question, "doc_id": doc_id}, config)  # type: ignore[arg-type]
+    return graph.invoke(value, config)  # type: ignore[no-any-return]
+
+
+def test_a_chat_turn_that_died_half_way_resumes_when_asked_again() -> None:
+    doc_id = ingest(str(FALCON)).doc_id
+    graph = builder.compile(checkpointer=InMemorySaver())
+    model = _model()
+    with use_chat_model(model):
+        assert _ask(graph, "Who leads engineering?", doc_id, "s")["turn"] == 1
+        model.down = 2  # the offloader step fails, and so does the graph's retry of it
+        with pytest.raises(ModelError):
+            _ask(graph, "Who manages procurement?", doc_id, "s")
+        answered = _answers(model)
+        out = _ask(graph, "Who manages procurement?", doc_id, "s")
+        assert out["turn"] == 2
+        assert _answers(model) == answered  # the answer was finished before the kill: not asked again
+        third = _ask(graph, "When do trials start?", doc_id, "s")
+    assert third["turn"] == 3
+    history = graph.get_state({"configurable": {"thread_id": "s"}}).values["history"]
+    assert [h["turn"] for h in history] == [1, 2, 3]
+    assert all(h.get("offload_id") or h.get("answer") for h in history)  # every finished exchange kept once
+
+
+def test_another_question_after_a_dead_turn_rolls_it_back() -> None:
+    doc_id = ingest(str(FALCON)).doc_id
+    graph = builder.compile(checkpointer=InMemorySaver())
+    model = _model()
+    with use_chat_model(model):
+        assert _ask(graph, "Who leads engineering?", doc_id, "s")["turn"] == 1
+        model.down = 2  # the offloader step fails, and so does the graph's retry of it
+        with pytest.raises(ModelError):
+            _ask(graph, "Who manages procurement?", doc_id, "s")
+        out = _ask(graph, "When do trials start?", doc_id, "s")
+        assert out["turn"] == 2  # no skipped turn number
+        history = graph.get_state({"configurable": {"thread_id": "s"}}).values["history"]
+        assert [h["question"] for h in history] == ["Who leads engineering?", "When do trials start?"]
+        model.down, model.fail_at = 2, "Question:"
+        with pytest.raises(ModelError):
+            _ask(graph, "A first question that dies", doc_id, "fresh")
+        assert _ask(graph, "Who leads engineering?", doc_id, "fresh")["turn"] == 1
+
+
+def test_a_langserve_client_resending_the_same_input_resumes_the_run() -> None:
+    doc_id = ingest(str(FALCON)).doc_id
+    model = _model()
+    body = {"input": {"question": "Who manages procurement?", "doc_id": doc_id}}
+    body["config"] = {"configurable": {"thread_id": "web-1"}}
+    with TestClient(create_app()) as client, use_chat_model(model):
+        model.down = 2
+        assert client.post("/offload/invoke", json=body).status_code == 503
+        answered = _answers(model)
+        again = client.post("/offload/invoke", json=body)
+        assert again.status_code == 200, again.text
+        assert again.json()["output"]["turn"] == 1 and _answers(model) == answered
+        usage = again.json()["output"]["usage"]
+        assert sum(counts["calls"] for counts in usage.values()) == len(model.calls)  # each answered call once
+
+
+def test_the_chat_command_resumes_a_failed_turn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "q.json"
+    script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
+    model = _model()
+    args = ["chat", str(FALCON), "--script", str(script), "--session", "cli-1", "-q"]
+    with use_chat_model(model):
+        model.down = 2
+        assert cli.main(args) == 3
+        capsys.readouterr()
+        assert cli.main(args) == 0
+    turns = [json.loads(line)["turn"] for line in capsys.readouterr().out.splitlines()]
+    assert turns == [1]
