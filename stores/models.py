@@ -390,10 +390,7 @@ def _unavailable(exc: Exception) -> bool:
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     return (
-        "Connection" in name
-        or "Timeout" in name
-        or name == "RateLimitError"
-        or (isinstance(status, int) and status >= 500)
+        "Connection" in name or "Timeout" in name or "RateLimit" in name or (isinstance(status, int) and status >= 500)
     )
 
 
@@ -418,7 +415,7 @@ def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) 
             f"the {role} model endpoint{where} cannot be reached ({name}: {exc}); check LONGDOC_BASE_URL "
             "or unset it to use the bundled model"
         )
-    if name == "RateLimitError":
+    if "RateLimit" in name:
         return ModelError(
             f"the {role} model endpoint{where} kept refusing with 429 (rate limit) after {attempts} attempts"
         )

@@ -78,7 +78,11 @@ def test_an_endpoint_that_refuses_connections_is_named() -> None:
 
 @pytest.mark.parametrize(
     ("endpoint", "message"),
-    [("error_500", "failed with HTTP 500"), ("rate_limited", "429"), ("html", "Unexpected response type")],
+    [
+        ("error_500", "failed with HTTP 500"),
+        ("rate_limited", "kept refusing with 429"),
+        ("html", "Unexpected response type"),
+    ],
     indirect=["endpoint"],
 )
 def test_failing_replies_end_in_model_errors(endpoint: fake_endpoint.Script, message: str) -> None:

@@ -1,0 +1,384 @@
+"""Reliability benchmark: faults survived, interrupted runs resumed, bad inputs refused, concurrent load.
+
+    python -m bench.reliability --out bench/results/reliability.json [--interruptions 20] [--concurrency 40]
+
+Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
+``stores.fake_endpoint`` on loopback (no weights, no network), through the LangServe app and the
+``longdoc`` command line:
+
+* ``faults``: every fault mode of the scripted endpoint (plus a port that refuses connections)
+  against ask, summarize and chat over HTTP: ``survived`` when the server answered in time with a
+  result or a clear 503 and still answers ``/health``; ``clear_errors`` when a failure is a 503
+  whose message names the model step; ``max_seconds`` the slowest;
+* ``interruptions``: chat sessions whose model dies at a random call of the second turn (every
+  retry included); the same question is sent again: ``clean_resumes`` when the turn number and the
+  answer equal an uninterrupted run, ``repeated_calls`` the finished model calls asked again;
+* ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
+  HTTP (400 or 403 expected): ``clear_errors`` counts the one-line messages with the right code;
+* ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
+  p50/p95 latency and the process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from stores.documents import write_atomic
+from stores.testing import ScriptedChatModel
+
+ROOT = Path(__file__).resolve().parents[1]
+FALCON = ROOT / "notebooks" / "data" / "falcon.md"
+QUESTION = "Who manages procurement?"
+
+
+class DiesAt(ScriptedChatModel):
+    """The scripted chat model, failing like a dead endpoint at calls ``first`` .. ``first + count - 1``."""
+
+    first: int = 0
+    count: int = 0
+    seen: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+        self.seen += 1
+        if self.first and self.first <= self.seen < self.first + self.count:
+            raise ConnectionError("the endpoint died")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@contextlib.contextmanager
+def scratch_home() -> Iterator[Path]:
+    """A fresh ``LONGDOC_HOME`` with the hash embedder, restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("LONGDOC_HOME", "LONGDOC_EMBEDDER", "LONGDOC_BASE_URL", "LONGDOC_MODEL")}
+    with tempfile.TemporaryDirectory(prefix="longdoc-reliability-") as tmp:
+        os.environ.update(LONGDOC_HOME=str(Path(tmp) / "home"), LONGDOC_EMBEDDER="hash")
+        os.environ.pop("LONGDOC_BASE_URL", None)
+        from stores.vectorstore import reset_stores
+
+        reset_stores()
+        try:
+            yield Path(tmp)
+        finally:
+            reset_stores()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _client() -> Any:
+    from fastapi.testclient import TestClient
+
+    from graphs.serve import create_app
+
+    return TestClient(create_app())
+
+
+def _ingest(client: Any) -> str:
+    response = client.post("/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+    response.raise_for_status()
+    return str(response.json()["output"]["doc_id"])
+
+
+WORKFLOWS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "ask": lambda doc_id: {"question": QUESTION, "doc_id": doc_id},
+    "summarize": lambda doc_id: {"doc_id": doc_id, "length": 40},
+    "chat": lambda doc_id: {"question": QUESTION, "doc_id": doc_id},
+}
+ROUTES = {"ask": "chain", "summarize": "summarize", "chat": "offload"}
+
+
+# --- faults --------------------------------------------------------------------------------------
+def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
+    """Each fault mode x workflow over HTTP."""
+    from stores import fake_endpoint
+    from stores.models import endpoint_gate
+
+    os.environ.update(
+        LONGDOC_READ_TIMEOUT=str(read_timeout),
+        LONGDOC_CONNECT_TIMEOUT="0.5",
+        LONGDOC_MAX_RETRIES=str(retries),
+        LONGDOC_MODEL="scripted",
+    )
+    bound = (retries + 1) * (read_timeout + 2.0) + 3.0
+    modes = [m for m in fake_endpoint.FAULTS if m != "ok"] + ["refuse"]
+    rows = []
+    for mode in modes:
+        script = fake_endpoint.Script(fault=mode if mode != "refuse" else "ok", stall_seconds=60, retry_after=0.3)
+        with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+            base = url if mode != "refuse" else f"http://127.0.0.1:{fake_endpoint.free_port()}"
+            os.environ["LONGDOC_BASE_URL"] = base + "/v1"
+            for workflow, make in WORKFLOWS.items():
+                endpoint_gate.reset()
+                with _client() as client:
+                    doc_id = _ingest(client)
+                    start = time.monotonic()
+                    response = client.post(f"/{ROUTES[workflow]}/invoke", json={"input": make(doc_id)})
+                    seconds = time.monotonic() - start
+                    healthy = client.get("/health").status_code == 200
+                detail = response.json().get("detail", "") if response.status_code != 200 else ""
+                rows.append(
+                    {
+                        "fault": mode,
+                        "workflow": workflow,
+                        "status": response.status_code,
+                        "seconds": round(seconds, 2),
+                        "survived": response.status_code in (200, 503) and seconds < bound and healthy,
+                        "clear_error": response.status_code == 503 and "model" in detail,
+                        "detail": detail[:200],
+                    }
+                )
+    for key in ("LONGDOC_READ_TIMEOUT", "LONGDOC_CONNECT_TIMEOUT", "LONGDOC_MAX_RETRIES", "LONGDOC_BASE_URL"):
+        os.environ.pop(key, None)
+    failures = [r for r in rows if r["status"] != 200]
+    return {
+        "injected": len(rows),
+        "survived": sum(r["survived"] for r in rows),
+        "failed_runs": len(failures),
+        "clear_errors": sum(r["clear_error"] for r in failures),
+        "max_seconds": max(r["seconds"] for r in rows),
+        "bound_seconds": bound,
+        "runs": rows,
+    }
+
+
+# --- interruptions -----------------------------------------------------------------------------
+def _session(model: ScriptedChatModel, doc_id: str, thread: str, *, resend: bool) -> dict[str, Any]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs.offload import builder
+    from graphs.resume import plan
+    from stores.models import ModelError, use_chat_model
+
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": thread}}
+    out: dict[str, Any] = {}
+    with use_chat_model(model):
+        graph.invoke({"question": "Who leads engineering?", "doc_id": doc_id}, config)
+        request = {"question": QUESTION, "doc_id": doc_id}
+        try:
+            out = graph.invoke(*plan(graph, request, config))
+            died = False
+        except ModelError:
+            died = True
+        if died and resend:
+            out = graph.invoke(*plan(graph, request, config))
+    return {"died": died, "turn": out.get("turn"), "answer": out.get("answer")}
+
+
+def interruptions(count: int, seed: int = 7) -> dict[str, Any]:
+    """Chat turns that die at a random model call, then are sent again."""
+    from bench.offload import scripted_reply
+    from nodes.ingest import ingest
+
+    doc_id = ingest(str(FALCON)).doc_id
+    reference_model = DiesAt(default=scripted_reply)
+    reference = _session(reference_model, doc_id, "reference", resend=False)
+    first_turn = _first_turn_calls(DiesAt(default=scripted_reply), doc_id)
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        at = rng.randint(first_turn + 1, reference_model.seen)
+        model = DiesAt(default=scripted_reply, first=at, count=2)  # the call, and the graph's retry of it
+        result = _session(model, doc_id, f"run-{i}", resend=True)
+        succeeded = len(model.calls)
+        rows.append(
+            {
+                "dies_at_call": at,
+                "died": result["died"],
+                "clean_resume": result["turn"] == reference["turn"] and result["answer"] == reference["answer"],
+                "repeated_calls": max(0, succeeded - len(reference_model.calls)),
+            }
+        )
+    return {
+        "interruptions": sum(r["died"] for r in rows),
+        "clean_resumes": sum(r["clean_resume"] for r in rows if r["died"]),
+        "repeated_calls": sum(r["repeated_calls"] for r in rows),
+        "model_calls_per_uninterrupted_session": len(reference_model.calls),
+        "runs": rows,
+    }
+
+
+def _first_turn_calls(model: ScriptedChatModel, doc_id: str) -> int:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs.offload import builder
+    from stores.models import use_chat_model
+
+    graph = builder.compile(checkpointer=InMemorySaver())
+    with use_chat_model(model):
+        graph.invoke({"question": "Who leads engineering?", "doc_id": doc_id}, {"configurable": {"thread_id": "one"}})
+    return len(model.calls)
+
+
+# --- bad inputs ---------------------------------------------------------------------------------
+def _broken_docx(path: Path) -> None:
+    import docx
+
+    good = io.BytesIO()
+    document = docx.Document()
+    document.add_paragraph("Hello")
+    document.save(good)
+    with zipfile.ZipFile(io.BytesIO(good.getvalue())) as src, zipfile.ZipFile(path, "w") as out:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            out.writestr(item, data[: len(data) // 2] if item.filename == "word/document.xml" else data)
+
+
+def bad_inputs(folder: Path) -> dict[str, Any]:
+    """Malformed files and requests: the exit code or status and whether the message is one clear line."""
+    from bench.offload import fake_chat_model
+    from graphs import cli
+    from stores.models import use_chat_model
+
+    (folder / "empty.txt").write_text("   \n", encoding="utf-8")
+    (folder / "binary.txt").write_bytes(bytes(range(256)) * 8)
+    (folder / "data.xyz").write_text("text", encoding="utf-8")
+    (folder / "script.bin").write_bytes(b"\xff\xfe\x00\x81\x00\xc3")
+    (folder / "long.json").write_text(json.dumps(["why " * 1500]), encoding="utf-8")
+    (folder / "out.html").mkdir()
+    _broken_docx(folder / "broken.docx")
+    doc = str(FALCON)
+    cli_cases = {
+        "missing file": ["ingest", str(folder / "nope.md")],
+        "empty file": ["ingest", str(folder / "empty.txt")],
+        "binary .txt": ["ingest", str(folder / "binary.txt")],
+        "unsupported type": ["ingest", str(folder / "data.xyz")],
+        "folder as document": ["ingest", str(folder)],
+        "malformed .docx": ["ingest", str(folder / "broken.docx")],
+        "invalid namespace": ["ingest", doc, "--namespace", "../x"],
+        "binary chat script": ["chat", doc, "--script", str(folder / "script.bin")],
+        "too long question": ["chat", doc, "--script", str(folder / "long.json")],
+        "canvas --out on a folder": ["canvas", doc, "--out", str(folder / "out.html")],
+        "summary length 0": ["summarize", doc, "--length", "0"],
+    }
+    rows = []
+    with use_chat_model(fake_chat_model()):
+        for name, argv in cli_cases.items():
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                try:
+                    code = cli.main([*argv, "-q"])
+                except Exception as exc:  # noqa: BLE001 - a crash is exactly what this case counts
+                    code, err = 1, io.StringIO(f"{type(exc).__name__}: {exc}\n")
+            message = err.getvalue().strip()
+            clear = code == 2 and message.count("\n") == 0 and "Traceback" not in message
+            rows.append({"surface": "cli", "case": name, "code": code, "clear": clear, "message": message[:200]})
+        http_cases: dict[str, tuple[str, dict[str, Any]]] = {
+            "empty text": ("/ingest/invoke", {"input": {"text": "  "}}),
+            "server path": ("/ingest/invoke", {"input": {"path": "/etc/passwd"}}),
+            "model endpoint in config": (
+                "/ingest/invoke",
+                {"input": {"text": "x"}, "config": {"configurable": {"base_url": "http://evil/v1"}}},
+            ),
+            "invalid namespace": (
+                "/ingest/invoke",
+                {"input": {"text": "x"}, "config": {"configurable": {"namespace": "../x"}}},
+            ),
+            "too long question": ("/offload/invoke", {"input": {"question": "why " * 1500, "doc_id": "0" * 16}}),
+            "unknown document": ("/summarize/invoke", {"input": {"doc_id": "0" * 16}}),
+            "summary length 0": ("/summarize/invoke", {"input": {"doc_id": "0" * 16, "length": 0}}),
+        }
+        with _client() as client:
+            for name, (route, body) in http_cases.items():
+                response = client.post(route, json=body)
+                detail = str(response.json().get("detail", ""))
+                clear = response.status_code in (400, 403, 422) and detail and "\n" not in detail
+                rows.append(
+                    {
+                        "surface": "http",
+                        "case": name,
+                        "code": response.status_code,
+                        "clear": bool(clear),
+                        "message": detail[:200],
+                    }
+                )
+    return {"tried": len(rows), "clear_errors": sum(r["clear"] for r in rows), "cases": rows}
+
+
+# --- concurrency ----------------------------------------------------------------------------------
+def concurrency(requests: int) -> dict[str, Any]:
+    """Concurrent ingests of one text and chat turns on their own threads, through the LangServe app."""
+    from bench.offload import fake_chat_model
+    from stores.models import use_chat_model
+
+    text = FALCON.read_text(encoding="utf-8")
+    latencies: list[float] = []
+    errors: list[str] = []
+    with _client() as client, use_chat_model(fake_chat_model()):
+        doc_id = _ingest(client)
+
+        def one(i: int) -> None:
+            if i % 2:
+                body: dict[str, Any] = {"input": {"text": text + f"\n\nCopy {i % 4}."}}
+                route = "/ingest/invoke"
+            else:
+                body = {"input": {"question": QUESTION, "doc_id": doc_id}}
+                body["config"] = {"configurable": {"thread_id": f"load-{i}"}}
+                route = "/offload/invoke"
+            start = time.perf_counter()
+            response = client.post(route, json=body)
+            latencies.append(time.perf_counter() - start)
+            if response.status_code != 200:
+                errors.append(f"{route} {response.status_code}")
+
+        with ThreadPoolExecutor(max_workers=min(32, requests)) as pool:
+            list(pool.map(one, range(requests)))
+    ordered = sorted(latencies)
+    return {
+        "requests": requests,
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "p50_s": round(statistics.median(ordered), 3),
+        "p95_s": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 3),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every suite, in a scratch data folder."""
+    report: dict[str, Any] = {}
+    with scratch_home() as tmp:
+        started = time.perf_counter()
+        report["faults"] = faults()
+        report["interruptions"] = interruptions(args.interruptions)
+        report["bad_inputs"] = bad_inputs(tmp)
+        report["concurrency"] = concurrency(args.concurrency)
+        report["seconds"] = round(time.perf_counter() - started, 1)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="results JSON file")
+    parser.add_argument("--interruptions", type=int, default=20, help="chat turns killed at a random call")
+    parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
+    args = parser.parse_args(argv)
+    report = run(args)
+    write_atomic(Path(args.out), json.dumps(report, ensure_ascii=False, indent=1))
+    summary = {
+        name: {k: v for k, v in part.items() if not isinstance(v, list)} if isinstance(part, dict) else part
+        for name, part in report.items()
+    }
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import reliability
+
+
+def test_interrupted_chat_turns_resume_cleanly_without_repeated_calls() -> None:
+    out = reliability.interruptions(3)
+    assert out["interruptions"] == 3 and out["clean_resumes"] == 3 and out["repeated_calls"] == 0
+
+
+def test_every_bad_input_gets_a_clear_one_line_error(tmp_path: Path) -> None:
+    out = reliability.bad_inputs(tmp_path)
+    unclear = [c for c in out["cases"] if not c["clear"]]
+    assert out["tried"] >= 15 and not unclear, unclear
+
+
+def test_concurrent_requests_all_succeed() -> None:
+    out = reliability.concurrency(8)
+    assert out["requests"] == 8 and out["errors"] == 0, out["error_samples"]
+    assert 0 < out["p50_s"] <= out["p95_s"] and out["peak_rss_mb"] > 0
+
+
+def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(reliability, "faults", lambda: {"injected": 0, "runs": []})
+    out = tmp_path / "reliability.json"
+    assert reliability.main(["--out", str(out), "--interruptions", "1", "--concurrency", "2"]) == 0
+    import json
+
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report) == {"faults", "interruptions", "bad_inputs", "concurrency", "seconds"}
