@@ -261,7 +261,7 @@ def presented_key(headers: Any) -> str:
 class IngestRoot:
     """Where callers may name files: nowhere (``None``), or inside one operator-chosen folder."""
 
-    REFUSED = "this server does not read its own files: send the document as `text`"
+    REFUSED = "this server does not read its own files: send the document as `text`, or as `data` + `filename`"
 
     def __init__(self, root: str | Path | None) -> None:
         self.root = Path(root).expanduser().resolve(strict=True) if root else None

@@ -1,6 +1,7 @@
 """Ingestion graph: load -> index. One document ingested once serves every workflow.
 
-Input: ``path`` (txt, md, pdf, docx, html) or ``text``, optional ``namespace`` and ``title``.
+Input: ``path`` (txt, md, pdf, docx, html), ``text``, or ``data`` (a file's bytes in base64, with
+its ``filename``: how documents arrive over HTTP), optional ``namespace`` and ``title``.
 Output: ``doc_id``, ``chunks``, ``cached``, ``title``. Progress is streamed as custom events
 (``stream_mode="custom"``).
 """
@@ -29,6 +30,10 @@ class IngestInput(TypedDict):
     """Path of a txt, md, pdf, docx or html file."""
     text: NotRequired[str]
     """Raw text, instead of a path."""
+    data: NotRequired[str]
+    """A file's bytes in base64 (txt, md, pdf, docx, html), instead of a path; give ``filename`` too."""
+    filename: NotRequired[str]
+    """Name of the file in ``data``: its suffix gives the type."""
     title: NotRequired[str]
     """Title to record (default: from the document)."""
     namespace: NotRequired[str]
@@ -63,7 +68,9 @@ def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Read and validate the source; report whether it is already indexed."""
     ctx = resolve_context(runtime, Context)
     namespace = state.get("namespace") or ctx.namespace
-    doc = read_source(state.get("path"), state.get("text"), state.get("title", ""))
+    doc = read_source(
+        state.get("path"), state.get("text"), state.get("title", ""), state.get("data"), state.get("filename", "")
+    )
     store = get_store(namespace, ctx.embedder)
     doc_id = content_hash(doc.text)
     info: DocumentInfo | None = is_indexed(store, doc_id, ctx.chunk_size, ctx.chunk_overlap)
@@ -96,10 +103,10 @@ def route_after_load(state: IngestState) -> str:
 
 
 def ingest_text(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Validate and index raw text in one step (so the text never sits in a checkpoint)."""
+    """Validate and index raw text or uploaded bytes in one step (so they never sit in a checkpoint)."""
     ctx = resolve_context(runtime, Context)
     namespace = state.get("namespace") or ctx.namespace
-    doc = read_source(None, state.get("text"), state.get("title", ""))
+    doc = read_source(None, state.get("text"), state.get("title", ""), state.get("data"), state.get("filename", ""))
     result = index_document(
         doc,
         get_store(namespace, ctx.embedder),
@@ -107,11 +114,11 @@ def ingest_text(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]
         chunk_overlap=ctx.chunk_overlap,
         progress=_writer(),
     )
-    return {**result.to_dict(), "namespace": namespace, "text": ""}
+    return {**result.to_dict(), "namespace": namespace, "text": "", "data": ""}
 
 
 def route_start(state: IngestState) -> str:
-    """Files go through load/index; raw text is handled in one node."""
+    """Files go through load/index; raw text and uploaded bytes are handled in one node."""
     return "load" if state.get("path") else "ingest_text"
 
 

@@ -7,13 +7,16 @@ bad input leaves the store as it was.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from stores.chunking import Chunk, chunk_text, effective_overlap
 from stores.documents import DocumentInfo, find_document, save_document
-from stores.loaders import LoadedDocument, load_path, load_text
+from stores.loaders import LoadedDocument, load_bytes, load_path, load_text
 from stores.settings import InputError
 from stores.text import content_hash, detect_language
 from stores.vectorstore import Record, VectorStore, get_store
@@ -34,10 +37,21 @@ class IngestResult:
         return {"doc_id": self.doc_id, "chunks": self.chunks, "cached": self.cached, "title": self.title}
 
 
-def read_source(path: str | None = None, text: str | None = None, title: str = "") -> LoadedDocument:
-    """Load a document from a path or raw text (exactly one of them)."""
-    if path and text:
-        raise InputError("give either a path or text, not both")
+def read_source(
+    path: str | None = None, text: str | None = None, title: str = "", data: str | None = None, filename: str = ""
+) -> LoadedDocument:
+    """Load a document from a path, raw text or a file's base64 bytes (exactly one of them)."""
+    if sum(bool(x) for x in (path, text, data)) > 1:
+        raise InputError("give one of path, text or data, not several")
+    if data:
+        if not filename:
+            raise InputError("data needs a filename whose suffix gives the type (e.g. report.pdf)")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InputError(f"data is not valid base64 ({exc})") from exc
+        doc = load_bytes(raw, Path(filename).name)
+        return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)
     if path:
         doc = load_path(path)
         return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)

@@ -167,28 +167,42 @@ def load_path(path: str | Path) -> LoadedDocument:
         raise InputError(f"{p}: no such file")
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a document")
-    suffix = p.suffix.lower()
-    if suffix not in SUPPORTED:
-        raise InputError(f"{p}: unsupported type {suffix or '(none)'}; supported: {', '.join(SUPPORTED)}")
+    _check_suffix(p.name, str(p))
     size = p.stat().st_size
     if size > max_bytes():
         raise InputError(f"{p}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
-    data = p.read_bytes()
+    return load_bytes(p.read_bytes(), p.name, source=str(p))
+
+
+def _check_suffix(name: str, source: str) -> str:
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED:
+        raise InputError(f"{source}: unsupported type {suffix or '(none)'}; supported: {', '.join(SUPPORTED)}")
+    return suffix
+
+
+def load_bytes(data: bytes, filename: str, source: str = "") -> LoadedDocument:
+    """Read a document from its bytes; ``filename``'s suffix gives the type (txt, md, pdf, docx, html)."""
+    source = source or filename
+    suffix = _check_suffix(filename, source)
+    if len(data) > max_bytes():
+        raise InputError(f"{source}: {len(data)} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
     if not data.strip():
-        raise InputError(f"{p}: the document is empty")
+        raise InputError(f"{source}: the document is empty")
     title = ""
     if suffix == ".pdf":
-        text, media = _pdf_text(data, str(p)), "application/pdf"
+        text, media = _pdf_text(data, source), "application/pdf"
     elif suffix == ".docx":
         text, media = (
-            _docx_text(data, str(p)),
+            _docx_text(data, source),
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         )
     elif suffix in HTML_SUFFIXES:
-        (text, title), media = _html_text(data, str(p)), "text/html"
+        (text, title), media = _html_text(data, source), "text/html"
     else:
-        text, media = decode_bytes(data, str(p)), "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
+        text, media = decode_bytes(data, source), "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
     cleaned = _clean(text)
     if not cleaned:
-        raise InputError(f"{p}: the document is empty (no text after reading it)")
-    return LoadedDocument(text=cleaned, title=title or _first_line(cleaned) or p.stem, source=str(p), media_type=media)
+        raise InputError(f"{source}: the document is empty (no text after reading it)")
+    stem = Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title or _first_line(cleaned) or stem, source=source, media_type=media)

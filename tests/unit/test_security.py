@@ -106,6 +106,33 @@ def test_ingest_root_confines_paths_symlinks_included(
         assert odd.status_code == 400 and str(tmp_path) not in odd.text and "data.bin" in odd.json()["detail"]
 
 
+def test_documents_arrive_as_text_or_uploaded_bytes() -> None:
+    import base64
+    import io
+
+    import docx
+
+    buffer = io.BytesIO()
+    document = docx.Document()
+    document.add_heading("Heron report", level=1)
+    document.add_paragraph(SECRET)
+    document.save(buffer)
+    upload = {"data": base64.b64encode(buffer.getvalue()).decode(), "filename": "report.docx"}
+    with _client() as client:
+        ok = client.post("/ingest/invoke", json={"input": upload})
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["output"]["title"] == "Heron report" and ok.json()["output"]["chunks"] == 1
+        for bad, message in (
+            ({**upload, "data": "not base64!"}, "not valid base64"),
+            ({"data": upload["data"]}, "needs a filename"),
+            ({**upload, "filename": "report.exe"}, "unsupported type .exe"),
+            ({**upload, "text": "also text"}, "not several"),
+            ({**upload, "path": "x.md"}, "send the document as `text`"),
+        ):
+            response = client.post("/ingest/invoke", json={"input": bad})
+            assert response.status_code == 400 and message in response.json()["detail"], response.text
+
+
 # --- 2. model settings are the operator's ------------------------------------------------------------
 FORBIDDEN_KEYS = ["base_url", "model", "api_key", "temperature", "embedder", "llm_cache", "worker_model"]
 
