@@ -9,6 +9,8 @@ Run with ``longdoc serve`` or ``uvicorn graphs.serve:app``. Settings:
   send text.
 - ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB),
   counted as they arrive.
+- ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;
+  0 for no limit).
 
 ``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; the workflow knobs a
 caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
@@ -20,6 +22,7 @@ again, and rolled back to its last finished step when another input comes (:mod:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import typing
 import uuid
@@ -44,6 +47,32 @@ from graphs.resume import Plan
 from stores.settings import InputError, ModelError
 
 DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
+DEFAULT_RUN_TIMEOUT = 1800.0
+
+
+class RunTimeout(ModelError):
+    """A served run went past ``LONGDOC_RUN_TIMEOUT``: HTTP 503."""
+
+
+def _run_timeout() -> float | None:
+    """Seconds a served run may take (``LONGDOC_RUN_TIMEOUT``, default 1800; 0 for no limit)."""
+    raw = os.environ.get("LONGDOC_RUN_TIMEOUT", "").strip()
+    try:
+        seconds = float(raw) if raw else DEFAULT_RUN_TIMEOUT
+    except ValueError:
+        seconds = DEFAULT_RUN_TIMEOUT
+    return seconds if seconds > 0 else None
+
+
+@asynccontextmanager
+async def _deadline() -> AsyncIterator[None]:
+    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`."""
+    seconds = _run_timeout()
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise RunTimeout(f"the run did not finish within {seconds:g} s (LONGDOC_RUN_TIMEOUT)") from None
 
 
 def _max_request_bytes() -> int:
@@ -274,7 +303,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = await self._aplanned(input, config)
-        return await super().ainvoke(value, config, **kwargs)
+        async with _deadline():
+            return await super().ainvoke(value, config, **kwargs)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         value, config = self._planned(input, config)
@@ -282,18 +312,21 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         value, config = await self._aplanned(input, config)
-        async for chunk in super().astream(value, config, **kwargs):
-            yield chunk
+        async with _deadline():
+            async for chunk in super().astream(value, config, **kwargs):
+                yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
-        async for chunk in super().astream_log(value, config, **kwargs):
-            yield chunk
+        async with _deadline():
+            async for chunk in super().astream_log(value, config, **kwargs):
+                yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
-        async for event in super().astream_events(value, config, **kwargs):
-            yield event
+        async with _deadline():
+            async for event in super().astream_events(value, config, **kwargs):
+                yield event
 
     def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
@@ -303,7 +336,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     async def abatch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
         plans = [await resume.aplan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
-        return await super().abatch([p[0] for p in plans], [p[1] for p in plans], **kwargs)
+        async with _deadline():
+            return await super().abatch([p[0] for p in plans], [p[1] for p in plans], **kwargs)
 
 
 class DeferredSaver(BaseCheckpointSaver):

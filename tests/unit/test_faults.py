@@ -194,3 +194,18 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
             summary["factcheck"]["supported"] == 0
             and summary["factcheck"]["unchecked"] == summary["factcheck"]["sentences"]
         )
+
+
+def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.offload import fake_chat_model
+    from stores.models import use_chat_model
+
+    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
+    with TestClient(create_app()) as client:
+        doc_id = _ingest(client)
+        with use_chat_model(fake_chat_model(delay=2.0)):
+            start = time.monotonic()
+            response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
+            took = time.monotonic() - start
+    assert response.status_code == 503 and "did not finish within 1 s" in response.json()["detail"]
+    assert took < 2.0
