@@ -234,12 +234,15 @@ def run_graph(
     return final
 
 
-def ensure_document(args: argparse.Namespace, path: str, **context: Any) -> dict[str, Any]:
+def ensure_document(
+    args: argparse.Namespace, path: str, *, encoding: str | None = None, **context: Any
+) -> dict[str, Any]:
     """Ingest ``path`` if needed (with a progress bar) and return the ingest output."""
     from graphs.ingest import graph
 
+    request: dict[str, Any] = {"path": path, **({"encoding": encoding} if encoding else {})}
     with progress(args.quiet, "ingest") as handle:
-        out = run_graph(graph, {"path": path}, context={**context_values(args), **context}, on_event=handle)
+        out = run_graph(graph, request, context={**context_values(args), **context}, on_event=handle)
     return {k: out[k] for k in ("doc_id", "chunks", "cached", "title") if k in out}
 
 
@@ -255,7 +258,7 @@ def document_id(args: argparse.Namespace, **context: Any) -> str:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    out = ensure_document(args, args.path)
+    out = ensure_document(args, args.path, encoding=args.encoding)
     if args.json:
         print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
     else:
@@ -327,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="chunk and embed a document into the store")
     p.add_argument("path", help="txt, md, pdf, docx or html file")
+    p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
 

@@ -34,6 +34,8 @@ class IngestInput(TypedDict):
     """A file's bytes in base64 (txt, md, pdf, docx, html), instead of a path; give ``filename`` too."""
     filename: NotRequired[str]
     """Name of the file in ``data``: its suffix gives the type."""
+    encoding: NotRequired[str]
+    """Encoding of a text or html file (default: UTF-8, or a confident guess)."""
     title: NotRequired[str]
     """Title to record (default: from the document)."""
     namespace: NotRequired[str]
@@ -69,7 +71,12 @@ def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = resolve_context(runtime, Context)
     namespace = state.get("namespace") or ctx.namespace
     doc = read_source(
-        state.get("path"), state.get("text"), state.get("title", ""), state.get("data"), state.get("filename", "")
+        state.get("path"),
+        state.get("text"),
+        state.get("title", ""),
+        state.get("data"),
+        state.get("filename", ""),
+        state.get("encoding"),
     )
     store = get_store(namespace, ctx.embedder)
     doc_id = content_hash(doc.text)
@@ -84,7 +91,8 @@ def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
 def index(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Chunk the document and embed the chunks into the store."""
     ctx = resolve_context(runtime, Context)
-    doc = read_source(state.get("path"), None, state.get("title", "")) if state.get("path") else None
+    path, title, encoding = state.get("path"), state.get("title", ""), state.get("encoding")
+    doc = read_source(path, None, title, encoding=encoding) if path else None
     if doc is None:
         raise InputError("raw text must be ingested in one step; give the text again")
     result = index_document(
@@ -106,7 +114,14 @@ def ingest_text(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]
     """Validate and index raw text or uploaded bytes in one step (so they never sit in a checkpoint)."""
     ctx = resolve_context(runtime, Context)
     namespace = state.get("namespace") or ctx.namespace
-    doc = read_source(None, state.get("text"), state.get("title", ""), state.get("data"), state.get("filename", ""))
+    doc = read_source(
+        None,
+        state.get("text"),
+        state.get("title", ""),
+        state.get("data"),
+        state.get("filename", ""),
+        state.get("encoding"),
+    )
     result = index_document(
         doc,
         get_store(namespace, ctx.embedder),

@@ -38,9 +38,17 @@ class IngestResult:
 
 
 def read_source(
-    path: str | None = None, text: str | None = None, title: str = "", data: str | None = None, filename: str = ""
+    path: str | None = None,
+    text: str | None = None,
+    title: str = "",
+    data: str | None = None,
+    filename: str = "",
+    encoding: str | None = None,
 ) -> LoadedDocument:
-    """Load a document from a path, raw text or a file's base64 bytes (exactly one of them)."""
+    """Load a document from a path, raw text or a file's base64 bytes (exactly one of them).
+
+    ``encoding`` names the encoding of a text or html file (default: UTF-8, or a confident guess).
+    """
     if sum(bool(x) for x in (path, text, data)) > 1:
         raise InputError("give one of path, text or data, not several")
     if data:
@@ -50,10 +58,10 @@ def read_source(
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise InputError(f"data is not valid base64 ({exc})") from exc
-        doc = load_bytes(raw, Path(filename).name)
+        doc = load_bytes(raw, Path(filename).name, encoding=encoding)
         return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)
     if path:
-        doc = load_path(path)
+        doc = load_path(path, encoding)
         return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)
     if text is not None:
         return load_text(text, title=title)
@@ -155,9 +163,10 @@ def ingest(
     chunk_size: int = 900,
     chunk_overlap: int = 150,
     progress: Progress | None = None,
+    encoding: str | None = None,
 ) -> IngestResult:
     """Read, chunk and index a document (a no-op returning the same id when already indexed)."""
-    doc = read_source(path, text, title)
+    doc = read_source(path, text, title, encoding=encoding)
     store = get_store(namespace, embedder)
     return index_document(doc, store, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress)
 

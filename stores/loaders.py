@@ -42,8 +42,26 @@ def _looks_binary(data: bytes) -> bool:
     return bool(sample) and controls / len(sample) > 0.05
 
 
-def decode_bytes(data: bytes, source: str = "input") -> str:
-    """Decode text bytes (UTF-8/UTF-16 with BOM, else a detected encoding) or raise InputError."""
+def _mostly_utf8(data: bytes) -> bool:
+    """True when ``data`` is UTF-8 text with a few broken bytes (multi-byte characters that decode)."""
+    text = data.decode("utf-8", errors="replace")
+    broken = text.count("\ufffd")
+    return any(ord(c) > 127 and c != "\ufffd" for c in text) and broken <= max(1, len(text) // 1000)
+
+
+def decode_bytes(data: bytes, source: str = "input", encoding: str | None = None) -> str:
+    """Decode text bytes: with ``encoding`` if given, else UTF-8/UTF-16 (BOM), else a confident guess.
+
+    UTF-8 with a few broken bytes is an error (decoding it as a legacy code page would garble every
+    non-ASCII character); so is text whose encoding cannot be guessed with confidence.
+    """
+    if encoding:
+        try:
+            return data.decode(encoding)
+        except LookupError as exc:
+            raise InputError(f"unknown encoding {encoding!r}") from exc
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{source}: not {encoding} text ({exc.reason} at byte {exc.start})") from exc
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="strict")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -55,14 +73,19 @@ def decode_bytes(data: bytes, source: str = "input") -> str:
         raise InputError(f"{source}: looks like a binary file, not text")
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
+    except UnicodeDecodeError as exc:
+        if _mostly_utf8(data):
+            raise InputError(
+                f"{source}: invalid UTF-8 at byte {exc.start} (the rest reads as UTF-8); repair the file or give "
+                "its encoding (longdoc ingest --encoding ENC)"
+            ) from exc
     from charset_normalizer import from_bytes
 
     best = from_bytes(data).best()
     if best is None or best.encoding is None or best.percent_chaos > 20:
         raise InputError(
-            f"{source}: cannot decode the text (not UTF-8 and no other encoding fits); convert it to UTF-8 first"
+            f"{source}: cannot decode the text (not UTF-8 and no other encoding fits); convert it to UTF-8 "
+            "or give its encoding (longdoc ingest --encoding ENC)"
         )
     return str(best)
 
@@ -114,10 +137,10 @@ def _docx_text(data: bytes, source: str) -> str:
     return "\n\n".join(lines)
 
 
-def _html_text(data: bytes, source: str) -> tuple[str, str]:
+def _html_text(data: bytes, source: str, encoding: str | None = None) -> tuple[str, str]:
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(decode_bytes(data, source), "html.parser")
+    soup = BeautifulSoup(decode_bytes(data, source, encoding), "html.parser")
     for tag in soup(["script", "style", "noscript", "template", "svg"]):
         tag.decompose()
     title = soup.title.get_text(strip=True) if soup.title else ""
@@ -160,8 +183,8 @@ def _first_line(text: str) -> str:
     return "untitled"
 
 
-def load_path(path: str | Path) -> LoadedDocument:
-    """Read a document from ``path`` (txt, md, pdf, docx, html)."""
+def load_path(path: str | Path, encoding: str | None = None) -> LoadedDocument:
+    """Read a document from ``path`` (txt, md, pdf, docx, html); ``encoding`` for text and html files."""
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -171,7 +194,7 @@ def load_path(path: str | Path) -> LoadedDocument:
     size = p.stat().st_size
     if size > max_bytes():
         raise InputError(f"{p}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
-    return load_bytes(p.read_bytes(), p.name, source=str(p))
+    return load_bytes(p.read_bytes(), p.name, source=str(p), encoding=encoding)
 
 
 def _check_suffix(name: str, source: str) -> str:
@@ -181,7 +204,7 @@ def _check_suffix(name: str, source: str) -> str:
     return suffix
 
 
-def load_bytes(data: bytes, filename: str, source: str = "") -> LoadedDocument:
+def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | None = None) -> LoadedDocument:
     """Read a document from its bytes; ``filename``'s suffix gives the type (txt, md, pdf, docx, html)."""
     source = source or filename
     suffix = _check_suffix(filename, source)
@@ -198,9 +221,10 @@ def load_bytes(data: bytes, filename: str, source: str = "") -> LoadedDocument:
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         )
     elif suffix in HTML_SUFFIXES:
-        (text, title), media = _html_text(data, source), "text/html"
+        (text, title), media = _html_text(data, source, encoding), "text/html"
     else:
-        text, media = decode_bytes(data, source), "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
+        media = "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
+        text = decode_bytes(data, source, encoding)
     cleaned = _clean(text)
     if not cleaned:
         raise InputError(f"{source}: the document is empty (no text after reading it)")

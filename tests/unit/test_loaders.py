@@ -155,3 +155,29 @@ def test_docx_with_malformed_xml_is_a_clear_input_error(tmp_path: Path) -> None:
             out.writestr(item, data[: len(data) // 2] if item.filename == "word/document.xml" else data)
     with pytest.raises(InputError, match=r"broken\.docx: not a readable \.docx file"):
         load_path(bad)
+
+
+def test_utf8_with_a_broken_byte_is_an_error_not_a_legacy_code_page(tmp_path: Path) -> None:
+    broken = tmp_path / "notes.txt"
+    broken.write_bytes("Café crème, naïve résumé. ".encode() * 20 + b"\xff" + b" Fin.")
+    with pytest.raises(InputError, match=r"invalid UTF-8 at byte 620 \(the rest reads as UTF-8\)"):
+        load_path(broken)
+    assert "Caf" in load_path(broken, encoding="latin-1").text
+    with pytest.raises(InputError, match="not utf-8 text"):
+        load_path(broken, encoding="utf-8")
+    with pytest.raises(InputError, match="unknown encoding 'klingon'"):
+        load_path(broken, encoding="klingon")
+    legacy = tmp_path / "legacy.txt"
+    legacy.write_bytes(("Le café est très bon, déjà vu à la fenêtre. " * 20).encode("cp1252"))
+    assert "café" in load_path(legacy).text  # a whole legacy file is still read, by a confident guess
+
+
+def test_ingest_command_takes_an_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphs import cli
+
+    path = tmp_path / "notes.txt"
+    path.write_bytes("Café crème. ".encode() * 20 + b"\xff")
+    assert cli.main(["ingest", str(path), "-q", "--embedder", "hash"]) == 2
+    assert "invalid UTF-8" in capsys.readouterr().err
+    assert cli.main(["ingest", str(path), "-q", "--embedder", "hash", "--encoding", "cp1252", "--json"]) == 0
+    assert '"chunks": 1' in capsys.readouterr().out
