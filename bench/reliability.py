@@ -13,6 +13,10 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
 * ``interruptions``: chat sessions whose model dies at a random call of the second turn (every
   retry included); the same question is sent again: ``clean_resumes`` when the turn number and the
   answer equal an uninterrupted run, ``repeated_calls`` the finished model calls asked again;
+* ``kills``: ``longdoc chat`` processes killed with SIGKILL while a chosen model request of the
+  second turn is in flight, then run again with the same question: ``clean_resumes`` when the
+  turn number and answer equal an uninterrupted session's, ``repeated_calls`` the model requests
+  that had already been answered before the kill and were sent again;
 * ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
   HTTP (400 or 403 expected): ``clear_errors`` counts the one-line messages with the right code;
 * ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
@@ -226,6 +230,76 @@ def _first_turn_calls(model: ScriptedChatModel, doc_id: str) -> int:
     return len(model.calls)
 
 
+# --- kill -9 -----------------------------------------------------------------------------------------
+def _chat_process(env: dict[str, str], folder: Path, session: str, question: str) -> Any:
+    import subprocess
+
+    script = folder / f"{session}-{abs(hash(question))}.json"
+    script.write_text(json.dumps([question]), encoding="utf-8")
+    argv = [sys.executable, "-m", "graphs.cli", "chat", str(FALCON), "--script", str(script), "--session", session]
+    return subprocess.Popen([*argv, "-q"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: Any, timeout: float = 300) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=timeout)
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {
+        "code": proc.returncode,
+        "turn": lines[-1]["turn"] if lines else None,
+        "answer": lines[-1]["answer"] if lines else None,
+        "stderr": err[-500:],
+    }
+
+
+def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
+    """Chat processes killed with SIGKILL during a model request of their second turn, then run again."""
+    from stores import fake_endpoint
+
+    first, second = "Who leads engineering?", QUESTION
+    script = fake_endpoint.Script(stall_seconds=120)
+    rows = []
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+        env = {**os.environ, "LONGDOC_BASE_URL": url + "/v1", "LONGDOC_MODEL": "scripted", "LONGDOC_MAX_RETRIES": "0"}
+        _finish(_chat_process(env, folder, "reference", first))
+        before = len(script.requests)
+        reference = _finish(_chat_process(env, folder, "reference", second))
+        per_turn = len(script.requests) - before
+        rng = random.Random(seed)
+        for i in range(points):
+            at = rng.randint(1, per_turn)
+            session = f"killed-{i}"
+            _finish(_chat_process(env, folder, session, first))
+            script.faults = ["ok"] * (at - 1) + ["stall"]
+            start = len(script.requests)
+            proc = _chat_process(env, folder, session, second)
+            deadline = time.monotonic() + 120
+            while len(script.requests) < start + at and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            proc.kill()
+            proc.communicate()
+            script.faults = []
+            restart = len(script.requests)
+            again = _finish(_chat_process(env, folder, session, second))
+            sent_again = len(script.requests) - restart
+            rows.append(
+                {
+                    "killed_at_request": at,
+                    "clean_resume": again["code"] == 0
+                    and again["turn"] == reference["turn"]
+                    and again["answer"] == reference["answer"],
+                    "repeated_calls": max(0, sent_again - (per_turn - at + 1)),
+                    "stderr": again["stderr"] if again["code"] else "",
+                }
+            )
+    return {
+        "kills": len(rows),
+        "clean_resumes": sum(r["clean_resume"] for r in rows),
+        "repeated_calls": sum(r["repeated_calls"] for r in rows),
+        "model_requests_per_turn": per_turn,
+        "runs": rows,
+    }
+
+
 # --- bad inputs ---------------------------------------------------------------------------------
 def _broken_docx(path: Path) -> None:
     import docx
@@ -357,6 +431,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         report["faults"] = faults()
         report["interruptions"] = interruptions(args.interruptions)
+        report["kills"] = kills(args.kills, tmp)
         report["bad_inputs"] = bad_inputs(tmp)
         report["concurrency"] = concurrency(args.concurrency)
         report["seconds"] = round(time.perf_counter() - started, 1)
@@ -367,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="results JSON file")
-    parser.add_argument("--interruptions", type=int, default=20, help="chat turns killed at a random call")
+    parser.add_argument("--interruptions", type=int, default=20, help="chat turns whose model dies at a random call")
+    parser.add_argument("--kills", type=int, default=8, help="chat processes killed with SIGKILL mid-turn")
     parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
     args = parser.parse_args(argv)
     report = run(args)

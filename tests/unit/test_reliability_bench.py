@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import reliability
 
 
@@ -24,9 +26,16 @@ def test_concurrent_requests_all_succeed() -> None:
 
 def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(reliability, "faults", lambda: {"injected": 0, "runs": []})
+    monkeypatch.setattr(reliability, "kills", lambda points, folder: {"kills": points, "runs": []})
     out = tmp_path / "reliability.json"
-    assert reliability.main(["--out", str(out), "--interruptions", "1", "--concurrency", "2"]) == 0
+    assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
 
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert set(report) == {"faults", "interruptions", "bad_inputs", "concurrency", "seconds"}
+    assert set(report) == {"faults", "interruptions", "kills", "bad_inputs", "concurrency", "seconds"}
+
+
+@pytest.mark.enable_socket
+def test_a_chat_process_killed_mid_turn_resumes_on_the_next_run(tmp_path: Path) -> None:
+    out = reliability.kills(1, tmp_path, seed=3)
+    assert out["kills"] == 1 and out["clean_resumes"] == 1 and out["repeated_calls"] == 0, out["runs"]
