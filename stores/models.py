@@ -221,6 +221,15 @@ def _usage_of(message: AIMessage, messages: Sequence[BaseMessage]) -> tuple[int,
     return prompt, count_tokens(str(message.content))
 
 
+_SENTENCE_END = re.compile(r"[.!?][\"')\]\u201d]*(?=\s|$)|[\u3002\uff01\uff1f][\u201d\u300d\uff09]*")
+
+
+def complete_sentences(text: str) -> str:
+    """``text`` up to the end of its last complete sentence (empty when it has none)."""
+    ends = list(_SENTENCE_END.finditer(text.strip()))
+    return text.strip()[: ends[-1].end()] if ends else ""
+
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 
 
@@ -323,19 +332,27 @@ class LLM:
         return text, parsed, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:
-        """Plain text reply and its usage; a reply cut at ``max_tokens`` is asked again with twice
-        the budget, then ModelOutputError (a cut reply is never returned)."""
+        """Plain text reply and its usage.
+
+        A reply cut at ``max_tokens`` is asked again with twice the budget; cut again, it keeps only
+        its complete sentences, and with none it is a ModelOutputError: a half sentence is never
+        returned.
+        """
         usage: Usage = {}
         budget = max_tokens
-        for _attempt in range(2):
+        text = ""
+        for attempt in range(2):
             text, _, used = self._call(messages, None, budget)
             usage = merge_usage(usage, used)
             if not used.get(self.role, {}).get("truncated"):
                 return text.strip(), usage
-            if not budget:
+            if not budget or attempt == 1:
                 break
             budget = min(budget * 2, 4096)
-        raise ModelOutputError(f"the {self.role} model's reply was cut at {budget} tokens", usage)
+        whole = complete_sentences(text)
+        if not whole:
+            raise ModelOutputError(f"the {self.role} model's reply was cut at {budget} tokens mid-sentence", usage)
+        return whole, usage
 
     def structured(
         self, messages: Sequence[BaseMessage], schema: type[T], *, max_tokens: int | None = None

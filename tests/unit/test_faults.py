@@ -106,9 +106,31 @@ def test_a_truncated_text_reply_is_asked_again_then_refused(endpoint: fake_endpo
     assert text == fake_endpoint.TEXT_REPLY
     budgets = [r["body"].get("max_completion_tokens", r["body"].get("max_tokens")) for r in endpoint.requests]
     assert budgets == [50, 100]
-    endpoint.fault = "truncated"
-    with pytest.raises(ModelOutputError, match="cut at"):
+    endpoint.fault = "truncated"  # always cut, half-way through its one sentence
+    with pytest.raises(ModelOutputError, match="cut at 100 tokens mid-sentence"):
         LLM("worker").text(messages("s", "hello"), max_tokens=50)
+    assert len(endpoint.requests) == 4
+
+
+def test_a_reply_cut_twice_keeps_only_its_complete_sentences() -> None:
+    from langchain_core.messages import AIMessage
+
+    from stores.models import use_chat_model
+    from stores.testing import ScriptedChatModel
+
+    class AlwaysCut(ScriptedChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+            message = result.generations[0].message
+            assert isinstance(message, AIMessage)
+            message.response_metadata = {"finish_reason": "length"}
+            return result
+
+    model = AlwaysCut(default="Bob Chen manages procurement [c2]. He joined the project in")
+    with use_chat_model(model):
+        text, usage = LLM("worker").text(messages("s", "who?"), max_tokens=20)
+    assert text == "Bob Chen manages procurement [c2]." and usage["worker"]["truncated"] == 2
+    assert len(model.calls) == 2
 
 
 @pytest.mark.parametrize("endpoint", ["truncated", "non_json"], indirect=True)
