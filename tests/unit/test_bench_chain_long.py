@@ -146,7 +146,7 @@ def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.M
 def test_ordering_recall_without_a_model() -> None:
     figures = ordering_recall(POOL[:3], ks=(1, 3), embedder="hash")
     assert figures["items"] == 3
-    assert set(figures) == {"items", *ORDERINGS}
+    assert set(figures) >= {"items", *ORDERINGS} and "best-first[0.5,1.0]" in figures
     for name in ORDERINGS:
         assert 0.0 <= figures[name]["recall@1"] <= figures[name]["recall@3"] <= 1.0
     # every document fits in three chunks or fewer here: any order has read the evidence by then
