@@ -13,10 +13,10 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
 * ``interruptions``: chat sessions whose model dies at a random call of the second turn (every
   retry included); the same question is sent again: ``clean_resumes`` when the turn number and the
   answer equal an uninterrupted run, ``repeated_calls`` the finished model calls asked again;
-* ``kills``: ``longdoc chat`` processes killed with SIGKILL while a chosen model request of the
-  second turn is in flight, then run again with the same question: ``clean_resumes`` when the
-  turn number and answer equal an uninterrupted session's, ``repeated_calls`` the model requests
-  that had already been answered before the kill and were sent again;
+* ``kills``: ``longdoc chat`` (during its second turn) and ``longdoc summarize --thread-id``
+  processes killed with SIGKILL while a random model request is in flight, then run again with
+  the same arguments: ``clean_resumes`` when the result (turn and answer, or summary) equals an
+  uninterrupted run's, ``repeated_calls`` the requests answered before the kill and sent again;
 * ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
   HTTP (400 or 403 expected): ``clear_errors`` counts the one-line messages with the right code;
 * ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
@@ -32,6 +32,7 @@ import json
 import os
 import random
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -231,71 +232,89 @@ def _first_turn_calls(model: ScriptedChatModel, doc_id: str) -> int:
 
 
 # --- kill -9 -----------------------------------------------------------------------------------------
-def _chat_process(env: dict[str, str], folder: Path, session: str, question: str) -> Any:
+def _process(env: dict[str, str], argv: list[str]) -> Any:
     import subprocess
 
+    command = [sys.executable, "-m", "graphs.cli", *argv, "-q"]
+    return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _chat(folder: Path, session: str, question: str) -> list[str]:
     script = folder / f"{session}-{abs(hash(question))}.json"
     script.write_text(json.dumps([question]), encoding="utf-8")
-    argv = [sys.executable, "-m", "graphs.cli", "chat", str(FALCON), "--script", str(script), "--session", session]
-    return subprocess.Popen([*argv, "-q"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return ["chat", str(FALCON), "--script", str(script), "--session", session]
+
+
+def _summarize(thread: str) -> list[str]:
+    # A namespace per run: the experts' per-document answer cache must not serve one run from another.
+    return ["summarize", str(FALCON), "--length", "40", "--thread-id", thread, "--json", "--namespace", thread]
 
 
 def _finish(proc: Any, timeout: float = 300) -> dict[str, Any]:
     out, err = proc.communicate(timeout=timeout)
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    return {
-        "code": proc.returncode,
-        "turn": lines[-1]["turn"] if lines else None,
-        "answer": lines[-1]["answer"] if lines else None,
-        "stderr": err[-500:],
-    }
+    last = lines[-1] if lines else {}
+    result = {k: last.get(k) for k in ("turn", "answer", "summary")}
+    return {"code": proc.returncode, "result": result, "stderr": err[-500:]}
 
 
 def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
-    """Chat processes killed with SIGKILL during a model request of their second turn, then run again."""
+    """``longdoc chat`` (second turn) and ``longdoc summarize --thread-id`` processes killed with SIGKILL
+    while a random model request is in flight, then run again with the same arguments."""
     from stores import fake_endpoint
 
-    first, second = "Who leads engineering?", QUESTION
     script = fake_endpoint.Script(stall_seconds=120)
+    rng = random.Random(seed)
     rows = []
     with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
         env = {**os.environ, "LONGDOC_BASE_URL": url + "/v1", "LONGDOC_MODEL": "scripted", "LONGDOC_MAX_RETRIES": "0"}
-        _finish(_chat_process(env, folder, "reference", first))
-        before = len(script.requests)
-        reference = _finish(_chat_process(env, folder, "reference", second))
-        per_turn = len(script.requests) - before
-        rng = random.Random(seed)
-        for i in range(points):
-            at = rng.randint(1, per_turn)
-            session = f"killed-{i}"
-            _finish(_chat_process(env, folder, session, first))
-            script.faults = ["ok"] * (at - 1) + ["stall"]
+        cases: dict[str, Callable[[str], tuple[list[str] | None, list[str]]]] = {
+            "chat": lambda name: (_chat(folder, name, "Who leads engineering?"), _chat(folder, name, QUESTION)),
+            "summarize": lambda name: (None, _summarize(name)),
+        }
+        for workflow, make in cases.items():
+            before, command = make("reference")
+            if before:
+                _finish(_process(env, before))
             start = len(script.requests)
-            proc = _chat_process(env, folder, session, second)
-            deadline = time.monotonic() + 120
-            while len(script.requests) < start + at and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.05)
-            proc.kill()
-            proc.communicate()
-            script.faults = []
-            restart = len(script.requests)
-            again = _finish(_chat_process(env, folder, session, second))
-            sent_again = len(script.requests) - restart
-            rows.append(
-                {
-                    "killed_at_request": at,
-                    "clean_resume": again["code"] == 0
-                    and again["turn"] == reference["turn"]
-                    and again["answer"] == reference["answer"],
-                    "repeated_calls": max(0, sent_again - (per_turn - at + 1)),
-                    "stderr": again["stderr"] if again["code"] else "",
-                }
-            )
+            reference = _finish(_process(env, command))
+            total = len(script.requests) - start
+            for i in range(points // len(cases) + (1 if points % len(cases) > list(cases).index(workflow) else 0)):
+                at = rng.randint(1, total)
+                before, command = make(f"killed-{workflow}-{i}")
+                if before:
+                    _finish(_process(env, before))
+                script.faults = ["ok"] * (at - 1) + ["stall"]
+                start, answered = len(script.requests), script.answered
+                proc = _process(env, command)
+                deadline = time.monotonic() + 120
+                # Wait for the chosen request (stalled by the endpoint), then kill the process.
+                while len(script.requests) < start + at and time.monotonic() < deadline and proc.poll() is None:
+                    time.sleep(0.05)
+                time.sleep(0.2)  # let requests running beside the stalled one finish, as they would
+                proc.kill()
+                proc.communicate()
+                killed = proc.returncode == -signal.SIGKILL
+                script.faults = []
+                done_before_kill = script.answered - answered
+                restart = len(script.requests)
+                again = _finish(_process(env, command))
+                sent_again = len(script.requests) - restart
+                rows.append(
+                    {
+                        "workflow": workflow,
+                        "killed_at_request": at,
+                        "killed": killed,
+                        "clean_resume": again["code"] == 0 and again["result"] == reference["result"],
+                        "repeated_calls": max(0, sent_again - (total - done_before_kill)),
+                        "stderr": again["stderr"] if again["code"] else "",
+                    }
+                )
     return {
-        "kills": len(rows),
-        "clean_resumes": sum(r["clean_resume"] for r in rows),
-        "repeated_calls": sum(r["repeated_calls"] for r in rows),
-        "model_requests_per_turn": per_turn,
+        "kills": sum(r["killed"] for r in rows),
+        "clean_resumes": sum(r["clean_resume"] for r in rows if r["killed"]),
+        "repeated_calls": sum(r["repeated_calls"] for r in rows if r["killed"]),
+        "by_workflow": {w: sum(r["killed"] and r["workflow"] == w for r in rows) for w in ("chat", "summarize")},
         "runs": rows,
     }
 

@@ -94,7 +94,8 @@ FAULTS = ("ok", "stall", "truncated", "non_json", "error_500", "rate_limited", "
 class Script:
     """What the endpoint does: ``faults`` are used one per request, then ``fault`` for the rest.
 
-    Every request is recorded in ``requests`` (``{"path", "headers", "body"}``).
+    Every request is recorded in ``requests`` (``{"path", "headers", "body"}``); ``answered``
+    counts the replies actually sent (a stalled request never gets one).
     """
 
     fault: str = "ok"
@@ -102,6 +103,7 @@ class Script:
     stall_seconds: float = 3600.0
     retry_after: float = 1.0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    answered: int = 0
 
     def __post_init__(self) -> None:
         for mode in [self.fault, *self.faults]:
@@ -147,6 +149,7 @@ def create_app(script: Script | None = None) -> Any:
             content = TEXT_REPLY
         elif fault == "empty":
             content = ""
+        script.answered += 1
         prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
         completion = count_tokens(content)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
