@@ -440,6 +440,12 @@ def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) 
         return ModelError(f"the {role} model endpoint refused the API key ({exc}); check LONGDOC_API_KEY")
     if "NotFound" in name:
         return ModelError(f"the {role} model was not found at the endpoint ({exc}); check LONGDOC_MODEL")
+    text = str(exc)
+    if "Unexpected response type" in text or "'str' object has no attribute" in text:
+        return ModelError(
+            f"the {role} model endpoint{where} answered with something that is not an OpenAI-compatible "
+            "chat completion (an HTML page? check LONGDOC_BASE_URL, which usually ends in /v1)"
+        )
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and status >= 500:
         return ModelError(f"the {role} model endpoint{where} failed with HTTP {status} after {attempts} attempts")

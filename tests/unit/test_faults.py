@@ -81,7 +81,7 @@ def test_an_endpoint_that_refuses_connections_is_named() -> None:
     [
         ("error_500", "failed with HTTP 500"),
         ("rate_limited", "kept refusing with 429"),
-        ("html", "Unexpected response type"),
+        ("html", "not an OpenAI-compatible chat completion"),
     ],
     indirect=["endpoint"],
 )
