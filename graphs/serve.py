@@ -6,7 +6,7 @@ Run with ``longdoc serve`` or ``uvicorn graphs.serve:app``. Settings:
   :mod:`graphs.access`); every request except ``/health`` must send one as ``X-API-Key`` or
   ``Authorization: Bearer ...`` when any is set. A tenant's key fixes its namespaces and threads.
 - ``LONGDOC_INGEST_ROOT``: the only folder whose files callers may name (``path``); unset, they
-  send text.
+  send ``text`` or a file's bytes (``data`` in base64, with its ``filename``).
 - ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB),
   counted as they arrive.
 - ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;
