@@ -27,7 +27,6 @@ from typing_extensions import TypedDict
 from graphs.context import Context, resolve_context
 from nodes.chain import (
     cached_tree,
-    check_question,
     document_vectors,
     manager_answer,
     plan_orders,
@@ -39,8 +38,8 @@ from nodes.ingest import ingest_for_context
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES, multi_roots
 from nodes.reading import DEFAULT_BUDGET, DEFAULT_FLOOR, ReadingPolicy, best_first, match, next_in_plan, relevance
 from nodes.retrieval import lexical_index
-from stores.models import Usage, llm_for, merge_usage, usage_totals
-from stores.settings import InputError, ModelError
+from stores.models import Usage, llm_for, merge_usage, transient, usage_totals
+from stores.settings import InputError, check_question
 from stores.text import count_tokens, truncate_tokens
 from stores.vectorstore import get_store
 
@@ -185,7 +184,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     """Ingest if needed, load or build the Chow-Liu tree, and plan the chains."""
     ctx = resolve_context(runtime, ChainContext)
     _check_context(ctx)
-    question = check_question(state.get("question"))
+    question = check_question(state.get("question") or "")
     namespace = state.get("namespace") or ctx.namespace
     doc_id = state.get("doc_id")
     if not doc_id:
@@ -437,7 +436,7 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     }
 
 
-_retry = RetryPolicy(max_attempts=3, retry_on=(ModelError, ConnectionError, TimeoutError))
+_retry = RetryPolicy(max_attempts=2, retry_on=transient)
 
 builder = StateGraph(ChainState, context_schema=ChainContext, input_schema=ChainInput, output_schema=ChainOutput)
 builder.add_node("orderer", orderer)

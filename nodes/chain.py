@@ -51,13 +51,6 @@ class DocumentVectors:
     matrix: np.ndarray
 
 
-def check_question(question: Any) -> str:
-    """The question stripped, or InputError when it is empty."""
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("the question is empty")
-    return question.strip()
-
-
 def document_vectors(store: VectorStore, doc_id: str) -> DocumentVectors:
     """Chunk ids, sections and embeddings of an ingested document."""
     info = get_document(store.namespace, doc_id)

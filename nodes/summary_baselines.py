@@ -27,8 +27,7 @@ import prompts
 from graphs.context import Context, resolve_context
 from nodes.editor import tokens_for, writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
-from stores.models import ModelOutputError, Usage, llm_for, merge_usage, messages
-from stores.settings import ModelError
+from stores.models import Usage, llm_for, merge_usage, messages, transient
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import get_store
 
@@ -49,11 +48,6 @@ class BaselineContext(Context):
     )
     max_collapses: int = field(default=3, metadata=_describe("Map-reduce: most collapse passes before reducing."))
     map_max_tokens: int = field(default=110, metadata=_describe("Map-reduce: max tokens of one chunk's note."))
-
-
-def transient(exc: BaseException) -> bool:
-    """Retry model errors that are not bad-output errors (the model layer already retried those)."""
-    return isinstance(exc, ModelError) and not isinstance(exc, ModelOutputError)
 
 
 RETRY = RetryPolicy(max_attempts=2, retry_on=transient)

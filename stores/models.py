@@ -59,6 +59,11 @@ def use_chat_model(factory: ChatFactory | BaseChatModel) -> Iterator[None]:
         _override = previous
 
 
+def transient(exc: BaseException) -> bool:
+    """Retry model errors that are not bad-output errors (the model layer already retried those)."""
+    return isinstance(exc, ModelError) and not isinstance(exc, ModelOutputError)
+
+
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
     """Reducer: add token counts per role."""
     out: Usage = {role: dict(v) for role, v in (left or {}).items()}

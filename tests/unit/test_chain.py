@@ -116,6 +116,8 @@ def test_path_input_ingests_first(sample_markdown: Path) -> None:
     ("payload", "context", "message"),
     [
         ({"question": "  "}, {}, "empty"),
+        ({"question": "why? " * 1000}, {}, "limit"),
+        ({"question": "q"}, {"budget": -1}, "negative"),
         ({"question": "q"}, {"order": "sideways"}, "unknown order"),
         ({"question": "q"}, {"root": "middle"}, "root"),
         ({"question": "q", "doc_id": "0123456789abcdef"}, {}, "not ingested"),
