@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 
 from graphs.cli import (
     EXIT_OK,
@@ -45,6 +48,7 @@ def register(sub: Any) -> None:
     p.add_argument("--roots", type=int, default=1, help="chains from several roots, reconciled by the manager")
     p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = no limit)")
     p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
+    p.add_argument("--thread-id", default=None, help="checkpoint under this id; run again with it to resume")
     p.add_argument(
         "--tree-html",
         metavar="FILE",
@@ -81,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
         context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
     doc_id = document_id(args, **ingest_context)
     printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
+    request = {"question": args.question, "doc_id": doc_id}
     with progress(args.quiet, "reading") as handle:
-        out = run_graph(
-            graph, {"question": args.question, "doc_id": doc_id}, context=context, on_event=handle, printer=printer
-        )
+        if not args.thread_id:
+            out = run_graph(graph, request, context=context, on_event=handle, printer=printer)
+        else:
+            out = _run_on_thread(args.thread_id, request, context, handle, printer, quiet=args.quiet)
     if page is not None:
         _write_tree_page(page, out, args)
     tokens = {role: {"input": u.get("input", 0), "output": u.get("output", 0)} for role, u in out["usage"].items()}
@@ -121,6 +127,33 @@ def run(args: argparse.Namespace) -> int:
     if page is not None:
         print(f"tree page: {page}")
     return EXIT_OK
+
+
+def _run_on_thread(
+    thread_id: str,
+    request: dict[str, Any],
+    context: dict[str, Any],
+    handle: Any,
+    printer: AnswerPrinter | None,
+    *,
+    quiet: bool,
+) -> dict[str, Any]:
+    """Run the chain checkpointed on ``thread_id``: the same request resumes an unfinished run
+    (finished workers are not asked again, ``calls`` counts each once); another one starts over
+    from the thread's last finished step."""
+    from graphs.chain import RECURSION_LIMIT, builder
+    from graphs.resume import plan
+    from stores.checkpoint import open_checkpointer
+
+    with open_checkpointer() as saver:
+        checkpointed = builder.compile(checkpointer=saver)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
+        graph_input, config = plan(checkpointed, request, config)
+        if graph_input is None and not quiet:
+            print(f"resuming the unfinished run of thread {thread_id}", file=sys.stderr)
+        return run_graph(
+            checkpointed, graph_input, context=context, on_event=handle, config=dict(config), printer=printer
+        )
 
 
 def _page_path(value: str | None) -> Path | None:

@@ -125,3 +125,30 @@ def test_the_chat_command_resumes_a_failed_turn(tmp_path: Path, capsys: pytest.C
         assert cli.main(args) == 0
     turns = [json.loads(line)["turn"] for line in capsys.readouterr().out.splitlines()]
     assert turns == [1]
+
+
+def _chain_reply(messages: Any) -> str:
+    if "manager of a chain" in str(messages[0].content):
+        return json.dumps({"answer": "Bob Chen", "evidence": ["c1"], "explanation": "He manages procurement [c1]."})
+    return json.dumps({"facts": ["Bob Chen manages procurement."], "missing": "nothing"})
+
+
+def test_the_ask_command_resumes_a_dead_chain_without_asking_finished_workers_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["ask", str(FALCON), "Who manages procurement?", "--read-all", "--json", "-q"]
+    reference = Failing(default=_chain_reply)
+    with use_chat_model(reference):
+        assert cli.main(args) == 0
+    expected = json.loads(capsys.readouterr().out)
+    model = Failing(default=_chain_reply, fail_at="manager of a chain", down=2)  # the manager, and its retry
+    with use_chat_model(model):
+        assert cli.main([*args, "--thread-id", "ask-1"]) == 3
+        workers = len(model.calls)
+        assert workers == len(reference.calls) - 1  # every worker answered before the manager died
+        capsys.readouterr()
+        assert cli.main([*args, "--thread-id", "ask-1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(model.calls) == workers + 1  # only the manager is asked again
+    assert out["calls"] == expected["calls"] == len(reference.calls)  # each call counted once
+    assert [out[k] for k in ("answer", "read", "citations")] == [expected[k] for k in ("answer", "read", "citations")]
