@@ -4,7 +4,8 @@ Commands: ``ingest``, ``models``, ``serve`` here, and one module per workflow
 (``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
 ``summarize``, ``chat``, ``canvas`` and ``route``.
 
-Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable,
+Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable or
+the run past its deadline (``LONGDOC_RUN_TIMEOUT``, 1800 s by default, as for the server),
 130 interrupted.
 """
 
@@ -15,12 +16,14 @@ import importlib
 import importlib.util
 import json
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from stores.settings import InputError, ModelError
+from stores.settings import InputError, ModelError, run_timeout, run_timeout_message
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORKFLOW_CLI_MODULES = ("graphs.cli_chain", "graphs.cli_summarize", "graphs.cli_offload", "graphs.cli_route")
@@ -349,6 +352,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class DeadlinePassed(BaseException):
+    """The run went past ``LONGDOC_RUN_TIMEOUT``.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no retry loop (the HTTP client's, a graph's
+    retry policy) may catch it and try again.
+    """
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`DeadlinePassed` in this (main) thread once ``seconds`` have passed.
+
+    A timer signal interrupts whatever the run is waiting on (a model reply, a worker thread);
+    it fires again every second until the run has stopped. No limit off the main thread or
+    where the platform has no interval timers.
+    """
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not seconds or not usable:
+        yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise DeadlinePassed(run_timeout_message(seconds))
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+UNTIMED_COMMANDS = ("serve", "models")
+"""Commands without an overall deadline (a server's runs have their own)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``longdoc`` command."""
     parser = build_parser()
@@ -356,8 +396,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    # An interactive chat waits on its user: each of its turns has the deadline instead.
+    interactive = args.command == "chat" and not getattr(args, "script", None)
+    seconds = None if args.command in UNTIMED_COMMANDS or interactive else run_timeout()
     try:
-        return int(args.func(args) or EXIT_OK)
+        with deadline(seconds):
+            return int(args.func(args) or EXIT_OK)
+    except DeadlinePassed as exc:
+        print(f"longdoc: {exc}; raise LONGDOC_RUN_TIMEOUT (0 for no limit) for longer runs", file=sys.stderr)
+        return EXIT_MODEL
     except InputError as exc:
         print(f"longdoc: {exc}", file=sys.stderr)
         return EXIT_INPUT

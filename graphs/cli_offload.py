@@ -28,13 +28,14 @@ from graphs.cli import (
     add_common,
     add_stream_flag,
     context_values,
+    deadline,
     document_id,
     print_json,
     progress,
     run_graph,
     wants_stream,
 )
-from stores.settings import InputError
+from stores.settings import InputError, run_timeout
 
 POLICIES = ("full", "last_k", "offload", "offload_canvas")
 
@@ -151,6 +152,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     config: dict[str, Any] = {"configurable": {"thread_id": session}}
     context = _chat_context(args)
     stream = wants_stream(args) and not args.script
+    turn_seconds = None if args.script else run_timeout()
     with open_checkpointer() as saver:
         graph = builder.compile(checkpointer=saver)
         previous = graph.get_state(cast(RunnableConfig, config)).values
@@ -167,7 +169,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             printer = AnswerPrinter({"answer"}) if stream else None
             # A turn that died half-way is resumed when asked again, rolled back when another comes.
             turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
-            with progress(args.quiet or bool(args.script), "chat") as handle:
+            # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.
+            with progress(args.quiet or bool(args.script), "chat") as handle, deadline(turn_seconds):
                 out = run_graph(
                     graph, turn_input, context=context, on_event=handle, config=dict(turn_config), printer=printer
                 )

@@ -44,35 +44,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graphs import registry, resume
 from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
 from graphs.resume import Plan
-from stores.settings import InputError, ModelError
+from stores.settings import InputError, ModelError, RunTimeout, run_timeout, run_timeout_message
 
 DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
-DEFAULT_RUN_TIMEOUT = 1800.0
-
-
-class RunTimeout(ModelError):
-    """A served run went past ``LONGDOC_RUN_TIMEOUT``: HTTP 503."""
-
-
-def _run_timeout() -> float | None:
-    """Seconds a served run may take (``LONGDOC_RUN_TIMEOUT``, default 1800; 0 for no limit)."""
-    raw = os.environ.get("LONGDOC_RUN_TIMEOUT", "").strip()
-    try:
-        seconds = float(raw) if raw else DEFAULT_RUN_TIMEOUT
-    except ValueError:
-        seconds = DEFAULT_RUN_TIMEOUT
-    return seconds if seconds > 0 else None
 
 
 @asynccontextmanager
 async def _deadline() -> AsyncIterator[None]:
     """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`."""
-    seconds = _run_timeout()
+    seconds = run_timeout()
     try:
         async with asyncio.timeout(seconds):
             yield
     except TimeoutError:
-        raise RunTimeout(f"the run did not finish within {seconds:g} s (LONGDOC_RUN_TIMEOUT)") from None
+        raise RunTimeout(run_timeout_message(seconds or 0)) from None
 
 
 def _max_request_bytes() -> int:

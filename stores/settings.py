@@ -63,6 +63,29 @@ def _env_int(name: str, default: int) -> int:
         raise InputError(f"{name} must be an integer, got {raw!r}") from exc
 
 
+DEFAULT_RUN_TIMEOUT = 1800.0
+"""Seconds a whole run (a served request, a command-line run) may take by default."""
+
+
+class RunTimeout(ModelError):
+    """A run went past ``LONGDOC_RUN_TIMEOUT``: HTTP 503, exit code 3."""
+
+
+def run_timeout() -> float | None:
+    """Seconds a run may take (``LONGDOC_RUN_TIMEOUT``, default 1800; 0 for no limit)."""
+    raw = os.environ.get("LONGDOC_RUN_TIMEOUT", "").strip()
+    try:
+        seconds = float(raw) if raw else DEFAULT_RUN_TIMEOUT
+    except ValueError:
+        seconds = DEFAULT_RUN_TIMEOUT
+    return seconds if seconds > 0 else None
+
+
+def run_timeout_message(seconds: float) -> str:
+    """What a run cut at its deadline says."""
+    return f"the run did not finish within {seconds:g} s (LONGDOC_RUN_TIMEOUT)"
+
+
 def default_home() -> Path:
     """Per-user data directory used when ``LONGDOC_HOME`` is unset."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")

@@ -231,3 +231,31 @@ def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) 
             took = time.monotonic() - start
     assert response.status_code == 503 and "did not finish within 1 s" in response.json()["detail"]
     assert took < 2.0
+
+
+@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+@pytest.mark.parametrize("command", ["ask", "summarize", "chat"])
+def test_a_command_line_run_ends_at_the_run_deadline(
+    endpoint: fake_endpoint.Script,
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Each call would wait 20 s for its reply; the whole run may take 1 s.
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "20")
+    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
+    script = tmp_path / "questions.json"
+    script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
+    argv = {
+        "ask": ["ask", str(FALCON), "Who manages procurement?", "--json"],
+        "summarize": ["summarize", str(FALCON), "--json"],
+        "chat": ["chat", str(FALCON), "--script", str(script)],
+    }[command]
+    start = time.monotonic()
+    code = cli.main([*argv, "-q"])
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 3 and took < 2.5, (code, took, err)
+    assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in err and err.count("\n") == 1
+    assert len(endpoint.requests) == 1  # cut while waiting for the first reply, not retried
