@@ -6,6 +6,8 @@ When the last run stopped half-way, the next call on the thread either
 - **resumes** it, when it brings the same input again (what a LangServe client or a re-run CLI
   command does) or no input: only the unfinished steps run, finished model calls are not redone
   and their usage is counted once; or
+- **starts it over** from the step before it, when it died of bad model output
+  (``ModelOutputError``): its failed step would only run again on the same saved values;
 - **rolls it back**, when it brings another input (a chat session's next question after a turn
   that died): the new run starts from the last finished checkpoint, as if the unfinished run had
   never started (no skipped turn number, nothing half-done carried over).
@@ -18,6 +20,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import START
+
+from stores.models import ModelOutputError
 
 Plan = tuple[Any, RunnableConfig]
 
@@ -32,22 +36,33 @@ def _with_checkpoint(config: RunnableConfig, checkpoint: RunnableConfig) -> Runn
     return {**config, "configurable": configurable}
 
 
-def _decide(graph_input: Any, started_with: Any, start: Any) -> str:
-    if graph_input is None or _same(started_with, graph_input):
+def _died_of_bad_output(tasks: Any) -> bool:
+    """Whether the run stopped on a step whose model kept answering badly (``ModelOutputError``).
+
+    Such a step failed on what the finished steps saved; resuming would only run it on the same
+    saved values again, so the run starts over instead.
+    """
+    errors = [str(task.error) for task in tasks if task.error is not None]
+    return bool(errors) and all(error.startswith(f"{ModelOutputError.__name__}(") for error in errors)
+
+
+def _decide(graph_input: Any, started_with: Any, start: Any, tasks: Any = ()) -> str:
+    if graph_input is None or (_same(started_with, graph_input) and not _died_of_bad_output(tasks)):
         return "resume"
     return "fork" if start.parent_config else "restart"
 
 
 def plan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
     """The input and config to run ``graph_input`` with on ``config``'s thread (see the module)."""
-    if graph.checkpointer is None or not graph.get_state(config).next:
+    state = graph.get_state(config) if graph.checkpointer is not None else None
+    if state is None or not state.next:
         return graph_input, config
     start = next((s for s in graph.get_state_history(config) if s.metadata.get("source") == "input"), None)
     if start is None:
         return graph_input, config
     saved = graph.checkpointer.get_tuple(start.config)
     started_with = saved.checkpoint["channel_values"].get(START) if saved else None
-    decision = _decide(graph_input, started_with, start)
+    decision = _decide(graph_input, started_with, start, state.tasks)
     if decision == "resume":
         return None, config
     if decision == "fork":
@@ -58,7 +73,8 @@ def plan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
 
 async def aplan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
     """:func:`plan` for async callers (the LangServe app)."""
-    if graph.checkpointer is None or not (await graph.aget_state(config)).next:
+    state = await graph.aget_state(config) if graph.checkpointer is not None else None
+    if state is None or not state.next:
         return graph_input, config
     start = None
     async for snapshot in graph.aget_state_history(config):
@@ -69,7 +85,7 @@ async def aplan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
         return graph_input, config
     saved = await graph.checkpointer.aget_tuple(start.config)
     started_with = saved.checkpoint["channel_values"].get(START) if saved else None
-    decision = _decide(graph_input, started_with, start)
+    decision = _decide(graph_input, started_with, start, state.tasks)
     if decision == "resume":
         return None, config
     if decision == "fork":

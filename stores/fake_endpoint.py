@@ -10,7 +10,8 @@ It can also misbehave on purpose (``--fault MODE``, or a :class:`Script` in test
 :data:`FAULTS`: ``stall`` (accept, then never answer), ``truncated`` (JSON cut off with
 ``finish_reason: length``), ``non_json`` (prose where JSON was required), ``error_500``,
 ``rate_limited`` (429 with ``Retry-After``), ``html`` (a 200 HTML page), ``empty`` (an empty
-reply). :func:`running` serves an app on a free loopback port in a thread.
+reply), ``reset`` (the connection dropped half-way through the reply). :func:`running` serves an
+app on a free loopback port in a thread.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from stores.text import count_tokens
 
@@ -86,7 +87,7 @@ def reply_for(body: dict[str, Any]) -> str:
     return TEXT_REPLY
 
 
-FAULTS = ("ok", "stall", "truncated", "non_json", "error_500", "rate_limited", "html", "empty")
+FAULTS = ("ok", "stall", "reset", "truncated", "non_json", "error_500", "rate_limited", "html", "empty")
 """How the endpoint may answer a request."""
 
 
@@ -119,6 +120,16 @@ def _cut(content: str) -> str:
     return content[: max(1, len(content) // 2)]
 
 
+class DroppedReply(Response):
+    """A response that announces its body whole, sends the first half, then drops the connection."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2], "more_body": True})
+        # Returning before the body is complete makes the server close the connection mid-reply.
+
+
 def create_app(script: Script | None = None) -> Any:
     """The FastAPI app of the fake endpoint, answering as ``script`` says (default: always well)."""
     script = script or Script()
@@ -149,11 +160,15 @@ def create_app(script: Script | None = None) -> Any:
             content = TEXT_REPLY
         elif fault == "empty":
             content = ""
-        script.answered += 1
         prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
         completion = count_tokens(content)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         head = {"id": f"chatcmpl-{time.time_ns()}", "created": int(time.time()), "model": body.get("model", "scripted")}
+        if fault == "reset":  # half a reply is no answer: not counted in ``answered``
+            message = {"role": "assistant", "content": content}
+            whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
+            return DroppedReply(json.dumps(whole).encode())
+        script.answered += 1
         if body.get("stream"):
 
             def events() -> Any:

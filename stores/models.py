@@ -416,6 +416,16 @@ def _unavailable(exc: Exception) -> bool:
     )
 
 
+def _dropped_mid_reply(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a connection closed by the peer during a reply."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ in ("RemoteProtocolError", "IncompleteRead", "ReadError"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) -> Exception:
     if isinstance(exc, ModelError):
         return exc
@@ -431,6 +441,11 @@ def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) 
         return ModelError(
             f"the {role} model endpoint{where} did not answer in time ({attempts} attempts{limits}); "
             "check it, or raise LONGDOC_READ_TIMEOUT"
+        )
+    if "Connection" in name and _dropped_mid_reply(exc):
+        return ModelError(
+            f"the {role} model endpoint{where} dropped the connection before its reply was complete "
+            f"({attempts} attempts); check the endpoint or a proxy in front of it"
         )
     if "Connection" in name:
         return ModelError(

@@ -82,6 +82,7 @@ def test_an_endpoint_that_refuses_connections_is_named() -> None:
         ("error_500", "failed with HTTP 500"),
         ("rate_limited", "kept refusing with 429"),
         ("html", "not an OpenAI-compatible chat completion"),
+        ("reset", "dropped the connection before its reply was complete"),
     ],
     indirect=["endpoint"],
 )
@@ -159,7 +160,7 @@ WORKFLOWS = {
 }
 
 
-@pytest.mark.parametrize("endpoint", ["stall", "error_500", "html"], indirect=True)
+@pytest.mark.parametrize("endpoint", ["stall", "reset", "error_500", "html"], indirect=True)
 @pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
 def test_workflows_answer_503_naming_the_endpoint_within_the_bound(
     endpoint: fake_endpoint.Script, workflow: str
@@ -259,3 +260,96 @@ def test_a_command_line_run_ends_at_the_run_deadline(
     assert code == 3 and took < 2.5, (code, took, err)
     assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in err and err.count("\n") == 1
     assert len(endpoint.requests) == 1  # cut while waiting for the first reply, not retried
+
+
+# --- what a failed run leaves behind ---------------------------------------------------------------------
+EVERY_FAULT = [mode for mode in fake_endpoint.FAULTS if mode != "ok"] + ["refuse"]
+
+
+def _snapshot(home: Path) -> dict[str, str]:
+    """Digest of every file of the data home but the checkpoints (documents, vectors, offloaded turns, caches)."""
+    import hashlib
+
+    return {
+        str(path.relative_to(home)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(home.rglob("*"))
+        if path.is_file() and not path.name.startswith("checkpoints.sqlite")
+    }
+
+
+def _checkpoints(thread: str) -> list[str]:
+    from stores.checkpoint import open_checkpointer
+
+    with open_checkpointer() as saver:
+        return [c.config["configurable"]["checkpoint_id"] for c in saver.list({"configurable": {"thread_id": thread}})]
+
+
+def _pending(command: str, thread: str) -> tuple[str, ...]:
+    """The steps the thread's last run still has to do (none when it finished)."""
+    from importlib import import_module
+
+    from stores.checkpoint import open_checkpointer
+
+    builder = import_module(
+        {"ask": "graphs.chain", "summarize": "graphs.summarize", "chat": "graphs.offload"}[command]
+    ).builder
+    with open_checkpointer() as saver:
+        return tuple(builder.compile(checkpointer=saver).get_state({"configurable": {"thread_id": thread}}).next)
+
+
+def _command(command: str, thread: str, folder: Path) -> list[str]:
+    script = folder / "questions.json"
+    script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
+    return {
+        "ask": ["ask", str(FALCON), "Who manages procurement?", "--json", "--thread-id", thread],
+        "summarize": ["summarize", str(FALCON), "--length", "40", "--json", "--thread-id", thread],
+        "chat": ["chat", str(FALCON), "--script", str(script), "--session", thread],
+    }[command] + ["-q"]
+
+
+@pytest.mark.parametrize("fault", EVERY_FAULT)
+@pytest.mark.parametrize("command", ["ask", "summarize", "chat"])
+def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
+    fault: str,
+    command: str,
+    tmp_path: Path,
+    longdoc_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = fake_endpoint.Script(stall_seconds=30, retry_after=0.3)
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+        monkeypatch.setenv("LONGDOC_BASE_URL", url + "/v1")
+        assert cli.main(_command(command, "reference", tmp_path)) == 0
+        reference = json.loads(capsys.readouterr().out.splitlines()[-1])
+        if command == "chat":  # the session has a finished turn before the one that fails
+            first = ["chat", str(FALCON), "--script", str(tmp_path / "questions.json"), "--session", "run", "-q"]
+            assert cli.main(first) == 0
+            reference["turn"] = 2
+        capsys.readouterr()
+        before, saved = _snapshot(longdoc_home), _checkpoints("run")
+
+        script.fault = "ok" if fault == "refuse" else fault
+        if fault == "refuse":
+            monkeypatch.setenv("LONGDOC_BASE_URL", f"http://127.0.0.1:{fake_endpoint.free_port()}/v1")
+        endpoint_gate.reset()
+        code = cli.main(_command(command, "run", tmp_path))
+        captured = capsys.readouterr()
+        if code != 0:
+            assert code == 3 and captured.err.count("\n") == 1 and "model" in captured.err, captured.err
+            assert _snapshot(longdoc_home) == before  # nothing half-written in the store
+            after = _checkpoints("run")
+            assert after[len(after) - len(saved) :] == saved  # older checkpoints untouched, new ones only added
+
+        if code == 0:  # the fault gave a result (a marked or shortened one): the run is complete
+            assert not _pending(command, "run")
+            return
+        # Complete: with the endpoint back, the same command finishes the run, as an uninterrupted one would.
+        script.fault = "ok"
+        monkeypatch.setenv("LONGDOC_BASE_URL", url + "/v1")
+        endpoint_gate.reset()
+        assert cli.main(_command(command, "run", tmp_path)) == 0
+        again = json.loads(capsys.readouterr().out.splitlines()[-1])
+    keys = {"ask": ("answer", "read", "calls"), "summarize": ("summary",), "chat": ("turn", "answer")}[command]
+    assert [again[k] for k in keys] == [reference[k] for k in keys]
+    assert not _pending(command, "run")
