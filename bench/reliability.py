@@ -13,10 +13,13 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
 * ``interruptions``: chat sessions whose model dies at a random call of the second turn (every
   retry included); the same question is sent again: ``clean_resumes`` when the turn number and the
   answer equal an uninterrupted run, ``repeated_calls`` the finished model calls asked again;
-* ``kills``: ``longdoc chat`` (during its second turn) and ``longdoc summarize --thread-id``
-  processes killed with SIGKILL while a random model request is in flight, then run again with
-  the same arguments: ``clean_resumes`` when the result (turn and answer, or summary) equals an
-  uninterrupted run's, ``repeated_calls`` the requests answered before the kill and sent again;
+* ``kills``: ``longdoc chat`` (during its second turn), ``longdoc summarize --thread-id`` and
+  ``longdoc ask --thread-id`` processes killed with SIGKILL while a random model request is in
+  flight, and ``longdoc ingest`` processes (a document of a few hundred chunks) killed at a random
+  moment of their indexing; then run again with the same arguments: ``clean_resumes`` when the
+  result (turn and answer; summary; answer, chunks read, citations and calls; document id and
+  chunks, and a third ingest finding it fully indexed) equals an uninterrupted run's,
+  ``repeated_calls`` the requests answered before the kill and sent again;
 * ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
   HTTP (400 or 403 expected): ``clear_errors`` counts the one-line messages with the right code;
 * ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
@@ -250,48 +253,87 @@ def _summarize(thread: str) -> list[str]:
     return ["summarize", str(FALCON), "--length", "40", "--thread-id", thread, "--json", "--namespace", thread]
 
 
+RESULT_KEYS = ("turn", "answer", "summary", "read", "citations", "calls", "doc_id", "chunks")
+"""What a run's last JSON line must repeat after a resume (the keys it has)."""
+
+
 def _finish(proc: Any, timeout: float = 300) -> dict[str, Any]:
     out, err = proc.communicate(timeout=timeout)
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     last = lines[-1] if lines else {}
-    result = {k: last.get(k) for k in ("turn", "answer", "summary")}
-    return {"code": proc.returncode, "result": result, "stderr": err[-500:]}
+    result = {k: last[k] for k in RESULT_KEYS if k in last}
+    return {"code": proc.returncode, "result": result, "cached": last.get("cached"), "stderr": err[-500:]}
+
+
+def _ask(thread: str) -> list[str]:
+    return ["ask", str(FALCON), QUESTION, "--read-all", "--thread-id", thread, "--json"]
+
+
+def _ingest_command(document: Path, namespace: str) -> list[str]:
+    return ["ingest", str(document), "--namespace", namespace, "--json"]
+
+
+def _large_document(folder: Path, sections: int = 400, seed: int = 5) -> Path:
+    """A document of a few hundred chunks, so that an ingest spends seconds chunking, embedding and writing."""
+    rng = random.Random(seed)
+    words = FALCON.read_text(encoding="utf-8").split()
+    parts = [f"## Section {i}\n\n" + " ".join(rng.choice(words) for _ in range(700)) for i in range(sections)]
+    path = folder / "large.md"
+    path.write_text("# A large document\n\n" + "\n\n".join(parts) + "\n", encoding="utf-8")
+    return path
+
+
+def _timed(env: dict[str, str], argv: list[str]) -> tuple[dict[str, Any], float]:
+    start = time.monotonic()
+    result = _finish(_process(env, argv))
+    return result, time.monotonic() - start
 
 
 def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
-    """``longdoc chat`` (second turn) and ``longdoc summarize --thread-id`` processes killed with SIGKILL
-    while a random model request is in flight, then run again with the same arguments."""
+    """``longdoc chat`` (second turn), ``longdoc summarize --thread-id`` and ``longdoc ask --thread-id``
+    processes killed with SIGKILL while a random model request is in flight, and ``longdoc ingest``
+    processes killed at a random moment of their indexing; each then run again with the same arguments."""
     from stores import fake_endpoint
 
     script = fake_endpoint.Script(stall_seconds=120)
     rng = random.Random(seed)
     rows = []
+    large = _large_document(folder)
     with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
         env = {**os.environ, "LONGDOC_BASE_URL": url + "/v1", "LONGDOC_MODEL": "scripted", "LONGDOC_MAX_RETRIES": "0"}
         cases: dict[str, Callable[[str], tuple[list[str] | None, list[str]]]] = {
             "chat": lambda name: (_chat(folder, name, "Who leads engineering?"), _chat(folder, name, QUESTION)),
             "summarize": lambda name: (None, _summarize(name)),
+            "chain": lambda name: (None, _ask(name)),
+            "ingest": lambda name: (None, _ingest_command(large, name)),
         }
-        for workflow, make in cases.items():
-            before, command = make("reference")
+        for index, (workflow, make) in enumerate(cases.items()):
+            before, command = make(f"reference-{workflow}")
             if before:
                 _finish(_process(env, before))
             start = len(script.requests)
-            reference = _finish(_process(env, command))
+            reference, full_seconds = _timed(env, command)
             total = len(script.requests) - start
-            for i in range(points // len(cases) + (1 if points % len(cases) > list(cases).index(workflow) else 0)):
-                at = rng.randint(1, total)
+            if workflow == "ingest":  # the same command on an indexed document: everything but the indexing
+                _, setup_seconds = _timed(env, command)
+            for i in range(points // len(cases) + (1 if points % len(cases) > index else 0)):
                 before, command = make(f"killed-{workflow}-{i}")
                 if before:
                     _finish(_process(env, before))
-                script.faults = ["ok"] * (at - 1) + ["stall"]
                 start, answered = len(script.requests), script.answered
-                proc = _process(env, command)
-                deadline = time.monotonic() + 120
-                # Wait for the chosen request (stalled by the endpoint), then kill the process.
-                while len(script.requests) < start + at and time.monotonic() < deadline and proc.poll() is None:
-                    time.sleep(0.05)
-                time.sleep(0.2)  # let requests running beside the stalled one finish, as they would
+                if workflow == "ingest":
+                    at: float = round(rng.uniform(setup_seconds, full_seconds), 2)
+                    proc = _process(env, command)
+                    time.sleep(at)
+                else:
+                    at = rng.randint(1, total)
+                    script.faults = ["ok"] * (at - 1) + ["stall"]
+                    proc = _process(env, command)
+                    deadline = time.monotonic() + 120
+                    # Wait for the chosen request (stalled by the endpoint), then kill the process.
+                    while len(script.requests) < start + at and time.monotonic() < deadline and proc.poll() is None:
+                        time.sleep(0.05)
+                    time.sleep(0.2)  # let requests running beside the stalled one finish, as they would
                 proc.kill()
                 proc.communicate()
                 killed = proc.returncode == -signal.SIGKILL
@@ -300,12 +342,17 @@ def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
                 restart = len(script.requests)
                 again = _finish(_process(env, command))
                 sent_again = len(script.requests) - restart
+                clean = again["code"] == 0 and again["result"] == reference["result"]
+                if workflow == "ingest":  # complete: a third run finds every chunk indexed and embeds nothing
+                    third = _finish(_process(env, command))
+                    clean = clean and third["code"] == 0 and third["cached"] is True
+                    clean = clean and third["result"] == reference["result"]
                 rows.append(
                     {
                         "workflow": workflow,
-                        "killed_at_request": at,
+                        "killed_at": at,
                         "killed": killed,
-                        "clean_resume": again["code"] == 0 and again["result"] == reference["result"],
+                        "clean_resume": clean,
                         "repeated_calls": max(0, sent_again - (total - done_before_kill)),
                         "stderr": again["stderr"] if again["code"] else "",
                     }
@@ -314,7 +361,7 @@ def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
         "kills": sum(r["killed"] for r in rows),
         "clean_resumes": sum(r["clean_resume"] for r in rows if r["killed"]),
         "repeated_calls": sum(r["repeated_calls"] for r in rows if r["killed"]),
-        "by_workflow": {w: sum(r["killed"] and r["workflow"] == w for r in rows) for w in ("chat", "summarize")},
+        "by_workflow": {w: sum(r["killed"] and r["workflow"] == w for r in rows) for w in cases},
         "runs": rows,
     }
 
@@ -462,7 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="results JSON file")
     parser.add_argument("--interruptions", type=int, default=20, help="chat turns whose model dies at a random call")
-    parser.add_argument("--kills", type=int, default=8, help="chat processes killed with SIGKILL mid-turn")
+    parser.add_argument(
+        "--kills", type=int, default=20, help="chat, summarize, ask and ingest processes killed with SIGKILL mid-run"
+    )
     parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
     args = parser.parse_args(argv)
     report = run(args)

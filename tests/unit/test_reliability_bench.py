@@ -37,6 +37,6 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
 
 @pytest.mark.enable_socket
 def test_processes_killed_mid_run_resume_on_the_next_run(tmp_path: Path) -> None:
-    out = reliability.kills(2, tmp_path, seed=3)
-    assert out["by_workflow"] == {"chat": 1, "summarize": 1}, out["runs"]
-    assert out["clean_resumes"] == 2 and out["repeated_calls"] == 0, out["runs"]
+    out = reliability.kills(4, tmp_path, seed=3)
+    assert out["by_workflow"] == {"chat": 1, "summarize": 1, "chain": 1, "ingest": 1}, out["runs"]
+    assert out["clean_resumes"] == 4 and out["repeated_calls"] == 0, out["runs"]
