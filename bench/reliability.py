@@ -504,6 +504,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def failures(report: dict[str, Any]) -> list[str]:
+    """What in ``report`` falls short of the guarantees (empty when every suite held)."""
+    found = []
+    faults_part = report.get("faults", {})
+    interrupted, killed = report.get("interruptions", {}), report.get("kills", {})
+    if faults_part.get("survived", 0) < faults_part.get("injected", 0):
+        found.append(f"faults: {faults_part['injected'] - faults_part['survived']} runs did not survive")
+    if faults_part.get("clear_errors", 0) < faults_part.get("failed_runs", 0):
+        found.append("faults: a failed run's message does not name the model step")
+    for name, part, count in (("interruptions", interrupted, "interruptions"), ("kills", killed, "kills")):
+        if part.get("clean_resumes", 0) < part.get(count, 0):
+            found.append(f"{name}: {part[count] - part.get('clean_resumes', 0)} runs did not resume cleanly")
+        if part.get("repeated_calls", 0):
+            found.append(f"{name}: {part['repeated_calls']} finished model calls were sent again")
+    bad = report.get("bad_inputs", {})
+    if bad.get("clear_errors", 0) < bad.get("tried", 0):
+        found.append(f"bad inputs: {bad['tried'] - bad['clear_errors']} without a clear one-line error")
+    if report.get("concurrency", {}).get("errors", 0):
+        found.append(f"concurrency: {report['concurrency']['errors']} requests failed")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
@@ -521,7 +543,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, part in report.items()
     }
     print(json.dumps(summary, indent=1))
-    return 0
+    short = failures(report)
+    for line in short:
+        print(f"bench.reliability: FAILED {line}", file=sys.stderr)
+    return 1 if short else 0
 
 
 if __name__ == "__main__":

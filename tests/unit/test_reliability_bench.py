@@ -26,7 +26,8 @@ def test_concurrent_requests_all_succeed() -> None:
 
 def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(reliability, "faults", lambda: {"injected": 0, "runs": []})
-    monkeypatch.setattr(reliability, "kills", lambda points, folder: {"kills": points, "runs": []})
+    killed = {"kills": 1, "clean_resumes": 1, "repeated_calls": 0, "runs": []}
+    monkeypatch.setattr(reliability, "kills", lambda points, folder: killed)
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
@@ -40,3 +41,20 @@ def test_processes_killed_mid_run_resume_on_the_next_run(tmp_path: Path) -> None
     out = reliability.kills(4, tmp_path, seed=3)
     assert out["by_workflow"] == {"chat": 1, "summarize": 1, "chain": 1, "ingest": 1}, out["runs"]
     assert out["clean_resumes"] == 4 and out["repeated_calls"] == 0, out["runs"]
+
+
+def test_a_report_that_falls_short_is_a_failure() -> None:
+    good = {
+        "faults": {"injected": 27, "survived": 27, "failed_runs": 24, "clear_errors": 24},
+        "interruptions": {"interruptions": 20, "clean_resumes": 20, "repeated_calls": 0},
+        "kills": {"kills": 20, "clean_resumes": 20, "repeated_calls": 0},
+        "bad_inputs": {"tried": 18, "clear_errors": 18},
+        "concurrency": {"errors": 0},
+    }
+    assert reliability.failures(good) == []
+    bad = {**good, "kills": {"kills": 20, "clean_resumes": 19, "repeated_calls": 2}, "concurrency": {"errors": 1}}
+    assert reliability.failures(bad) == [
+        "kills: 1 runs did not resume cleanly",
+        "kills: 2 finished model calls were sent again",
+        "concurrency: 1 requests failed",
+    ]
