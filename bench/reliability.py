@@ -295,7 +295,9 @@ def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
     processes killed at a random moment of their indexing; each then run again with the same arguments."""
     from stores import fake_endpoint
 
-    script = fake_endpoint.Script(stall_seconds=120)
+    # Stalled requests never end: one answered long after its process was killed would count as
+    # answered before the kill of a later run.
+    script = fake_endpoint.Script(stall_seconds=3600)
     rng = random.Random(seed)
     rows = []
     large = _large_document(folder)
