@@ -15,6 +15,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import re
 import signal
 import sys
@@ -404,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args) or EXIT_OK)
     except DeadlinePassed as exc:
         print(f"longdoc: {exc}; raise LONGDOC_RUN_TIMEOUT (0 for no limit) for longer runs", file=sys.stderr)
+        if argv is None:
+            # The process's own command line: end it now rather than wait for model requests still
+            # in flight on worker threads (each would run to its read timeout and retries).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_MODEL)
         return EXIT_MODEL
     except InputError as exc:
         print(f"longdoc: {exc}", file=sys.stderr)

@@ -353,3 +353,19 @@ def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
     keys = {"ask": ("answer", "read", "calls"), "summarize": ("summary",), "chat": ("turn", "answer")}[command]
     assert [again[k] for k in keys] == [reference[k] for k in keys]
     assert not _pending(command, "run")
+
+
+@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+def test_a_longdoc_process_exits_at_the_run_deadline(endpoint: fake_endpoint.Script, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    # Each request would wait 20 s for its reply, three times: the process must not wait for them.
+    env = {**os.environ, "LONGDOC_READ_TIMEOUT": "20", "LONGDOC_MAX_RETRIES": "2", "LONGDOC_RUN_TIMEOUT": "3"}
+    command = [sys.executable, "-m", "graphs.cli", "summarize", str(FALCON), "-q"]
+    start = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=FALCON.parents[2])
+    took = time.monotonic() - start
+    assert done.returncode == 3 and "did not finish within 3 s" in done.stderr, done.stderr
+    assert took < 15  # start-up, 3 s of run, no wait for the abandoned requests
