@@ -55,6 +55,8 @@ FLAGS = [
 CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\] (.*)")
 NODE_FILL = (236, 236, 255)  # Mermaid's default node background, #ECECFF
 ROOT_FILL = (255, 224, 138)  # the tree's root class, #ffe08a
+READ_FILL = (207, 232, 255)  # the tree's read class, #cfe8ff
+SKIPPED_FILL = (238, 238, 238)  # the tree's skipped class, #eeeeee
 
 
 @dataclass
@@ -152,7 +154,7 @@ def drawing(dom: str) -> str:
 
 def labels(dom: str, kind: str) -> list[str]:
     """Text of the drawn node or edge labels, in document order."""
-    found = re.findall(rf'<span class="{kind}Label[^"]*">(.*?)</span>', drawing(dom), re.S)
+    found = re.findall(rf'<span [^>]*?class="{kind}Label[^"]*"[^>]*>(.*?)</span>', drawing(dom), re.S)
     return [html.unescape(re.sub(r"<[^>]+>", "", text)) for text in found]
 
 
@@ -231,8 +233,9 @@ def test_tree_page_draws_the_chain_tree(tmp_path: Path) -> None:
         default=worker,
     )
     with use_chat_model(model):
-        out = graph.invoke({"question": "What is the budget?", "doc_id": doc.doc_id})
-    order, edges = out["order"][0], out["tree"]
+        full = graph.invoke({"question": "What is the budget?", "doc_id": doc.doc_id}, context={"read_all": True})
+        anytime = graph.invoke({"question": "What is the budget?", "doc_id": doc.doc_id}, context={"floor": 0.0})
+    order, edges = full["order"][0], full["tree"]
     assert 7 <= len(order) <= 10 and len(edges) == len(order) - 1
     sections = {hit.chunk_id: hit.section for hit in get_store("default").by_doc(doc.doc_id)}
     page = tmp_path / "tree.html"
@@ -247,7 +250,19 @@ def test_tree_page_draws_the_chain_tree(tmp_path: Path) -> None:
     assert sorted(labels(shot.dom, "edge")) == sorted(f"{weight:.2f}" for _, _, weight in edges)
     assert re.search(r'<g class="node default root" id="canvas-svg-flowchart-k0-\d+"', shot.dom)
     assert pixels_of(shot.image, ROOT_FILL) > 1000, "the root is not highlighted"
-    assert pixels_of(shot.image, NODE_FILL) > (len(order) - 1) * 1000
+    assert pixels_of(shot.image, READ_FILL) > (len(order) - 1) * 1000, "the chunks read are not marked"
+
+    # an anytime run: the chunks read in order, the skipped ones greyed out, the rest plain
+    assert anytime["skipped"], "nothing was skipped"
+    read, skipped = anytime["order"][0], anytime["skipped"]
+    page = tmp_path / "anytime.html"
+    page.write_text(tree_html(read, edges, sections, title="Falcon", skipped=skipped), encoding="utf-8")
+    shot = open_page(page, tmp_path)
+    assert_drawn(shot)
+    drawn = labels(shot.dom, "node")
+    assert [label.split(" ")[0] for label in drawn[: len(read)]] == [f"#{i}" for i in range(1, len(read) + 1)]
+    assert sum(label.startswith("skipped ") for label in drawn) == len(skipped), drawn
+    assert pixels_of(shot.image, SKIPPED_FILL) > len(skipped) * 1000, "the skipped chunks are not greyed out"
 
 
 # --------------------------------------------------------------------------- the checks can fail
