@@ -18,7 +18,10 @@ Sections of the output:
   construction against the sparse one. Peak memory is tracemalloc's peak (numpy buffers and Python
   objects allocated during the call), measured in a second run so that tracing does not slow the
   timed one.
-- ``llm``: answers of the LLM chain; empty unless an LLM run is wired into :func:`main`.
+- ``llm``: answers of the LLM chain on the short documents, every chunk read (``--parts llm``).
+- ``long``, ``long_curve``, ``long_ordering``: questions hidden in ~10,000-word documents
+  (``--parts long`` with ``--data ../shared/data/qa_long``): anytime reading against full chains
+  and top-k retrieval, see :mod:`bench.chain_long`.
 
 Embeddings are cached under ``--cache`` (one ``.npz`` per data file, keyed by embedder and content),
 so re-runs skip the embedding model.
