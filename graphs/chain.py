@@ -14,6 +14,8 @@ reconciles their last notes. See :mod:`nodes.reading` for the scores.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -26,6 +28,7 @@ from typing_extensions import TypedDict
 
 from graphs.context import Context, resolve_context
 from nodes.chain import (
+    DocumentVectors,
     cached_tree,
     document_vectors,
     manager_answer,
@@ -38,6 +41,7 @@ from nodes.ingest import ingest_for_context
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES, multi_roots
 from nodes.reading import DEFAULT_BUDGET, DEFAULT_FLOOR, ReadingPolicy, best_first, match, next_in_plan, relevance
 from nodes.retrieval import lexical_index
+from stores.documents import find_document
 from stores.models import Usage, llm_for, merge_usage, transient, usage_totals
 from stores.settings import InputError, check_question
 from stores.text import count_tokens, truncate_tokens
@@ -295,23 +299,52 @@ def _choose(
     if nxt is None:
         return None, "end", skipped
     if ctx.budget and not ctx.read_all and read:
-        hits = context["store"].get([f"{state['doc_id']}:{ids[nxt]}"])
-        cost = count_tokens(truncate_tokens(hits[0].text, CHUNK_TOKENS)) if hits else 0
+        hits = lexical_index(context["store"], state["doc_id"]).hits
+        if nxt >= len(hits) or hits[nxt].chunk_id != ids[nxt]:
+            hits = context["store"].get([f"{state['doc_id']}:{ids[nxt]}"])
+            nxt_hit = hits[0] if hits else None
+        else:
+            nxt_hit = hits[nxt]
+        cost = count_tokens(truncate_tokens(nxt_hit.text, CHUNK_TOKENS)) if nxt_hit is not None else 0
         if chain_state["spent"] + cost > ctx.budget:
             return None, "budget", skipped
     return ids[nxt], None, skipped
+
+
+_READING: OrderedDict[tuple[Any, ...], tuple[DocumentVectors, Any]] = OrderedDict()
+_READING_MAX = 8
+_READING_LOCK = threading.Lock()
+
+
+def _reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> tuple[DocumentVectors, Any]:
+    """The document's vectors and Chow-Liu tree, kept per process between the planner's steps
+    (keyed by the chunk count and chunking of the document, so a re-ingest is seen)."""
+    info = find_document(store.namespace, doc_id)
+    shape = (info.chunk_size, info.chunk_overlap, info.embedder) if info is not None else ()
+    count = store.count(doc_id=doc_id, kind="chunk")
+    key = (store.collection_name, doc_id, count, *shape, ctx.sharpen, tuple(ctx.extra_embedders), ctx.exact_max)
+    with _READING_LOCK:
+        if key in _READING:
+            _READING.move_to_end(key)
+            return _READING[key]
+    doc = document_vectors(store, doc_id)
+    tree, _ = cached_tree(
+        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
+    )
+    with _READING_LOCK:
+        _READING[key] = (doc, tree)
+        while len(_READING) > _READING_MAX:
+            _READING.popitem(last=False)
+    return doc, tree
 
 
 def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Choose the next chunk of the current chain, or end it (and start the next chain, or hand over)."""
     ctx = resolve_context(runtime, ChainContext)
     store = get_store(state["namespace"], ctx.embedder)
-    doc = document_vectors(store, state["doc_id"])
+    doc, tree = _reading_inputs(store, state["doc_id"], ctx)
     if doc.chunk_ids != state["chunk_ids"]:
         raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
-    tree, _ = cached_tree(
-        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
-    )
     chain = state["chain"]
     chain_state = {k: state.get(k, v) for k, v in _fresh_chain().items()}
     notes, stops = list(state.get("notes", [])), list(state.get("stops", []))

@@ -318,3 +318,24 @@ def test_cli_ask_budget_flag(sample_markdown: Path, capsys: pytest.CaptureFixtur
     assert len(one["read"]) == 1 and one["stopped"] == "budget"
     assert len(every["read"]) >= 4 and every["stopped"] == "end" and every["skipped"] == []
     assert main([*args, "--budget", "-1"]) == EXIT_INPUT
+
+
+def test_the_planner_loads_the_document_once_per_process(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphs.chain as chain_graph
+
+    loads: list[str] = []
+    real = chain_graph.document_vectors
+
+    def counted(store: object, doc_id: str) -> object:
+        loads.append(doc_id)
+        return real(store, doc_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chain_graph, "document_vectors", counted)
+    monkeypatch.setattr(chain_graph, "_READING", type(chain_graph._READING)())
+    with use_chat_model(fake()):
+        out = graph.invoke({"question": "Who leads the team?", "doc_id": falcon}, context={"read_all": True})
+        assert len(out["read"]) > 2
+        # once for the orderer, once for the planner's first step, none for the later steps
+        assert len(loads) == 2
+        graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"read_all": True})
+    assert len(loads) == 3
