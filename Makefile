@@ -20,8 +20,11 @@ install: $(STAMP)
 system:
 	bash .ci/system-deps
 
+# The tests, then the reliability benchmark (scripted endpoint, about 4 minutes; exits 1 when a suite
+# falls short). Its JSON goes to a temporary file: the committed figures are refreshed by hand.
 test: install
 	$(PY) -m pytest
+	out=$$(mktemp "$${TMPDIR:-/tmp}/longdoc-reliability.XXXXXX") && $(PY) -m bench.reliability --out "$$out" && rm -f "$$out"
 
 unit: install
 	$(PY) -m pytest tests/unit
