@@ -276,6 +276,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         paired,
         read_journal,
         run_long,
+        setup_version,
         summarise,
     )
     from graphs.chain import ChainContext
@@ -294,7 +295,12 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         for words in [0, *_sizes(args.sizes)]:
             run_long(items, pool, journal, methods, budget=budget, words=words, embedder=args.embedder)
     ordering = ordering_recall(items, embedder=args.embedder) if args.long_ordering else None
-    rows = [r for r in read_journal(journal).values() if r["budget"] == budget]
+    current = {m: setup_version(m) for m in METHODS}
+    rows = [
+        r
+        for r in read_journal(journal).values()
+        if r["budget"] == budget and r["key"].rsplit("|", 1)[1] == current.get(r["method"])
+    ]
     sizes = sorted({r["key"].split("|")[1] for r in rows})
     by_size = {size: [r for r in rows if r["key"].split("|")[1] == size] for size in sizes}
     main_rows = by_size.get("orig", [])

@@ -123,6 +123,40 @@ def timed(answer: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[s
     return pred, info, time.perf_counter() - start
 
 
+SETUP_PROMPTS = {"topk": ("reader", "reader_user")}
+"""Prompt files each method's answers depend on (default: the worker's and the manager's)."""
+
+LEGACY_SETUPS = {"topk": "e25db8fc", "chain": "8c8f3845"}
+"""Setups of journal rows written before keys named one: the prompts and defaults of that time."""
+
+
+def setup_version(method: str) -> str:
+    """Short hash of what a method's answers depend on besides the item: its prompts and, for the
+    chains, the reading defaults. Part of every journal key, so a changed prompt or default is run
+    afresh instead of being read back from the journal."""
+    import hashlib
+    from importlib import resources
+
+    from graphs.chain import ChainContext
+
+    names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
+    digest = hashlib.sha256()
+    folder = resources.files("prompts").joinpath("chain")
+    for name in names:
+        for lang in ("en", "zh"):
+            digest.update(folder.joinpath(f"{name}.{lang}.txt").read_bytes())
+    if method != "topk":
+        ctx = ChainContext()
+        defaults = [ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]
+        digest.update(json.dumps(defaults).encode())
+    return digest.hexdigest()[:8]
+
+
+def journal_key(item: str, size: object, budget: int, method: str) -> str:
+    """The journal key of one run under today's setup."""
+    return f"{item}|{size}|{budget}|{method}|{setup_version(method)}"
+
+
 def append_journal(path: Path, row: dict[str, Any]) -> None:
     """Add one finished run to the journal."""
     with path.open("a", encoding="utf-8") as fh:
@@ -134,7 +168,13 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return {row["key"]: row for row in rows}
+    out = {}
+    for row in rows:
+        if row["key"].count("|") == 3 and "method" in row:
+            legacy = LEGACY_SETUPS["topk" if row["method"] == "topk" else "chain"]
+            row = {**row, "key": f"{row['key']}|{legacy}"}
+        out[row["key"]] = row
+    return out
 
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
@@ -202,14 +242,14 @@ def run_long(
     for n, item in enumerate(items, 1):
         paragraphs = pad_document(item, pool, words) if words else item.paragraphs
         size = words or "orig"
-        todo = [m for m in methods if f"{item.id}|{size}|{budget}|{m}" not in journal]
+        todo = [m for m in methods if journal_key(item.id, size, budget, m) not in journal]
         if todo:
             doc_id = ingest(text=as_text(paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
             chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
             sizes = {cid: count_tokens(truncate_tokens(text, CHUNK_TOKENS)) for cid, text in chunks}
             gold = supporting_chunks(paragraphs, chunks)
         for method in methods:
-            key = f"{item.id}|{size}|{budget}|{method}"
+            key = journal_key(item.id, size, budget, method)
             row = journal.get(key)
             if row is None:
                 pred, info, seconds = timed(partial(run_one, method, doc_id, item.question, budget, embedder))

@@ -151,3 +151,31 @@ def test_ordering_recall_without_a_model() -> None:
         assert 0.0 <= figures[name]["recall@1"] <= figures[name]["recall@3"] <= 1.0
     # every document fits in three chunks or fewer here: any order has read the evidence by then
     assert all(figures[name]["recall@3"] == 1.0 for name in ORDERINGS)
+
+
+def test_a_changed_setup_is_run_afresh_and_old_keys_read_as_the_legacy_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import chain_long
+
+    monkeypatch.setenv("LONGDOC_EMBEDDER", "hash")
+    journal = tmp_path / "journal.jsonl"
+    model = scripted()
+    with use_chat_model(model):
+        run_long(POOL[:1], POOL, journal, ["anytime"], budget=2000, embedder="hash")
+        calls = len(model.calls)
+        assert calls > 0
+        monkeypatch.setattr(chain_long, "setup_version", lambda method: "changed")
+        rows = run_long(POOL[:1], POOL, journal, ["anytime"], budget=2000, embedder="hash")
+    # run again (its replies come from the response cache) and journalled under the new key
+    assert rows[0]["key"].endswith("|changed") and len(journal.read_text(encoding="utf-8").splitlines()) == 2
+    legacy = tmp_path / "legacy.jsonl"
+    legacy.write_text(json.dumps({"key": "q0|orig|3000|topk", "method": "topk"}) + "\n", encoding="utf-8")
+    assert list(chain_long.read_journal(legacy)) == [f"q0|orig|3000|topk|{chain_long.LEGACY_SETUPS['topk']}"]
+
+
+def test_the_setup_version_follows_the_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import chain_long
+
+    assert chain_long.setup_version("anytime") == chain_long.setup_version("chow-liu-bfs")
+    assert chain_long.setup_version("anytime") != chain_long.setup_version("topk")
