@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from stores.settings import InputError, ModelError, run_timeout, run_timeout_message
+from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORKFLOW_CLI_MODULES = ("graphs.cli_chain", "graphs.cli_summarize", "graphs.cli_offload", "graphs.cli_route")
@@ -363,15 +363,21 @@ class DeadlinePassed(BaseException):
 
 @contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`DeadlinePassed` in this (main) thread once ``seconds`` have passed.
+    """End the run inside the block once ``seconds`` have passed, in whatever thread it runs.
 
-    A timer signal interrupts whatever the run is waiting on (a model reply, a worker thread);
-    it fires again every second until the run has stopped. No limit off the main thread or
-    where the platform has no interval timers.
+    Every model call of the run, on this thread or on the graph's worker threads, is held to the
+    deadline (:func:`stores.settings.run_deadline`): none starts after it, and one in flight is
+    cut when it comes, with a :class:`RunTimeout`. On the main thread, where the platform has
+    interval timers, a timer signal also raises :class:`DeadlinePassed` in whatever else the run
+    is waiting on (a worker thread, a file), again every second until the run has stopped.
     """
     usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not seconds or not usable:
+    if not seconds:
         yield
+        return
+    if not usable:
+        with run_deadline(seconds):
+            yield
         return
 
     def expire(_signum: int, _frame: Any) -> None:
@@ -380,7 +386,8 @@ def deadline(seconds: float | None) -> Iterator[None]:
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     try:
-        yield
+        with run_deadline(seconds):
+            yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -415,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"longdoc: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except RunTimeout as exc:
+        print(f"longdoc: {exc}; raise LONGDOC_RUN_TIMEOUT (0 for no limit) for longer runs", file=sys.stderr)
+        return EXIT_MODEL
     except ModelError as exc:
         print(f"longdoc: model error: {exc}", file=sys.stderr)
         return EXIT_MODEL

@@ -44,18 +44,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graphs import registry, resume
 from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
 from graphs.resume import Plan
-from stores.settings import InputError, ModelError, RunTimeout, run_timeout, run_timeout_message
+from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
 
 DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
 
 
 @asynccontextmanager
 async def _deadline() -> AsyncIterator[None]:
-    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`."""
+    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`.
+
+    The request gets its answer then; the model calls of its worker threads, which the event
+    loop cannot cancel, are held to the same deadline (:func:`stores.settings.run_deadline`):
+    the one in flight is cut, none is sent after it.
+    """
     seconds = run_timeout()
     try:
-        async with asyncio.timeout(seconds):
-            yield
+        with run_deadline(seconds):
+            async with asyncio.timeout(seconds):
+                yield
     except TimeoutError:
         raise RunTimeout(run_timeout_message(seconds or 0)) from None
 

@@ -12,6 +12,11 @@ It can also misbehave on purpose (``--fault MODE``, or a :class:`Script` in test
 ``rate_limited`` (429 with ``Retry-After``), ``html`` (a 200 HTML page), ``empty`` (an empty
 reply), ``reset`` (the connection dropped half-way through the reply). :func:`running` serves an
 app on a free loopback port in a thread.
+
+It can also play a slow llama.cpp server: ``prompt_seconds`` of prompt reading before the first
+token, with a ``prompt_progress`` chunk every ``progress_every`` seconds of it when a streamed
+request asks for ``return_progress``, and ``slots`` requests served at a time (the others wait
+without a byte sent, as llama.cpp queues them).
 """
 
 from __future__ import annotations
@@ -103,13 +108,34 @@ class Script:
     faults: list[str] = field(default_factory=list)
     stall_seconds: float = 3600.0
     retry_after: float = 1.0
+    prompt_seconds: float = 0.0
+    progress_every: float = 0.0
+    slots: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     answered: int = 0
+    busy_most: int = 0
+    """The most requests served at the same time."""
 
     def __post_init__(self) -> None:
         for mode in [self.fault, *self.faults]:
             if mode not in FAULTS:
                 raise ValueError(f"unknown fault {mode!r}; one of {', '.join(FAULTS)}")
+        self._busy = 0
+        self._queue: asyncio.Semaphore | None = None
+
+    async def take_slot(self) -> None:
+        """Wait for a free slot (when ``slots`` is set), then count the request as served."""
+        if self.slots:
+            if self._queue is None:
+                self._queue = asyncio.Semaphore(self.slots)
+            await self._queue.acquire()
+        self._busy += 1
+        self.busy_most = max(self.busy_most, self._busy)
+
+    def free_slot(self) -> None:
+        self._busy -= 1
+        if self._queue is not None:
+            self._queue.release()
 
     def next_fault(self) -> str:
         return self.faults.pop(0) if self.faults else self.fault
@@ -128,6 +154,25 @@ class DroppedReply(Response):
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2], "more_body": True})
         # Returning before the body is complete makes the server close the connection mid-reply.
+
+
+async def _read_prompt(seconds: float, every: float, tokens: int) -> Any:
+    """Take ``seconds`` to read a prompt, yielding llama.cpp's progress report every ``every`` seconds
+    (none when ``every`` is 0): the first at 0 %, before any reading."""
+    start = time.monotonic()
+    if every <= 0:
+        await asyncio.sleep(seconds)
+        return
+    done = 0.0
+    while True:
+        processed = int(tokens * min(1.0, done / seconds)) if seconds > 0 else tokens
+        elapsed = int((time.monotonic() - start) * 1000)
+        yield {"total": tokens, "cache": 0, "processed": processed, "time_ms": elapsed}
+        if done >= seconds:
+            return
+        step = min(every, seconds - done)
+        await asyncio.sleep(step)
+        done += step
 
 
 def create_app(script: Script | None = None) -> Any:
@@ -169,18 +214,32 @@ def create_app(script: Script | None = None) -> Any:
             whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
             return DroppedReply(json.dumps(whole).encode())
         script.answered += 1
+        await script.take_slot()
         if body.get("stream"):
+            progress = script.progress_every if body.get("return_progress") else 0.0
 
-            def events() -> Any:
-                delta = {"role": "assistant", "content": content}
-                first = {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
-                yield f"data: {json.dumps(first)}\n\n"
-                done = {"index": 0, "delta": {}, "finish_reason": finish}
-                last = {**head, "object": "chat.completion.chunk", "choices": [done], "usage": usage}
-                yield f"data: {json.dumps(last)}\n\n"
-                yield "data: [DONE]\n\n"
+            def chunk(delta: dict[str, Any], **extra: Any) -> str:
+                choice = {"index": 0, "delta": delta, "finish_reason": extra.pop("finish_reason", None)}
+                return (
+                    f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [choice], **extra})}\n\n"
+                )
+
+            async def events() -> Any:
+                try:
+                    async for report in _read_prompt(script.prompt_seconds, progress, prompt):
+                        yield chunk({"role": "assistant", "content": None}, prompt_progress=report)
+                    yield chunk({"role": "assistant", "content": content})
+                    yield chunk({}, finish_reason=finish, usage=usage)
+                    yield "data: [DONE]\n\n"
+                finally:
+                    script.free_slot()
 
             return StreamingResponse(events(), media_type="text/event-stream")
+        try:
+            async for _ in _read_prompt(script.prompt_seconds, 0.0, prompt):
+                pass
+        finally:
+            script.free_slot()
         message = {"role": "assistant", "content": content}
         choice = {"index": 0, "message": message, "finish_reason": finish}
         return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}

@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +100,23 @@ def free_port() -> int:
 
 @dataclass
 class LocalServer:
-    """A running in-process llama.cpp server."""
+    """A running in-process llama.cpp server.
+
+    ``slots`` admits as many requests at a time as the server has slots (``LONGDOC_N_PARALLEL``):
+    the model layer sends a request only once it holds one, so its read timeout never counts
+    the time spent queued behind other requests of this process.
+    """
 
     handle: Any
     port: int
     model: str
     path: Path
     n_ctx: int
+    n_parallel: int = 1
+    slots: threading.BoundedSemaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, self.n_parallel))
 
     @property
     def base_url(self) -> str:
@@ -145,13 +155,27 @@ def ensure_server() -> LocalServer:
         params.port = port
         params.n_ctx = settings.n_ctx * max(1, settings.n_parallel)
         params.n_parallel = max(1, settings.n_parallel)
+        # Streamed requests with ``return_progress`` get a progress report per batch of prompt
+        # tokens read: batches of LONGDOC_N_BATCH (512, one micro-batch: the same arithmetic as
+        # llama.cpp's 2048 default) keep those reports a few seconds apart on a CPU. No SSE pings:
+        # the HTTP layer would send them even when the model makes no progress.
+        params.n_batch = settings.n_batch
+        params.n_ubatch = min(512, settings.n_batch)
+        params.sse_ping_interval = -1
         params.cpuparams.n_threads = settings.n_threads
         params.cpuparams_batch.n_threads = settings.n_threads
         params.verbosity = -1
         params.warmup = False
         handle = xllamacpp.Server(params)
         _wait_ready(port)
-        _server = LocalServer(handle=handle, port=port, model=BUNDLED_MODEL_NAME, path=path, n_ctx=settings.n_ctx)
+        _server = LocalServer(
+            handle=handle,
+            port=port,
+            model=BUNDLED_MODEL_NAME,
+            path=path,
+            n_ctx=settings.n_ctx,
+            n_parallel=max(1, settings.n_parallel),
+        )
         atexit.register(stop_server)
         return _server
 

@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from stores.settings import ModelError, RoleModel, get_settings
+from stores.settings import ModelError, RoleModel, RunTimeout, check_deadline, deadline_left, get_settings
 from stores.text import count_tokens
 
 T = TypeVar("T", bound=BaseModel)
@@ -60,8 +60,9 @@ def use_chat_model(factory: ChatFactory | BaseChatModel) -> Iterator[None]:
 
 
 def transient(exc: BaseException) -> bool:
-    """Retry model errors that are not bad-output errors (the model layer already retried those)."""
-    return isinstance(exc, ModelError) and not isinstance(exc, ModelOutputError)
+    """Retry model errors that are not bad-output errors (the model layer already retried those)
+    nor the run's deadline (nothing may start after it)."""
+    return isinstance(exc, ModelError) and not isinstance(exc, (ModelOutputError, RunTimeout))
 
 
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
@@ -106,8 +107,81 @@ def resolve_role(role: str, overrides: dict[str, Any] | None = None) -> RoleMode
     )
 
 
+class DeadlineReached(BaseException):
+    """The run's deadline passed while a model request was being sent or read.
+
+    A ``BaseException``: the OpenAI client's retry loop must not catch it and send the request
+    again. :class:`LLM` turns it into a :class:`RunTimeout`.
+    """
+
+
+def _deadline_reached() -> DeadlineReached:
+    try:
+        check_deadline()
+    except RunTimeout as exc:
+        return DeadlineReached(str(exc))
+    return DeadlineReached("the run's deadline has passed")
+
+
+_http_client: Any = None
+_http_lock = threading.Lock()
+
+
+def http_client() -> Any:
+    """The process's HTTP client for model requests, which holds every request to the run's deadline.
+
+    Its transport refuses a request (a first attempt or a retry) once the deadline of the current
+    run (:func:`stores.settings.run_deadline`) has passed, cuts each request's connect and read
+    timeouts to the time left, and stops reading a streamed reply when the time is up.
+    """
+    global _http_client
+    with _http_lock:
+        if _http_client is None:
+            import httpx
+
+            class DeadlineStream(httpx.SyncByteStream):
+                def __init__(self, inner: Any) -> None:
+                    self.inner = inner
+
+                def __iter__(self) -> Iterator[bytes]:
+                    for part in self.inner:
+                        left = deadline_left()
+                        if left is not None and left <= 0:
+                            raise _deadline_reached()
+                        yield part
+
+                def close(self) -> None:
+                    self.inner.close()
+
+            class DeadlineTransport(httpx.HTTPTransport):
+                def handle_request(self, request: httpx.Request) -> httpx.Response:
+                    left = deadline_left()
+                    if left is None:
+                        return super().handle_request(request)
+                    if left <= 0:
+                        raise _deadline_reached()
+                    timeouts = dict(request.extensions.get("timeout") or {})
+                    request.extensions["timeout"] = {
+                        name: left if value is None else min(float(value), left) for name, value in timeouts.items()
+                    }
+                    response = super().handle_request(request)
+                    response.stream = DeadlineStream(response.stream)
+                    return response
+
+            _http_client = httpx.Client(
+                transport=DeadlineTransport(),
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+                follow_redirects=True,
+            )
+        return _http_client
+
+
 def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens: int | None = None) -> BaseChatModel:
-    """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set)."""
+    """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set).
+
+    Requests to the bundled server are streamed with llama.cpp's prompt progress
+    (``return_progress``), so the read timeout bounds every silence of the reply, not its length.
+    """
     if _override is not None:
         return _override(role)
     import httpx
@@ -117,6 +191,7 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     settings = get_settings()
     base_url = spec.base_url
     read_timeout = settings.read_timeout_for(base_url)
+    bundled = base_url is None
     if base_url is None:
         from stores.local_model import ensure_server
 
@@ -130,7 +205,20 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         timeout=httpx.Timeout(read_timeout, connect=settings.connect_timeout),
         max_tokens=max_tokens,  # type: ignore[call-arg]
         stream_usage=True,
+        streaming=bundled,
+        extra_body={"return_progress": True} if bundled else None,
+        http_client=http_client(),
     )
+
+
+def _bundled_slots(model: BaseChatModel) -> threading.BoundedSemaphore | None:
+    """The bundled server's slots when ``model`` calls the bundled server of this process."""
+    from stores.local_model import running_server
+
+    server = running_server()
+    if server is None or not _is_openai(model) or _endpoint_of(model).rstrip("/") != server.base_url:
+        return None
+    return server.slots
 
 
 class EndpointGate:
@@ -295,26 +383,58 @@ class LLM:
             if hit is not None:
                 usage = {self.role: {"input": hit["input"], "output": hit["output"], "calls": 1, "cached": 1}}
                 return hit["text"], hit.get("parsed"), usage
+        check_deadline()  # no model call starts after the run's deadline
         model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
         endpoint = _endpoint_of(model)
         if endpoint:
             endpoint_gate.check(endpoint)
+        slots = _bundled_slots(model)
+        if slots is not None:
+            # Sent only once the bundled server has a free slot: its read timeout starts then.
+            left = deadline_left()
+            if not slots.acquire(timeout=max(0.0, left) if left is not None else None):
+                raise RunTimeout(str(_deadline_reached()))
+        try:
+            return self._send(model, messages, schema, key)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    def _send(
+        self, model: BaseChatModel, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, key: str
+    ) -> tuple[str, Any, Usage]:
+        endpoint = _endpoint_of(model)
         parsed: Any = None
         try:
             if schema is not None and _is_openai(model):
                 # A plain JSON schema (not the pydantic class): the server's grammar enforces the
                 # structure, and validation (bounds, enums) happens below, where it can be retried.
                 json_schema = {"title": schema.__name__, **schema.model_json_schema()}
-                runnable = model.with_structured_output(json_schema, method="json_schema", include_raw=True)
-                out = runnable.invoke(list(messages))
-                raw: AIMessage = out["raw"]
-                text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
-                if isinstance(out.get("parsed"), dict):
-                    parsed = out["parsed"]
+                if getattr(model, "streaming", False):
+                    # Streamed: the response format goes in the body as is (the OpenAI client's
+                    # parsing stream would merge llama.cpp's progress chunks into one message).
+                    from langchain_openai.chat_models.base import _convert_to_openai_response_format
+
+                    body = {
+                        **(model.extra_body or {}),
+                        "response_format": _convert_to_openai_response_format(json_schema),
+                    }  # type: ignore[attr-defined]
+                    raw = model.invoke(list(messages), extra_body=body)  # type: ignore[assignment]
+                    text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
+                else:
+                    runnable = model.with_structured_output(json_schema, method="json_schema", include_raw=True)
+                    out = runnable.invoke(list(messages))
+                    raw: AIMessage = out["raw"]
+                    text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
+                    if isinstance(out.get("parsed"), dict):
+                        parsed = out["parsed"]
             else:
                 raw = model.invoke(list(messages))  # type: ignore[assignment]
                 text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
+        except DeadlineReached as exc:
+            raise RunTimeout(str(exc)) from None
         except Exception as exc:
+            check_deadline()  # cut by the run's deadline, not failed by the endpoint
             if type(exc).__name__ == "LengthFinishReasonError":
                 # The reply hit max_tokens before the JSON closed: report it as truncated output
                 # (empty text), which the structured retry answers with a larger budget.

@@ -7,7 +7,11 @@ changing the environment first.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +90,49 @@ def run_timeout_message(seconds: float) -> str:
     return f"the run did not finish within {seconds:g} s (LONGDOC_RUN_TIMEOUT)"
 
 
+_deadline: ContextVar[tuple[float, float] | None] = ContextVar("longdoc_run_deadline", default=None)
+"""The current run's deadline: (``time.monotonic()`` value, the limit in seconds it came from)."""
+
+
+@contextlib.contextmanager
+def run_deadline(seconds: float | None) -> Iterator[None]:
+    """Give every model call made inside the block a deadline ``seconds`` from now.
+
+    The deadline lives in a context variable, so it holds in any thread that runs in a copy of
+    this context (LangGraph runs every node that way, the server every request): each model call
+    waits at most until it (its connect and read timeouts are cut to the time left, a streamed
+    reply is cut when the time is up), and none starts after it (:func:`check_deadline`). A
+    deadline inside another keeps the earlier of the two. ``None`` or 0: no new deadline.
+    """
+    if not seconds or seconds <= 0:
+        yield
+        return
+    end = time.monotonic() + seconds
+    current = _deadline.get()
+    token = _deadline.set(current if current is not None and current[0] <= end else (end, seconds))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def deadline_left() -> float | None:
+    """Seconds left to the current run's deadline (negative once past), ``None`` without one."""
+    current = _deadline.get()
+    return None if current is None else current[0] - time.monotonic()
+
+
+def check_deadline() -> float | None:
+    """The seconds left to the current run's deadline, or :class:`RunTimeout` once it has passed."""
+    current = _deadline.get()
+    if current is None:
+        return None
+    left = current[0] - time.monotonic()
+    if left <= 0:
+        raise RunTimeout(run_timeout_message(current[1]))
+    return left
+
+
 def default_home() -> Path:
     """Per-user data directory used when ``LONGDOC_HOME`` is unset."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -127,6 +174,7 @@ class Settings:
     n_ctx: int
     n_threads: int
     n_parallel: int
+    n_batch: int
     max_retries: int
     connect_timeout: float
     read_timeout: float | None
@@ -135,9 +183,16 @@ class Settings:
     roles: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def read_timeout_for(self, base_url: str | None) -> float:
-        """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s for a
-        configured endpoint and 600 s for the bundled server (a CPU-bound model that queues
-        requests on one slot)."""
+        """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
+
+        For a configured endpoint this bounds the wait for the whole reply. Requests to the
+        bundled server are streamed with llama.cpp's prompt progress (``return_progress``) and sent
+        only once one of its ``LONGDOC_N_PARALLEL`` slots is free, so there it bounds the wait for
+        the first bytes once a slot has the request (llama.cpp reports 0 % at once), then the gap
+        between two progress reports (one batch of ``LONGDOC_N_BATCH`` = 512 prompt tokens, about
+        7 s at 70 tokens/s) and between two written tokens: a long prompt or a request queued
+        behind another never runs into it, a server that stops making progress does within 30 s.
+        """
         if self.read_timeout is not None:
             return self.read_timeout
         return BUNDLED_READ_TIMEOUT if base_url is None else ENDPOINT_READ_TIMEOUT
@@ -161,8 +216,12 @@ class Settings:
 ENDPOINT_READ_TIMEOUT = 30.0
 """Default read timeout (seconds) of a model endpoint set with ``LONGDOC_BASE_URL``."""
 
-BUNDLED_READ_TIMEOUT = 600.0
-"""Default read timeout (seconds) of the bundled in-process server."""
+BUNDLED_READ_TIMEOUT = 30.0
+"""Default read timeout (seconds) of the bundled in-process server: the longest silence of a
+streamed reply once its request has a slot (see :meth:`Settings.read_timeout_for`)."""
+
+BUNDLED_BATCH = 512
+"""Prompt tokens the bundled server reads per batch (``LONGDOC_N_BATCH``): one progress report each."""
 
 BUNDLED_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 """Name under which the bundled GGUF model is served on loopback."""
@@ -198,6 +257,7 @@ def get_settings() -> Settings:
         n_ctx=_env_int("LONGDOC_N_CTX", 8192),
         n_threads=threads,
         n_parallel=_env_int("LONGDOC_N_PARALLEL", 1),
+        n_batch=max(16, _env_int("LONGDOC_N_BATCH", BUNDLED_BATCH)),
         max_retries=_env_int("LONGDOC_MAX_RETRIES", 2),
         connect_timeout=_env_float("LONGDOC_CONNECT_TIMEOUT", 5.0),
         read_timeout=_env_float("LONGDOC_READ_TIMEOUT", _env_float("LONGDOC_REQUEST_TIMEOUT", 0.0)) or None,

@@ -369,3 +369,133 @@ def test_a_longdoc_process_exits_at_the_run_deadline(endpoint: fake_endpoint.Scr
     took = time.monotonic() - start
     assert done.returncode == 3 and "did not finish within 3 s" in done.stderr, done.stderr
     assert took < 15  # start-up, 3 s of run, no wait for the abandoned requests
+
+
+# --- the bundled server: streamed with prompt progress, one request per slot ----------------------------
+@pytest.fixture
+def bundled(monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_endpoint.Script]:
+    """A scripted endpoint standing in for the process's bundled llama.cpp server (one slot)."""
+    from stores import local_model
+
+    script = fake_endpoint.Script(slots=1)
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        server = local_model.LocalServer(
+            handle=None, port=port, model="scripted", path=Path("scripted.gguf"), n_ctx=8192
+        )
+        monkeypatch.setattr(local_model, "_server", server)
+        monkeypatch.delenv("LONGDOC_BASE_URL", raising=False)
+        script.url = server.base_url  # type: ignore[attr-defined]
+        yield script
+
+
+def test_the_bundled_servers_read_timeout_is_well_under_a_minute_and_configurable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stores.settings import BUNDLED_READ_TIMEOUT, get_settings
+
+    monkeypatch.delenv("LONGDOC_READ_TIMEOUT")
+    assert get_settings().read_timeout_for(None) == BUNDLED_READ_TIMEOUT <= 30
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "45")
+    assert get_settings().read_timeout_for(None) == 45
+
+
+def test_a_long_prompt_on_the_bundled_server_outlasts_the_read_timeout_while_it_reports_progress(
+    bundled: fake_endpoint.Script,
+) -> None:
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: str
+
+    # Reading the prompt takes 4 read timeouts; a progress report comes every 0.2 s of it.
+    bundled.prompt_seconds, bundled.progress_every = 4 * READ_TIMEOUT, 0.2
+    start = time.monotonic()
+    text, usage = LLM("worker").text(messages("s", "hello"))
+    parsed, _ = LLM("worker").structured(messages("s", "capital?"), Answer)
+    assert text == fake_endpoint.TEXT_REPLY and parsed.answer and usage["worker"]["calls"] == 1
+    assert len(bundled.requests) == 2 and time.monotonic() - start >= 2 * bundled.prompt_seconds
+    bodies = [r["body"] for r in bundled.requests]
+    assert all(b["stream"] and b["return_progress"] for b in bodies)
+    assert bodies[1]["response_format"]["json_schema"]["schema"]["properties"]["answer"]
+
+
+def test_a_bundled_server_that_makes_no_progress_is_cut_at_the_read_timeout(bundled: fake_endpoint.Script) -> None:
+    bundled.prompt_seconds = 30.0  # silent: no progress report, no token
+    start = time.monotonic()
+    with pytest.raises(ModelError, match="did not answer in time") as caught:
+        LLM("worker").text(messages("s", "hello"))
+    assert time.monotonic() - start < BOUND and bundled.url in str(caught.value)  # type: ignore[attr-defined]
+
+
+def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sent(
+    bundled: fake_endpoint.Script,
+) -> None:
+    import threading
+
+    # Each request keeps the one slot 0.35 s without a byte: three at once would wait up to
+    # 1.05 s in all, twice the read timeout, if their clocks started before the slot was theirs.
+    bundled.prompt_seconds = 0.7 * READ_TIMEOUT
+    errors: list[BaseException] = []
+
+    def ask(i: int) -> None:
+        try:
+            LLM("worker").text(messages("s", f"question {i}"))
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors, errors
+    assert len(bundled.requests) == 3 and bundled.busy_most == 1  # nothing retried, one at a time
+
+
+# --- the run deadline in any thread ------------------------------------------------------------------------
+@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+def test_the_run_deadline_holds_on_any_thread(endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from stores.settings import RunTimeout
+
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "20")  # each call alone would wait 20 s, twice
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        with cli.deadline(1):
+            start = time.monotonic()
+            try:
+                LLM("worker").text(messages("s", "hello"))
+            except RunTimeout as exc:
+                outcome["first"] = (str(exc), time.monotonic() - start)
+            start = time.monotonic()
+            try:
+                LLM("expert").text(messages("s", "hello again"))
+            except RunTimeout as exc:
+                outcome["second"] = (str(exc), time.monotonic() - start)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=60)
+    message, took = outcome["first"]  # type: ignore[misc]
+    assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in message and took < 1.5
+    assert outcome["second"][1] < 0.1  # type: ignore[index]  # refused at once
+    assert len(endpoint.requests) == 1  # the cut request is not sent again, the next one never sent
+
+
+@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+def test_a_served_run_past_its_deadline_sends_no_more_model_requests(
+    endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "4")
+    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
+    with TestClient(create_app()) as client:
+        doc_id = _ingest(client)
+        start = time.monotonic()
+        response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
+        assert response.status_code == 503 and time.monotonic() - start < 2.5, response.text
+        # The worker thread's request was cut at the deadline: no retry after the 4 s read timeout.
+        time.sleep(max(0.0, start + 5.5 - time.monotonic()))
+    assert len(endpoint.requests) == 1
