@@ -47,7 +47,9 @@ def test_processes_killed_mid_run_resume_on_the_next_run(tmp_path: Path) -> None
         "chain": 1,
     }, out["runs"]
     assert out["by_workflow"]["ingest"] in (0, 1) and len(out["runs"]) == 4, out["runs"]
-    assert out["clean_resumes"] == 4 and out["repeated_calls"] == 0, out["runs"]
+    killed = sum(r["killed"] for r in out["runs"])
+    assert killed >= 3 and out["clean_resumes"] == killed and out["repeated_calls"] == 0, out["runs"]
+    assert all(r["clean_resume"] for r in out["runs"]), out["runs"]
 
 
 def test_a_report_that_falls_short_is_a_failure() -> None:
