@@ -68,14 +68,14 @@ METHODS: dict[str, dict[str, Any]] = {
 }
 """Method -> routing settings. The first six follow the write-up's pipeline (``rrf_k`` 60, the walk
 scores an agent by the first node reaching it); ``default`` is exactly what ``longdoc route`` does
-without options (the product defaults of ``nodes.router.RouteSettings``)."""
+without options (the product defaults of ``nodes.routing.fusion.RouteSettings``)."""
 SWEEP_RATIOS = (0.5, 0.8, 1.0, 1.25, 1.5, 2.0)
 SWEEP_RRF_K = (10.0, 30.0, 60.0)
 
 
 def method_settings(method: str, **overrides: Any) -> Any:
     """The ``RouteSettings`` of a benchmark method."""
-    from nodes.router import DEFAULT_PROFILE, RouteSettings
+    from nodes.routing.fusion import DEFAULT_PROFILE, RouteSettings
 
     spec = dict(METHODS[method])
     profile = spec.pop("profile", DEFAULT_PROFILE)
@@ -331,7 +331,7 @@ def _reusing_embed(store: Any, known: dict[str, list[float]]) -> Callable[[list[
 
 
 def _known_vectors(store: Any, registry: Any) -> dict[str, list[float]]:
-    from nodes.router import record_id
+    from nodes.routing.model import record_id
 
     ids = [record_id(registry.doc_id, n) for n in registry.nodes]
     return {h.text: h.embedding for h in store.get(ids, with_embeddings=True) if h.embedding is not None}
@@ -343,7 +343,9 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
     Each query is embedded once (timed); each method then routes it through the store with that
     vector (timed); a method's latency is the sum of both.
     """
-    from nodes.router import RouteSettings, StoreIndex, gather_candidates, rank, route
+    from nodes.routing.entry import route
+    from nodes.routing.fusion import RouteSettings, rank
+    from nodes.routing.indexes import StoreIndex, gather_candidates
 
     texts = [q.query for q in queries]
     vectors, embed_ms = [], []
@@ -453,7 +455,9 @@ def run(
     sweep: bool = True,
 ) -> dict[str, Any]:
     """The whole benchmark; returns the JSON-ready results."""
-    from nodes.router import DEFAULT_PROFILE, RouteSettings, load_registry, register
+    from nodes.routing.fusion import DEFAULT_PROFILE, RouteSettings
+    from nodes.routing.manifest import register
+    from nodes.routing.mcp import load_registry
     from stores.vectorstore import get_store
 
     registry = load_registry(servers, "livemcp")
@@ -513,7 +517,8 @@ def run_scale(
     registry: Any, queries: Sequence[Query], namespace: str, scale: int, embedder: str, scale_embedder: str
 ) -> dict[str, Any]:
     """The methods again with ``scale`` synthetic tools added (and at base size when the embedder differs)."""
-    from nodes.router import parse_registry, register
+    from nodes.routing.manifest import register
+    from nodes.routing.mcp import parse_registry
     from stores.vectorstore import get_store
 
     same = scale_embedder in ("same", embedder)

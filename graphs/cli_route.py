@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from graphs.cli import EXIT_OK, add_common, context_values, print_json, progress, run_graph
-from nodes.router import AGGREGATES, BUILTIN_REGISTRY, INDEXES, PROFILES, RETRIEVALS
+from nodes.routing.fusion import AGGREGATES, INDEXES, PROFILES, RETRIEVALS
+from nodes.routing.model import BUILTIN_REGISTRY
 
 
 def _print_result(result: dict[str, Any], show_request: bool) -> None:

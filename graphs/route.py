@@ -25,21 +25,11 @@ from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
 from graphs.context import Context, resolve_context
-from nodes.router import (
-    AGGREGATES,
-    BUILTIN_REGISTRY,
-    DEFAULT_PROFILE,
-    PROFILES,
-    RETRIEVALS,
-    RouteSettings,
-    check_registry_name,
-    check_requests,
-    load_registry,
-    parse_registry,
-    register,
-    registered,
-    route,
-)
+from nodes.routing.entry import check_requests, route
+from nodes.routing.fusion import AGGREGATES, DEFAULT_PROFILE, PROFILES, RETRIEVALS, RouteSettings
+from nodes.routing.manifest import register, registered
+from nodes.routing.mcp import load_registry, parse_registry
+from nodes.routing.model import BUILTIN_REGISTRY, check_registry_name
 from stores.settings import InputError
 from stores.vectorstore import get_store
 

@@ -5,7 +5,7 @@ chunks) -> each round: the editor writes 3-5 questions (schema-enforced JSON) ->
 parallel (``Send``), each from chunks it retrieves (vector + BM25) with ``[chunk_id]`` citations and
 a confidence -> the editor merges the answers into the draft and judges it -> another round, or
 polish -> fact-check -> finish. ``method="map-reduce"`` and ``method="refine"`` run the baselines of
-``nodes.summary_baselines`` instead of the rounds, then the same fact-check.
+``graphs.summary_baselines`` instead of the rounds, then the same fact-check.
 
 The state holds the document id, never its text. Output: ``summary``, ``sentences`` with their
 citations and fact-check verdicts, the question/answer ``log`` by round, ``rounds``, ``usage``
@@ -27,6 +27,7 @@ from langgraph.types import Overwrite, Send
 from typing_extensions import TypedDict
 
 from graphs.context import resolve_context
+from graphs.summary_baselines import RETRY, BaselineContext, map_reduce_graph, refine_graph
 from nodes.editor import (
     build_overview,
     check_request,
@@ -64,7 +65,6 @@ from nodes.factcheck import (
 )
 from nodes.ingest import ingest_for_context
 from nodes.retrieval import hybrid_search
-from nodes.summary_baselines import RETRY, BaselineContext, build_map_reduce, build_refine
 from stores.documents import get_document
 from stores.models import LLM, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, resolve_role
 from stores.settings import InputError, ModelError, check_question
@@ -99,7 +99,7 @@ class SummarizeContext(BaselineContext):
     expert_routing: str = field(
         default="fixed",
         metadata=_describe(
-            "fixed: the editor's target_expert, else by question type; router: nodes.router.route_to_expert."
+            "fixed: the editor's target_expert, else by question type; router: nodes.routing.entry.route_to_expert."
         ),
     )
     expert_k: int = field(default=3, metadata=_describe("Chunks each expert retrieves per question."))
@@ -628,8 +628,8 @@ builder.add_node("questions", questions, retry_policy=RETRY)
 builder.add_node("expert", expert)
 builder.add_node("merge", merge, retry_policy=RETRY)
 builder.add_node("polish", polish_node, retry_policy=RETRY)
-builder.add_node("map_reduce", build_map_reduce().compile())
-builder.add_node("refine", build_refine().compile())
+builder.add_node("map_reduce", map_reduce_graph())
+builder.add_node("refine", refine_graph())
 builder.add_node("factcheck", factcheck, retry_policy=RETRY)
 builder.add_node("finish", finish)
 builder.add_edge(START, "prepare")

@@ -8,11 +8,13 @@
 
 Both cite chunk ids ``[c3]`` (map notes always carry their chunk's id) and write to the
 requested length, format and language. They run as subgraphs of ``graphs.summarize`` (selected by
-``method``) and on their own (``map_reduce_graph``, ``refine_graph``).
+``method``) and on their own (``map_reduce_graph()``, ``refine_graph()``: each compiled once, on first
+use, and shared with ``graphs.summarize``).
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
@@ -322,7 +324,17 @@ def build_refine() -> StateGraph[RefineState, BaselineContext, BaselineInput, Ba
     return builder
 
 
-map_reduce_graph = build_map_reduce().compile()
-map_reduce_graph.name = "map-reduce"
-refine_graph = build_refine().compile()
-refine_graph.name = "refine"
+@functools.cache
+def map_reduce_graph() -> Any:
+    """The map-reduce graph, compiled once (without a checkpointer), named ``map-reduce``."""
+    graph = build_map_reduce().compile()
+    graph.name = "map-reduce"
+    return graph
+
+
+@functools.cache
+def refine_graph() -> Any:
+    """The refine graph, compiled once (without a checkpointer), named ``refine``."""
+    graph = build_refine().compile()
+    graph.name = "refine"
+    return graph

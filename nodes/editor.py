@@ -9,7 +9,6 @@ coherence, and finally polishes the draft to the requested length, format and la
 from __future__ import annotations
 
 import difflib
-import importlib
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from pydantic import BaseModel, Field, create_model
 import prompts
 from nodes.expert import citations_in, focus_text, language_name, placeholder, question_key
 from nodes.retrieval import focus_snippet, hybrid_search
+from nodes.routing.entry import route_to_expert
 from stores.documents import DocumentInfo
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
@@ -187,27 +187,12 @@ def new_questions(candidates: Sequence[dict[str, Any]], asked: Sequence[str], th
     return out
 
 
-def _router() -> Any:
-    """``nodes.router.route_to_expert`` when that module exists, else None."""
-    try:
-        module = importlib.import_module("nodes.router")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("nodes.router", "nodes"):
-            return None
-        raise
-    return getattr(module, "route_to_expert", None)
-
-
 def choose_expert(question: dict[str, Any], experts: dict[str, str], routing: str, namespace: str) -> str:
     """Which expert answers ``question``: the router's pick, the editor's, or by question type."""
-    router = _router() if routing == "router" else None
-    if router is not None:
-        picked = router(question["question"], experts, namespace)
-        name = picked if isinstance(picked, str) else getattr(picked, "name", None)
-        if isinstance(picked, dict):
-            name = picked.get("name") or picked.get("agent")
+    if routing == "router":
+        name = route_to_expert(question["question"], experts, namespace)
         if name in experts:
-            return str(name)
+            return name
     target = str(question.get("target_expert", ""))
     if target in experts:
         return target

@@ -8,29 +8,11 @@ import pytest
 
 from bench.route import Query, agent_gains, evaluate, synthetic_registry_data, tool_gains
 from bench.route import _score as score_at
-from nodes.router import (
-    AgentMatch,
-    Candidates,
-    MatrixIndex,
-    RouteSettings,
-    StoreIndex,
-    build_graph,
-    builtin_registry,
-    fuse,
-    gather_candidates,
-    load_registry,
-    parse_registry,
-    rank,
-    rank_experts,
-    rank_tools,
-    register,
-    register_agents,
-    registered,
-    route,
-    route_request,
-    route_to_expert,
-    walk,
-)
+from nodes.routing.entry import rank_experts, route, route_request, route_to_expert
+from nodes.routing.fusion import AgentMatch, Candidates, RouteSettings, build_graph, fuse, rank, rank_tools, walk
+from nodes.routing.indexes import MatrixIndex, StoreIndex, gather_candidates
+from nodes.routing.manifest import register, register_agents, registered
+from nodes.routing.mcp import builtin_registry, load_registry, parse_registry
 from stores.settings import InputError
 from stores.vectorstore import get_store
 
@@ -466,7 +448,7 @@ def test_evaluate_and_synthetic_registry() -> None:
 
 
 def test_memory_index_reads_the_store_once_and_agrees_with_chroma(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodes import router
+    from nodes.routing.indexes import memory_index
 
     store = get_store("memory")
     reg = _registry()
@@ -478,6 +460,6 @@ def test_memory_index_reads_the_store_once_and_agrees_with_chroma(monkeypatch: p
     in_memory = route(requests, reg, store, RouteSettings(index="memory"))
     assert [[a.name for a in r.agents] for r in in_memory] == [[a.name for a in r.agents] for r in in_store]
     monkeypatch.setattr(store, "get", lambda *a, **k: pytest.fail("the stored vectors were read again"))
-    assert router.memory_index(reg, store) is router.memory_index(reg, store)
+    assert memory_index(reg, store) is memory_index(reg, store)
     with pytest.raises(InputError, match="unknown index"):
         RouteSettings(index="disk").checked()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
-import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -196,15 +194,13 @@ def test_custom_experts_and_router_choice(monkeypatch: pytest.MonkeyPatch) -> No
     assert {q["expert"] for q in out["log"][0]["questions"]} == {"numbers", "people"}
     assert "- numbers: figures, budgets and dates." in _system(_calls(fake, '"questions"')[0])
 
-    router = types.ModuleType("nodes.router")
     seen: list[tuple[str, dict[str, str], str]] = []
 
     def route_to_expert(question: str, candidates: dict[str, str], namespace: str) -> str:
         seen.append((question, candidates, namespace))
         return "people"
 
-    router.route_to_expert = route_to_expert  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "nodes.router", router)
+    monkeypatch.setattr("nodes.editor.route_to_expert", route_to_expert)
     out = _run(
         fake_chat_model(),
         {"path": str(FALCON), "length": 60},

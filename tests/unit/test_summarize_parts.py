@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from graphs.summary_baselines import cite_chunk, group_notes, is_none
 from nodes.editor import (
     choose_expert,
     draft_changed,
@@ -22,7 +23,6 @@ from nodes.editor import (
 from nodes.expert import DEFAULT_EXPERTS, AnswerCache, answer_question, citations_in, normalise_chunk_id, says_not_found
 from nodes.factcheck import factcheck_stats, parse_cited_sentences, render_summary, text_blocks, with_citations
 from nodes.ingest import ingest
-from nodes.summary_baselines import cite_chunk, group_notes, is_none
 from stores.models import LLM, ModelOutputError, use_chat_model
 from stores.testing import ScriptedChatModel
 from stores.vectorstore import get_store

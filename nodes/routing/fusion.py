@@ -1,0 +1,288 @@
+"""Fusion and walk (pure): type-weighted reciprocal rank fusion of the candidate lists, then the
+walk from fused nodes to the top-K agents over the registry's bipartite graph.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from nodes.routing.model import NodeId, Ranked, Registry
+from stores.settings import InputError
+
+Retrieval = Literal["vector", "bm25", "hybrid"]
+RETRIEVALS: tuple[str, ...] = ("vector", "bm25", "hybrid")
+AGGREGATES: tuple[str, ...] = ("first", "sum")
+"""How the walk scores an agent: the first node that reaches it, or its node plus its best tool."""
+INDEXES: tuple[str, ...] = ("store", "memory")
+"""Where vector search runs: in Chroma, or over the registry's stored vectors loaded in memory."""
+
+PROFILES: dict[str, tuple[float, float]] = {
+    "paper": (1.5, 1.0),
+    "balanced": (1.0, 1.0),
+    "workflow": (1.8, 1.0),
+    "api": (1.0, 1.5),
+    "agents": (1.0, 0.0),
+    "tools": (0.0, 1.0),
+}
+"""Named ``(agent_weight, tool_weight)`` pairs: ``paper`` is the 1.5:1 of the Agent-as-a-Graph
+write-up, ``balanced`` is plain RRF, ``workflow`` favours agent context, ``api`` favours fine-grained
+tool matches, ``agents`` / ``tools`` are agent-only / tool-only retrieval."""
+
+DEFAULT_PROFILE = "balanced"
+"""The profile used when none is named."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The bipartite graph
+# ---------------------------------------------------------------------------------------------
+_graphs: dict[str, Any] = {}
+_graphs_lock = threading.Lock()
+
+
+def build_graph(registry: Registry) -> Any:
+    """The registry as a networkx ``DiGraph``: agent and tool nodes, ``tool -> agent`` ownership edges."""
+    import networkx as nx
+
+    graph = nx.DiGraph(name=registry.name)
+    for agent in registry.agents:
+        graph.add_node(agent.node, kind="agent", name=agent.name, description=agent.description)
+        for tool in agent.tools:
+            graph.add_node(tool.node, kind="tool", name=tool.name, description=tool.description)
+            graph.add_edge(tool.node, agent.node, relation="owned_by")
+    return graph
+
+
+def graph_of(registry: Registry) -> Any:
+    """The (cached) graph of ``registry``."""
+    key = registry.content_hash
+    with _graphs_lock:
+        if key not in _graphs:
+            if len(_graphs) > 16:
+                _graphs.clear()
+            _graphs[key] = build_graph(registry)
+        return _graphs[key]
+
+
+def owners(graph: Any, node: NodeId) -> list[str]:
+    """Names of the agents a node stands for: itself for an agent, its owners for a tool."""
+    if node[0] == "agent":
+        return [node[1]]
+    if node not in graph:
+        return []
+    return [graph.nodes[a]["name"] for a in graph.successors(node)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fusion and walk (pure)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class RouteSettings:
+    """Knobs of one routing call.
+
+    The defaults are the best stable region of the LiveMCPBench sweep (``bench/route.py``):
+    vector and BM25 lists (hybrid), agent:tool 1:1, ``rrf_k`` 10, agents scored by their own node
+    plus their best tool (``sum``). The write-up's pipeline is ``profile="paper"`` (1.5:1),
+    ``rrf_k=60``, ``retrieval="vector"``, ``aggregate="first"``.
+    """
+
+    k: int = 5
+    candidates_factor: int = 10
+    rrf_k: float = 10.0
+    agent_weight: float = 1.0
+    tool_weight: float = 1.0
+    retrieval: str = "hybrid"
+    bm25_weight: float = 1.0
+    evidence: int = 3
+    top_tools: int = 10
+    aggregate: str = "sum"
+    index: str = "store"
+
+    @classmethod
+    def from_profile(cls, profile: str = DEFAULT_PROFILE, **overrides: Any) -> RouteSettings:
+        """Settings with the weights of a named profile, then ``overrides`` (``None`` values ignored)."""
+        if profile not in PROFILES:
+            raise InputError(f"unknown weight profile {profile!r}; one of {', '.join(PROFILES)}")
+        agent_weight, tool_weight = PROFILES[profile]
+        settings = cls(agent_weight=agent_weight, tool_weight=tool_weight)
+        return replace(settings, **{k: v for k, v in overrides.items() if v is not None}).checked()
+
+    @property
+    def candidates(self) -> int:
+        """``N``: how many agents and how many tools each retriever returns."""
+        return max(self.k * self.candidates_factor, self.k, self.top_tools)
+
+    def checked(self) -> RouteSettings:
+        """Return self if every knob is in range, else raise ``InputError``."""
+        if self.k < 1:
+            raise InputError(f"k must be at least 1, got {self.k}")
+        if self.candidates_factor < 1:
+            raise InputError(f"candidates_factor must be at least 1, got {self.candidates_factor}")
+        if self.rrf_k < 0:
+            raise InputError(f"rrf_k must not be negative, got {self.rrf_k}")
+        if min(self.agent_weight, self.tool_weight, self.bm25_weight) < 0:
+            raise InputError("fusion weights must not be negative")
+        if self.agent_weight == 0 and self.tool_weight == 0:
+            raise InputError("agent_weight and tool_weight are both 0: nothing would be ranked")
+        if self.retrieval not in RETRIEVALS:
+            raise InputError(f"unknown retrieval {self.retrieval!r}; one of {', '.join(RETRIEVALS)}")
+        if self.aggregate not in AGGREGATES:
+            raise InputError(f"unknown aggregate {self.aggregate!r}; one of {', '.join(AGGREGATES)}")
+        if self.index not in INDEXES:
+            raise InputError(f"unknown index {self.index!r}; one of {', '.join(INDEXES)}")
+        if self.evidence < 0 or self.top_tools < 0:
+            raise InputError("evidence and top_tools must not be negative")
+        return self
+
+
+@dataclass
+class Candidates:
+    """What the retrievers returned for one request, best first per list."""
+
+    agents: Ranked = field(default_factory=list)
+    tools: Ranked = field(default_factory=list)
+    bm25_agents: Ranked = field(default_factory=list)
+    bm25_tools: Ranked = field(default_factory=list)
+
+
+@dataclass
+class AgentMatch:
+    """One routed agent: fused score, matched tools (evidence), and how it was reached."""
+
+    name: str
+    score: float
+    tools: list[str] = field(default_factory=list)
+    via: str = "agent"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "score": round(self.score, 6), "tools": list(self.tools), "via": self.via}
+
+
+@dataclass
+class ToolMatch:
+    """One ranked tool and its owner agent."""
+
+    name: str
+    agent: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "agent": self.agent, "score": round(self.score, 6)}
+
+
+@dataclass
+class RouteResult:
+    """The routing of one request."""
+
+    request: str
+    agents: list[AgentMatch]
+    tools: list[ToolMatch]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "request": self.request,
+            "agents": [a.to_dict() for a in self.agents],
+            "tools": [t.to_dict() for t in self.tools],
+        }
+
+
+def fuse(lists: Sequence[tuple[Ranked, float]], rrf_k: float = 60.0) -> Ranked:
+    """Weighted reciprocal rank fusion: ``sum(weight / (rrf_k + rank))`` over the lists a node is in.
+
+    Lists with weight 0 are ignored. Ties keep the order of first appearance (lists in the order
+    given, then rank), so the result is deterministic.
+    """
+    scores: dict[NodeId, float] = {}
+    for ranked, weight in lists:
+        if weight <= 0:
+            continue
+        for rank, (node, _score) in enumerate(ranked, start=1):
+            scores[node] = scores.get(node, 0.0) + weight / (rrf_k + rank)
+    order = {node: i for i, node in enumerate(scores)}
+    return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
+
+
+def fusion_lists(cands: Candidates, settings: RouteSettings) -> list[tuple[Ranked, float]]:
+    """The ranked lists to fuse and their weights, for the settings' retrieval mode."""
+    lists: list[tuple[Ranked, float]] = []
+    if settings.retrieval in ("vector", "hybrid"):
+        lists += [(cands.agents, settings.agent_weight), (cands.tools, settings.tool_weight)]
+    if settings.retrieval in ("bm25", "hybrid"):
+        bm25 = settings.bm25_weight
+        lists += [(cands.bm25_agents, settings.agent_weight * bm25), (cands.bm25_tools, settings.tool_weight * bm25)]
+    return lists
+
+
+def walk(fused: Ranked, graph: Any, k: int, evidence: int = 3, aggregate: str = "first") -> list[AgentMatch]:
+    """The top ``k`` agents of a fused list, tools mapped to their owners, with evidence.
+
+    ``first``: read the list best first until ``k`` distinct agents; an agent scores the fused
+    score of the node that brought it in, and ``via`` says whether agent or tool nodes (or both)
+    reached it up to that point. ``sum``: an agent scores its own node's fused score plus that of
+    its best tool node (both terms of the type-weighted formula for the same agent), and the ``k``
+    best sums are kept. Either way the whole list is read for evidence: up to ``evidence`` matched
+    tools per agent, best first.
+    """
+    if aggregate == "sum":
+        return _walk_sum(fused, graph, k, evidence)
+    if aggregate != "first":
+        raise InputError(f"unknown aggregate {aggregate!r}; one of {', '.join(AGGREGATES)}")
+    chosen: dict[str, AgentMatch] = {}
+    complete = False
+    for node, score in fused:
+        kind = node[0]
+        for name in owners(graph, node):
+            match = chosen.get(name)
+            if match is None:
+                if len(chosen) >= k:
+                    continue
+                match = chosen[name] = AgentMatch(name=name, score=score, via=kind)
+            elif not complete and match.via != kind:
+                match.via = "both"
+            if kind == "tool" and len(match.tools) < evidence:
+                match.tools.append(node[2])
+        complete = complete or len(chosen) >= k
+    return list(chosen.values())
+
+
+def _walk_sum(fused: Ranked, graph: Any, k: int, evidence: int) -> list[AgentMatch]:
+    matches: dict[str, AgentMatch] = {}
+    has_tool: set[str] = set()
+    for node, score in fused:
+        kind = node[0]
+        for name in owners(graph, node):
+            match = matches.get(name)
+            if match is None:
+                match = matches[name] = AgentMatch(name=name, score=0.0, via=kind)
+            elif match.via != kind:
+                match.via = "both"
+            if kind == "agent":
+                match.score += score
+            else:
+                if name not in has_tool:
+                    has_tool.add(name)
+                    match.score += score
+                if len(match.tools) < evidence:
+                    match.tools.append(node[2])
+    order = {name: i for i, name in enumerate(matches)}
+    return sorted(matches.values(), key=lambda m: (-m.score, order[m.name]))[:k]
+
+
+def rank_tools(fused: Ranked, n: int) -> list[ToolMatch]:
+    """The ``n`` best tool nodes of a fused list."""
+    out: list[ToolMatch] = []
+    for node, score in fused:
+        if len(out) >= n:
+            break
+        if node[0] == "tool":
+            out.append(ToolMatch(name=node[2], agent=node[1], score=score))
+    return out
+
+
+def rank(request: str, cands: Candidates, registry: Registry, settings: RouteSettings) -> RouteResult:
+    """Fuse one request's candidates and walk them into agents and tools."""
+    fused = fuse(fusion_lists(cands, settings), settings.rrf_k)
+    agents = walk(fused, graph_of(registry), settings.k, settings.evidence, settings.aggregate)
+    return RouteResult(request=request, agents=agents, tools=rank_tools(fused, settings.top_tools))

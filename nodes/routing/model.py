@@ -1,0 +1,162 @@
+"""The routing registry: agent and tool nodes, their embedded texts, names and store ids.
+
+A registry is a bipartite graph of agents (name, description, category) and the tools each owns
+(name, description, parameter names). These frozen records are what every other routing module
+works on; :mod:`nodes.routing.mcp` builds them from the MCP servers JSON format.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from stores.settings import InputError
+from stores.text import content_hash, truncate_tokens
+
+NodeId = tuple[str, ...]
+"""``("agent", name)`` or ``("tool", agent, tool)``."""
+
+Ranked = list[tuple[NodeId, float]]
+"""Nodes best first, with the score the retriever gave them."""
+
+TEXT_FORMAT = "router-text-v1"
+"""Version of the text embedded for each node; part of every hash, so a change re-embeds."""
+
+MAX_EMBED_TOKENS = 480
+BUILTIN_REGISTRY = "longdoc"
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool node: what it does, its parameter names, and the agent that owns it."""
+
+    agent: str
+    name: str
+    description: str = ""
+    parameters: tuple[str, ...] = ()
+
+    @property
+    def node(self) -> NodeId:
+        return ("tool", self.agent, self.name)
+
+    @property
+    def text(self) -> str:
+        """The text embedded and indexed for this tool."""
+        text = f"{self.name}: {self.description}".strip() if self.description else self.name
+        if self.parameters:
+            text += " Parameters: " + ", ".join(self.parameters) + "."
+        return truncate_tokens(text, MAX_EMBED_TOKENS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": list(self.parameters)}
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent node and the tools it owns."""
+
+    name: str
+    description: str = ""
+    category: str = ""
+    tools: tuple[Tool, ...] = ()
+
+    @property
+    def node(self) -> NodeId:
+        return ("agent", self.name)
+
+    @property
+    def text(self) -> str:
+        """The text embedded and indexed for this agent (its tool names when it has no description)."""
+        if self.description:
+            text = f"{self.name}: {self.description}"
+        elif self.tools:
+            text = f"{self.name}: tools " + ", ".join(t.name for t in self.tools)
+        else:
+            text = self.name
+        return truncate_tokens(text, MAX_EMBED_TOKENS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "category": self.category,
+            "tools": [t.to_dict() for t in self.tools],
+        }
+
+
+@dataclass(frozen=True)
+class Registry:
+    """A validated set of agents and their tools, with the warnings raised while reading it."""
+
+    name: str
+    agents: tuple[Agent, ...]
+    warnings: tuple[str, ...] = ()
+
+    @cached_property
+    def tools(self) -> list[Tool]:
+        return [t for a in self.agents for t in a.tools]
+
+    @cached_property
+    def _by_name(self) -> dict[str, Agent]:
+        return {a.name: a for a in self.agents}
+
+    def agent(self, name: str) -> Agent:
+        if name not in self._by_name:
+            raise InputError(f"registry {self.name!r} has no agent {name!r}")
+        return self._by_name[name]
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Hash of everything that is embedded or stored (not the name, not the warnings)."""
+        return content_hash(TEXT_FORMAT + json.dumps([a.to_dict() for a in self.agents], sort_keys=True))
+
+    @property
+    def doc_id(self) -> str:
+        return registry_doc_id(self.name)
+
+    @property
+    def nodes(self) -> list[NodeId]:
+        """Every agent node, then every tool node."""
+        return [a.node for a in self.agents] + [t.node for t in self.tools]
+
+    @cached_property
+    def record_nodes(self) -> dict[str, NodeId]:
+        """Store record id -> node, for every node."""
+        return {record_id(self.doc_id, n): n for n in self.nodes}
+
+    def to_json(self) -> dict[str, Any]:
+        """The registry in the servers format it can be read back from."""
+        return {"name": self.name, "agents": [a.to_dict() for a in self.agents]}
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+
+def check_registry_name(name: str) -> str:
+    """Return ``name`` if it is a valid registry name (like a namespace) or raise ``InputError``."""
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InputError(
+            f"invalid registry name {name!r}: use 1-63 letters, digits, '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def registry_name_for(path: str | Path) -> str:
+    """A registry name derived from a file name (``my servers.json`` -> ``my-servers``)."""
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(path).stem).strip("-_")[:63]
+    return stem or "registry"
+
+
+def registry_doc_id(name: str) -> str:
+    """The store ``doc_id`` under which the records of registry ``name`` live."""
+    return f"registry-{check_registry_name(name)}"
+
+
+def record_id(doc_id: str, node: NodeId) -> str:
+    """Store id of a registry node's record."""
+    return f"{doc_id}:" + ":".join(node)
