@@ -1,13 +1,15 @@
 """A scripted OpenAI-compatible chat endpoint for tests of whole servers (no model weights).
 
-``python -m stores.fake_endpoint --port N`` serves ``POST /v1/chat/completions``: a request
+``python -m stores.fake_endpoint --port N`` serves ``POST /v1/chat/completions`` (and
+``/v1/embeddings``: hashed-word vectors, with the same faults): a request
 with a JSON-schema ``response_format`` gets the smallest instance of that schema (first enum
 value, minimum list lengths, ``c0`` for id-like strings), any other request a short cited
 sentence. Token usage is estimated from the text. Point ``LONGDOC_BASE_URL`` at it to run every
 graph through a real HTTP model call path in seconds, e.g. under ``langgraph dev``.
 
 It can also misbehave on purpose (``--fault MODE``, or a :class:`Script` in tests), one of
-:data:`FAULTS`: ``stall`` (accept, then never answer), ``truncated`` (JSON cut off with
+:data:`FAULTS`: ``stall`` (accept, then never answer), ``stall_reply`` (half the reply, then nothing
+more), ``truncated`` (JSON cut off with
 ``finish_reason: length``), ``non_json`` (prose where JSON was required), ``error_500``,
 ``rate_limited`` (429 with ``Retry-After``), ``html`` (a 200 HTML page), ``empty`` (an empty
 reply), ``reset`` (the connection dropped half-way through the reply). :func:`running` serves an
@@ -92,7 +94,18 @@ def reply_for(body: dict[str, Any]) -> str:
     return TEXT_REPLY
 
 
-FAULTS = ("ok", "stall", "reset", "truncated", "non_json", "error_500", "rate_limited", "html", "empty")
+FAULTS = (
+    "ok",
+    "stall",
+    "stall_reply",
+    "reset",
+    "truncated",
+    "non_json",
+    "error_500",
+    "rate_limited",
+    "html",
+    "empty",
+)
 """How the endpoint may answer a request."""
 
 
@@ -156,6 +169,21 @@ class DroppedReply(Response):
         # Returning before the body is complete makes the server close the connection mid-reply.
 
 
+class StalledReply(Response):
+    """A response that announces its body whole, sends the first half, then waits ``seconds`` for the rest."""
+
+    def __init__(self, body: bytes, seconds: float) -> None:
+        super().__init__(body, media_type="application/json")
+        self.seconds = seconds
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2], "more_body": True})
+        await asyncio.sleep(self.seconds)
+        await send({"type": "http.response.body", "body": self.body[len(self.body) // 2 :]})
+
+
 async def _read_prompt(seconds: float, every: float, tokens: int) -> Any:
     """Take ``seconds`` to read a prompt, yielding llama.cpp's progress report every ``every`` seconds
     (none when ``every`` is 0): the first at 0 %, before any reading."""
@@ -175,6 +203,38 @@ async def _read_prompt(seconds: float, every: float, tokens: int) -> Any:
         done += step
 
 
+def _failure(fault: str, script: Script) -> Response | None:
+    """The reply of a fault that answers with an HTTP error or an HTML page (None for the others)."""
+    if fault == "error_500":
+        return JSONResponse({"error": {"message": "scripted server error", "type": "server_error"}}, 500)
+    if fault == "rate_limited":
+        headers = {"Retry-After": str(script.retry_after)}
+        return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429, headers=headers)
+    if fault == "html":
+        return HTMLResponse("<html><body><h1>Welcome to nginx!</h1></body></html>")
+    return None
+
+
+EMBED_DIM = 64
+
+
+def embed(text: str, base64: bool = False) -> list[float] | str:
+    """A deterministic unit vector for ``text`` (hashed words), as floats or base64 float32 bytes."""
+    import base64 as b64
+    import hashlib
+    import math
+    import re
+    import struct
+
+    vector = [0.0] * EMBED_DIM
+    for word in re.findall(r"\w+", text.lower()) or [text]:
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[digest[0] % EMBED_DIM] += 1.0 if digest[1] % 2 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    vector = [v / norm for v in vector]
+    return b64.b64encode(struct.pack(f"<{EMBED_DIM}f", *vector)).decode() if base64 else vector
+
+
 def create_app(script: Script | None = None) -> Any:
     """The FastAPI app of the fake endpoint, answering as ``script`` says (default: always well)."""
     script = script or Script()
@@ -184,19 +244,48 @@ def create_app(script: Script | None = None) -> Any:
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
 
+    @app.post("/v1/embeddings")
+    async def embeddings(body: dict[str, Any], request: Request) -> Any:
+        script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
+        fault = script.next_fault()
+        texts = body.get("input") or []
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if fault == "stall":
+            await asyncio.sleep(script.stall_seconds)
+        failed = _failure(fault, script)
+        if failed is not None:
+            return failed
+        base64 = body.get("encoding_format") == "base64"
+        data = [{"object": "embedding", "index": i, "embedding": embed(t, base64)} for i, t in enumerate(texts)]
+        if fault == "empty":
+            data = []
+        tokens = sum(count_tokens(str(t)) for t in texts)
+        whole = {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", "scripted"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        if fault == "reset":
+            return DroppedReply(json.dumps(whole).encode())
+        if fault == "stall_reply":
+            return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
+        if fault == "truncated":
+            return Response(_cut(json.dumps(whole)), media_type="application/json")
+        if fault == "non_json":
+            return Response(TEXT_REPLY, media_type="application/json")
+        script.answered += 1
+        return whole
+
     @app.post("/v1/chat/completions")
     async def chat(body: dict[str, Any], request: Request) -> Any:
         script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
         fault = script.next_fault()
         if fault == "stall":
             await asyncio.sleep(script.stall_seconds)
-        if fault == "error_500":
-            return JSONResponse({"error": {"message": "scripted server error", "type": "server_error"}}, 500)
-        if fault == "rate_limited":
-            headers = {"Retry-After": str(script.retry_after)}
-            return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429, headers=headers)
-        if fault == "html":
-            return HTMLResponse("<html><body><h1>Welcome to nginx!</h1></body></html>")
+        failed = _failure(fault, script)
+        if failed is not None:
+            return failed
         content = reply_for(body)
         finish = "stop"
         if fault == "truncated":
@@ -213,6 +302,10 @@ def create_app(script: Script | None = None) -> Any:
             message = {"role": "assistant", "content": content}
             whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
             return DroppedReply(json.dumps(whole).encode())
+        if fault == "stall_reply":  # nor is a reply that stops half-way and never goes on
+            message = {"role": "assistant", "content": content}
+            whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
+            return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
         script.answered += 1
         await script.take_slot()
         if body.get("stream"):

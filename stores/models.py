@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
@@ -522,9 +523,9 @@ def _is_openai(model: BaseChatModel) -> bool:
     return isinstance(model, ChatOpenAI)
 
 
-def _endpoint_of(model: BaseChatModel) -> str:
-    """The base URL a ``ChatOpenAI`` client calls (empty for other models)."""
-    return str(getattr(model, "openai_api_base", "") or "") if _is_openai(model) else ""
+def _endpoint_of(model: Any) -> str:
+    """The base URL an OpenAI client (``ChatOpenAI``, ``OpenAIEmbeddings``) calls (empty for other models)."""
+    return str(getattr(model, "openai_api_base", "") or "")
 
 
 def _unavailable(exc: Exception) -> bool:
@@ -546,7 +547,7 @@ def _dropped_mid_reply(exc: BaseException) -> bool:
     return False
 
 
-def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) -> Exception:
+def _model_error(exc: Exception, role: str, model: Any = None, reply: str = "chat completion") -> Exception:
     if isinstance(exc, ModelError):
         return exc
     name = type(exc).__name__
@@ -584,13 +585,67 @@ def _model_error(exc: Exception, role: str, model: BaseChatModel | None = None) 
     if "Unexpected response type" in text or "'str' object has no attribute" in text:
         return ModelError(
             f"the {role} model endpoint{where} answered with something that is not an OpenAI-compatible "
-            "chat completion (an HTML page? check LONGDOC_BASE_URL, which usually ends in /v1)"
+            f"{reply} (an HTML page? check the endpoint's URL, which usually ends in /v1)"
         )
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and status >= 500:
         return ModelError(f"the {role} model endpoint{where} failed with HTTP {status} after {attempts} attempts")
     to = f" to {endpoint}" if endpoint else ""
     return ModelError(f"the {role} model call{to} failed ({name}: {str(exc)[:300]})")
+
+
+class EndpointEmbeddings(Embeddings):
+    """An OpenAI-compatible ``/embeddings`` endpoint held to the rules of the chat calls.
+
+    ``OpenAIEmbeddings`` with the connect and read timeouts and the retries of ``LONGDOC_*``, the
+    process's deadline-aware HTTP client (:func:`http_client`) and the endpoint gate; a failure
+    is a :class:`ModelError` naming the endpoint (a :class:`RunTimeout` past the run's deadline),
+    and a reply without one vector per text is refused. A LangChain ``Embeddings``.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None, model: str) -> None:
+        import httpx
+        from langchain_openai import OpenAIEmbeddings
+
+        settings = get_settings()
+        self.endpoint = base_url.rstrip("/")
+        self.embedder_id = f"openai-{re.sub(r'[^a-z0-9]+', '-', model.lower())}"
+        self.inner = OpenAIEmbeddings(
+            base_url=base_url,
+            api_key=api_key or "not-needed",  # type: ignore[arg-type]
+            model=model,
+            check_embedding_ctx_length=False,
+            max_retries=settings.max_retries,
+            timeout=httpx.Timeout(settings.read_timeout_for(base_url), connect=settings.connect_timeout),
+            http_client=http_client(),
+        )
+
+    def _run(self, texts: list[str], call: Callable[[], Any]) -> list[list[float]]:
+        check_deadline()
+        endpoint_gate.check(self.endpoint)
+        try:
+            vectors = call()
+        except DeadlineReached as exc:
+            raise RunTimeout(str(exc)) from None
+        except Exception as exc:
+            check_deadline()
+            error = _model_error(exc, "embedding", self.inner, reply="embeddings response")
+            if _unavailable(exc):
+                endpoint_gate.close(self.endpoint, str(error))
+            raise error from exc
+        endpoint_gate.open(self.endpoint)
+        if not isinstance(vectors, list) or len(vectors) != len(texts) or not all(vectors):
+            count = len(vectors) if isinstance(vectors, list) else 0
+            raise ModelError(
+                f"the embedding model endpoint {self.endpoint} answered with {count} vectors for {len(texts)} texts"
+            )
+        return vectors
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._run(texts, lambda: self.inner.embed_documents(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._run([text], lambda: [self.inner.embed_query(text)])[0]
 
 
 def llm_for(role: str, context: Any = None, **kwargs: Any) -> LLM:

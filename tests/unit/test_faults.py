@@ -52,7 +52,7 @@ def endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 
 # --- the model layer ------------------------------------------------------------------------------
-@pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
+@pytest.mark.parametrize("endpoint", ["stall", "stall_reply"], indirect=True)
 def test_a_stalled_endpoint_ends_in_a_clear_error_and_is_not_retried_again(endpoint: fake_endpoint.Script) -> None:
     start = time.monotonic()
     with pytest.raises(ModelError, match="did not answer in time") as caught:
@@ -160,7 +160,7 @@ WORKFLOWS = {
 }
 
 
-@pytest.mark.parametrize("endpoint", ["stall", "reset", "error_500", "html"], indirect=True)
+@pytest.mark.parametrize("endpoint", ["stall", "stall_reply", "reset", "error_500", "html"], indirect=True)
 @pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
 def test_workflows_answer_503_naming_the_endpoint_within_the_bound(
     endpoint: fake_endpoint.Script, workflow: str
@@ -304,11 +304,13 @@ def _command(command: str, thread: str, folder: Path) -> list[str]:
         "ask": ["ask", str(FALCON), "Who manages procurement?", "--json", "--thread-id", thread],
         "summarize": ["summarize", str(FALCON), "--length", "40", "--json", "--thread-id", thread],
         "chat": ["chat", str(FALCON), "--script", str(script), "--session", thread],
+        # A canvas is made once per document and namespace: each run has its own namespace.
+        "canvas": ["canvas", str(FALCON), "--json", "--namespace", thread],
     }[command] + ["-q"]
 
 
 @pytest.mark.parametrize("fault", EVERY_FAULT)
-@pytest.mark.parametrize("command", ["ask", "summarize", "chat"])
+@pytest.mark.parametrize("command", ["ask", "summarize", "chat", "canvas"])
 def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
     fault: str,
     command: str,
@@ -326,6 +328,8 @@ def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
             first = ["chat", str(FALCON), "--script", str(tmp_path / "questions.json"), "--session", "run", "-q"]
             assert cli.main(first) == 0
             reference["turn"] = 2
+        if command == "canvas":  # the document is in the run's namespace before the canvas fails
+            assert cli.main(["ingest", str(FALCON), "--namespace", "run", "-q"]) == 0
         capsys.readouterr()
         before, saved = _snapshot(longdoc_home), _checkpoints("run")
 
@@ -341,6 +345,10 @@ def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
             after = _checkpoints("run")
             assert after[len(after) - len(saved) :] == saved  # older checkpoints untouched, new ones only added
 
+        if code == 0 and command == "canvas":  # the outline drawn instead, and marked so
+            result = json.loads(captured.out.splitlines()[-1])
+            assert result["source"] == "outline" and "model" in result["error"], result
+            return
         if code == 0:  # the fault gave a result (a marked or shortened one): the run is complete
             assert not _pending(command, "run")
             return
@@ -350,9 +358,15 @@ def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
         endpoint_gate.reset()
         assert cli.main(_command(command, "run", tmp_path)) == 0
         again = json.loads(capsys.readouterr().out.splitlines()[-1])
-    keys = {"ask": ("answer", "read", "calls"), "summarize": ("summary",), "chat": ("turn", "answer")}[command]
+    keys = {
+        "ask": ("answer", "read", "calls"),
+        "summarize": ("summary",),
+        "chat": ("turn", "answer"),
+        "canvas": ("source", "nodes", "mermaid"),
+    }[command]
     assert [again[k] for k in keys] == [reference[k] for k in keys]
-    assert not _pending(command, "run")
+    if command != "canvas":
+        assert not _pending(command, "run")
 
 
 @pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
@@ -499,3 +513,79 @@ def test_a_served_run_past_its_deadline_sends_no_more_model_requests(
         # The worker thread's request was cut at the deadline: no retry after the 4 s read timeout.
         time.sleep(max(0.0, start + 5.5 - time.monotonic()))
     assert len(endpoint.requests) == 1
+
+
+# --- route: its model step is the embedder, here an OpenAI-compatible endpoint ---------------------------
+@pytest.mark.parametrize("fault", EVERY_FAULT)
+def test_an_embedding_endpoint_fails_clearly_within_the_bound(fault: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.models import EndpointEmbeddings
+
+    script = fake_endpoint.Script(fault="ok" if fault == "refuse" else fault, stall_seconds=30, retry_after=0.3)
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+        if fault == "refuse":
+            url = f"http://127.0.0.1:{fake_endpoint.free_port()}"
+        embedder = EndpointEmbeddings(url + "/v1", None, "scripted-embed")
+        start = time.monotonic()
+        with pytest.raises(ModelError) as caught:
+            embedder.embed_documents(["Bob Chen manages procurement.", "The supplier is Acme."])
+        took = time.monotonic() - start
+    assert url + "/v1" in str(caught.value) and "embedding" in str(caught.value), caught.value
+    assert took < BOUND and len(script.requests) <= RETRIES + 1
+
+
+def test_an_embedding_endpoint_that_answers_embeds(endpoint: fake_endpoint.Script) -> None:
+    from stores.models import EndpointEmbeddings
+
+    endpoint.faults = ["rate_limited"]
+    embedder = EndpointEmbeddings(endpoint.url, None, "scripted-embed")  # type: ignore[attr-defined]
+    vectors = embedder.embed_documents(["one", "two"])
+    assert len(vectors) == 2 and len(vectors[0]) == fake_endpoint.EMBED_DIM
+    assert embedder.embed_query("one") == vectors[0] and len(endpoint.requests) == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="stores/embedders.py still builds its own OpenAIEmbeddings (no timeouts, raw OpenAI errors); "
+    "it should return stores.models.EndpointEmbeddings",
+)
+@pytest.mark.parametrize("fault", EVERY_FAULT)
+def test_route_with_an_endpoint_embedder_fails_clearly_and_leaves_the_store_unchanged(
+    fault: str,
+    longdoc_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from stores import embedders, vectorstore
+
+    def switch(url: str) -> None:  # a new embedder for the new URL, in new stores
+        monkeypatch.setenv("LONGDOC_EMBED_BASE_URL", url)
+        embedders._cached.cache_clear()
+        vectorstore.reset_stores()
+        endpoint_gate.reset()
+
+    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", str(BOUND))  # a stalled embedder must not hold the test
+    monkeypatch.setenv("LONGDOC_EMBEDDER", "openai")
+    argv = ["route", "summarize a long report", "--json", "-q"]
+    script = fake_endpoint.Script(stall_seconds=30, retry_after=0.3)
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+        switch(url + "/v1")
+        assert cli.main(argv) == 0  # registers the built-in registry, then routes
+        reference = json.loads(capsys.readouterr().out.splitlines()[-1])
+        before = _snapshot(longdoc_home)
+
+        script.fault = "ok" if fault == "refuse" else fault
+        failing = f"http://127.0.0.1:{fake_endpoint.free_port()}/v1" if fault == "refuse" else url + "/v1"
+        switch(failing)
+        start = time.monotonic()
+        code = cli.main(argv)  # the request's embedding fails
+        took = time.monotonic() - start
+        err = capsys.readouterr().err
+        assert code == 3 and took < BOUND and err.count("\n") == 1 and failing in err, (code, took, err)
+        assert _snapshot(longdoc_home) == before
+
+        script.fault = "ok"
+        switch(url + "/v1")
+        assert cli.main(argv) == 0
+        assert json.loads(capsys.readouterr().out.splitlines()[-1]) == reference
+    embedders._cached.cache_clear()
+    vectorstore.reset_stores()
