@@ -29,7 +29,6 @@ LLM responses are cached in ``LONGDOC_HOME``, so a re-run is nearly free.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
@@ -41,77 +40,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-
 from nodes.offloader import POLICIES
 from stores.documents import write_atomic
-from stores.testing import ScriptedChatModel
+from tests.fakes import offload_chat_model as fake_chat_model
+from tests.fakes import offload_reply as scripted_reply  # noqa: F401  (kept importable from here)
 
 ANSWER_STEPS = ("answer", "answer_after_recall")
-
-
-# --- a scripted model that plays every role of the offload workflow -----------------------------
-_LINE = re.compile(r"^\[(c\d+)\] (?:\(([^)]*)\) )?(.+)$")
-_DETAILS = ("Details from the document:", "文档中的细节：")
-
-
-def _first_sentence(text: str) -> str:
-    text = re.sub(r"\s*…\s*", " ", text).strip()
-    match = re.match(r"(.+?[.!?。！？])(\s|$)", text)
-    return (match.group(1) if match else text)[:200].strip()
-
-
-def _detail_lines(user: str) -> list[tuple[str, str]]:
-    start = max(user.rfind(label) for label in _DETAILS)
-    if start < 0:
-        return []
-    out = []
-    for line in user[start:].splitlines()[1:]:
-        match = _LINE.match(line)
-        if not match:
-            break
-        out.append((match.group(1), match.group(3)))
-    return out
-
-
-def scripted_reply(messages: Sequence[BaseMessage]) -> str:
-    """A valid reply for any offload prompt, made from the prompt's own text (for tests and timing)."""
-    system, user = str(messages[0].content), str(messages[-1].content)
-    if '"nodes"' in system:
-        limit = int((re.findall(r"(?:at most|最多) (\d+)", system) or ["8"])[0])
-        nodes: list[dict[str, Any]] = []
-        for line in user.splitlines():
-            match = _LINE.match(line)
-            if match and len(nodes) < limit:
-                label = match.group(2) or " ".join(match.group(3).split()[:4])
-                nodes.append(
-                    {"id": f"n{len(nodes) + 1}", "label": label, "kind": "step", "chunk_ids": [match.group(1)]}
-                )
-        edges = [{"source": a["id"], "target": b["id"], "label": "then"} for a, b in itertools.pairwise(nodes)]
-        return json.dumps({"title": "Canvas", "nodes": nodes, "edges": edges})
-    if '"conclusion"' in system:
-        answer = (re.findall(r"(?:Answer|回答)[:：] (.+)", user) or [""])[-1]
-        sentence = _first_sentence(answer)
-        facts = [sentence] if re.search(r"\d", sentence) else []
-        return json.dumps({"conclusion": sentence or "no answer", "facts": facts, "goal": ""})
-    found = _detail_lines(user)
-    if found:
-        cid, text = found[0]
-        text_answer = f"{_first_sentence(text)} [{cid}]"
-        citations = [cid]
-    else:
-        text_answer, citations = "The memory does not hold the answer.", []
-    if '"answer"' in system:
-        reply: dict[str, Any] = {"answer": text_answer, "citations": citations}
-        if '"recall"' in system:
-            reply["recall"] = []
-        return json.dumps(reply)
-    return text_answer
-
-
-def fake_chat_model(delay: float = 0.0) -> ScriptedChatModel:
-    """The scripted offload model, sleeping ``delay`` seconds per call."""
-    return ScriptedChatModel(default=scripted_reply, delay=delay)
 
 
 # --- data ---------------------------------------------------------------------------------------

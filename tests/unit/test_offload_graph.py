@@ -11,7 +11,6 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bench.offload import scripted_reply
 from graphs.offload import OffloadContext, builder, graph
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
@@ -21,6 +20,7 @@ from stores.settings import InputError
 from stores.testing import ScriptedChatModel
 from stores.text import count_tokens
 from stores.vectorstore import get_store, reset_stores
+from tests.fakes import offload_reply as scripted_reply
 
 QUESTIONS = [
     "Who manages procurement?",

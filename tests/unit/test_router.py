@@ -6,8 +6,6 @@ from typing import Any
 
 import pytest
 
-from bench.route import Query, agent_gains, evaluate, synthetic_registry_data, tool_gains
-from bench.route import _score as score_at
 from nodes.routing.entry import rank_experts, route, route_request, route_to_expert
 from nodes.routing.fusion import AgentMatch, Candidates, RouteSettings, build_graph, fuse, rank, rank_tools, walk
 from nodes.routing.indexes import MatrixIndex, StoreIndex, gather_candidates
@@ -418,33 +416,6 @@ def test_route_to_expert_edge_cases() -> None:
         route_to_expert("  ", EXPERTS, "docs")
     with pytest.raises(InputError, match="has no name"):
         route_to_expert("a question", {"": "nameless", "b": "named"}, "docs")
-
-
-# --- benchmark metrics ----------------------------------------------------------------------------
-def test_gains_count_each_gold_item_once_and_any_owner() -> None:
-    gold_servers = [frozenset({"A", "B"}), frozenset({"C"})]
-    assert agent_gains(["B", "A", "X", "C"], gold_servers) == [1, 0, 0, 1]
-    recall, ndcg = score_at([1, 0, 0, 1], 2, 5)
-    assert recall == 1.0 and ndcg == pytest.approx((1 + 1 / 2.321928) / (1 + 1 / 1.584963), rel=1e-4)
-    assert score_at([0, 1], 2, 1) == (0.0, 0.0)
-    gold = [("search", frozenset({"A", "B"})), ("read", frozenset({"C"}))]
-    assert tool_gains([("B", "search"), ("A", "search"), ("C", "write"), ("C", "read")], gold) == [1, 0, 0, 1]
-
-
-def test_evaluate_and_synthetic_registry() -> None:
-    reg = _registry()
-    data = synthetic_registry_data(45, tools_per_agent=20)
-    assert data == synthetic_registry_data(45, tools_per_agent=20)
-    assert sum(len(a["tools"]) for a in data) == 45 and len(data) == 3
-    synthetic = parse_registry(data, "synthetic")
-    assert len(synthetic.tools) == 45 and synthetic.warnings == ()
-    store = get_store("bench")
-    register(reg, store)
-    queries = [Query("q1", "stock price of a ticker", [("stock_price", frozenset({"Finance Server"}))])]
-    results = route([q.query for q in queries], reg, store, RouteSettings.from_profile("balanced", k=5))
-    metrics = evaluate(results, queries)
-    assert metrics["agent_recall@5"] == 1.0 and metrics["tool_recall@10"] == 1.0
-    assert evaluate(results, queries, tools_ranked=False)["tool_recall@5"] is None
 
 
 def test_memory_index_reads_the_store_once_and_agrees_with_chroma(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.offload import fake_chat_model
 from graphs.serve import create_app
 from stores.models import use_chat_model
+from tests.fakes import offload_chat_model as fake_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

@@ -13,14 +13,15 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 import graphs.summarize as summarize
-from bench.summarize import fake_chat_model, scripted_reply
 from graphs.context import field_descriptions
 from graphs.summarize import SummarizeContext, graph
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
-from stores.models import usage_totals, use_chat_model
+from stores.models import ModelOutputError, usage_totals, use_chat_model
 from stores.settings import InputError, ModelError
 from stores.testing import ScriptedChatModel
+from tests.fakes import summarize_chat_model as fake_chat_model
+from tests.fakes import summarize_reply as scripted_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 
@@ -540,15 +541,7 @@ def test_context_fields_are_described() -> None:
     assert all(text.strip() for text in descriptions.values())
 
 
-def test_a_summary_with_no_usable_sentence_is_an_error_and_the_bench_counts_it_as_failed() -> None:
-    from bench.summarize import summarize_once
-    from stores.models import ModelOutputError
-
+def test_a_summary_with_no_usable_sentence_is_an_error() -> None:
     mute = ScriptedChatModel(default="")
     with pytest.raises(ModelOutputError, match="summary came out empty"):
         _run(mute, {"path": str(FALCON), "length": 60}, max_rounds=1)
-    doc_id = ingest(str(FALCON)).doc_id
-    with use_chat_model(mute):
-        out, _seconds = summarize_once(doc_id, "", "expert-editor", {"max_rounds": 1})
-    assert out["summary"] == "" and out["stop_reason"].startswith("failed: the summary came out empty")
-    assert out["factcheck"]["sentences"] == 0

@@ -1,0 +1,87 @@
+"""The layers import downwards only: ``graphs`` -> ``nodes`` -> ``stores``; tests use no benchmark code.
+
+``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (agents
+and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports
+``bench``; and tests import ``bench`` only when they test a benchmark. Imports are read from the
+source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "stores": ("nodes", "graphs", "bench"),
+    "nodes": ("graphs", "bench"),
+    "graphs": ("bench",),
+}
+
+BENCH_TESTS = ("test_bench_*.py", "test_offload_bench.py", "test_reliability_bench.py")
+"""Test modules that test benchmark code, and so may import it."""
+
+NOT_YET_MOVED = frozenset({"test_faults.py", "test_inputs.py", "test_resume.py", "test_security.py"})
+"""Tests that still take the scripted offload model from ``bench.offload`` (which re-exports it from
+``tests.fakes``); each is to import it from ``tests.fakes`` and leave this set."""
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level package names ``path`` imports, wherever the import statement is."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names.add(node.args[0].value)
+    return {name.split(".")[0] for name in names}
+
+
+def _sources(package: str) -> list[Path]:
+    return sorted(p for p in (ROOT / package).rglob("*.py") if "node_modules" not in p.parts)
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_runtime_layers_import_downwards_only(package: str) -> None:
+    files = _sources(package)
+    assert files, f"no Python files under {package}/"
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(imported_modules(path) & set(FORBIDDEN[package]))
+        for path in files
+        if imported_modules(path) & set(FORBIDDEN[package])
+    }
+    assert not wrong, f"{package}/ must not import {', '.join(FORBIDDEN[package])}: {wrong}"
+
+
+def test_tests_import_bench_only_to_test_benchmarks() -> None:
+    allowed = {path for pattern in BENCH_TESTS for path in (ROOT / "tests").rglob(pattern)}
+    wrong = sorted(
+        str(path.relative_to(ROOT))
+        for path in _sources("tests")
+        if path not in allowed and path.name not in NOT_YET_MOVED and "bench" in imported_modules(path)
+    )
+    assert not wrong, f"these tests import bench/ (move the fakes they need to tests/fakes.py): {wrong}"
+
+
+def test_the_checker_sees_every_kind_of_import(tmp_path: Path) -> None:
+    source = tmp_path / "example.py"
+    source.write_text(
+        "import graphs.chain\nfrom bench.offload import x\n"
+        "def f():\n    from nodes import canvas\n    importlib.import_module('stores.text')\n"
+        "from . import sibling\n",
+        encoding="utf-8",
+    )
+    assert imported_modules(source) == {"graphs", "bench", "nodes", "stores"}
