@@ -64,3 +64,17 @@ def test_canvas_out_on_a_folder_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
         assert code == 2 and "is a folder" in capsys.readouterr().err
         code = cli.main(["canvas", str(FALCON), "--out", str(tmp_path / "missing" / "c.mmd"), "-q"])
         assert code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_ask_has_the_same_question_limit_and_refuses_a_negative_chunk_cap(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with use_chat_model(fake_chat_model()):
+        code = cli.main(["ask", str(FALCON), LONG, "-q", "--embedder", "hash"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"the question is {len(LONG)} characters long; the limit is {MAX_QUESTION_CHARS}" in err
+        question = "Who manages procurement?"
+        code = cli.main(["ask", str(FALCON), question, "--max-chunks", "-5", "-q", "--embedder", "hash"])
+        err = capsys.readouterr().err
+        assert code == 2 and "max_chunks" in err and "must not be negative" in err and err.count("\n") == 1, err

@@ -152,3 +152,27 @@ def test_the_ask_command_resumes_a_dead_chain_without_asking_finished_workers_ag
     assert len(model.calls) == workers + 1  # only the manager is asked again
     assert out["calls"] == expected["calls"] == len(reference.calls)  # each call counted once
     assert [out[k] for k in ("answer", "read", "citations")] == [expected[k] for k in ("answer", "read", "citations")]
+
+
+def test_a_langserve_client_resending_a_dead_chain_resumes_it_and_counts_calls_once() -> None:
+    doc_id = ingest(str(FALCON)).doc_id
+    body: dict[str, Any] = {
+        "input": {"question": "Who manages procurement?", "doc_id": doc_id},
+        "config": {"configurable": {"read_all": True}},
+    }
+    reference = Failing(default=_chain_reply)
+    model = Failing(default=_chain_reply, fail_at="manager of a chain", down=2)  # the manager, and its retry
+    with TestClient(create_app()) as client:
+        with use_chat_model(reference):
+            expected = client.post("/chain/invoke", json=body)
+        assert expected.status_code == 200, expected.text
+        body["config"]["configurable"]["thread_id"] = "web-chain-1"
+        with use_chat_model(model):
+            assert client.post("/chain/invoke", json=body).status_code == 503
+            workers = len(model.calls)
+            again = client.post("/chain/invoke", json=body)  # what a LangServe client does: the same input
+    assert again.status_code == 200, again.text
+    assert len(model.calls) == workers + 1  # only the manager is asked again
+    out, want = again.json()["output"], expected.json()["output"]
+    assert out["calls"] == want["calls"] == len(reference.calls)  # each call counted once
+    assert [out[k] for k in ("answer", "read")] == [want[k] for k in ("answer", "read")]
