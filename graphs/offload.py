@@ -189,6 +189,8 @@ class OffloadState(OffloadInput, OffloadOutput, total=False):  # type: ignore[mi
     """Recall rounds used this turn (at most one)."""
     bound: dict
     """What the session is bound to on its first turn: {doc_id, session, policy}."""
+    refused: str
+    """Why ``begin`` refused this turn's input (empty when it took it)."""
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -245,7 +247,26 @@ def _canvas(ctx: OffloadContext, doc_id: str) -> Canvas | None:
 
 # --- nodes ---------------------------------------------------------------------------------------
 def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Check the turn; on the first turn ingest the document and bind the session to it."""
+    """Check the turn; on the first turn ingest the document and bind the session to it.
+
+    A refused turn (``InputError``) writes back what the session is bound to (nothing before its
+    first turn), so the refused ``doc_id``, ``path``, ``session`` or ``goal`` stays out of the thread
+    and cannot refuse a later turn; ``refuse`` then raises the error.
+    """
+    try:
+        return _begin(state, runtime)
+    except InputError as exc:
+        bound = state.get("bound") or {}
+        restored = {"doc_id": bound.get("doc_id", ""), "session": bound.get("session", "")}
+        return {"refused": str(exc) or type(exc).__name__, "path": "", "goal": "", **restored}
+
+
+def refuse(state: OffloadState) -> dict[str, Any]:
+    """Raise the error ``begin`` refused the turn with (its input is already out of the thread)."""
+    raise InputError(state["refused"])
+
+
+def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     ctx = resolve_context(runtime, OffloadContext)
     check_context(ctx)
     question = " ".join(check_question(str(state.get("question") or "")).split())
@@ -302,6 +323,7 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
         "calls": [],
         "recall_ids": [],
         "recall_round": 0,
+        "refused": "",
     }
     if first:
         update["history"] = []
@@ -311,8 +333,10 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
     return update
 
 
-def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["canvas", "retrieve"]:
-    """Make the canvas once per session when the policy uses it."""
+def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["refuse", "canvas", "retrieve"]:
+    """Refuse a turn ``begin`` refused; make the canvas once per session when the policy uses it."""
+    if state.get("refused"):
+        return "refuse"
     ctx = resolve_context(runtime, OffloadContext)
     return "canvas" if ctx.policy == "offload_canvas" and not state.get("canvas") else "retrieve"
 
@@ -556,18 +580,20 @@ builder = StateGraph(
     OffloadState, context_schema=OffloadContext, input_schema=OffloadInput, output_schema=OffloadOutput
 )
 builder.add_node("begin", begin)
+builder.add_node("refuse", refuse)
 builder.add_node("canvas", canvas, retry_policy=_retry)
 builder.add_node("retrieve", retrieve)
 builder.add_node("answer", answer, retry_policy=_retry)
 builder.add_node("recall", recall)
 builder.add_node("offload", offload, retry_policy=_retry)
 builder.add_edge(START, "begin")
-builder.add_conditional_edges("begin", route_begin, ["canvas", "retrieve"])
+builder.add_conditional_edges("begin", route_begin, ["refuse", "canvas", "retrieve"])
 builder.add_edge("canvas", "retrieve")
 builder.add_edge("retrieve", "answer")
 builder.add_conditional_edges("answer", route_answer, ["recall", "offload"])
 builder.add_edge("recall", "answer")
 builder.add_edge("offload", END)
+builder.add_edge("refuse", END)
 
 graph = builder.compile()
 graph.name = "offload"

@@ -39,6 +39,8 @@ class ScriptedChatModel(BaseChatModel):
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _index: int = PrivateAttr(default=0)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _active: int = PrivateAttr(default=0)
+    _peak: int = PrivateAttr(default=0)
 
     @property
     def _llm_type(self) -> str:
@@ -48,6 +50,11 @@ class ScriptedChatModel(BaseChatModel):
     def calls(self) -> list[list[BaseMessage]]:
         """Messages of every call so far."""
         return self._calls
+
+    @property
+    def peak_concurrency(self) -> int:
+        """The most calls that were running at the same time so far."""
+        return self._peak
 
     def _pick(self, messages: Sequence[BaseMessage]) -> Any:
         text = "\n".join(str(m.content) for m in messages)
@@ -70,6 +77,15 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         with self._lock:
             self._calls.append(list(messages))
+            self._active += 1
+            self._peak = max(self._peak, self._active)
+        try:
+            return self._reply(messages)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _reply(self, messages: list[BaseMessage]) -> ChatResult:
         text_in = "\n".join(str(m.content) for m in messages)
         if self.fail_on and self.fail_on in text_in:
             raise RuntimeError(f"scripted failure for a prompt containing {self.fail_on!r}")

@@ -180,7 +180,9 @@ def test_canvas_is_made_once_per_document(doc_id: str) -> None:
     assert outs[0]["canvas"]["source"] == "llm" and not outs[0]["canvas"]["cached"]
     assert outs[0]["canvas"]["nodes"] == 4 and outs[1]["canvas"] == outs[0]["canvas"]
     assert "canvas" in outs[0]["usage"] and outs[0]["memory"]["canvas"] > 0
-    assert any(d["via"].startswith("canvas:") for o in outs for d in o["details"]) or outs[0]["details"]
+    # neither question names a node of the map, so search alone brings the details (the canvas route
+    # is tested in test_canvas_touched_by_the_question_brings_its_chunk)
+    assert [[(d["chunk_id"], d["via"]) for d in o["details"]] for o in outs] == [[("c2", "search")], [("c1", "search")]]
     for _, user in model.answers():
         assert user.startswith("Map of the document (nodes with their chunk ids, then relations):\nn1 ")
 
@@ -306,15 +308,35 @@ def test_a_session_stays_on_its_document_and_policy(doc_id: str, tmp_path: Path)
             compiled.invoke(
                 {"question": "Tea?", "doc_id": other_id}, config=config, context={**BASE, "policy": "offload"}
             )
-        # a refused request leaves its doc_id in the thread until a request gives the right one
-        with pytest.raises(InputError, match="bound to one document"):
-            compiled.invoke({"question": "Who?"}, config=config, context={**BASE, "policy": "offload"})
+        with pytest.raises(InputError, match="belongs to session"):
+            compiled.invoke(
+                {"question": "Tea?", "session": "someone-else"}, config=config, context={**BASE, "policy": "offload"}
+            )
+        # the refused doc_id and session stay out of the thread: the next turn needs neither
+        out = compiled.invoke({"question": "Who?"}, config=config, context={**BASE, "policy": "offload"})
+        assert out["turn"] == 2 and out["doc_id"] == doc_id and out["session"] == "bound"
         with pytest.raises(InputError, match="uses policy 'offload'"):
             compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "full"})
         out = compiled.invoke(
             {"question": "Budget?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "offload"}
         )
-    assert out["turn"] == 2
+    assert out["turn"] == 3 and compiled.get_state(config).values["refused"] == ""
+
+
+def test_a_refused_first_turn_leaves_nothing_in_the_thread(doc_id: str, sample_markdown: Path) -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "fresh"}}
+    with use_chat_model(Model().chat):
+        with pytest.raises(InputError, match="not ingested"):
+            compiled.invoke(
+                {"question": "Who?", "doc_id": "0123456789abcdef"}, config=config, context={**BASE, "policy": "offload"}
+            )
+        out = compiled.invoke(
+            {"question": "Who?", "path": str(sample_markdown)},
+            config=config,
+            context={**BASE, "policy": "offload"},
+        )
+    assert out["turn"] == 1 and out["doc_id"] == doc_id
 
 
 def test_langserve_route_answers_a_turn(doc_id: str) -> None:
