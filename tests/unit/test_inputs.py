@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.offload import fake_chat_model
 from graphs import cli
 from graphs.ingest import graph as ingest
 from graphs.route import graph as route
@@ -14,6 +13,7 @@ from graphs.summarize import graph as summarize
 from nodes.ingest import ingest as ingest_file
 from stores.models import use_chat_model
 from stores.settings import MAX_QUESTION_CHARS, InputError
+from tests.fakes import offload_chat_model as fake_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 LONG = "why " * (MAX_QUESTION_CHARS // 4 + 1)

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.offload import fake_chat_model
 from graphs import registry
 from graphs.access import SERVED_FIELDS, key_digest
 from graphs.serve import create_app
 from stores import fake_endpoint
 from stores.models import use_chat_model
+from tests.fakes import offload_chat_model as fake_chat_model
 
 SECRET = "The launch code of Project Heron is 7-ALPHA-9."
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
