@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from typing import Any
 
 from nodes.offloader import POLICIES
 from stores.documents import write_atomic
+from stores.text import CITATION_TAG
 from tests.fakes import offload_chat_model as fake_chat_model
 from tests.fakes import offload_reply as scripted_reply  # noqa: F401  (kept importable from here)
 
@@ -79,7 +79,7 @@ def rouge(prediction: str, reference: str) -> dict[str, float]:
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
-    scores = scorer.score(reference, re.sub(r"\[c\d+\]", "", prediction))
+    scores = scorer.score(reference, CITATION_TAG.sub("", prediction))
     return {name: round(score.fmeasure, 4) for name, score in scores.items()}
 
 

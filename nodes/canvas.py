@@ -28,10 +28,9 @@ from pydantic import Field, ValidationError, create_model
 import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, mermaid_ids, outline_spec, render_mermaid
 from stores.documents import DocumentInfo, cache_path, write_atomic
-from stores.embedders import lexical_tokens
 from stores.models import LLM, ModelOutputError, Usage, messages
 from stores.settings import InputError
-from stores.text import count_tokens, truncate_tokens
+from stores.text import STOPWORDS, content_words, count_tokens, truncate_tokens
 from stores.vectorstore import Hit, Record, VectorStore
 
 CANVAS_VERSION = 1
@@ -41,15 +40,10 @@ MAX_BRIEF_TOKENS = 80
 MAP_LABEL_CHARS = 60
 _CHUNK_ID = re.compile(r"^\[?c?(\d{1,6})\]?$", re.IGNORECASE)
 
-# Words that say nothing about which part of a document a question is about.
-_STOP_WORDS = """
-a an the and or but of in on at to for from by with about as is are was were be been being do does did
-what which who whom whose when where why how this that these those it its they them their there here
-i you he she we me my your our his her can could would should will shall may might must not no yes
-any all some more most other such than then so if into over under after before during up down out
-tell say said says please document meeting discuss discussed discussion
-"""
-_STOP = frozenset(_STOP_WORDS.split())
+QUESTION_STOPWORDS = STOPWORDS | {
+    *["tell", "say", "said", "says", "please", "document", "meeting", "discuss", "discussed", "discussion"]
+}
+"""Words that say nothing about which part of a document a question is about."""
 
 
 @dataclass
@@ -359,7 +353,7 @@ def ensure_canvas(
 # --- which nodes a question touches -----------------------------------------------------------------
 def content_terms(text: str) -> set[str]:
     """Words of ``text`` that carry content: no stop words, no one- or two-letter words (CJK kept)."""
-    return {t for t in lexical_tokens(text) if t not in _STOP and (len(t) > 2 or ord(t[0]) > 0x2FFF)}
+    return content_words(text, stopwords=QUESTION_STOPWORDS, min_chars=3)
 
 
 def touched_nodes(

@@ -25,9 +25,9 @@ from pydantic import BaseModel, Field, create_model
 import prompts
 from nodes.retrieval import Rerank, focus_snippet, hybrid_search
 from stores.documents import cache_path
-from stores.embedders import lexical_tokens
 from stores.models import LLM, ModelOutputError, Usage, messages
 from stores.settings import ModelError
+from stores.text import lexical_tokens
 from stores.vectorstore import VectorStore
 
 DEFAULT_EXPERTS: dict[str, str] = {

@@ -19,10 +19,9 @@ from pydantic import BaseModel, Field
 import prompts
 from nodes.expert import CITATION, bad_output, citations_in, language_name
 from nodes.retrieval import focus_snippet, hybrid_search
-from stores.embedders import lexical_tokens
 from stores.models import LLM, Usage, merge_usage, messages
 from stores.settings import ModelError
-from stores.text import split_sentences
+from stores.text import content_words, lexical_tokens, overlap, split_sentences
 from stores.vectorstore import VectorStore
 
 FactcheckMode = Literal["fix", "mark", "off"]
@@ -45,28 +44,16 @@ class Verdicts(BaseModel):
 
 
 _CITES_NOTE = re.compile(r"\s*[(（](?:cites|引用)[^)）]*[)）]", re.IGNORECASE)
-_STOPWORD_TEXT = """
-    a an the and or but of to in on at by for with from as is are was were be been being it its this that these
-    those there their they he she we you i his her our your not no so than then also which who whom what when where
-    why how will would can could should may might must do does did has have had about into over after before up down
-    out more most some any all each such only own same too very just"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def content_tokens(text: str) -> set[str]:
     """Words that carry content: no stopwords; for Chinese, character bigrams."""
-    tokens = lexical_tokens(text)
-    bigrams = {t for t in tokens if len(t) == 2 and ord(t[0]) > 0x2FFF}
-    words = {t for t in tokens if ord(t[0]) <= 0x2FFF and t not in _STOPWORDS}
-    return words | bigrams
+    return content_words(text, cjk_chars=False)
 
 
 def coverage(text: str, source: str) -> float:
     """Share of ``text``'s content words that occur in ``source`` (1.0 for a text without any)."""
-    mine = content_tokens(text)
-    if not mine:
-        return 1.0
-    return len(mine & content_tokens(source)) / len(mine)
+    return overlap(content_tokens(text), content_tokens(source), empty=1.0)
 
 
 def clean_sentence(text: str) -> str:

@@ -33,7 +33,7 @@ from nodes.canvas import content_terms
 from nodes.retrieval import focus_snippet, hybrid_search
 from stores.models import LLM, ModelOutputError, Usage, messages
 from stores.offload import OffloadStore, is_offload_id
-from stores.text import count_tokens, split_sentences, truncate_tokens
+from stores.text import CITATION_TAG, count_tokens, overlap, split_sentences, truncate_tokens
 from stores.vectorstore import VectorStore
 
 POLICIES = ("full", "last_k", "offload", "offload_canvas")
@@ -41,7 +41,6 @@ OFFLOADING = ("offload", "offload_canvas")
 SECTIONS = ("canvas", "pinned", "history", "details", "recalled")
 MIN_SHRUNK_TOKENS = 40
 QUESTION_NOTE_TOKENS = 25
-_CITE = re.compile(r"\[(c\d+)\]")
 _ID = re.compile(r"^\[?\s*([oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
 
 
@@ -466,7 +465,7 @@ def resolve_recall(
 # --- answering ----------------------------------------------------------------------------------
 def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
     """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document."""
-    found = [*reply.citations, *_CITE.findall(reply.answer)]
+    found = [*reply.citations, *CITATION_TAG.findall(reply.answer)]
     out = []
     for raw in found:
         match = re.fullmatch(r"\[?c(\d+)\]?", str(raw).strip(), re.IGNORECASE)
@@ -507,9 +506,7 @@ def _stems(text: str) -> set[str]:
 def supported(claim: str, source: str, min_share: float = 0.6) -> bool:
     """True when most content words of ``claim`` (compared by their first 5 letters) occur in ``source``."""
     words = _stems(claim)
-    if not words:
-        return False
-    return len(words & _stems(source)) / len(words) >= min_share
+    return bool(words) and overlap(words, _stems(source)) >= min_share
 
 
 def compress_turn(

@@ -21,13 +21,12 @@ from typing import Literal
 import numpy as np
 
 from stores.documents import find_document
-from stores.embedders import lexical_tokens
+from stores.ranking import RRF_K, rrf_scores
 from stores.settings import InputError
-from stores.text import count_tokens, split_sentences, truncate_tokens
+from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
 
 Rerank = Literal["none", "sentence"]
-RRF_K = 60
 _CACHE_SIZE = 64
 
 
@@ -98,16 +97,12 @@ def bm25_search(store: VectorStore, doc_id: str, query: str, k: int) -> list[Hit
 
 
 def rrf_fuse(rankings: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None, k: int = RRF_K) -> list[Hit]:
-    """Reciprocal rank fusion: ``sum(w / (k + rank))`` per record over several rankings, best first."""
-    weights = list(weights) if weights is not None else [1.0] * len(rankings)
-    if len(weights) != len(rankings):
-        raise InputError("one weight per ranking is needed")
-    fused: dict[str, float] = {}
+    """Chunks fused by :func:`rrf_scores`, best first, each with its rank in every ranking (``ranks``)."""
+    fused = rrf_scores([[hit.id for hit in ranking] for ranking in rankings], weights, k)
     first: dict[str, Hit] = {}
     ranks: dict[str, list[int]] = {}
-    for which, (ranking, weight) in enumerate(zip(rankings, weights, strict=True)):
+    for which, ranking in enumerate(rankings):
         for rank, hit in enumerate(ranking, start=1):
-            fused[hit.id] = fused.get(hit.id, 0.0) + weight / (k + rank)
             first.setdefault(hit.id, hit)
             ranks.setdefault(hit.id, [0] * len(rankings))[which] = rank
     ordered = sorted(fused, key=lambda rid: (-fused[rid], first[rid].position, rid))

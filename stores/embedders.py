@@ -27,28 +27,13 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from stores.settings import InputError, ModelError, get_settings
-
-_TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", re.IGNORECASE)
+from stores.text import lexical_tokens
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms
-
-
-def lexical_tokens(text: str) -> list[str]:
-    """Lower-cased word tokens; CJK text becomes single characters plus character bigrams."""
-    raw = [t.lower() for t in _TOKEN.findall(text)]
-    out: list[str] = []
-    prev_cjk: str | None = None
-    for tok in raw:
-        cjk = len(tok) == 1 and ord(tok) > 0x2FFF
-        out.append(tok)
-        if cjk and prev_cjk is not None:
-            out.append(prev_cjk + tok)
-        prev_cjk = tok if cjk else None
-    return out
 
 
 class HashEmbeddings(Embeddings):

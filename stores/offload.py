@@ -22,26 +22,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from stores.embedders import lexical_tokens
 from stores.settings import InputError
-from stores.text import count_tokens
+from stores.text import check_name, count_tokens, lexical_tokens, overlap
 from stores.vectorstore import Record, VectorStore, check_namespace, get_store
 
 BACKENDS = ("chroma", "memory")
 ROLES = ("exchange", "output")
-_SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _ITEM_ID = re.compile(r"^o\d{1,6}[a-z]?$")
 SUMMARY_CHARS = 400
 
 
 def check_session(session: str) -> str:
     """Return ``session`` if it is a usable session id (1-128 letters, digits, ``_ . : -``) or raise."""
-    if not isinstance(session, str) or not _SESSION.match(session):
-        raise InputError(
-            f"invalid session id {session!r}: use 1-128 letters, digits, '_', '.', ':' or '-', "
-            "starting with a letter or digit"
-        )
-    return session
+    return check_name(session, "session id", max_chars=128, marks="_.:-")
 
 
 def is_offload_id(text: str) -> bool:
@@ -220,8 +213,7 @@ class MemoryOffloadStore:
         terms = set(lexical_tokens(query))
         scored = []
         for item in self.list(session):
-            words = set(lexical_tokens(f"{item.summary} {item.text}"))
-            score = len(terms & words) / len(terms) if terms else 0.0
+            score = overlap(terms, set(lexical_tokens(f"{item.summary} {item.text}")))
             if score > 0 and (min_score is None or score >= min_score):
                 scored.append((item, score))
         scored.sort(key=lambda pair: (-pair[1], pair[0].turn, pair[0].id))

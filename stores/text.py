@@ -1,4 +1,4 @@
-"""Text helpers shared by every workflow: token estimates, language, sentence splitting."""
+"""Text helpers shared by every workflow: token estimates, language, sentences, content words, names."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import hashlib
 import math
 import re
 
+from stores.settings import InputError
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])[\"'”’)\]」』]*\s+|(?<=[。！？；])")
 
 
@@ -64,3 +67,81 @@ def truncate_tokens(text: str, max_tokens: int) -> str:
     if space > lo * 0.8:
         cut = cut[:space]
     return cut.rstrip() + " …"
+
+
+# --- words that carry content -------------------------------------------------------------------
+_STOPWORD_TEXT = """
+    a an the and or but of in on at to for from by with about as is are was were be been being do does did
+    has have had it its this that these those they them their there here i you he she we me my your our his
+    her what which who whom whose when where why how can could would should will shall may might must not no
+    yes so than then also any all each some more most other such only own same too very just into over under
+    after before during up down out if
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+"""English function words: no content of their own (the one list; BM25 routing keeps ``bm25s``'s)."""
+
+
+def lexical_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; CJK text becomes single characters plus character bigrams."""
+    raw = [t.lower() for t in _TOKEN.findall(text)]
+    out: list[str] = []
+    prev_cjk: str | None = None
+    for tok in raw:
+        cjk = len(tok) == 1 and ord(tok) > 0x2FFF
+        out.append(tok)
+        if cjk and prev_cjk is not None:
+            out.append(prev_cjk + tok)
+        prev_cjk = tok if cjk else None
+    return out
+
+
+def is_cjk_token(token: str) -> bool:
+    """Whether a lexical token is a CJK character or character bigram."""
+    return ord(token[0]) > 0x2FFF
+
+
+def content_words(
+    text: str, *, stopwords: frozenset[str] = STOPWORDS, min_chars: int = 1, cjk_chars: bool = True
+) -> set[str]:
+    """Lexical tokens of ``text`` that carry content.
+
+    Words outside ``stopwords`` of at least ``min_chars`` characters; CJK bigrams always, single CJK
+    characters only with ``cjk_chars``.
+    """
+    out = set()
+    for token in lexical_tokens(text):
+        if is_cjk_token(token):
+            if cjk_chars or len(token) == 2:
+                out.add(token)
+        elif len(token) >= min_chars and token not in stopwords:
+            out.add(token)
+    return out
+
+
+def overlap(words: set[str], other: set[str], empty: float = 0.0) -> float:
+    """Share of ``words`` found in ``other`` (``empty`` when there are no words)."""
+    return len(words & other) / len(words) if words else empty
+
+
+# --- citations and names ------------------------------------------------------------------------
+CITATION_TAG = re.compile(r"\[(c\d+)\]")
+"""A chunk citation as the workflows write it, ``[c12]``; group 1 is the chunk id."""
+
+
+def check_name(value: object, what: str, *, max_chars: int = 63, marks: str = "_-") -> str:
+    """``value`` if it is 1-``max_chars`` letters, digits and ``marks``, starting with a letter or digit.
+
+    Raises ``InputError`` naming ``what`` (``namespace``, ``registry name``, ``session id``...).
+    """
+    if not isinstance(value, str) or not is_name(value, max_chars=max_chars, marks=marks):
+        listed = [f"'{m}'" for m in marks]
+        allowed = ", ".join(listed[:-1]) + f" or {listed[-1]}" if len(listed) > 1 else listed[0]
+        raise InputError(
+            f"invalid {what} {value!r}: use 1-{max_chars} letters, digits, {allowed}, starting with a letter or digit"
+        )
+    return value
+
+
+def is_name(value: str, *, max_chars: int = 63, marks: str = "_-") -> bool:
+    """Whether ``value`` passes :func:`check_name`."""
+    return re.fullmatch(rf"[A-Za-z0-9][A-Za-z0-9{re.escape(marks)}]{{0,{max_chars - 1}}}", value) is not None

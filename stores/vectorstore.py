@@ -24,19 +24,15 @@ from langchain_core.embeddings import Embeddings
 
 from stores.embedders import embedder_id, get_embedder
 from stores.settings import InputError, get_settings
+from stores.text import check_name
 
 KINDS = ("chunk", "canvas", "offload", "agent", "tool")
-_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 DEFAULT_BATCH = 256
 
 
 def check_namespace(namespace: str) -> str:
     """Return ``namespace`` if valid (letters, digits, ``_``, ``-``; 1-63 chars) or raise."""
-    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
-        raise InputError(
-            f"invalid namespace {namespace!r}: use 1-63 letters, digits, '_' or '-', starting with a letter or digit"
-        )
-    return namespace
+    return check_name(namespace, "namespace")
 
 
 @register_embedding_function

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from nodes.routing.model import NodeId, Ranked, Registry
+from nodes.routing.model import NodeId, PerRegistry, Ranked, Registry
+from stores.ranking import rrf_scores
 from stores.settings import InputError
 
 Retrieval = Literal["vector", "bm25", "hybrid"]
@@ -55,15 +56,8 @@ def build_graph(registry: Registry) -> Any:
     return graph
 
 
-def graph_of(registry: Registry) -> Any:
-    """The (cached) graph of ``registry``."""
-    key = registry.content_hash
-    with _graphs_lock:
-        if key not in _graphs:
-            if len(_graphs) > 16:
-                _graphs.clear()
-            _graphs[key] = build_graph(registry)
-        return _graphs[key]
+graph_of: PerRegistry[Any] = PerRegistry(build_graph)
+"""The (cached) graph of a registry."""
 
 
 def owners(graph: Any, node: NodeId) -> list[str]:
@@ -194,12 +188,8 @@ def fuse(lists: Sequence[tuple[Ranked, float]], rrf_k: float = 60.0) -> Ranked:
     Lists with weight 0 are ignored. Ties keep the order of first appearance (lists in the order
     given, then rank), so the result is deterministic.
     """
-    scores: dict[NodeId, float] = {}
-    for ranked, weight in lists:
-        if weight <= 0:
-            continue
-        for rank, (node, _score) in enumerate(ranked, start=1):
-            scores[node] = scores.get(node, 0.0) + weight / (rrf_k + rank)
+    used = [(ranked, weight) for ranked, weight in lists if weight > 0]
+    scores = rrf_scores([[node for node, _score in ranked] for ranked, _w in used], [w for _r, w in used], rrf_k)
     order = {node: i for i, node in enumerate(scores)}
     return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from nodes.routing.fusion import Candidates, RouteSettings
-from nodes.routing.model import NodeId, Ranked, Registry
+from nodes.routing.model import NodeId, PerRegistry, Ranked, Registry
 from stores.settings import InputError
 
 
@@ -31,7 +31,7 @@ class BM25Index:
         """BM25 terms: words and CJK characters/bigrams, without English stopwords."""
         from bm25s.stopwords import STOPWORDS_EN
 
-        from stores.embedders import lexical_tokens
+        from stores.text import lexical_tokens
 
         return [t for t in lexical_tokens(text) if t not in STOPWORDS_EN]
 
@@ -56,19 +56,8 @@ class BM25Index:
         return self._top(self._agents, self.agent_nodes, tokens, n), self._top(self._tools, self.tool_nodes, tokens, n)
 
 
-_bm25: dict[str, BM25Index] = {}
-_bm25_lock = threading.Lock()
-
-
-def bm25_index(registry: Registry) -> BM25Index:
-    """The (cached) BM25 index of ``registry``."""
-    key = registry.content_hash
-    with _bm25_lock:
-        if key not in _bm25:
-            if len(_bm25) > 16:
-                _bm25.clear()
-            _bm25[key] = BM25Index(registry)
-        return _bm25[key]
+bm25_index: PerRegistry[BM25Index] = PerRegistry(BM25Index)
+"""The (cached) BM25 index of a registry."""
 
 
 class MatrixIndex:

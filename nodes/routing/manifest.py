@@ -48,33 +48,25 @@ def _record_plan(registry: Registry) -> list[tuple[str, NodeId, Any]]:
     from stores.vectorstore import Record
 
     doc = registry.doc_id
+    rows = [(a.node, a.text, a.name, a.category, a.name, "") for a in registry.agents]
+    rows += [(t.node, t.text, t.name, registry.agent(t.agent).category, t.agent, t.name) for t in registry.tools]
     plan = []
-    for i, agent in enumerate(registry.agents):
-        rid = record_id(doc, agent.node)
+    position = {"agent": 0, "tool": 0}
+    for node, text, name, section, agent, tool in rows:
+        rid = record_id(doc, node)
+        kind = node[0]
         rec = Record(
             id=rid,
-            text=agent.text,
-            kind="agent",
+            text=text,
+            kind=kind,
             doc_id=doc,
-            chunk_id=agent.name,
-            position=i,
-            section=agent.category,
-            extra={"agent": agent.name, "tool": "", "hash": content_hash(TEXT_FORMAT + rid + agent.text)},
+            chunk_id=name,
+            position=position[kind],
+            section=section,
+            extra={"agent": agent, "tool": tool, "hash": content_hash(TEXT_FORMAT + rid + text)},
         )
-        plan.append((rid, agent.node, rec))
-    for i, tool in enumerate(registry.tools):
-        rid = record_id(doc, tool.node)
-        rec = Record(
-            id=rid,
-            text=tool.text,
-            kind="tool",
-            doc_id=doc,
-            chunk_id=tool.name,
-            position=i,
-            section=registry.agent(tool.agent).category,
-            extra={"agent": tool.agent, "tool": tool.name, "hash": content_hash(TEXT_FORMAT + rid + tool.text)},
-        )
-        plan.append((rid, tool.node, rec))
+        position[kind] += 1
+        plan.append((rid, node, rec))
     return plan
 
 

@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from nodes.routing.model import BUILTIN_REGISTRY, NAME, Agent, Registry, Tool, check_registry_name, registry_name_for
+from nodes.routing.model import BUILTIN_REGISTRY, Agent, Registry, Tool, check_registry_name, registry_name_for
 from stores.settings import InputError
+from stores.text import is_name
 
 
 def _text_field(value: Any, what: str) -> str:
@@ -145,7 +146,7 @@ def load_registry(path: str | Path, name: str | None = None) -> Registry:
         raise InputError(f"registry {p} is not valid JSON: {exc}") from exc
     if name is None:
         own = data.get("name") if isinstance(data, Mapping) else None
-        name = own if isinstance(own, str) and NAME.match(own) else registry_name_for(p)
+        name = own if isinstance(own, str) and is_name(own) else registry_name_for(p)
     return parse_registry(data, name)
 
 

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from stores.settings import InputError
-from stores.text import content_hash, truncate_tokens
+from stores.text import check_name, content_hash, truncate_tokens
+
+T = TypeVar("T")
 
 NodeId = tuple[str, ...]
 """``("agent", name)`` or ``("tool", agent, tool)``."""
@@ -28,7 +32,6 @@ TEXT_FORMAT = "router-text-v1"
 
 MAX_EMBED_TOKENS = 480
 BUILTIN_REGISTRY = "longdoc"
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,7 @@ class Registry:
 
 def check_registry_name(name: str) -> str:
     """Return ``name`` if it is a valid registry name (like a namespace) or raise ``InputError``."""
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InputError(
-            f"invalid registry name {name!r}: use 1-63 letters, digits, '_' or '-', starting with a letter or digit"
-        )
-    return name
+    return check_name(name, "registry name")
 
 
 def registry_name_for(path: str | Path) -> str:
@@ -155,6 +154,25 @@ def registry_name_for(path: str | Path) -> str:
 def registry_doc_id(name: str) -> str:
     """The store ``doc_id`` under which the records of registry ``name`` live."""
     return f"registry-{check_registry_name(name)}"
+
+
+class PerRegistry(Generic[T]):
+    """What ``build`` makes of a registry, built once per registry content (at most ``size`` kept)."""
+
+    def __init__(self, build: Callable[[Registry], T], size: int = 16) -> None:
+        self.build = build
+        self.size = size
+        self._built: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, registry: Registry) -> T:
+        key = registry.content_hash
+        with self._lock:
+            if key not in self._built:
+                if len(self._built) > self.size:
+                    self._built.clear()
+                self._built[key] = self.build(registry)
+            return self._built[key]
 
 
 def record_id(doc_id: str, node: NodeId) -> str:

@@ -1,0 +1,32 @@
+"""Reciprocal rank fusion, shared by the chunk retrieval (``nodes.retrieval``) and the router
+(``nodes.routing.fusion``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from stores.settings import InputError
+
+RRF_K = 60
+"""The usual smoothing constant ``k`` of reciprocal rank fusion."""
+
+Key = TypeVar("Key")
+
+
+def rrf_scores(
+    rankings: Sequence[Sequence[Key]], weights: Sequence[float] | None = None, k: float = RRF_K
+) -> dict[Key, float]:
+    """Reciprocal rank fusion: ``sum(weight / (k + rank))`` per item over the rankings it is in (rank from 1).
+
+    The items come in the order they first appear (rankings in the order given, then rank), so
+    callers can break ties deterministically.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise InputError("one weight per ranking is needed")
+    scores: dict[Key, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return scores
