@@ -67,3 +67,5 @@ def test_a_report_that_falls_short_is_a_failure() -> None:
         "kills: 2 finished model calls were sent again",
         "concurrency: 1 requests failed",
     ]
+    short = {**good, "kills": {"kills": 19, "clean_resumes": 19, "repeated_calls": 0, "runs": [{}] * 20}}
+    assert reliability.failures(short) == ["kills: 1 processes finished before their kill came"]
