@@ -169,11 +169,8 @@ def http_client() -> Any:
                     response.stream = DeadlineStream(response.stream)
                     return response
 
-            _http_client = httpx.Client(
-                transport=DeadlineTransport(),
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
-                follow_redirects=True,
-            )
+            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)  # the OpenAI client's
+            _http_client = httpx.Client(transport=DeadlineTransport(limits=limits), follow_redirects=True)
         return _http_client
 
 
