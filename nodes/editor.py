@@ -22,7 +22,7 @@ from nodes.routing.entry import route_to_expert
 from stores.documents import DocumentInfo
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
-from stores.text import cjk_ratio, split_sentences, truncate_tokens
+from stores.text import cjk_ratio, jaccard, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
 
 Format = Literal["paragraphs", "bullets"]
@@ -180,7 +180,7 @@ def new_questions(candidates: Sequence[dict[str, Any]], asked: Sequence[str], th
         key = question_key(cand["question"])
         if not key:
             continue
-        if any(len(key & old) / max(1, len(key | old)) >= threshold for old in seen):
+        if any(jaccard(key, old) >= threshold for old in seen):
             continue
         seen.append(key)
         out.append(dict(cand))
@@ -224,7 +224,7 @@ def usable_answers(answers: Sequence[dict[str, Any]], position: dict[str, int], 
     keys: list[frozenset[str]] = []
     for ans in ranked:
         key = question_key(re.sub(r"\[[^\]]*\]", " ", ans["answer"]))
-        if any(len(key & old) / max(1, len(key | old)) >= threshold for old in keys):
+        if any(jaccard(key, old) >= threshold for old in keys):
             continue
         keys.append(key)
         kept.append(ans)

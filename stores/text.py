@@ -118,9 +118,14 @@ def content_words(
     return out
 
 
-def overlap(words: set[str], other: set[str], empty: float = 0.0) -> float:
+def overlap(words: set[str] | frozenset[str], other: set[str] | frozenset[str], empty: float = 0.0) -> float:
     """Share of ``words`` found in ``other`` (``empty`` when there are no words)."""
     return len(words & other) / len(words) if words else empty
+
+
+def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
+    """Shared words over all words of ``a`` and ``b`` (0.0 when both are empty)."""
+    return len(a & b) / max(1, len(a | b))
 
 
 # --- citations and names ------------------------------------------------------------------------

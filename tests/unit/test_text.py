@@ -6,7 +6,16 @@ import pytest
 
 from stores.ranking import rrf_scores
 from stores.settings import InputError
-from stores.text import CITATION_TAG, STOPWORDS, check_name, content_words, is_name, lexical_tokens, overlap
+from stores.text import (
+    CITATION_TAG,
+    STOPWORDS,
+    check_name,
+    content_words,
+    is_name,
+    jaccard,
+    lexical_tokens,
+    overlap,
+)
 
 
 def test_lexical_tokens_split_words_and_cjk_bigrams() -> None:
@@ -25,6 +34,7 @@ def test_content_words_drop_stopwords_short_words_and_optionally_cjk_characters(
 def test_overlap_is_the_share_of_words_found() -> None:
     assert overlap({"a", "b", "c", "d"}, {"a", "b", "x"}) == 0.5
     assert overlap(set(), {"a"}) == 0.0 and overlap(set(), {"a"}, empty=1.0) == 1.0
+    assert jaccard({"a", "b", "c"}, {"b", "c", "d"}) == 0.5 and jaccard(set(), set()) == 0.0
 
 
 def test_citation_tags() -> None:
