@@ -43,7 +43,6 @@ from nodes.offloader import POLICIES
 from stores.documents import write_atomic
 from stores.text import CITATION_TAG
 from tests.fakes import offload_chat_model as fake_chat_model
-from tests.fakes import offload_reply as scripted_reply  # noqa: F401  (kept importable from here)
 
 ANSWER_STEPS = ("answer", "answer_after_recall")
 

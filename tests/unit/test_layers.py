@@ -24,10 +24,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 BENCH_TESTS = ("test_bench_*.py", "test_offload_bench.py", "test_reliability_bench.py")
 """Test modules that test benchmark code, and so may import it."""
 
-NOT_YET_MOVED = frozenset({"test_faults.py", "test_inputs.py", "test_resume.py", "test_security.py"})
-"""Tests that still take the scripted offload model from ``bench.offload`` (which re-exports it from
-``tests.fakes``); each is to import it from ``tests.fakes`` and leave this set."""
-
 
 def imported_modules(path: Path) -> set[str]:
     """Top-level package names ``path`` imports, wherever the import statement is."""
@@ -71,7 +67,7 @@ def test_tests_import_bench_only_to_test_benchmarks() -> None:
     wrong = sorted(
         str(path.relative_to(ROOT))
         for path in _sources("tests")
-        if path not in allowed and path.name not in NOT_YET_MOVED and "bench" in imported_modules(path)
+        if path not in allowed and "bench" in imported_modules(path)
     )
     assert not wrong, f"these tests import bench/ (move the fakes they need to tests/fakes.py): {wrong}"
 
