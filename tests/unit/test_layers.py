@@ -1,8 +1,9 @@
 """The layers import downwards only: ``graphs`` -> ``nodes`` -> ``stores``; tests use no benchmark code.
 
 ``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (agents
-and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports
-``bench``; and tests import ``bench`` only when they test a benchmark. Imports are read from the
+and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports ``bench``
+or ``tests`` (the benchmarks' ``--fake`` runs may use ``tests.fakes``); and tests import ``bench``
+only when they test a benchmark. Imports are read from the
 source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
 """
 
@@ -16,9 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "stores": ("nodes", "graphs", "bench"),
-    "nodes": ("graphs", "bench"),
-    "graphs": ("bench",),
+    "stores": ("nodes", "graphs", "bench", "tests"),
+    "nodes": ("graphs", "bench", "tests"),
+    "graphs": ("bench", "tests"),
 }
 
 BENCH_TESTS = ("test_bench_*.py", "test_offload_bench.py", "test_reliability_bench.py")
