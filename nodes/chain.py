@@ -26,10 +26,9 @@ from stores.documents import DocumentInfo, cache_path, document_text, get_docume
 from stores.loaders import load_text
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
-from stores.text import count_tokens, truncate_tokens
+from stores.text import CITATION_TAG, count_tokens, truncate_tokens
 from stores.vectorstore import Hit, VectorStore, get_store
 
-_CITATION = re.compile(r"\[(c\d+)\]")
 _TAGS = re.compile(r"(\s*\[c\d+\])+$")  # chunk tags a worker copied from the notes
 
 
@@ -267,13 +266,13 @@ def valid_citations(answer: Answer, known: Sequence[str], notes: Sequence[str] =
     """Cited chunk ids that exist, from the evidence list and the explanation, in first-seen order."""
     allowed = set(known)
     found: list[str] = []
-    for cid in [*answer.evidence, *_CITATION.findall(answer.explanation)]:
+    for cid in [*answer.evidence, *CITATION_TAG.findall(answer.explanation)]:
         cid = cid.strip().strip("[]")
         if cid in allowed and cid not in found:
             found.append(cid)
     if not found and answer.answer.strip().lower() != "unknown":
         for text in notes:
-            for cid in _CITATION.findall(text):
+            for cid in CITATION_TAG.findall(text):
                 if cid in allowed and cid not in found:
                     found.append(cid)
     return found
