@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -65,13 +66,26 @@ def record_requests(item: QAItem, embedder: str) -> list[dict[str, Any]]:
     return bodies
 
 
+def _tagged(body: dict[str, Any], tag: str) -> dict[str, Any]:
+    """``body`` with ``tag`` put before its first message: no earlier replay's prompt matches it,
+    while the requests of one replay still share their prefix with each other."""
+    messages = [dict(m) for m in body["messages"]]
+    messages[0]["content"] = f"{tag}\n{messages[0]['content']}"
+    return {**body, "messages": messages}
+
+
 def replay(base_url: str, bodies: list[dict[str, Any]], *, cache_prompt: bool) -> list[dict[str, float]]:
-    """Send ``bodies`` in order (not streamed) and return the server's timings of each reply."""
+    """Send ``bodies`` in order (not streamed) and return the server's timings of each reply.
+
+    Every replay tags its prompts anew (:func:`_tagged`): llama.cpp also keeps recent prompts in
+    host memory, and a replay must not find the very same requests of the recording run there.
+    """
     out = []
+    tag = f"[replay {uuid.uuid4().hex[:8]}]"
     with httpx.Client(timeout=httpx.Timeout(900.0, connect=5.0)) as client:
         client.post(f"{base_url}/chat/completions", json={**FLUSH, "cache_prompt": False}).raise_for_status()
         for body in bodies:
-            request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+            request = {k: v for k, v in _tagged(body, tag).items() if k not in ("stream", "stream_options")}
             start = time.perf_counter()
             response = client.post(f"{base_url}/chat/completions", json={**request, "cache_prompt": cache_prompt})
             response.raise_for_status()
