@@ -259,7 +259,8 @@ def test_a_command_line_run_ends_at_the_run_deadline(
     err = capsys.readouterr().err
     assert code == 3 and took < 2.5, (code, took, err)
     assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in err and err.count("\n") == 1
-    assert len(endpoint.requests) == 1  # cut while waiting for the first reply, not retried
+    # cut while waiting for the first reply (or, on a busy machine, before it was sent), never retried
+    assert len(endpoint.requests) <= 1
 
 
 # --- what a failed run leaves behind ---------------------------------------------------------------------
