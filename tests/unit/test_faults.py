@@ -495,7 +495,8 @@ def test_the_run_deadline_holds_on_any_thread(endpoint: fake_endpoint.Script, mo
     thread.start()
     thread.join(timeout=60)
     message, took = outcome["first"]  # type: ignore[misc]
-    assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in message and took < 1.5
+    # far below the 20 s read timeout, with room for a busy machine
+    assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in message and took < 3.0
     assert outcome["second"][1] < 0.1  # type: ignore[index]  # refused at once
     assert len(endpoint.requests) == 1  # the cut request is not sent again, the next one never sent
 
