@@ -40,8 +40,7 @@ from nodes.chain import (
 from nodes.ingest import ingest_for_context
 from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES, multi_roots
 from nodes.reading import DEFAULT_BUDGET, DEFAULT_FLOOR, ReadingPolicy, best_first, match, next_in_plan, relevance
-from nodes.retrieval import lexical_index
-from stores.documents import find_document
+from nodes.retrieval import index_key, lexical_index
 from stores.models import Usage, llm_for, merge_usage, transient, usage_totals
 from stores.settings import InputError, check_question
 from stores.text import count_tokens, truncate_tokens
@@ -299,13 +298,9 @@ def _choose(
     if nxt is None:
         return None, "end", skipped
     if ctx.budget and not ctx.read_all and read:
-        hits = lexical_index(context["store"], state["doc_id"]).hits
-        if nxt >= len(hits) or hits[nxt].chunk_id != ids[nxt]:
-            hits = context["store"].get([f"{state['doc_id']}:{ids[nxt]}"])
-            nxt_hit = hits[0] if hits else None
-        else:
-            nxt_hit = hits[nxt]
-        cost = count_tokens(truncate_tokens(nxt_hit.text, CHUNK_TOKENS)) if nxt_hit is not None else 0
+        # the lexical index holds the chunks in the order of ``ids`` (both from ``by_doc``), as ``_match`` relies on
+        text = lexical_index(context["store"], state["doc_id"]).hits[nxt].text
+        cost = count_tokens(truncate_tokens(text, CHUNK_TOKENS))
         if chain_state["spent"] + cost > ctx.budget:
             return None, "budget", skipped
     return ids[nxt], None, skipped
@@ -319,10 +314,8 @@ _READING_LOCK = threading.Lock()
 def _reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> tuple[DocumentVectors, Any]:
     """The document's vectors and Chow-Liu tree, kept per process between the planner's steps
     (keyed by the chunk count and chunking of the document, so a re-ingest is seen)."""
-    info = find_document(store.namespace, doc_id)
-    shape = (info.chunk_size, info.chunk_overlap, info.embedder) if info is not None else ()
     count = store.count(doc_id=doc_id, kind="chunk")
-    key = (store.collection_name, doc_id, count, *shape, ctx.sharpen, tuple(ctx.extra_embedders), ctx.exact_max)
+    key = (*index_key(store, doc_id, count), ctx.sharpen, tuple(ctx.extra_embedders), ctx.exact_max)
     with _READING_LOCK:
         if key in _READING:
             _READING.move_to_end(key)

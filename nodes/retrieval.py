@@ -49,7 +49,8 @@ _indexes: OrderedDict[tuple[object, ...], LexicalIndex] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _index_key(store: VectorStore, doc_id: str, count: int) -> tuple[object, ...]:
+def index_key(store: VectorStore, doc_id: str, count: int) -> tuple[object, ...]:
+    """What a per-process cache of ``doc_id``'s chunks is keyed by: collection, chunk count, chunking."""
     info = find_document(store.namespace, doc_id)
     shape = (info.chunk_size, info.chunk_overlap, info.embedder) if info is not None else ()
     return (store.collection_name, doc_id, count, *shape)
@@ -60,7 +61,7 @@ def lexical_index(store: VectorStore, doc_id: str) -> LexicalIndex:
     import bm25s
 
     count = store.count(doc_id=doc_id, kind="chunk")
-    key = _index_key(store, doc_id, count)
+    key = index_key(store, doc_id, count)
     with _lock:
         if key in _indexes:
             _indexes.move_to_end(key)
