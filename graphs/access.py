@@ -293,29 +293,49 @@ class IngestRoot:
 
 
 class ThreadOwners:
-    """Which tenant and namespace each served thread id belongs to (SQLite under ``LONGDOC_HOME``)."""
+    """Which tenant and namespace each served thread id belongs to.
 
-    def __init__(self, path: Path | None = None) -> None:
+    In PostgreSQL when ``LONGDOC_POSTGRES_URL`` is set (every server instance then sees the same
+    owners), else in SQLite under ``LONGDOC_HOME``.
+    """
+
+    def __init__(self, path: Path | None = None, url: str | None = None) -> None:
+        self.url = url or (None if path else get_settings().postgres_url)
         self.path = path or get_settings().home / "server_threads.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        # The SQLite file keeps its first table name; the shared database names the table after the product.
+        self.table = "longdoc_thread_owners" if self.url is not None else "threads"
+        if self.url is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._db() as db:
             db.execute(
-                "CREATE TABLE IF NOT EXISTS threads (thread_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+                f"CREATE TABLE IF NOT EXISTS {self.table} (thread_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
                 "namespace TEXT NOT NULL)"
             )
 
     @contextlib.contextmanager
     def _db(self) -> Any:
+        if self.url is not None:
+            import psycopg
+
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                yield conn
+            return
         with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
             yield db
             db.commit()
 
     def claim(self, thread_id: str, tenant: str, namespace: str) -> None:
         """Bind ``thread_id`` to the tenant and namespace on first use; AccessError when bound elsewhere."""
+        mark = "%s" if self.url is not None else "?"
         with self._db() as db:
-            db.execute("INSERT OR IGNORE INTO threads VALUES (?, ?, ?)", (thread_id, tenant, namespace))
-            row = db.execute("SELECT tenant, namespace FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+            db.execute(
+                f"INSERT INTO {self.table} VALUES ({mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+                (thread_id, tenant, namespace),
+            )
+            row = db.execute(
+                f"SELECT tenant, namespace FROM {self.table} WHERE thread_id = {mark}", (thread_id,)
+            ).fetchone()
         if tuple(row) != (tenant, namespace):
             raise AccessError(f"thread {thread_id!r} belongs to another API key or namespace")
 

@@ -2,6 +2,9 @@
 
 A document's chunks and vectors live in the Chroma store; its metadata, normalised text and
 per-document caches (orderings, canvases...) live in ``LONGDOC_HOME/namespaces/NS/docs/DOC_ID``.
+With a Chroma server (``LONGDOC_CHROMA_URL``) the metadata and text live there instead, so every
+server instance sees every document; the caches stay local (each is rebuilt identically from the
+shared chunks, or, for a canvas, read back from its store record).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stores.settings import InputError, get_settings
-from stores.vectorstore import check_namespace
+from stores.vectorstore import check_namespace, shared_files
 
 
 @dataclass
@@ -80,6 +83,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 def save_document(info: DocumentInfo, text: str) -> None:
     """Record ``info`` and the document's normalised text (metadata last: it marks completion)."""
     folder = doc_dir(info.namespace, info.doc_id)
+    shared = shared_files(info.namespace)
+    if shared is not None:
+        shared.put(info.doc_id, "text.txt", text)
+        shared.put(info.doc_id, "meta.json", json.dumps(info.to_dict(), ensure_ascii=False))
+        return
     write_atomic(folder / "text.txt", text)
     write_atomic(folder / "meta.json", json.dumps(info.to_dict(), ensure_ascii=False, indent=1))
 
@@ -87,6 +95,12 @@ def save_document(info: DocumentInfo, text: str) -> None:
 def get_document(namespace: str, doc_id: str) -> DocumentInfo:
     """Metadata of an ingested document, or InputError when it is unknown."""
     meta = doc_dir(namespace, doc_id) / "meta.json"
+    shared = shared_files(namespace)
+    if shared is not None:
+        found = shared.get(doc_id, "meta.json")
+        if found is None:
+            raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
+        return DocumentInfo(**json.loads(found))
     if not meta.exists():
         raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
     return DocumentInfo(**json.loads(meta.read_text(encoding="utf-8")))
@@ -103,6 +117,12 @@ def find_document(namespace: str, doc_id: str) -> DocumentInfo | None:
 def document_text(namespace: str, doc_id: str) -> str:
     """The normalised text of an ingested document."""
     path = doc_dir(namespace, doc_id) / "text.txt"
+    shared = shared_files(namespace)
+    if shared is not None:
+        text = shared.get(doc_id, "text.txt")
+        if text is None:
+            raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
+        return text
     if not path.exists():
         raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
     return path.read_text(encoding="utf-8")
@@ -110,6 +130,9 @@ def document_text(namespace: str, doc_id: str) -> str:
 
 def list_documents(namespace: str) -> list[DocumentInfo]:
     """Every document ingested in ``namespace``."""
+    shared = shared_files(namespace)
+    if shared is not None:
+        return [DocumentInfo(**json.loads(text)) for text in shared.all_named("meta.json")]
     root = namespace_dir(namespace) / "docs"
     if not root.exists():
         return []

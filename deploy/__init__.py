@@ -1,0 +1,1 @@
+"""The scale-out deployment: the five graphs on Aegra over PostgreSQL and a Chroma server."""

@@ -1,0 +1,185 @@
+"""The FastAPI app Aegra mounts its routes on (``http.app`` in ``aegra.json``), with the tenant guard.
+
+Aegra authenticates every API route with :mod:`deploy.auth` and confines reads to the caller's
+own threads and runs, but in version 0.6 a run may be created on any thread id (the owner of an
+existing thread is not checked) and ``/runs/wait`` and ``/runs/stream`` call no authorization
+handler. :class:`TenantGuard` closes both, applying the rules of :mod:`graphs.access` that the
+LangServe app applies:
+
+- a request without a valid key is refused (401) on every path, Aegra's own or not;
+- a run is created only with a built-in assistant (one of the five graphs), only with the
+  ``context`` keys :data:`graphs.access.SERVED_FIELDS` serves (400), only in a namespace of the
+  tenant (403; none given: the tenant's first), never naming a server file (400), and only on a
+  thread the tenant owns or a new one (403): the thread is bound to tenant and namespace in
+  PostgreSQL on first use, so no instance lets another tenant in;
+- the namespace is then fixed in the run's ``context``, where every node reads it.
+
+A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any
+from uuid import UUID, uuid5
+
+import anyio
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from graphs.access import AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
+from stores.settings import InputError, get_settings
+
+ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+"""Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
+
+GRAPHS = ("ingest", "chain", "summarize", "offload", "route")
+RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
+MAX_BODY = 64 * 1024 * 1024
+
+
+def workflow_of(assistant_id: str) -> str | None:
+    """The graph a built-in assistant runs (given by graph name or by Aegra's id), else None."""
+    if assistant_id in GRAPHS:
+        return assistant_id
+    return next((g for g in GRAPHS if str(uuid5(ASSISTANT_NAMESPACE, g)) == assistant_id), None)
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@functools.cache
+def _owners() -> ThreadOwners:
+    return ThreadOwners()
+
+
+def _aegra_owner(thread_id: str) -> str | None:
+    """The user (tenant) Aegra recorded for ``thread_id``, None for a new thread."""
+    url = get_settings().postgres_url
+    if not url:
+        return None
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT user_id FROM thread WHERE thread_id = %s", (thread_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
+    """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
+    workflow = workflow_of(str(body.get("assistant_id", "")))
+    if workflow is None:
+        raise Refused(403, "only the built-in assistants are served: " + ", ".join(GRAPHS))
+    config = dict(body.get("config") or {})
+    context = {**dict(config.pop("configurable", None) or {}), **dict(body.get("context") or {})}
+    context.pop("thread_id", None)
+    extra = sorted(set(context) - served_fields(workflow))
+    if extra:
+        raise Refused(400, f"{workflow} does not take these context keys from callers: {', '.join(extra)}")
+    value = body.get("input")
+    try:
+        if isinstance(value, dict):
+            for key in ("path", "registry_path"):
+                if value.get(key):
+                    files.resolve(str(value[key]))
+        wanted = value.get("namespace") if isinstance(value, dict) else None
+        namespace = tenant.namespace_for(str(wanted or context.get("namespace") or ""))
+        if wanted and context.get("namespace") and wanted != context["namespace"]:
+            raise AccessError("the input and the context name different namespaces")
+        name = tenant.name or "anonymous"
+        owner = _aegra_owner(thread_id)
+        if owner is not None and owner != name:
+            raise AccessError(f"thread {thread_id!r} belongs to another API key")
+        _owners().claim(thread_id, name, namespace)
+    except AccessError as exc:
+        raise Refused(403, str(exc)) from None
+    except InputError as exc:
+        raise Refused(400, files.scrub(str(exc))) from None
+    return {**body, "config": config, "context": {**context, "namespace": namespace}}
+
+
+class TenantGuard:
+    """Key check on every request, run checks on every run creation (see the module's docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.files = IngestRoot.from_env()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from deploy.auth import keyring
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        tenant = keyring().tenant_for(presented_key(headers))
+        if tenant is None:
+            await _answer(send, 401, "a valid API key is required")
+            return
+        match = RUN_PATH.match(scope["path"])
+        if scope["method"] != "POST" or match is None:
+            await self.app(scope, receive, send)
+            return
+        raw = await _read_body(receive)
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise Refused(422, "the run request must be a JSON object")
+            checked = await anyio.to_thread.run_sync(check_run, body, match["thread"], tenant, self.files)
+        except json.JSONDecodeError:
+            await _answer(send, 422, "the run request is not JSON")
+            return
+        except Refused as exc:
+            await _answer(send, exc.status, str(exc))
+            return
+        payload = json.dumps(checked).encode()
+        scope = {
+            **scope,
+            "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+            + [(b"content-length", str(len(payload)).encode())],
+        }
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": payload, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY or not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+async def _answer(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": "forbidden" if status == 403 else "refused", "message": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+app = FastAPI(title="longdoc on Aegra")
+app.add_middleware(TenantGuard)
