@@ -71,7 +71,10 @@ def wait_until(
 
 @contextlib.contextmanager
 def postgres(folder: Path, database: str = "longdoc") -> Iterator[str]:
-    """A throw-away PostgreSQL cluster in ``folder``; yields its URL (user ``longdoc``, trust auth)."""
+    """A throw-away PostgreSQL cluster in ``folder`` (new; its parent readable by all); yields its URL.
+
+    The database user is ``longdoc``, with trust authentication on 127.0.0.1 only.
+    """
     bindir = postgres_bindir()
     if bindir is None:
         raise FileNotFoundError("PostgreSQL server binaries are not installed (bash .ci/system-deps)")
@@ -222,6 +225,8 @@ def deployment(env: dict[str, str] | None = None, instances: int = 2, keep: Path
     Instances start one after the other: the first applies Aegra's database migrations.
     """
     folder = keep or Path(tempfile.mkdtemp(prefix="longdoc-scaleout-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)  # the postgres user must reach its cluster inside
     try:
         with postgres(folder / "postgres") as pg_url, chroma_server(folder / "chroma") as chroma_url:
             deploy = Deployment(pg_url, chroma_url, instance_env(pg_url, chroma_url, env), folder)

@@ -1,0 +1,215 @@
+"""The scale-out deployment over real backends: two Aegra instances, PostgreSQL and a Chroma server.
+
+The model is the scripted OpenAI-compatible endpoint of :mod:`stores.fake_endpoint` (in this
+process, on loopback); embeddings are the deterministic hash embedder. Each instance has its own
+empty ``LONGDOC_HOME``, so whatever one sees of the other's work came through the databases.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+
+from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
+from stores.fake_endpoint import Script, create_app, running
+
+ROOT = Path(__file__).resolve().parents[2]
+FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
+KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-archive"]}}
+
+pytestmark = pytest.mark.skipif(
+    postgres_bindir() is None or chroma_binary() is None,
+    reason="PostgreSQL server binaries or the chroma command are not installed (.ci/system-deps, make install)",
+)
+
+
+def _env(endpoint: str) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.update(
+        {
+            "LONGDOC_BASE_URL": f"{endpoint}/v1",
+            "LONGDOC_MODEL": "scripted",
+            "LONGDOC_EMBEDDER": "hash",
+            "LONGDOC_SERVER_KEYS": json.dumps(KEYS),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[tuple[Script, str]]:
+    script = Script(prompt_seconds=0.02)
+    with running(create_app(script)) as url:
+        yield script, url
+
+
+@pytest.fixture(scope="module")
+def cluster(model: tuple[Script, str]) -> Iterator[Deployment]:
+    with deployment(_env(model[1]), instances=2) as deploy:
+        yield deploy
+
+
+def client(instance: Any, key: str = "key-a") -> Any:
+    return get_sync_client(url=instance.url, api_key=key, timeout=120)
+
+
+def test_documents_and_threads_are_shared_between_instances(cluster: Deployment) -> None:
+    a, b = client(cluster.instances[0]), client(cluster.instances[1])
+    ingest = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": FALCON, "title": "falcon"})
+    doc_id = ingest["doc_id"]
+    assert ingest["chunks"] > 0
+
+    again = b.runs.wait(b.threads.create()["thread_id"], "ingest", input={"text": FALCON, "title": "falcon"})
+    assert again["doc_id"] == doc_id and again["cached"] is True  # B finds A's document in the shared store
+
+    ask = b.runs.wait(b.threads.create()["thread_id"], "chain", input={"doc_id": doc_id, "question": "Who buys?"})
+    assert ask["answer"] and ask["read"]
+    summary = b.runs.wait(b.threads.create()["thread_id"], "summarize", input={"doc_id": doc_id, "length": 60})
+    assert summary["summary"]
+
+    chat = b.threads.create()["thread_id"]
+    first = b.runs.wait(chat, "offload", input={"doc_id": doc_id, "question": "What is Project Falcon?"})
+    second = a.runs.wait(chat, "offload", input={"question": "And who leads the engineering team?"})
+    assert (first["turn"], second["turn"]) == (1, 2)
+    state_a, state_b = a.threads.get_state(chat), b.threads.get_state(chat)
+    assert state_a["values"] == state_b["values"]
+    assert state_a["checkpoint"]["checkpoint_id"] == state_b["checkpoint"]["checkpoint_id"]
+    history = [h["checkpoint"]["checkpoint_id"] for h in a.threads.get_history(chat, limit=100)]
+    assert history == [h["checkpoint"]["checkpoint_id"] for h in b.threads.get_history(chat, limit=100)]
+
+
+def test_requests_without_a_valid_key_are_refused_everywhere(cluster: Deployment) -> None:
+    url = cluster.instances[0].url
+    routes = [
+        ("GET", "/live"),
+        ("GET", "/health"),
+        ("GET", "/info"),
+        ("GET", "/docs"),
+        ("GET", "/openapi.json"),
+        ("POST", "/threads"),
+        ("POST", "/threads/search"),
+        ("POST", "/assistants/search"),
+        ("POST", "/threads/x/runs/wait"),
+        ("GET", "/threads/x/state"),
+        ("PUT", "/store/items"),
+    ]
+    for key in (None, "wrong-key"):
+        headers = {"X-API-Key": key} if key else {}
+        for method, path in routes:
+            answer = httpx.request(method, url + path, headers=headers, json={}, timeout=30)
+            assert answer.status_code == 401, (method, path, key, answer.text)
+    assert httpx.get(url + "/live", headers={"Authorization": "Bearer key-b"}, timeout=30).status_code == 200
+
+
+def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deployment) -> None:
+    a = client(cluster.instances[0], "key-a")
+    b = client(cluster.instances[1], "key-b")
+    b_on_a = client(cluster.instances[0], "key-b")
+    own = a.threads.create()["thread_id"]
+    doc_id = a.runs.wait(own, "ingest", input={"text": FALCON, "title": "falcon"})["doc_id"]
+
+    assert own not in {t["thread_id"] for t in b.threads.search(limit=100)}
+    assert own not in {t["thread_id"] for t in b_on_a.threads.search(limit=100)}
+    for call in (
+        lambda: b.threads.get(own),
+        lambda: b.threads.get_state(own),
+        lambda: b.threads.get_history(own),
+        lambda: b.runs.wait(own, "chain", input={"doc_id": doc_id, "question": "Who buys?"}),
+        lambda: b.runs.create(own, "chain", input={"doc_id": doc_id, "question": "Who buys?"}),
+        lambda: b.runs.wait(own, "chain", command={"goto": None}),
+        lambda: b.runs.wait(b.threads.create()["thread_id"], "chain", input={"question": "?"}, config=_ns("team-a")),
+        lambda: b.runs.wait(b.threads.create()["thread_id"], "ingest", input={"text": "x", "namespace": "team-a"}),
+        lambda: b.assistants.create(graph_id="chain", config={"configurable": {"base_url": "http://127.0.0.1:9"}}),
+        lambda: b.store.put_item(["team-a"], "k", {"v": 1}),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            call()
+        assert refused.value.response.status_code in (403, 404), refused.value.response.text
+
+    # A's doc_id in B's own namespace names nothing: the run fails without reading A's document.
+    thread = b.threads.create()["thread_id"]
+    b.runs.wait(thread, "chain", input={"doc_id": doc_id, "question": "Who manages procurement?"})
+    assert [run["status"] for run in b.runs.list(thread)] == ["error"]
+    assert b.threads.get_state(thread)["values"].get("answer") is None
+
+    # Caller settings outside the served list (a model endpoint) are refused; its second namespace is open.
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        b.runs.wait(b.threads.create()["thread_id"], "chain", input={"question": "?"}, context={"base_url": "x"})
+    assert refused.value.response.status_code == 400
+    archive = b.runs.wait(
+        b.threads.create()["thread_id"], "ingest", input={"text": FALCON}, context={"namespace": "team-b-archive"}
+    )
+    assert archive["doc_id"] == doc_id  # the same content hash, indexed again in B's own namespace
+
+
+def _ns(namespace: str) -> dict[str, Any]:
+    return {"configurable": {"namespace": namespace}}
+
+
+def _long_document(sections: int = 10) -> str:
+    topics = ["pumps", "panels", "budget", "trials", "suppliers", "training", "water", "soil", "weather", "repairs"]
+    return "\n\n".join(
+        f"# Part {i}: {topics[i % len(topics)]}\n\n"
+        + " ".join(f"Finding {i}.{j} about {topics[i % len(topics)]} in region {i * 7 + j}." for j in range(12))
+        for i in range(sections)
+    )
+
+
+def _worker_prompts(script: Script, start: int, end: int | None = None) -> list[str]:
+    bodies = [r["body"] for r in script.requests[start:end] if r["path"].endswith("/chat/completions")]
+    return [json.dumps(b["messages"], sort_keys=True) for b in bodies]
+
+
+def test_a_run_survives_its_instance_being_killed(cluster: Deployment) -> None:
+    script = Script(prompt_seconds=0.4)
+    with running(create_app(script)) as endpoint:
+        slow = {"LONGDOC_BASE_URL": f"{endpoint}/v1"}
+        doomed = cluster.start_instance("doomed", extra_env=slow)
+        heir = cluster.start_instance("heir", extra_env=slow)
+        first, second = client(doomed), client(heir)
+        text = {"text": _long_document()}
+        doc_id = second.runs.wait(
+            second.threads.create()["thread_id"], "ingest", input=text, context={"chunk_size": 60}
+        )
+        ask = {"doc_id": doc_id["doc_id"], "question": "What was found about the suppliers and the weather?"}
+        settings = {"read_all": True}
+
+        start = len(script.requests)
+        reference = second.runs.wait(second.threads.create()["thread_id"], "chain", input=ask, context=settings)
+        uninterrupted = _worker_prompts(script, start)
+        assert len(uninterrupted) >= 8, "the chain must be long enough to be killed half-way"
+
+        thread = first.threads.create()["thread_id"]
+        start = len(script.requests)
+        first.runs.create(thread, "chain", input=ask, context=settings)
+        deadline = time.monotonic() + 120
+        while len(_worker_prompts(script, start)) < len(uninterrupted) // 2:
+            assert time.monotonic() < deadline, "the run on the first instance did not get half-way"
+            time.sleep(0.05)
+        doomed.kill()
+        killed_at = len(script.requests)
+        before = _worker_prompts(script, start, killed_at)
+
+        # Aegra 0.6 sends a null input as {} (a new run), so the thread is continued with a Command
+        # (LangGraph resumes from the last checkpoint on any Command) that rewrites the question as it was.
+        resume = {"update": {"question": ask["question"]}}
+        resumed = second.runs.wait(thread, "chain", command=resume, context=settings)
+        after = _worker_prompts(script, killed_at)
+
+    for key in ("answer", "read", "citations", "calls", "order", "stopped", "notes"):
+        if key in reference:
+            assert resumed[key] == reference[key], key
+    assert sorted(before[:-1] + after) == sorted(uninterrupted) or sorted(before + after) == sorted(uninterrupted)
+    repeated = set(before) & set(after)
+    assert len(repeated) <= 1 and (not repeated or before[-1] in repeated), "a finished worker call was made again"
