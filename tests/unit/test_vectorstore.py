@@ -1,9 +1,42 @@
+"""The Chroma store, run over both backends: the local directory and a Chroma server (``chroma run``)."""
+
 from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from deploy.cluster import chroma_binary, chroma_server
+from stores.documents import DocumentInfo, document_text, get_document, list_documents, save_document
 from stores.settings import InputError
-from stores.vectorstore import Record, VectorStore, check_namespace, get_store, reset_stores
+from stores.vectorstore import Record, VectorStore, check_namespace, get_client, get_store, reset_stores
+
+
+@pytest.fixture(scope="module")
+def chroma_url() -> Iterator[str]:
+    if chroma_binary() is None:
+        pytest.skip("the chroma command is not installed (make install)")
+    with tempfile.TemporaryDirectory(prefix="longdoc-chroma-") as folder, chroma_server(Path(folder)) as url:
+        yield url
+
+
+@pytest.fixture(
+    autouse=True, params=["local", pytest.param("server", marks=[pytest.mark.enable_socket, pytest.mark.integration])]
+)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test once on the local directory, once on a Chroma server (emptied after each test)."""
+    if request.param == "local":
+        yield "local"
+        return
+    monkeypatch.setenv("LONGDOC_CHROMA_URL", request.getfixturevalue("chroma_url"))
+    reset_stores()
+    yield "server"
+    client = get_client()
+    for collection in client.list_collections():
+        client.delete_collection(collection.name)
+    reset_stores()
 
 
 def _records(doc_id: str, texts: list[str]) -> list[Record]:
@@ -69,3 +102,23 @@ def test_invalid_namespaces(bad: str) -> None:
 def test_unknown_kind_is_rejected() -> None:
     with pytest.raises(InputError):
         get_store().add([Record(id="x", text="t", kind="weird", doc_id="d")])
+
+
+def test_the_document_registry_is_shared_through_a_server(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What one process (its own LONGDOC_HOME) ingested, another sees only through a Chroma server."""
+    info = DocumentInfo("abc123", "team", "Title", "t.md", "text/markdown", "en", 2, ["Intro"], "hash", 60, 10)
+    monkeypatch.setenv("LONGDOC_HOME", str(tmp_path / "first"))
+    save_document(info, "Full text.")
+    assert get_document("team", "abc123") == info and document_text("team", "abc123") == "Full text."
+    monkeypatch.setenv("LONGDOC_HOME", str(tmp_path / "second"))
+    reset_stores()
+    if backend == "server":
+        assert get_document("team", "abc123") == info
+        assert document_text("team", "abc123") == "Full text."
+        assert list_documents("team") == [info] and list_documents("other") == []
+    else:
+        assert list_documents("team") == []
+        with pytest.raises(InputError):
+            get_document("team", "abc123")
