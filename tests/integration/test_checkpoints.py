@@ -26,6 +26,7 @@ from stores.checkpoint import checkpoint_location, open_checkpointer
 from stores.models import ModelError, use_chat_model
 from stores.testing import ScriptedChatModel
 from tests.fakes import offload_reply
+from tests.unit.test_resume import Failing as DiesAt
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 
@@ -82,19 +83,6 @@ def test_checkpoints_survive_reopening(saver_url: str | None, longdoc_home: Path
         assert (longdoc_home / "checkpoints.sqlite").exists()
     else:
         assert checkpoint_location().startswith("postgresql://longdoc@127.0.0.1:")
-
-
-class DiesAt(ScriptedChatModel):
-    """The scripted model; while ``down`` > 0, the calls whose prompt holds ``fail_at`` fail as if the endpoint died."""
-
-    fail_at: str = ""
-    down: int = 0
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        if self.down and self.fail_at in "\n".join(str(m.content) for m in messages):
-            self.down -= 1
-            raise ConnectionError("the endpoint went away")
-        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 MANAGER = json.dumps({"answer": "Bob Chen", "evidence": ["c1"], "explanation": "He manages procurement [c1]."})
