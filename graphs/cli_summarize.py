@@ -37,6 +37,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-rounds", type=int, default=None, help="editor rounds (default 2)")
     p.add_argument("--questions", type=int, default=None, help="questions per round (default 4)")
     p.add_argument("--factcheck", choices=("fix", "mark", "off"), default=None, help="fact-check mode (default fix)")
+    p.add_argument(
+        "--length-fit",
+        choices=("fill", "trim", "off"),
+        default=None,
+        help="keep the summary within +-25%% of --length: fill (default) trims a long one and fills a short one "
+        "from cited answers and chunk sentences; trim only trims; off leaves it as written",
+    )
     p.add_argument("--thread-id", default=None, help="checkpoint under this id; run again with it to resume")
     add_common(p)
     p.set_defaults(func=_cmd_summarize)
@@ -60,6 +67,7 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
         ("max_rounds", args.max_rounds),
         ("questions_per_round", args.questions),
         ("factcheck", args.factcheck),
+        ("length_fit", args.length_fit),
     ):
         if value is not None:
             context[name] = value
@@ -93,6 +101,7 @@ def json_result(out: dict[str, Any]) -> dict[str, Any]:
         "method": out["method"],
         "stop_reason": out["stop_reason"],
         "factcheck": out["factcheck"],
+        "fit": out.get("fit", {}),
         "log": out["log"],
     }
 
@@ -119,7 +128,16 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
             f"\n{out['method']}: {out['rounds']} rounds ({out['stop_reason'] or 'done'}), {totals['calls']} LLM calls, "
             f"tokens in {totals['input']} / out {totals['output']}; fact-check: {check['supported']} supported, "
             f"{check['fixed']} fixed, {check['disputed']} disputed, {check['dropped']} dropped "
-            f"of {check['sentences']} sentences",
+            f"of {check['sentences']} sentences; {_length_line(out.get('fit', {}))}",
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _length_line(fit: dict[str, Any]) -> str:
+    """The length reached against the target, and what the fill step added."""
+    if not fit:
+        return "length not measured"
+    added = sum(fit.get("filled", {}).values())
+    extra = f", {added} sentences added from answers and chunks" if added else ""
+    return f"length {fit['units']} of {fit['target']} ({fit['low']}-{fit['high']}){extra}"

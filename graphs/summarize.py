@@ -29,6 +29,7 @@ from typing_extensions import TypedDict
 from graphs.context import resolve_context
 from graphs.summary_baselines import RETRY, BaselineContext, map_reduce_graph, refine_graph
 from nodes.editor import (
+    answer_sentences,
     build_overview,
     check_request,
     choose_expert,
@@ -36,12 +37,18 @@ from nodes.editor import (
     draft_changed,
     draft_fits,
     evidence_block,
+    excerpt_sentences,
     fallback_merge,
+    fill_to_length,
+    length_bounds,
     length_units,
     merge_answers,
     new_questions,
     polish,
+    total_units,
     trim_to_length,
+    unit_name,
+    unmerged_answers,
     usable_answers,
     write_questions,
 )
@@ -125,6 +132,15 @@ class SummarizeContext(BaselineContext):
     direct_tokens: int = field(
         default=700, metadata=_describe("Evidence tokens for a one-chunk document summarized in one call.")
     )
+    length_fit: str = field(
+        default="fill",
+        metadata=_describe(
+            "fill: trim a long summary at sentence boundaries and fill a short one from unused cited expert "
+            "answers, then from the retrieved chunks' sentences (to within +-25% of length); trim: only trim; "
+            "off: neither."
+        ),
+    )
+    fill_chunks: int = field(default=6, metadata=_describe("Chunks whose sentences may fill a short summary."))
 
 
 def _writer() -> Any:
@@ -175,6 +191,8 @@ class SummarizeOutput(TypedDict, total=False):
     """Why the rounds stopped (max_rounds, editor_satisfied, draft_unchanged, no_new_questions, ...)."""
     factcheck: dict
     """Fact-check counts and the share of checked sentences confirmed."""
+    fit: dict
+    """Length: {target, units, low, high, within, trimmed, filled: {answer, excerpt}}."""
 
 
 class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
@@ -200,8 +218,10 @@ class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
     """The editor's note on what the draft still misses."""
     final_text: str
     """The polished summary (or the baseline's), with [chunk_id] citations, before the fact-check."""
+    fitted: list[dict]
+    """Sentences of the summary after the length fit, before the fact-check: {text, citations, origin}."""
     checked: list[dict]
-    """Fact-checked sentences: {text, original, citations, verdict, cited_by}."""
+    """Fact-checked sentences: {text, original, citations, verdict, cited_by, origin}."""
 
 
 class ExpertTask(TypedDict):
@@ -231,8 +251,12 @@ def _check_context(ctx: SummarizeContext) -> None:
         raise InputError(f"factcheck must be 'fix', 'mark' or 'off', got {ctx.factcheck!r}")
     if ctx.rerank not in ("none", "sentence"):
         raise InputError(f"rerank must be 'none' or 'sentence', got {ctx.rerank!r}")
-    if ctx.expert_k < 1 or ctx.expert_chunk_tokens < 20 or ctx.factcheck_batch < 1:
-        raise InputError("expert_k, factcheck_batch must be positive and expert_chunk_tokens at least 20")
+    if ctx.length_fit not in ("fill", "trim", "off"):
+        raise InputError(f"length_fit must be 'fill', 'trim' or 'off', got {ctx.length_fit!r}")
+    if ctx.expert_k < 1 or ctx.expert_chunk_tokens < 20 or ctx.factcheck_batch < 1 or ctx.fill_chunks < 0:
+        raise InputError(
+            "expert_k, factcheck_batch must be positive, fill_chunks not negative and expert_chunk_tokens at least 20"
+        )
 
 
 def question_llm(ctx: SummarizeContext) -> LLM:
@@ -283,6 +307,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
         "missing": "",
         "questions": [],
         "final_text": "",
+        "fitted": [],
         "stop_reason": "",
         "answers": Overwrite([]),
         "rounds_info": Overwrite([]),
@@ -475,6 +500,10 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
             if coverage(new_draft, sources) < 0.5:
                 info["merge_error"] = "the merged draft says little that the draft or the answers say"
                 new_draft = fallback_merge(draft, usable, length, lang)
+            left_out = unmerged_answers(new_draft, usable)
+            if left_out:
+                new_draft = fallback_merge(new_draft, left_out, length, lang)
+            info["appended"] = len(left_out) - len(unmerged_answers(new_draft, usable))
             update["usage"] = usage
             update["missing"] = result.missing
         except ModelError as exc:
@@ -484,11 +513,12 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
             info["merge_error"] = str(exc)
     changed = draft_changed(draft, new_draft)
     info.update({"judgement": judgement, "draft_changed": changed})
+    short = length_units(re.sub(r"\[[^\]]*\]", "", new_draft), lang) < length_bounds(length)[0]
     if rnd >= ctx.max_rounds:
         stop = "max_rounds"
-    elif judgement and judgement["done"] and rnd >= ctx.min_rounds and new_draft:
+    elif judgement and judgement["done"] and rnd >= ctx.min_rounds and new_draft and not short:
         stop = "editor_satisfied"
-    elif draft and not changed:
+    elif draft and not changed and not short:
         stop = "draft_unchanged"
     else:
         stop = ""
@@ -544,26 +574,91 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     return {"final_text": text, "usage": usage}
 
 
-def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
-    """Check each sentence against the chunks it cites; fix or drop the unsupported ones."""
+def _fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: set[str]) -> list[dict[str, Any]]:
+    """Cited sentences a short summary may take, best first: expert answers, then the chunks' own sentences."""
+    query = state.get("query", "")
+    candidates = answer_sentences(state.get("answers", []), query)
+    if ctx.fill_chunks:
+        store = get_store(ctx.namespace, ctx.embedder)
+        doc_id = state["doc_id"]
+        cited = [c for a in state.get("answers", []) for c in a.get("citations", [])]
+        if query.strip():
+            hits = hybrid_search(store, doc_id, query, ctx.fill_chunks)
+        else:  # the chunks the experts cited, then the others in document order
+            order = {c: i for i, c in enumerate(dict.fromkeys(cited))}
+            hits = sorted(store.by_doc(doc_id), key=lambda h: order.get(h.chunk_id, len(order)))[: ctx.fill_chunks]
+        candidates += excerpt_sentences(hits, query, state["lang"])
+    return [c for c in candidates if c["text"] not in used]
+
+
+def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """Bring the summary within +-25% of the requested length: trim a long one at sentence boundaries,
+    fill a short one from the cited expert answers it does not use yet, then from the chunks' sentences."""
     ctx = resolve_context(runtime, SummarizeContext)
     info = get_document(ctx.namespace, state["doc_id"])
-    valid = [f"c{i}" for i in range(info.chunks)]
-    sentences = parse_cited_sentences(state.get("final_text", ""), valid)
+    lang, length = state["lang"], _length(state)
+    sentences = dedupe_sentences(parse_cited_sentences(state.get("final_text", ""), _chunk_ids(info.chunks)))
+    sentences = [{**s, "origin": "summary"} for s in sentences]
+    if ctx.length_fit == "off":
+        return {"fitted": sentences}
+    before = total_units(sentences, lang)
+    fitted = trim_to_length(sentences, length, lang)
+    if ctx.length_fit == "fill" and fitted and total_units(fitted, lang) < length_bounds(length)[0]:
+        fitted += fill_to_length(fitted, _fill_candidates(state, ctx, {s["text"] for s in fitted}), length, lang)
+    after = total_units(fitted, lang)
+    added = sum(s["origin"] != "summary" for s in fitted)
+    _writer()(
+        {
+            "stage": "length",
+            "message": f"length {before} -> {after} {unit_name(lang)} (target {length})"
+            + (f"; {added} sentences added from answers and chunks" if added else ""),
+        }
+    )
+    return {"fitted": fitted}
+
+
+def _chunk_ids(count: int) -> list[str]:
+    return [f"c{i}" for i in range(count)]
+
+
+def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """Check each sentence against the chunks it cites; fix or drop the unsupported ones.
+
+    When dropping leaves the summary short, cited sentences not used yet are checked and added once.
+    """
+    ctx = resolve_context(runtime, SummarizeContext)
+    info = get_document(ctx.namespace, state["doc_id"])
     if state["kind"] == "short":
+        sentences = parse_cited_sentences(state.get("final_text", ""), _chunk_ids(info.chunks))
         checked = [{**s, "original": s["text"], "verdict": "source", "cited_by": "source"} for s in sentences]
         return {"checked": checked}
-    sentences = trim_to_length(dedupe_sentences(sentences), _length(state), state["lang"])
-    checked, usage = check_sentences(
-        sentences,
-        store=get_store(ctx.namespace, ctx.embedder),
-        doc_id=state["doc_id"],
-        llm=llm_for("checker", ctx),
-        lang=state["lang"],
-        mode=ctx.factcheck,  # type: ignore[arg-type]
-        batch_size=ctx.factcheck_batch,
-        prefer=citations_in(state.get("draft", "")),
-    )
+    lang, length = state["lang"], _length(state)
+    store = get_store(ctx.namespace, ctx.embedder)
+
+    def check(sentences: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Usage]:
+        checked, usage = check_sentences(
+            sentences,
+            store=store,
+            doc_id=state["doc_id"],
+            llm=llm_for("checker", ctx),
+            lang=lang,
+            mode=ctx.factcheck,  # type: ignore[arg-type]
+            batch_size=ctx.factcheck_batch,
+            prefer=citations_in(state.get("draft", "")),
+        )
+        kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
+        return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)], usage
+
+    checked, usage = check(state.get("fitted", []))
+    kept = [c for c in checked if c["verdict"] != "dropped"]
+    short = kept and total_units(kept, lang) < length_bounds(length)[0]
+    if ctx.length_fit == "fill" and ctx.factcheck == "fix" and short:
+        used = {c["original"] for c in checked} | {c["text"] for c in checked}
+        more = fill_to_length(kept, _fill_candidates(state, ctx, used), length, lang)
+        if more:
+            extra, used_more = check(more)
+            checked += extra
+            usage = merge_usage(usage, used_more)
     stats = factcheck_stats(checked)
     _writer()(
         {
@@ -579,8 +674,11 @@ def finish(state: SummarizeState) -> dict[str, Any]:
     """Assemble the summary, its cited sentences and the question/answer log."""
     checked = state.get("checked", [])
     kept = [c for c in checked if c["verdict"] != "dropped"]
-    sentences = [{"text": c["text"], "citations": c["citations"], "verdict": c["verdict"]} for c in kept]
-    lang = state["lang"]
+    sentences = [
+        {"text": c["text"], "citations": c["citations"], "verdict": c["verdict"], "origin": c.get("origin", "source")}
+        for c in kept
+    ]
+    lang, length = state["lang"], _length(state)
     log = []
     for info in state.get("rounds_info", []):
         answers = [
@@ -609,9 +707,15 @@ def finish(state: SummarizeState) -> dict[str, Any]:
     if not summary.strip():
         why = "the fact-check dropped every sentence" if checked else "the model wrote no usable sentence"
         raise ModelOutputError(f"the summary came out empty: {why}")
+    low, high = length_bounds(length)
+    units = length_units(summary, lang)
+    filled = {o: sum(s["origin"] == o for s in sentences) for o in ("answer", "excerpt")}
+    fit: dict[str, Any] = {"target": length, "units": units, "low": low, "high": high, "within": low <= units <= high}
+    fit.update({"trimmed": any(c.get("clipped") for c in checked), "filled": filled})
     return {
         "summary": summary,
         "sentences": sentences,
+        "fit": fit,
         "log": log,
         "rounds": state.get("round", 0),
         "stop_reason": stop,
@@ -630,6 +734,7 @@ builder.add_node("merge", merge, retry_policy=RETRY)
 builder.add_node("polish", polish_node, retry_policy=RETRY)
 builder.add_node("map_reduce", map_reduce_graph())
 builder.add_node("refine", refine_graph())
+builder.add_node("fit_length", fit_length)
 builder.add_node("factcheck", factcheck, retry_policy=RETRY)
 builder.add_node("finish", finish)
 builder.add_edge(START, "prepare")
@@ -638,9 +743,10 @@ builder.add_edge("overview", "questions")
 builder.add_conditional_edges("questions", send_questions, ["expert", "polish"])
 builder.add_edge("expert", "merge")
 builder.add_conditional_edges("merge", after_merge, ["questions", "polish"])
-builder.add_edge("polish", "factcheck")
-builder.add_edge("map_reduce", "factcheck")
-builder.add_edge("refine", "factcheck")
+builder.add_edge("polish", "fit_length")
+builder.add_edge("map_reduce", "fit_length")
+builder.add_edge("refine", "fit_length")
+builder.add_edge("fit_length", "factcheck")
 builder.add_edge("factcheck", "finish")
 builder.add_edge("finish", END)
 

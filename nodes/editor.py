@@ -9,6 +9,7 @@ coherence, and finally polishes the draft to the requested length, format and la
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -17,12 +18,13 @@ from pydantic import BaseModel, Field, create_model
 
 import prompts
 from nodes.expert import citations_in, focus_text, language_name, placeholder, question_key
+from nodes.factcheck import clean_sentence, coverage, parse_cited_sentences, text_blocks
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.routing.entry import route_to_expert
 from stores.documents import DocumentInfo
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
-from stores.text import cjk_ratio, jaccard, split_sentences, truncate_tokens
+from stores.text import cjk_ratio, content_words, jaccard, overlap, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
 
 Format = Literal["paragraphs", "bullets"]
@@ -271,34 +273,175 @@ def draft_changed(old: str, new: str, threshold: float = 0.97) -> bool:
     return difflib.SequenceMatcher(None, " ".join(old.split()), " ".join(new.split())).ratio() < threshold
 
 
-# --- polish ---------------------------------------------------------------------------------
-def draft_fits(draft: str, length: int, fmt: str, lang: str) -> bool:
-    """True when the draft already has the requested format and language and is not too long (no polish call).
+# --- length ---------------------------------------------------------------------------------
+LENGTH_TOLERANCE = 0.25
+"""A summary is the requested length when it is within this share of it either way."""
 
-    A draft shorter than asked is kept: polishing cannot add facts, only lose citations.
+
+def length_bounds(length: int, tolerance: float = LENGTH_TOLERANCE) -> tuple[int, int]:
+    """The shortest and longest accepted summary for a target of ``length`` units."""
+    return math.ceil((1 - tolerance) * length), math.floor((1 + tolerance) * length)
+
+
+def total_units(sentences: Sequence[dict[str, Any]], lang: str) -> int:
+    """Length of a list of ``{"text"}`` sentences in the user's units."""
+    return sum(length_units(s["text"], lang) for s in sentences)
+
+
+def draft_fits(draft: str, length: int, fmt: str, lang: str) -> bool:
+    """True when the draft needs no polish call: paragraphs in the requested language, not too long.
+
+    A draft shorter than asked is kept as well: polishing cannot add facts; the fill step adds them.
     """
     units = length_units(re.sub(r"\[[^\]]*\]", "", draft), lang)
     same_language = (lang == "zh") == (cjk_ratio(draft) > 0.2)
-    return fmt == "paragraphs" and units <= 1.3 * length and same_language
+    return fmt == "paragraphs" and units <= length_bounds(length)[1] and same_language
 
 
-def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str, slack: float = 1.3) -> list[dict]:
-    """Whole sentences from the start while they fit in ``slack * length`` units (at least one)."""
-    out: list[dict[str, Any]] = []
-    used = 0
-    for sentence in sentences:
-        units = length_units(sentence["text"], lang)
-        if out and used + units > slack * length:
+def clip_sentence(text: str, max_units: int, lang: str) -> str:
+    """``text`` cut to at most ``max_units`` units, at the last clause break that fits (else a word break)."""
+    if length_units(text, lang) <= max_units:
+        return text
+    if lang == "zh":
+        pieces = re.split(r"(?<=[，；、：,;:])", text)
+    else:
+        pieces = re.split(r"(?<=[,;:])\s+|\s+(?=(?:and|but|while|because|which|so)\s)", text)
+    out = ""
+    for piece in pieces:
+        joined = f"{out}{piece}" if lang == "zh" else f"{out} {piece}".strip()
+        if length_units(joined, lang) > max_units:
             break
-        out.append(sentence)
+        out = joined
+    if not out:
+        words = text.split() if lang != "zh" else list(text)
+        out = ("" if lang == "zh" else " ").join(words[:max_units])
+        while length_units(out, lang) > max_units and out:
+            out = out[:-1]
+    out = out.rstrip(" ,;:，；、：")
+    return out + ("。" if lang == "zh" else ".") if out and not re.search(r"[.!?。！？]$", out) else out
+
+
+def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str) -> list[dict]:
+    """Whole sentences, in order, while they fit in the longest accepted length; a sentence that would
+    overflow is skipped. When that leaves the summary short, the first skipped sentence is cut at a
+    clause break to fill the gap, in its place and with its citations."""
+    low, high = length_bounds(length)
+    kept: list[tuple[int, dict[str, Any]]] = []
+    skipped: list[int] = []
+    used = 0
+    for i, sentence in enumerate(sentences):
+        units = length_units(sentence["text"], lang)
+        if used + units <= high:
+            kept.append((i, dict(sentence)))
+            used += units
+        else:
+            skipped.append(i)
+    if used < low and skipped:
+        first = skipped[0]
+        clipped = clip_sentence(sentences[first]["text"], max(1, length - used), lang)
+        if clipped:
+            kept.append((first, {**sentences[first], "text": clipped, "clipped": True}))
+    return [s for _, s in sorted(kept, key=lambda pair: pair[0])]
+
+
+def answer_sentences(answers: Sequence[dict[str, Any]], query: str = "") -> list[dict[str, Any]]:
+    """Cited sentences of the answered expert answers: most on-focus and confident first, then in document order.
+
+    A sentence without its own citation carries the citations of its answer.
+    """
+    focus = content_words(query)
+    out: list[tuple[tuple[float, float, int], dict[str, Any]]] = []
+    for ans in answers:
+        if ans.get("status") != "answered" or not ans.get("citations"):
+            continue
+        for sentence in parse_cited_sentences(ans["answer"]):
+            cites = [c for c in sentence["citations"] if c in ans["citations"]] or list(ans["citations"])
+            first = min(int(c[1:]) for c in cites if c[1:].isdigit()) if cites else 10**9
+            rank = (-overlap(focus, content_words(sentence["text"])), -float(ans.get("confidence", 0.0)), first)
+            out.append((rank, {"text": sentence["text"], "citations": cites, "origin": "answer"}))
+    return [s for _, s in sorted(out, key=lambda pair: pair[0])]
+
+
+def excerpt_sentences(
+    hits: Sequence[Hit], query: str, lang: str, *, min_units: int = 6, max_units: int = 60
+) -> list[dict[str, Any]]:
+    """Sentences of retrieved chunks, verbatim and cited, most on-focus first (the last source of a fill)."""
+    focus = content_words(query)
+    out: list[tuple[tuple[float, int], dict[str, Any]]] = []
+    for rank, hit in enumerate(hits):
+        for block in text_blocks(hit.text):
+            for sentence in split_sentences(block):
+                text = clean_sentence(sentence)
+                units = length_units(text, lang)
+                if not min_units <= units <= max_units:
+                    continue
+                key = (-overlap(focus, content_words(text)), rank)
+                out.append((key, {"text": text, "citations": [hit.chunk_id], "origin": "excerpt"}))
+    return [s for _, s in sorted(out, key=lambda pair: pair[0])]
+
+
+def fill_to_length(
+    sentences: Sequence[dict[str, Any]],
+    candidates: Sequence[dict[str, Any]],
+    length: int,
+    lang: str,
+    repeat: float = 0.6,
+) -> list[dict[str, Any]]:
+    """``sentences`` followed by ``candidates`` that say something new, until the summary reaches ``length``.
+
+    A candidate is skipped when ``repeat`` of its content words are already in the summary, or when
+    it would make the summary longer than accepted. Returns the added sentences only.
+    """
+    _low, high = length_bounds(length)
+    used = total_units(sentences, lang)
+    said = set().union(*(content_words(s["text"], cjk_chars=False) for s in sentences)) if sentences else set()
+    added: list[dict[str, Any]] = []
+    for cand in candidates:
+        if used >= length:
+            break
+        units = length_units(cand["text"], lang)
+        words = content_words(cand["text"], cjk_chars=False)
+        if used + units > high or overlap(words, said, empty=1.0) >= repeat:
+            continue
+        added.append(dict(cand))
+        said |= words
         used += units
-    return out
+    return added
+
+
+def unmerged_answers(draft: str, answers: Sequence[dict[str, Any]], threshold: float = 0.5) -> list[dict]:
+    """Answers the draft does not carry: less than ``threshold`` of their content words are in it."""
+    return [a for a in answers if coverage(re.sub(r"\[[^\]]*\]", " ", a["answer"]), draft) < threshold]
+
+
+_ADVICE = {
+    "long": ("Shorten it: cut repetition and the least important points.", "请缩短：删去重复和最次要的内容。"),
+    "short": ("Keep every fact and say each one fully.", "保留每个事实，并把每个事实说完整。"),
+    "fits": ("Keep its length.", "保持它的长度。"),
+}
 
 
 def polish(llm: LLM, *, draft: str, query: str, length: int, fmt: str, lang: str) -> tuple[str, Usage]:
-    """Rewrite the draft to the requested length, format and language, keeping its citations."""
+    """Rewrite the draft to the requested length, format and language, keeping its citations.
+
+    The prompt gives the draft's current length and the accepted range, and says which way to go.
+    """
     system = writing_prompt("summarize/polish", lang, length=length, fmt=fmt)
-    user = prompts.render("summarize/polish_user", lang, query=focus_text(query, lang), draft=draft)
+    current = length_units(re.sub(r"\[[^\]]*\]", "", draft), lang)
+    low, high = length_bounds(length)
+    advice = _ADVICE["long" if current > high else "short" if current < low else "fits"][lang == "zh"]
+    user = prompts.render(
+        "summarize/polish_user",
+        lang,
+        query=focus_text(query, lang),
+        draft=draft,
+        current=current,
+        low=low,
+        high=high,
+        length=length,
+        unit=unit_name(lang),
+        advice=advice,
+    )
     return llm.text(messages(system, user), max_tokens=tokens_for(length, lang))
 
 

@@ -161,3 +161,33 @@ def summarize_reply(messages: Sequence[BaseMessage]) -> str:
 def summarize_chat_model(delay: float = 0.0) -> ScriptedChatModel:
     """The scripted summarize model, sleeping ``delay`` seconds per call."""
     return ScriptedChatModel(default=summarize_reply, delay=delay)
+
+
+def _cut_words(text: str, words: int) -> str:
+    """``text`` cut to its first ``words`` words, keeping the citations of the words kept."""
+    kept = re.sub(r"\s+", " ", text).strip().split(" ")[:words]
+    cut = " ".join(kept)
+    if re.search(r"\[c\d+\]", cut):
+        return cut
+    first = re.findall(r"\[c\d+\]", text)[:1]
+    return " ".join([cut, *first]).strip()
+
+
+def fixed_length_reply(words: int = 20) -> Any:
+    """A summarize reply function whose every written text (answers, drafts, summaries) has ``words`` words,
+    whatever length the prompt asks for: the model that ignores length instructions."""
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        text = summarize_reply(messages)
+        system = str(messages[0].content)
+        if '"questions"' in system or '"verdicts"' in system:
+            return text
+        if '"answer"' in system or '"draft"' in system:
+            data = json.loads(text)
+            key = "answer" if '"answer"' in system else "draft"
+            if data[key] and data[key] != "not found":
+                data[key] = _cut_words(data[key], words)
+            return json.dumps(data)
+        return _cut_words(text, words)
+
+    return reply

@@ -247,8 +247,11 @@ def test_editor_satisfied_and_unchanged_draft_stop_early() -> None:
             return json.dumps({**data, "done": True})
         return scripted_reply(messages)
 
-    out = _run(ScriptedChatModel(default=satisfied), {"path": str(FALCON), "length": 60}, max_rounds=3)
+    out = _run(ScriptedChatModel(default=satisfied), {"path": str(FALCON), "length": 20}, max_rounds=3)
     assert out["stop_reason"] == "editor_satisfied" and out["rounds"] == 1
+    # a satisfied editor whose draft is shorter than 75% of the length asked gets another round
+    out = _run(ScriptedChatModel(default=satisfied), {"path": str(FALCON), "length": 150}, max_rounds=3)
+    assert out["rounds"] > 1 and out["stop_reason"] != "editor_satisfied"
 
     def frozen(messages: Sequence[BaseMessage]) -> str:
         if '"draft"' in _system(messages):
@@ -256,7 +259,7 @@ def test_editor_satisfied_and_unchanged_draft_stop_early() -> None:
             return json.dumps({"draft": draft, "completeness": 2, "accuracy": 4, "coherence": 4, "done": False})
         return scripted_reply(messages)
 
-    out = _run(ScriptedChatModel(default=frozen), {"path": str(FALCON), "length": 60}, max_rounds=4)
+    out = _run(ScriptedChatModel(default=frozen), {"path": str(FALCON), "length": 12}, max_rounds=4)
     assert out["stop_reason"] == "draft_unchanged" and out["rounds"] == 2
     assert out["log"][1]["draft_changed"] is False
 
@@ -318,7 +321,7 @@ def test_ungrounded_corrections_are_dropped_and_verbatim_sentences_kept_as_dispu
         ],
     )
     request = {"path": str(FALCON), "length": 100, "format": "bullets"}
-    out = _run(model, request, max_rounds=1)
+    out = _run(model, request, max_rounds=1, length_fit="trim")
     assert [(s["text"], s["verdict"]) for s in out["sentences"]] == [
         ("Falcon builds solar pumps for farms.", "supported"),
         ("The steering committee approved a budget of 40,000 euros in March.", "disputed"),
@@ -370,7 +373,7 @@ def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
         {"n": 3, "supported": False, "fix": ""},
     ]
     request = {"path": str(FALCON), "length": 100, "format": "bullets"}
-    out = _run(_polished_then_checked(polished, verdicts), request, max_rounds=1)
+    out = _run(_polished_then_checked(polished, verdicts), request, max_rounds=1, length_fit="trim")
     texts = [s["text"] for s in out["sentences"]]
     assert texts == ["Project Falcon builds a solar pump for farms.", "The budget is 40,000 euros."]
     assert [s["verdict"] for s in out["sentences"]] == ["supported", "fixed"]
@@ -383,7 +386,9 @@ def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
         "dropped": 1,
         "supported_share": None,
     }
-    marked = _run(_polished_then_checked(polished, verdicts), request, max_rounds=1, factcheck="mark")
+    marked = _run(
+        _polished_then_checked(polished, verdicts), request, max_rounds=1, factcheck="mark", length_fit="trim"
+    )
     assert [s["verdict"] for s in marked["sentences"]] == ["supported", "unsupported", "unsupported"]
     assert "90,000" in marked["summary"]
 
@@ -462,7 +467,7 @@ def test_short_document_is_its_own_summary(tmp_path: Path) -> None:
     assert out["summary"] == "Otters hold hands while they sleep."
     assert out["stop_reason"] == "document_shorter_than_summary" and not fake.calls
     assert out["sentences"] == [
-        {"text": "Otters hold hands while they sleep.", "citations": ["c0"], "verdict": "source"}
+        {"text": "Otters hold hands while they sleep.", "citations": ["c0"], "verdict": "source", "origin": "source"}
     ]
 
 

@@ -29,6 +29,18 @@ def test_summarize_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["tokens"]["calls"] > 0 and out["tokens"]["input"] > out["tokens"]["output"] > 0
     assert set(out["tokens"]["by_role"]) >= {"questioner", "expert", "editor", "checker"}
     assert len(out["log"][0]["questions"]) == 3
+    assert out["fit"]["target"] == 60 and out["fit"]["low"] <= out["fit"]["units"] <= out["fit"]["high"]
+
+
+def test_summarize_length_fit_off_is_passed_to_the_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["summarize", str(FALCON), "--json", "-q", "--length", "150", "--max-rounds", "1", "--questions", "1"]
+    with use_chat_model(summarize_chat_model()):
+        assert main([*argv, "--length-fit", "off"]) == EXIT_OK
+        off = json.loads(capsys.readouterr().out)
+        assert main(argv) == EXIT_OK
+        filled = json.loads(capsys.readouterr().out)
+    assert off["fit"]["filled"] == {"answer": 0, "excerpt": 0} and not off["fit"]["within"]
+    assert filled["fit"]["within"] and sum(filled["fit"]["filled"].values()) > 0
 
 
 def test_summarize_text_output_shows_progress_and_citations(capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,7 +51,7 @@ def test_summarize_text_output_shows_progress_and_citations(capsys: pytest.Captu
     lines = captured.out.strip().splitlines()
     assert lines and all(line.startswith("- ") and line.rstrip().endswith("]") for line in lines)
     assert "round 1: 2 questions" in captured.err and "round 1 · fact:" in captured.err
-    assert "LLM calls" in captured.err and "fact-check:" in captured.err
+    assert "LLM calls" in captured.err and "fact-check:" in captured.err and "length " in captured.err
 
 
 def test_summarize_by_doc_id_with_a_baseline(capsys: pytest.CaptureFixture[str]) -> None:

@@ -154,7 +154,15 @@ def test_draft_change_and_length_helpers() -> None:
     sentences = [{"text": "one two three four"}, {"text": "five six seven"}, {"text": "eight nine ten"}]
     assert trim_to_length(sentences, 5, "en") == sentences[:1]
     assert trim_to_length(sentences, 6, "en") == sentences[:2]
-    assert trim_to_length(sentences[:1], 1, "en") == sentences[:1]
+    # a first sentence longer than allowed is cut at a word or clause break, keeping its citations
+    assert trim_to_length(sentences[:1], 2, "en") == [{"text": "one two.", "clipped": True}]
+    cited = [
+        {"text": "The budget is 40,000 euros, most of it for panels, and the rest for trials.", "citations": ["c1"]}
+    ]
+    clipped = trim_to_length(cited, 10, "en")
+    assert clipped == [
+        {"text": "The budget is 40,000 euros, most of it for panels.", "citations": ["c1"], "clipped": True}
+    ]
     assert draft_fits("word " * 50 + "[c1]", 60, "paragraphs", "en")
     assert draft_fits("word " * 10, 60, "paragraphs", "en") and not draft_fits("word " * 90, 60, "paragraphs", "en")
     assert not draft_fits("word " * 50, 60, "bullets", "en")
