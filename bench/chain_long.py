@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from bench import journal
+from bench.journal import paired as paired  # re-exported: bench.chain imports it from here
 from bench.metrics import exact_match, token_f1
 from bench.qa_data import Paragraph, QAItem
 
@@ -134,22 +136,19 @@ def setup_version(method: str) -> str:
     """Short hash of what a method's answers depend on besides the item: its prompts and, for the
     chains, the reading defaults. Part of every journal key, so a changed prompt or default is run
     afresh instead of being read back from the journal."""
-    import hashlib
     from importlib import resources
 
     from graphs.chain import ChainContext
 
     names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
-    digest = hashlib.sha256()
     folder = resources.files("prompts").joinpath("chain")
-    for name in names:
-        for lang in ("en", "zh"):
-            digest.update(folder.joinpath(f"{name}.{lang}.txt").read_bytes())
+    parts: list[bytes | str] = [
+        folder.joinpath(f"{name}.{lang}.txt").read_bytes() for name in names for lang in ("en", "zh")
+    ]
     if method != "topk":
         ctx = ChainContext()
-        defaults = [ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]
-        digest.update(json.dumps(defaults).encode())
-    return digest.hexdigest()[:8]
+        parts.append(json.dumps([ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]))
+    return journal.digest(parts)
 
 
 def journal_key(item: str, size: object, budget: int, method: str) -> str:
@@ -157,24 +156,20 @@ def journal_key(item: str, size: object, budget: int, method: str) -> str:
     return f"{item}|{size}|{budget}|{method}|{setup_version(method)}"
 
 
-def append_journal(path: Path, row: dict[str, Any]) -> None:
-    """Add one finished run to the journal."""
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+append_journal = journal.append
+
+
+def _legacy_key(row: dict[str, Any]) -> dict[str, Any]:
+    """A row keyed before keys named a setup, keyed under the setup of its time."""
+    if row["key"].count("|") == 3 and "method" in row:
+        legacy = LEGACY_SETUPS["topk" if row["method"] == "topk" else "chain"]
+        return {**row, "key": f"{row['key']}|{legacy}"}
+    return row
 
 
 def read_journal(path: Path) -> dict[str, dict[str, Any]]:
-    """Journal rows by key (later rows win)."""
-    if not path.exists():
-        return {}
-    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    out = {}
-    for row in rows:
-        if row["key"].count("|") == 3 and "method" in row:
-            legacy = LEGACY_SETUPS["topk" if row["method"] == "topk" else "chain"]
-            row = {**row, "key": f"{row['key']}|{legacy}"}
-        out[row["key"]] = row
-    return out
+    """Journal rows by key (later rows win; rows of the older key format read as their setup of the time)."""
+    return journal.read(path, _legacy_key)
 
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
@@ -392,15 +387,6 @@ def _per_worker_call(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     inputs = sum(u["input"] for u, _ in calls)
     chunk = sum(t for _, t in calls)
     return {"worker_input_per_call": round(inputs / n, 1), "worker_overhead_per_call": round((inputs - chunk) / n, 1)}
-
-
-def paired(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:
-    """Rows of the items every one of ``methods`` has a result for (so figures compare like with like)."""
-    by_item: dict[str, set[str]] = {}
-    for r in rows:
-        by_item.setdefault(r["item"], set()).add(r["method"])
-    keep = {item for item, done in by_item.items() if set(methods) <= done}
-    return [r for r in rows if r["item"] in keep and r["method"] in methods]
 
 
 def markdown_table(summary: dict[str, dict[str, Any]]) -> str:
