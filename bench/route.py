@@ -105,6 +105,8 @@ class Query:
 
 def load_queries(path: Path, registry: Any) -> tuple[list[Query], int]:
     """Queries with gold tools present in the registry, and how many gold tools were dropped."""
+    from stores.settings import MAX_QUESTION_CHARS
+
     present = {(t.agent, t.name) for t in registry.tools}
     queries, dropped = [], 0
     with path.open(encoding="utf-8") as fh:
@@ -121,7 +123,9 @@ def load_queries(path: Path, registry: Any) -> tuple[list[Query], int]:
                     dropped += 1
             dropped += len(item.get("unresolved") or [])
             if gold:
-                queries.append(Query(item["id"], item["query"], gold))
+                # A request over the product's limit (one task pastes a base64 image) is cut to it,
+                # as a caller of the product would have to.
+                queries.append(Query(item["id"], item["query"][:MAX_QUESTION_CHARS], gold))
     return queries, dropped
 
 
@@ -185,6 +189,68 @@ def evaluate(results: Sequence[Any], queries: Sequence[Query], *, tools_ranked: 
     total = sum(via.values())
     out["top5_reached_via"] = {k: round(v / total, 3) for k, v in via.items()} if total else {}
     return out
+
+
+def recall_per_query(results: Sequence[Any], queries: Sequence[Query], k: int = 5) -> list[float]:
+    """Agent Recall@k of each query (the quantity the folds choose and score on)."""
+    out = []
+    for result, q in zip(results, queries, strict=True):
+        gains = agent_gains([a.name for a in result.agents], q.gold_servers)
+        out.append(_score(gains, len(q.gold_servers), k)[0])
+    return out
+
+
+def folds_of(n: int, folds: int, seed: int = 0) -> list[int]:
+    """Fold number of each of ``n`` queries: a seeded shuffle dealt round-robin, so folds differ by at most one."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    fold = [0] * n
+    for rank_, i in enumerate(order):
+        fold[i] = rank_ % folds
+    return fold
+
+
+def cross_validate(scores: dict[str, list[float]], fold: Sequence[int], prefer: str | None = None) -> dict[str, Any]:
+    """Choose a setting on all folds but one, score it on that one, for every fold.
+
+    ``scores`` maps a setting's label to its per-query agent Recall@5. The choice on the training
+    folds is the best mean; ties go to ``prefer`` (the product default) and then to the first label.
+    ``held_out`` is the mean over all queries of the score each query got under the setting chosen
+    without it.
+    """
+    labels = list(scores)
+    n_folds = max(fold) + 1 if fold else 0
+    held: list[float] = [0.0] * len(fold)
+    chosen = []
+    for f in range(n_folds):
+        train = [i for i, g in enumerate(fold) if g != f]
+
+        def mean_train(label: str, train: list[int] = train) -> float:
+            return round(sum(scores[label][i] for i in train) / len(train), 9)
+
+        best = max(labels, key=lambda lb: (mean_train(lb), lb == prefer, -labels.index(lb)))
+        test = [i for i, g in enumerate(fold) if g == f]
+        for i in test:
+            held[i] = scores[best][i]
+        chosen.append(
+            {
+                "fold": f,
+                "queries": len(test),
+                "chosen": best,
+                "train_recall@5": round(mean_train(best), 4),
+                "held_out_recall@5": round(sum(scores[best][i] for i in test) / len(test), 4),
+            }
+        )
+    counts: dict[str, int] = {}
+    for c in chosen:
+        counts[c["chosen"]] = counts.get(c["chosen"], 0) + 1
+    return {
+        "folds": n_folds,
+        "settings_compared": len(labels),
+        "held_out_agent_recall@5": round(sum(held) / len(held), 4) if held else 0.0,
+        "per_fold": chosen,
+        "chosen_most": max(counts, key=lambda lb: (counts[lb], lb == prefer)) if counts else None,
+    }
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -443,6 +509,184 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
     return out
 
 
+SWEEP_BM25 = (0.5, 1.0, 2.0)
+
+
+def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, Any]]:
+    """The registry with model-written examples (only entries missing from the journal call the
+    model), and the one-time cost of writing them, summed from the journal's cost rows."""
+    from nodes.routing.expansion import (
+        PER_AGENT,
+        PER_TOOL,
+        ExpansionJournal,
+        agent_key,
+        expand_registry,
+        model_id,
+        tool_key,
+    )
+    from nodes.routing.model import Registry
+    from stores.models import LLM
+
+    journal = ExpansionJournal(journal_path)
+    llm = LLM("router")
+    mid = model_id(llm)
+
+    def report(event: dict[str, Any]) -> None:
+        print(f"\rexpansion: {event['done']}/{event['total']} agents", end="", file=sys.stderr, flush=True)
+
+    expanded, stats = expand_registry(registry, journal, llm, model_id=mid, progress=report)
+    print(file=sys.stderr)
+    keys = {tool_key(a, t, mid) for a in registry.agents for t in a.tools} | {
+        agent_key(a, mid) for a in registry.agents
+    }
+    cost = {"calls": 0, "cached_calls": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0}
+    for line in journal_path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        spent = row.get("cost")
+        if row.get("key") in keys and spent:
+            cost["calls"] += int(spent.get("calls", 0))
+            cost["cached_calls"] += int(spent.get("cached", 0))
+            cost["tokens_in"] += int(spent.get("input", 0))
+            cost["tokens_out"] += int(spent.get("output", 0))
+            cost["seconds"] += float(spent.get("seconds", 0.0))
+    n_tools = len(registry.tools)
+    info = {
+        "journal": str(journal_path),
+        "model": mid,
+        "per_tool": PER_TOOL,
+        "per_agent": PER_AGENT,
+        "examples": expanded.examples,
+        "tools_without_examples": sum(1 for t in expanded.tools if not t.examples),
+        "one_time_cost": {**cost, "seconds": round(cost["seconds"], 1)},
+        "this_run": stats.to_dict(),
+        "per_10k_tools_extrapolated": {
+            "calls": round(cost["calls"] * 10000 / n_tools),
+            "tokens": round((cost["tokens_in"] + cost["tokens_out"]) * 10000 / n_tools),
+            "hours": round(cost["seconds"] * 10000 / n_tools / 3600, 1),
+        },
+    }
+    return Registry(name=f"{registry.name}-x", agents=expanded.agents, warnings=expanded.warnings), info
+
+
+def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, dict[str, Any]]:
+    """Each query split into its tasks by the router model (journalled by query and prompt)."""
+    import prompts
+    from nodes.routing.expansion import decompose
+    from stores.models import LLM, usage_totals
+    from stores.text import content_hash
+
+    version = content_hash(prompts.load("route/decompose").template + prompts.load("route/decompose_user").template)
+    done: dict[str, dict[str, Any]] = {}
+    if journal_path.is_file():
+        for line in journal_path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("prompt") == version:
+                done[row["id"]] = row
+    llm = LLM("router")
+    for i, q in enumerate(queries):
+        if q.id in done:
+            continue
+        start = time.perf_counter()
+        tasks, usage = decompose(q.query, llm)
+        totals = usage_totals(usage)
+        row = {
+            "id": q.id,
+            "prompt": version,
+            "tasks": tasks,
+            "seconds": round(time.perf_counter() - start, 2),
+            "cached": totals["cached"],
+            "tokens": totals["input"] + totals["output"],
+        }
+        journal_path.parent.mkdir(parents=True, exist_ok=True)
+        with journal_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        done[q.id] = row
+        print(f"\rdecomposition: {i + 1}/{len(queries)}", end="", file=sys.stderr, flush=True)
+    return done
+
+
+def _grid() -> list[dict[str, Any]]:
+    rows = []
+    for retrieval in ("vector", "hybrid"):
+        for aggregate in ("first", "sum"):
+            for rrf_k in SWEEP_RRF_K:
+                for ratio in SWEEP_RATIOS:
+                    for bm25 in SWEEP_BM25 if retrieval == "hybrid" else (1.0,):
+                        rows.append(
+                            {"retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k, "agent_weight": ratio,
+                             "bm25_weight": bm25}
+                        )  # fmt: skip
+    return rows
+
+
+def setting_label(registry_label: str, spec: dict[str, Any]) -> str:
+    """A grid point's name, e.g. ``expanded hybrid sum k=10 a:t=1 bm25=1``."""
+    return (
+        f"{registry_label} {spec['retrieval']} {spec['aggregate']} k={spec['rrf_k']:g} "
+        f"a:t={spec['agent_weight']:g} bm25={spec['bm25_weight']:g}"
+    )
+
+
+def fold_protocol(
+    queries: Sequence[Query],
+    registries: dict[str, Any],
+    store: Any,
+    vectors: Sequence[Sequence[float]],
+    *,
+    folds: int,
+    prefer: str,
+    decomposed: dict[str, dict[str, Any]] | None = None,
+    extra_queries: dict[str, list[float]] | None = None,
+) -> dict[str, Any]:
+    """Every grid setting on every registry (and decomposition on the expanded one), chosen by folds."""
+    from nodes.routing.entry import MERGES, merge_routes
+    from nodes.routing.fusion import RouteSettings, rank
+    from nodes.routing.indexes import StoreIndex, gather_candidates
+
+    texts = [q.query for q in queries]
+    full = RouteSettings.from_profile("balanced", k=EVAL_K, retrieval="hybrid", top_tools=EVAL_K)
+    scores: dict[str, list[float]] = {}
+    rows = []
+    for reg_label, registry in registries.items():
+        index = StoreIndex(registry, store)
+        cands = gather_candidates(texts, registry, index, full, query_vectors=vectors)
+        task_cands: dict[str, Any] = {}
+        if decomposed is not None and reg_label == "expanded":
+            tasks = sorted({t for q in queries for t in decomposed[q.id]["tasks"]})
+            task_vectors = [store.embedder.embed_query(t) for t in tasks]
+            task_cands = dict(
+                zip(tasks, gather_candidates(tasks, registry, index, full, query_vectors=task_vectors), strict=True)
+            )
+        for spec in _grid():
+            settings = RouteSettings(k=EVAL_K, top_tools=EVAL_K, tool_weight=1.0, **spec).checked()
+            results = [rank(t, c, registry, settings) for t, c in zip(texts, cands, strict=True)]
+            label = setting_label(reg_label, spec)
+            scores[label] = recall_per_query(results, queries)
+            m = evaluate(results, queries)
+            m.pop("top5_reached_via")
+            rows.append({"setting": label, **m})
+            if task_cands and label == prefer:
+                for how in MERGES:
+                    merged = []
+                    for q, whole in zip(queries, results, strict=True):
+                        tasks = [t for t in decomposed[q.id]["tasks"] if t != q.query]
+                        parts = [rank(t, task_cands[t], registry, settings) for t in tasks]
+                        merged.append(merge_routes(q.query, [whole, *parts], settings, how=how))
+                    dlabel = f"{label} +decompose({how})"
+                    scores[dlabel] = recall_per_query(merged, queries)
+                    m = evaluate(merged, queries)
+                    m.pop("top5_reached_via")
+                    rows.append({"setting": dlabel, **m})
+    out = cross_validate(scores, folds_of(len(queries), folds), prefer=prefer)
+    out["grid"] = rows
+    out["prefer"] = prefer
+    out["prefer_all_queries_recall@5"] = round(sum(scores[prefer]) / len(queries), 4) if prefer in scores else None
+    return out
+
+
 def run(
     servers: Path,
     queries_path: Path,
@@ -453,6 +697,9 @@ def run(
     scale_embedder: str,
     limit: int | None = None,
     sweep: bool = True,
+    expansions: Path | None = None,
+    decompose_journal: Path | None = None,
+    folds: int = 5,
 ) -> dict[str, Any]:
     """The whole benchmark; returns the JSON-ready results."""
     from nodes.routing.fusion import DEFAULT_PROFILE, RouteSettings
@@ -507,6 +754,44 @@ def run(
     }
     print(f"evaluating {len(queries)} queries over {len(registry.tools)} tools", file=sys.stderr)
     out.update(evaluate_methods(queries, registry, store, sweep=sweep))
+    registries = {"plain": registry}
+    if expansions is not None:
+        expanded, info = expand_for_bench(registry, expansions)
+        start = time.perf_counter()
+        reuse = _reusing_embed(store, _known_vectors(store, registry))
+        reg_x = register(expanded, store, embed=reuse, progress=_progress("expanded"))
+        info["registration"] = {"embedded": reg_x.embedded, "seconds": round(time.perf_counter() - start, 2)}
+        out["expansion"] = info
+        print(f"evaluating the expanded registry ({expanded.examples} examples)", file=sys.stderr)
+        out["expanded"] = evaluate_methods(queries, expanded, store, sweep=False)
+        registries["expanded"] = expanded
+    decomposed = None
+    if decompose_journal is not None and "expanded" in registries:
+        decomposed = decompositions(queries, decompose_journal)
+        model_s = [r["seconds"] for r in decomposed.values() if not r.get("cached")]
+        out["decomposition"] = {
+            "journal": str(decompose_journal),
+            "queries_split": sum(1 for q in queries if len(decomposed[q.id]["tasks"]) > 1),
+            "tasks_per_query": round(sum(len(decomposed[q.id]["tasks"]) for q in queries) / len(queries), 2),
+            "model_call_p50_s": round(percentile(model_s, 0.5), 2) if model_s else None,
+            "model_call_p95_s": round(percentile(model_s, 0.95), 2) if model_s else None,
+            "model_calls_timed": len(model_s),
+            "tokens_per_query": round(sum(r["tokens"] for r in decomposed.values()) / len(decomposed), 1),
+        }
+    if folds > 1:
+        texts = [q.query for q in queries]
+        vectors = [store.embedder.embed_query(t) for t in texts]
+        prefer_spec = {
+            "retrieval": defaults.retrieval,
+            "aggregate": defaults.aggregate,
+            "rrf_k": defaults.rrf_k,
+            "agent_weight": defaults.agent_weight,
+            "bm25_weight": defaults.bm25_weight,
+        }
+        prefer = setting_label("expanded" if "expanded" in registries else "plain", prefer_spec)
+        out["folds"] = fold_protocol(
+            queries, registries, store, vectors, folds=folds, prefer=prefer, decomposed=decomposed
+        )
     if scale > 0:
         out["scale"] = run_scale(registry, queries, namespace, scale, embedder, scale_embedder)
     out["config"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -597,7 +882,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries (smoke runs)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the agent:tool weight sweep")
+    parser.add_argument(
+        "--expansions",
+        type=Path,
+        default=Path("bench/results/route_expansions.jsonl"),
+        help="journal of model-written tool examples (shipped; missing entries are written with the router "
+        "model, resumably); 'none' evaluates the plain registry only",
+    )
+    parser.add_argument(
+        "--decompose",
+        type=Path,
+        default=Path("bench/results/route_decompositions.jsonl"),
+        help="journal of the queries split into tasks by the router model (written when missing); 'none' skips",
+    )
+    parser.add_argument("--folds", type=int, default=5, help="folds of the settings choice (default 5; 0: none)")
     args = parser.parse_args(argv)
+    none = Path("none")
     from stores.settings import InputError
 
     try:
@@ -610,6 +910,9 @@ def main(argv: list[str] | None = None) -> int:
             scale_embedder=args.scale_embedder,
             limit=args.limit,
             sweep=not args.no_sweep,
+            expansions=None if args.expansions == none else args.expansions,
+            decompose_journal=None if args.decompose == none else args.decompose,
+            folds=args.folds,
         )
     except InputError as exc:
         print(f"bench.route: {exc}", file=sys.stderr)

@@ -43,6 +43,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
     if args.retrieval:
         graph_input["retrieval"] = args.retrieval
     context = context_values(args)
+    for name in ("expand", "decompose"):
+        if getattr(args, name):
+            context[name] = True
     for name in ("tools", "rrf_k", "aggregate", "index"):
         value = getattr(args, name)
         if value is not None:
@@ -52,13 +55,24 @@ def _cmd_route(args: argparse.Namespace) -> int:
     for warning in out.get("warnings") or []:
         print(f"longdoc: registry warning: {warning}", file=sys.stderr)
     if args.json:
+        extra = {key: out[key] for key in ("tasks", "expansion") if out.get(key)}
         if "request" in graph_input:
-            print_json({"agents": out["agents"], "tools": out["tools"]})
+            print_json({"agents": out["agents"], "tools": out["tools"], **extra})
         else:
-            print_json({"results": out["results"]})
+            print_json({"results": out["results"], **extra})
         return EXIT_OK
     state = "already registered" if out.get("cached") else f"{out.get('embedded', 0)} records embedded"
     print(f"registry {out['registry']} ({state})")
+    if out.get("expansion"):
+        x = out["expansion"]
+        print(
+            f"examples: {x['tools_written']} tools written by the model ({x['calls']} calls), "
+            f"{x['tools_cached']} from the journal" + (f"; {len(x['failed'])} batches failed" if x["failed"] else "")
+        )
+    asked = graph_input.get("requests") or [graph_input.get("request")]
+    for request, tasks in zip(asked, out.get("tasks") or [[r] for r in asked], strict=True):
+        if tasks != [request]:
+            print(f"tasks of {request!r}: " + " | ".join(tasks))
     for result in out["results"]:
         _print_result(result, show_request=len(out["results"]) > 1)
     return EXIT_OK
@@ -90,5 +104,16 @@ def register(subparsers: Any) -> None:
         "--aggregate", choices=AGGREGATES, default=None, help="agent score: sum (default) or first (walk order)"
     )
     p.add_argument("--index", choices=INDEXES, default=None, help="vector search in the store (default) or memory")
+    p.add_argument(
+        "--expand",
+        action="store_true",
+        help="when registering a registry file, have the model write example requests for each tool (once per "
+        "tool, kept in the namespace; about 20 s per tool on the bundled model; LONGDOC_ROUTE_EXPAND=1)",
+    )
+    p.add_argument(
+        "--decompose",
+        action="store_true",
+        help="split each request into its tasks with one model call before routing (LONGDOC_ROUTE_DECOMPOSE=1)",
+    )
     add_common(p)
     p.set_defaults(func=_cmd_route)

@@ -4,7 +4,11 @@
 namespace; ``longdoc`` is built in), validates it and embeds it into the shared store, embedding
 nothing when it is unchanged. ``route`` runs vector (and optionally BM25) retrieval over agents and
 tools, type-weighted reciprocal rank fusion and the walk to the top-K agents, for one request or a
-batch. No chat model is involved.
+batch. No chat model is involved unless asked for: with ``expand`` the router model writes a few
+requests each tool serves at registration (once per tool, journalled by content hash in the
+namespace, see :mod:`nodes.routing.expansion`), and with ``decompose`` it splits each request
+into its tasks before routing (one call per request), the tasks' agent lists fused with the
+request's own.
 
 Input: ``request`` or ``requests``, ``registry`` / ``registry_path`` / ``registry_data``, and
 optional per-call ``k``, ``profile``, ``retrieval``, ``namespace``. Output: ``agents`` and
@@ -30,7 +34,7 @@ from nodes.routing.fusion import AGGREGATES, DEFAULT_PROFILE, PROFILES, RETRIEVA
 from nodes.routing.manifest import register, registered
 from nodes.routing.mcp import load_registry, parse_registry
 from nodes.routing.model import BUILTIN_REGISTRY, check_registry_name
-from stores.settings import InputError
+from stores.settings import InputError, env_flag
 from stores.vectorstore import get_store
 
 _DEFAULTS = RouteSettings()
@@ -90,6 +94,18 @@ class RouteContext(Context):
     )
     evidence_tools: int = field(default=3, metadata=_describe("Matched tools listed per agent as evidence."))
     top_tools: int = field(default=10, metadata=_describe("How many top tools to return."))
+    expand: bool = field(
+        default_factory=lambda: env_flag("LONGDOC_ROUTE_EXPAND", False),
+        metadata=_describe(
+            "Have the router model write example requests for every tool and agent of a registry given as a file "
+            "or inline when it is registered (once per tool: kept by content hash, resumable), embedded as more "
+            "vectors of their node."
+        ),
+    )
+    decompose: bool = field(
+        default_factory=lambda: env_flag("LONGDOC_ROUTE_DECOMPOSE", False),
+        metadata=_describe("Split each request into its tasks with one router-model call, route each, fuse the lists."),
+    )
 
 
 class RouteInput(TypedDict):
@@ -134,6 +150,10 @@ class RouteOutput(TypedDict):
     """True when the registry was already registered as is."""
     warnings: list[str]
     """Problems found in the registry that were worked around (duplicates kept once, orphan tools left out)."""
+    expansion: NotRequired[dict[str, Any]]
+    """What writing the tools' examples did (model calls, tokens, entries from the journal), with ``expand``."""
+    tasks: NotRequired[list[list[str]]]
+    """With ``decompose``: the tasks each request was split into (itself alone when it asks for one thing)."""
 
 
 class RouteState(RouteInput, RouteOutput, total=False):
@@ -171,6 +191,10 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
         registry = parse_registry(state["registry_data"], name or "inline")
     else:
         registry = registered(namespace, name or ctx.registry)
+    update: dict[str, Any] = {}
+    if ctx.expand and (state.get("registry_path") or state.get("registry_data") is not None):
+        registry, stats = _expand(registry, namespace, ctx)
+        update["expansion"] = stats.to_dict()
     result = register(registry, get_store(namespace, ctx.embedder), progress=_writer())
     _writer()(
         {"stage": "registry", "message": f"registry {registry.name}: {result.agents} agents, {result.tools} tools"}
@@ -183,7 +207,18 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
         "embedded": result.embedded,
         "cached": result.cached,
         "warnings": result.warnings,
+        **update,
     }
+
+
+def _expand(registry: Any, namespace: str, ctx: RouteContext) -> tuple[Any, Any]:
+    from nodes.routing.expansion import ExpansionJournal, expand_registry, model_id
+    from stores.documents import namespace_dir
+    from stores.models import llm_for
+
+    llm = llm_for("router", ctx)
+    journal = ExpansionJournal(namespace_dir(namespace) / "registries" / "expansions.jsonl")
+    return expand_registry(registry, journal, llm, model_id=model_id(llm), progress=_writer())
 
 
 def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:
@@ -207,13 +242,39 @@ def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[st
         aggregate=ctx.aggregate,
         index=ctx.index,
     )
-    results = [r.to_dict() for r in route(requests, registry, get_store(state["namespace"], ctx.embedder), settings)]
+    store = get_store(state["namespace"], ctx.embedder)
+    update: dict[str, Any] = {}
+    if ctx.decompose:
+        routed, update["tasks"] = _decomposed(requests, registry, store, settings, ctx)
+    else:
+        routed = route(requests, registry, store, settings)
+    results = [r.to_dict() for r in routed]
     single = len(results) == 1 and state.get("requests") is None
     return {
         "results": results,
         "agents": results[0]["agents"] if single else [],
         "tools": results[0]["tools"] if single else [],
+        **update,
     }
+
+
+def _decomposed(
+    requests: list[str], registry: Any, store: Any, settings: RouteSettings, ctx: RouteContext
+) -> tuple[list[Any], list[list[str]]]:
+    """Each request routed with its tasks (one router-model call each), the lists fused."""
+    from nodes.routing.entry import merge_routes
+    from nodes.routing.expansion import decompose
+    from stores.models import llm_for
+
+    llm = llm_for("router", ctx)
+    routed, tasks_of = [], []
+    for request in requests:
+        tasks, _usage = decompose(request, llm)
+        tasks = [t for t in tasks if t != request]
+        parts = route([request, *tasks], registry, store, settings)
+        routed.append(merge_routes(request, parts, settings))
+        tasks_of.append(tasks or [request])
+    return routed, tasks_of
 
 
 _retry = RetryPolicy(max_attempts=3)

@@ -60,6 +60,11 @@ def use_chat_model(factory: ChatFactory | BaseChatModel) -> Iterator[None]:
         _override = previous
 
 
+def model_overridden() -> bool:
+    """True inside ``use_chat_model`` (tests, scripted benchmark runs)."""
+    return _override is not None
+
+
 def transient(exc: BaseException) -> bool:
     """Retry model errors that are not bad-output errors (the model layer already retried those)
     nor the run's deadline (nothing may start after it)."""

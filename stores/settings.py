@@ -67,6 +67,18 @@ def _env_int(name: str, default: int) -> int:
         raise InputError(f"{name} must be an integer, got {raw!r}") from exc
 
 
+def env_flag(name: str, default: bool) -> bool:
+    """A yes/no setting: 1/true/yes/on or 0/false/no/off (anything else is an ``InputError``)."""
+    raw = _env(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise InputError(f"{name} must be on or off, got {raw!r}")
+
+
 DEFAULT_RUN_TIMEOUT = 1800.0
 """Seconds a whole run (a served request, a command-line run) may take by default."""
 

@@ -59,6 +59,51 @@ def route(
     return [rank(r, c, registry, settings) for r, c in zip(requests, cands, strict=True)]
 
 
+MERGES = ("best", "sum")
+"""How the routings of a compound request's parts are merged: by each agent's best rank in any
+part (every task's first agent comes first), or by reciprocal rank summed over the parts."""
+
+
+def merge_routes(request: str, parts: Sequence[RouteResult], settings: RouteSettings, how: str = "best") -> RouteResult:
+    """One routing of a compound request from the routings of its parts (the whole request first).
+
+    ``best``: agents (and tools) ordered by their best rank in any part, ties broken by reciprocal
+    rank summed over the parts (``settings.rrf_k``); ``sum``: by that sum alone. Either way an agent
+    that only one task needs can reach the top ``k``; ``best`` makes sure each task's first does.
+    """
+    from nodes.routing.fusion import AgentMatch, ToolMatch
+    from stores.ranking import rrf_scores
+
+    if how not in MERGES:
+        raise InputError(f"unknown merge {how!r}; one of {', '.join(MERGES)}")
+    if len(parts) == 1:
+        return RouteResult(request=request, agents=parts[0].agents, tools=parts[0].tools)
+
+    def order(rankings: list[list[Any]]) -> list[tuple[Any, float]]:
+        summed = rrf_scores(rankings, [1.0] * len(rankings), settings.rrf_k)
+        best: dict[Any, int] = {}
+        for ranking in rankings:
+            for rank_, key in enumerate(ranking):
+                best[key] = min(best.get(key, rank_), rank_)
+        if how == "sum":
+            return sorted(summed.items(), key=lambda kv: -kv[1])
+        return sorted(summed.items(), key=lambda kv: (best[kv[0]], -kv[1]))
+
+    first: dict[str, AgentMatch] = {}
+    for part in parts:
+        for a in part.agents:
+            first.setdefault(a.name, a)
+    agents = [
+        AgentMatch(name=name, score=score, tools=list(first[name].tools), via=first[name].via)
+        for name, score in order([[a.name for a in p.agents] for p in parts])[: settings.k]
+    ]
+    tools = [
+        ToolMatch(name=name, agent=agent, score=score)
+        for (agent, name), score in order([[(t.agent, t.name) for t in p.tools] for p in parts])[: settings.top_tools]
+    ]
+    return RouteResult(request=request, agents=agents, tools=tools)
+
+
 def route_request(
     request: str,
     registry: str | Path | Registry = BUILTIN_REGISTRY,

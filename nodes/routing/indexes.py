@@ -23,8 +23,8 @@ class BM25Index:
 
         self.agent_nodes = [a.node for a in registry.agents]
         self.tool_nodes = [t.node for t in registry.tools]
-        self._agents = self._index(bm25s, [a.text for a in registry.agents])
-        self._tools = self._index(bm25s, [t.text for t in registry.tools])
+        self._agents = self._index(bm25s, [a.search_text for a in registry.agents])
+        self._tools = self._index(bm25s, [t.search_text for t in registry.tools])
 
     @staticmethod
     def tokens(text: str) -> list[str]:
@@ -60,17 +60,46 @@ bm25_index: PerRegistry[BM25Index] = PerRegistry(BM25Index)
 """The (cached) BM25 index of a registry."""
 
 
-class MatrixIndex:
-    """Exact cosine search over in-memory agent and tool vectors (benchmarks, tests)."""
+def best_per_node(ranked: Ranked, n: int) -> Ranked:
+    """The first (best) hit of each node, at most ``n``: a node's examples are more vectors of it."""
+    seen: set[NodeId] = set()
+    out: Ranked = []
+    for node, score in ranked:
+        if node not in seen:
+            seen.add(node)
+            out.append((node, score))
+            if len(out) >= n:
+                break
+    return out
 
-    def __init__(self, registry: Registry, vectors: Mapping[NodeId, Sequence[float]]) -> None:
-        self.agent_nodes = [a.node for a in registry.agents]
-        self.tool_nodes = [t.node for t in registry.tools]
-        missing = [n for n in self.agent_nodes + self.tool_nodes if n not in vectors]
+
+class MatrixIndex:
+    """Exact cosine search over in-memory agent and tool vectors (benchmarks, tests).
+
+    ``vectors`` gives each node one vector, or several (its text's and its examples'); a node
+    scores its best vector.
+    """
+
+    def __init__(
+        self, registry: Registry, vectors: Mapping[NodeId, Sequence[float] | Sequence[Sequence[float]]]
+    ) -> None:
+        nodes = [a.node for a in registry.agents] + [t.node for t in registry.tools]
+        missing = [n for n in nodes if n not in vectors]
         if missing:
             raise InputError(f"no vector for {len(missing)} registry nodes, e.g. {missing[0]}")
-        self._agents = self._matrix([vectors[n] for n in self.agent_nodes])
-        self._tools = self._matrix([vectors[n] for n in self.tool_nodes])
+        self._agents = self._rows([a.node for a in registry.agents], vectors)
+        self._tools = self._rows([t.node for t in registry.tools], vectors)
+
+    @classmethod
+    def _rows(cls, nodes: list[NodeId], vectors: Mapping[NodeId, Any]) -> tuple[list[NodeId], np.ndarray, int]:
+        labels: list[NodeId] = []
+        rows: list[Sequence[float]] = []
+        for node in nodes:
+            value = np.asarray(vectors[node], dtype=np.float32)
+            for row in value.reshape(-1, value.shape[-1]) if value.size else []:
+                labels.append(node)
+                rows.append(row)
+        return labels, cls._matrix(rows), len(nodes)
 
     @staticmethod
     def _matrix(rows: list[Sequence[float]]) -> np.ndarray:
@@ -82,23 +111,23 @@ class MatrixIndex:
         return m / norms
 
     @staticmethod
-    def _top(matrix: np.ndarray, nodes: list[NodeId], q: np.ndarray, n: int) -> list[Ranked]:
-        if not nodes or n <= 0:
+    def _top(index: tuple[list[NodeId], np.ndarray, int], q: np.ndarray, n: int) -> list[Ranked]:
+        labels, matrix, n_nodes = index
+        if not labels or n <= 0:
             return [[] for _ in range(len(q))]
         sims = q @ matrix.T
-        n = min(n, len(nodes))
+        n = min(n, n_nodes)
         out = []
         for row in sims:
-            idx = np.argpartition(-row, n - 1)[:n] if n < len(nodes) else np.arange(len(nodes))
-            idx = idx[np.lexsort((idx, -row[idx]))]
-            out.append([(nodes[i], float(row[i])) for i in idx])
+            order = np.lexsort((np.arange(len(labels)), -row))
+            out.append(best_per_node([(labels[i], float(row[i])) for i in order], n))
         return out
 
     def search(self, vectors: Sequence[Sequence[float]], n: int) -> list[tuple[Ranked, Ranked]]:
         """Top ``n`` agents and top ``n`` tools for each query vector."""
         q = self._matrix(list(vectors)) if len(vectors) else np.zeros((0, 1), dtype=np.float32)
-        agents = self._top(self._agents, self.agent_nodes, q, n)
-        tools = self._top(self._tools, self.tool_nodes, q, n)
+        agents = self._top(self._agents, q, n)
+        tools = self._top(self._tools, q, n)
         return list(zip(agents, tools, strict=True))
 
 
@@ -110,6 +139,8 @@ class StoreIndex:
         self.store = store
         self.nodes = registry.record_nodes
         self.counts = {"agent": len(registry.agents), "tool": len(registry.tools)}
+        self.records = {kind: sum(1 for node in self.nodes.values() if node[0] == kind) for kind in self.counts}
+        self.per_node = 1 + max((len(e.examples) for e in [*registry.agents, *registry.tools]), default=0)
 
     def _query(self, vectors: Sequence[Sequence[float]], kind: str, n: int) -> list[Ranked]:
         n = min(n, self.counts[kind])
@@ -117,13 +148,15 @@ class StoreIndex:
             return [[] for _ in vectors]
         res = self.store.collection.query(
             query_embeddings=[np.asarray(v, dtype=np.float32) for v in vectors],
-            n_results=n,
+            # Enough records that ``n`` distinct nodes are among them even if each brings all its examples.
+            n_results=min(n * self.per_node, self.records[kind]),
             where={"$and": [{"kind": kind}, {"doc_id": self.registry.doc_id}]},
             include=["distances"],
         )
         out = []
         for ids, dists in zip(res["ids"], res["distances"], strict=True):
-            out.append([(self.nodes[i], 1.0 - float(d)) for i, d in zip(ids, dists, strict=True) if i in self.nodes])
+            hits = [(self.nodes[i], 1.0 - float(d)) for i, d in zip(ids, dists, strict=True) if i in self.nodes]
+            out.append(best_per_node(hits, n))
         return out
 
     def search(self, vectors: Sequence[Sequence[float]], n: int) -> list[tuple[Ranked, Ranked]]:
@@ -148,12 +181,14 @@ def memory_index(registry: Registry, store: Any) -> MatrixIndex:
         if key in _memory:
             return _memory[key]
     ids = list(registry.record_nodes)
-    vectors: dict[NodeId, Sequence[float]] = {}
+    vectors: dict[NodeId, list[Sequence[float]]] = {}
+    found = 0
     for start in range(0, len(ids), 2000):
         for hit in store.get(ids[start : start + 2000], with_embeddings=True):
             if hit.embedding is not None:
-                vectors[registry.record_nodes[hit.id]] = hit.embedding
-    if len(vectors) != len(ids):
+                vectors.setdefault(registry.record_nodes[hit.id], []).append(hit.embedding)
+                found += 1
+    if found != len(ids):
         raise InputError(f"registry {registry.name!r} is not fully registered in namespace {store.namespace!r}")
     index = MatrixIndex(registry, vectors)
     with _memory_lock:

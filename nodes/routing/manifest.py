@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from nodes.routing.mcp import builtin_registry, parse_registry, registry_from_agents
-from nodes.routing.model import BUILTIN_REGISTRY, TEXT_FORMAT, Agent, NodeId, Registry, check_registry_name, record_id
+from nodes.routing.model import (
+    BUILTIN_REGISTRY,
+    TEXT_FORMAT,
+    Agent,
+    NodeId,
+    Registry,
+    check_registry_name,
+    example_record_id,
+    record_id,
+)
 from stores.settings import InputError
 from stores.text import content_hash
 
@@ -44,17 +53,24 @@ class RegisterResult:
 
 
 def _record_plan(registry: Registry) -> list[tuple[str, NodeId, Any]]:
-    """``(record_id, node, Record)`` for every agent and tool of ``registry``."""
+    """``(record_id, node, Record)`` for every agent and tool of ``registry``, and every example of one."""
     from stores.vectorstore import Record
 
     doc = registry.doc_id
-    rows = [(a.node, a.text, a.name, a.category, a.name, "") for a in registry.agents]
-    rows += [(t.node, t.text, t.name, registry.agent(t.agent).category, t.agent, t.name) for t in registry.tools]
+    rows = [(a.node, a.text, a.name, a.category, a.name, "", None) for a in registry.agents]
+    rows += [(t.node, t.text, t.name, registry.agent(t.agent).category, t.agent, t.name, None) for t in registry.tools]
+    for entry in [*registry.agents, *registry.tools]:
+        agent, tool = (entry.name, "") if entry.node[0] == "agent" else (entry.node[1], entry.name)
+        section = registry.agent(agent).category
+        rows += [(entry.node, text, entry.name, section, agent, tool, i) for i, text in enumerate(entry.examples)]
     plan = []
     position = {"agent": 0, "tool": 0}
-    for node, text, name, section, agent, tool in rows:
-        rid = record_id(doc, node)
+    for node, text, name, section, agent, tool, example in rows:
+        rid = record_id(doc, node) if example is None else example_record_id(doc, node, example)
         kind = node[0]
+        extra: dict[str, Any] = {"agent": agent, "tool": tool, "hash": content_hash(TEXT_FORMAT + rid + text)}
+        if example is not None:
+            extra["example"] = example
         rec = Record(
             id=rid,
             text=text,
@@ -63,7 +79,7 @@ def _record_plan(registry: Registry) -> list[tuple[str, NodeId, Any]]:
             chunk_id=name,
             position=position[kind],
             section=section,
-            extra={"agent": agent, "tool": tool, "hash": content_hash(TEXT_FORMAT + rid + text)},
+            extra=extra,
         )
         position[kind] += 1
         plan.append((rid, node, rec))

@@ -48,7 +48,16 @@ def _tool(entry: Any, agent: str, what: str) -> Tool:
         name=name,
         description=_text_field(entry.get("description"), f"{what} ({name}) description"),
         parameters=_parameters(entry, f"{what} ({name})"),
+        examples=_examples(entry, f"{what} ({name})"),
     )
+
+
+def _examples(entry: Mapping[str, Any], what: str) -> tuple[str, ...]:
+    """Optional ``examples``: requests the entry serves (written by the router model, or by hand)."""
+    raw = entry.get("examples") or []
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise InputError(f"{what}: 'examples' must be a list of strings")
+    return tuple(x.strip() for x in raw if x.strip())
 
 
 def _dedupe_tools(agent: str, tools: list[Tool], warnings: list[str]) -> tuple[Tool, ...]:
@@ -109,6 +118,7 @@ def parse_registry(data: Any, name: str = "registry") -> Registry:
             name=agent_name,
             description=_text_field(entry.get("description"), f"agent {agent_name!r} description"),
             category=_text_field(entry.get("category"), f"agent {agent_name!r} category"),
+            examples=_examples(entry, f"agent {agent_name!r}"),
         )
         tools = [_tool(t, agent_name, f"tool #{j + 1} of agent {agent_name!r}") for j, t in enumerate(raw_tools)]
         if agent_name in agents:

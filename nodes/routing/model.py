@@ -42,6 +42,9 @@ class Tool:
     name: str
     description: str = ""
     parameters: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    """Requests this tool serves, written by the router model at registration (each embedded as
+    one more vector of this node, and indexed by BM25 with its text)."""
 
     @property
     def node(self) -> NodeId:
@@ -55,8 +58,16 @@ class Tool:
             text += " Parameters: " + ", ".join(self.parameters) + "."
         return truncate_tokens(text, MAX_EMBED_TOKENS)
 
+    @property
+    def search_text(self) -> str:
+        """What BM25 indexes: the text and the examples."""
+        return " ".join((self.text, *self.examples))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": list(self.parameters)}
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": list(self.parameters)}
+        if self.examples:
+            out["examples"] = list(self.examples)
+        return out
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ class Agent:
     description: str = ""
     category: str = ""
     tools: tuple[Tool, ...] = ()
+    examples: tuple[str, ...] = ()
+    """Kinds of task this agent owns, written by the router model at registration."""
 
     @property
     def node(self) -> NodeId:
@@ -83,13 +96,21 @@ class Agent:
             text = self.name
         return truncate_tokens(text, MAX_EMBED_TOKENS)
 
+    @property
+    def search_text(self) -> str:
+        """What BM25 indexes: the text and the examples."""
+        return " ".join((self.text, *self.examples))
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "category": self.category,
             "tools": [t.to_dict() for t in self.tools],
         }
+        if self.examples:
+            out["examples"] = list(self.examples)
+        return out
 
 
 @dataclass(frozen=True)
@@ -129,8 +150,17 @@ class Registry:
 
     @cached_property
     def record_nodes(self) -> dict[str, NodeId]:
-        """Store record id -> node, for every node."""
-        return {record_id(self.doc_id, n): n for n in self.nodes}
+        """Store record id -> node, for every node and every example of a node."""
+        out = {record_id(self.doc_id, n): n for n in self.nodes}
+        for entry in [*self.agents, *self.tools]:
+            for i in range(len(entry.examples)):
+                out[example_record_id(self.doc_id, entry.node, i)] = entry.node
+        return out
+
+    @property
+    def examples(self) -> int:
+        """How many examples the registry's nodes carry."""
+        return sum(len(e.examples) for e in [*self.agents, *self.tools])
 
     def to_json(self) -> dict[str, Any]:
         """The registry in the servers format it can be read back from."""
@@ -178,3 +208,8 @@ class PerRegistry(Generic[T]):
 def record_id(doc_id: str, node: NodeId) -> str:
     """Store id of a registry node's record."""
     return f"{doc_id}:" + ":".join(node)
+
+
+def example_record_id(doc_id: str, node: NodeId, i: int) -> str:
+    """Store id of the ``i``-th example of a node (another vector pointing to the same node)."""
+    return f"{record_id(doc_id, node)}#x{i}"

@@ -42,3 +42,28 @@ def test_evaluate_and_synthetic_registry() -> None:
     metrics = evaluate(results, queries)
     assert metrics["agent_recall@5"] == 1.0 and metrics["tool_recall@10"] == 1.0
     assert evaluate(results, queries, tools_ranked=False)["tool_recall@5"] is None
+
+
+def test_folds_are_balanced_and_seeded() -> None:
+    from bench.route import folds_of
+
+    fold = folds_of(45, 5)
+    assert sorted(fold.count(f) for f in range(5)) == [9] * 5
+    assert fold == folds_of(45, 5) and fold != folds_of(45, 5, seed=1)
+
+
+def test_cross_validation_scores_each_query_under_a_choice_made_without_it() -> None:
+    from bench.route import cross_validate
+
+    # "lucky" is best on folds 1-2 only; "steady" is good everywhere.
+    fold = [0, 0, 1, 1, 2, 2]
+    scores = {"steady": [0.5, 0.5, 0.5, 0.5, 0.5, 0.5], "lucky": [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]}
+    out = cross_validate(scores, fold, prefer="steady")
+    chosen = [f["chosen"] for f in out["per_fold"]]
+    # Without fold 0, "lucky" looks perfect and is chosen, then scores 0 on fold 0.
+    assert chosen == ["lucky", "steady", "steady"]
+    assert out["held_out_agent_recall@5"] == pytest.approx((0 + 0 + 0.5 * 4) / 6, abs=1e-4)
+    assert out["chosen_most"] == "steady"
+    # Ties go to the preferred setting.
+    tie = cross_validate({"a": [1.0, 0.0], "b": [1.0, 0.0]}, [0, 1], prefer="b")
+    assert {f["chosen"] for f in tie["per_fold"]} == {"b"}

@@ -169,3 +169,50 @@ def test_langserve_route_endpoint() -> None:
         assert out["agents"][0]["name"] == "Weather Server"
         bad = client.post("/route/invoke", json={"input": {"request": " "}})
         assert bad.status_code == 400 and "empty" in bad.json()["detail"]
+
+
+def _examples_reply(messages: Any) -> str:
+    import re
+
+    names = re.findall(r"^\d+\. ([^:\n]+):", str(messages[-1].content), flags=re.M)
+    requests = {"stock_price": ["what is ACME trading at"], "read_file": ["open my notes.txt"]}
+    return json.dumps(
+        {"agent_tasks": ["stuff"], "tools": [{"tool": n, "requests": requests.get(n, [f"use {n}"])} for n in names]}
+    )
+
+
+def test_expand_writes_examples_once_and_routes_through_them(registry_file: Path) -> None:
+    from stores.models import use_chat_model
+    from stores.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(default=_examples_reply)
+    request = {"request": "what is ACME trading at", "registry_path": str(registry_file)}
+    with use_chat_model(model):
+        out = graph.invoke(request, context=RouteContext(k=1, expand=True, retrieval="vector"))
+        assert len(model.calls) == 3 and out["expansion"]["tools_written"] == 4
+        assert out["embedded"] == 7 + 4 + 3  # nodes, tool examples, agent task kinds
+        assert out["agents"][0]["name"] == "Finance Server"
+        # The registry registered by name keeps its examples; the file again writes nothing new.
+        by_name = graph.invoke({"request": "open my notes.txt", "registry": "servers"}, context=RouteContext(k=1))
+        assert by_name["cached"] and by_name["agents"][0]["name"] == "Files Server"
+        again = graph.invoke(request, context=RouteContext(k=1, expand=True))
+    assert len(model.calls) == 3 and again["cached"] and again["expansion"]["tools_cached"] == 4
+    # Without expand the plain registry is registered: the examples' records go.
+    plain = graph.invoke(request, context=RouteContext(k=1))
+    assert "expansion" not in plain and plain["embedded"] == 0 and not plain["cached"]
+
+
+def test_decompose_routes_each_task_and_reports_them(registry_file: Path) -> None:
+    from stores.models import use_chat_model
+    from stores.testing import ScriptedChatModel
+
+    tasks = {"tasks": ["read the file prices.txt", "get the stock price of ACME"]}
+    model = ScriptedChatModel(default=json.dumps(tasks))
+    request = {"request": "read prices.txt then check ACME", "registry_path": str(registry_file)}
+    with use_chat_model(model):
+        out = graph.invoke(request, context=RouteContext(k=2, decompose=True))
+    assert len(model.calls) == 1 and out["tasks"] == [tasks["tasks"]]
+    assert {a["name"] for a in out["agents"]} == {"Files Server", "Finance Server"}
+    with use_chat_model(ScriptedChatModel(default=json.dumps({"tasks": ["read prices.txt then check ACME"]}))):
+        single = graph.invoke(request, context=RouteContext(k=2, decompose=True))
+    assert single["tasks"] == [["read prices.txt then check ACME"]]
