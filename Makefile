@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
 
-.PHONY: install system test unit lint format demo serve dev bench
+.PHONY: install system test unit lint format demo serve dev bench scaleout bench-serve
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -49,6 +49,16 @@ serve: install
 
 dev: install
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --port 2025 --no-browser
+
+# The scale-out deployment on 127.0.0.1: PostgreSQL, a Chroma server and two Aegra instances
+# (README "Scale out"); the model and keys come from LONGDOC_* in the environment. Ctrl-C stops all.
+scaleout: install
+	$(PY) -m deploy.cluster up --instances 2
+
+# Serving benchmark (scripted model, 0.05 s a call): Aegra on one and two instances, and LangServe,
+# at 1, 8 and 32 clients (about 5 minutes on 2 cores).
+bench-serve: install
+	$(PY) -m bench.serve --out bench/results/serve.json
 
 bench: install
 	$(PY) -m bench.ingest --data $(DATA)/summ/qmsum_val.jsonl --out bench/results/ingest.json

@@ -18,6 +18,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
+from deploy.demo import walkthrough
 from stores.fake_endpoint import Script, create_app, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,28 +66,13 @@ def client(instance: Any, key: str = "key-a") -> Any:
 
 
 def test_documents_and_threads_are_shared_between_instances(cluster: Deployment) -> None:
-    a, b = client(cluster.instances[0]), client(cluster.instances[1])
-    ingest = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": FALCON, "title": "falcon"})
-    doc_id = ingest["doc_id"]
-    assert ingest["chunks"] > 0
-
-    again = b.runs.wait(b.threads.create()["thread_id"], "ingest", input={"text": FALCON, "title": "falcon"})
-    assert again["doc_id"] == doc_id and again["cached"] is True  # B finds A's document in the shared store
-
-    ask = b.runs.wait(b.threads.create()["thread_id"], "chain", input={"doc_id": doc_id, "question": "Who buys?"})
-    assert ask["answer"] and ask["read"]
-    summary = b.runs.wait(b.threads.create()["thread_id"], "summarize", input={"doc_id": doc_id, "length": 60})
-    assert summary["summary"]
-
-    chat = b.threads.create()["thread_id"]
-    first = b.runs.wait(chat, "offload", input={"doc_id": doc_id, "question": "What is Project Falcon?"})
-    second = a.runs.wait(chat, "offload", input={"question": "And who leads the engineering team?"})
-    assert (first["turn"], second["turn"]) == (1, 2)
-    state_a, state_b = a.threads.get_state(chat), b.threads.get_state(chat)
-    assert state_a["values"] == state_b["values"]
-    assert state_a["checkpoint"]["checkpoint_id"] == state_b["checkpoint"]["checkpoint_id"]
-    history = [h["checkpoint"]["checkpoint_id"] for h in a.threads.get_history(chat, limit=100)]
-    assert history == [h["checkpoint"]["checkpoint_id"] for h in b.threads.get_history(chat, limit=100)]
+    """The README's client walkthrough: ingest on A; ask, summarize and chat on B; the chat goes on on A."""
+    a, b = cluster.instances[0].url, cluster.instances[1].url
+    report = walkthrough(a, b, "key-a", FALCON)
+    assert report["chunks"] > 0 and report["b_found_the_document"]
+    assert report["answer"] and report["read"] and report["summary"]
+    assert report["chat_turns"] == [1, 2]
+    assert report["same_thread_state"] and report["same_history"]
 
 
 def test_requests_without_a_valid_key_are_refused_everywhere(cluster: Deployment) -> None:
