@@ -273,12 +273,12 @@ def run(args: argparse.Namespace, progress: Callable[[str], None] = print) -> di
                     progress(json.dumps(row))
             serve_env = {**deploy.env, "LONGDOC_HOME": str(deploy.folder / "home-langserve")}
             with langserve(serve_env, deploy.folder) as (url, proc):
-                target = LangServe("langserve", [url])
-                _prepare(target)
+                served = LangServe("langserve", [url])
+                _prepare(served)
                 for clients in args.clients:
-                    target.run_tag = uuid.uuid4().hex[:6]
+                    served.run_tag = uuid.uuid4().hex[:6]
                     with RssWatch({"langserve": proc.pid}) as rss:
-                        row = load(target, clients, args.rounds)
+                        row = load(served, clients, args.rounds)
                     row.update(
                         server="langserve",
                         instances=1,

@@ -61,7 +61,7 @@ def wait_until(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before {url} answered")
+            raise RuntimeError(f"the server process exited with {proc.returncode} before {url} answered")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(url, timeout=2, headers=headers).status_code == 200:
                 return

@@ -19,19 +19,29 @@ from langgraph_sdk import get_sync_client
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _wait(client: Any, thread: str, graph: str, input: dict[str, Any]) -> dict[str, Any]:
+    """The result of one run (``runs.wait``); RuntimeError when the run failed (Aegra then answers ``{}``)."""
+    out = client.runs.wait(thread, graph, input=input)
+    if not isinstance(out, dict) or not out:
+        raise RuntimeError(
+            f"the {graph} run on thread {thread} failed: {client.runs.list(thread)[0].get('error_message')}"
+        )
+    return out
+
+
 def walkthrough(url_a: str, url_b: str, key: str, text: str) -> dict[str, Any]:
     """Run the walkthrough; returns what each step gave."""
     a = get_sync_client(url=url_a, api_key=key or None, timeout=300)
     b = get_sync_client(url=url_b, api_key=key or None, timeout=300)
-    ingested = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": text, "title": "demo"})
+    ingested = _wait(a, a.threads.create()["thread_id"], "ingest", input={"text": text, "title": "demo"})
     doc_id = ingested["doc_id"]
-    again = b.runs.wait(b.threads.create()["thread_id"], "ingest", input={"text": text, "title": "demo"})
+    again = _wait(b, b.threads.create()["thread_id"], "ingest", input={"text": text, "title": "demo"})
     question = "Who manages procurement, and what did they find?"
-    ask = b.runs.wait(b.threads.create()["thread_id"], "chain", input={"doc_id": doc_id, "question": question})
-    summary = b.runs.wait(b.threads.create()["thread_id"], "summarize", input={"doc_id": doc_id, "length": 80})
+    ask = _wait(b, b.threads.create()["thread_id"], "chain", input={"doc_id": doc_id, "question": question})
+    summary = _wait(b, b.threads.create()["thread_id"], "summarize", input={"doc_id": doc_id, "length": 80})
     chat = b.threads.create()["thread_id"]
-    first = b.runs.wait(chat, "offload", input={"doc_id": doc_id, "question": "What is this document about?"})
-    second = a.runs.wait(chat, "offload", input={"question": "And who leads the engineering team?"})
+    first = _wait(b, chat, "offload", input={"doc_id": doc_id, "question": "What is this document about?"})
+    second = _wait(a, chat, "offload", input={"question": "And who leads the engineering team?"})
     state_a, state_b = a.threads.get_state(chat), b.threads.get_state(chat)
     history_a = [h["checkpoint"]["checkpoint_id"] for h in a.threads.get_history(chat, limit=100)]
     history_b = [h["checkpoint"]["checkpoint_id"] for h in b.threads.get_history(chat, limit=100)]
