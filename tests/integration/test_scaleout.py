@@ -138,6 +138,13 @@ def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deploymen
     )
     assert archive["doc_id"] == doc_id  # the same content hash, indexed again in B's own namespace
 
+    # A thread stays in the namespace of its first run, on every instance (bound in PostgreSQL).
+    bound = b.threads.create()["thread_id"]
+    b.runs.wait(bound, "ingest", input={"text": FALCON}, context={"namespace": "team-b"})
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        b_on_a.runs.wait(bound, "ingest", input={"text": FALCON}, context={"namespace": "team-b-archive"})
+    assert refused.value.response.status_code == 403
+
 
 def _ns(namespace: str) -> dict[str, Any]:
     return {"configurable": {"namespace": namespace}}

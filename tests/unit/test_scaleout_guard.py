@@ -1,0 +1,111 @@
+"""The tenant guard of the Aegra deployment, without servers: keys, run checks and the rewritten request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from deploy import app as guard
+from deploy.auth import authenticate, keyring
+from graphs.access import IngestRoot, Tenant
+
+KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-old"]}}
+TEAM_B = Tenant("team-b", ("team-b", "team-b-old"))
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps(KEYS))
+    keyring.cache_clear()
+    guard._owners.cache_clear()
+    yield
+    keyring.cache_clear()
+    guard._owners.cache_clear()
+
+
+def test_built_in_assistants_are_known_by_graph_name_and_by_aegra_id() -> None:
+    assert guard.workflow_of("chain") == "chain"
+    assert guard.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "chain"  # uuid5 of Aegra's namespace
+    assert guard.workflow_of("some-assistant") is None
+
+
+def test_a_run_gets_the_tenants_namespace_and_only_served_settings() -> None:
+    files = IngestRoot(None)
+    body = {"assistant_id": "chain", "input": {"question": "?"}, "config": {"configurable": {"read_all": True}}}
+    checked = guard.check_run(body, "t1", TEAM_B, files)
+    assert checked["context"] == {"read_all": True, "namespace": "team-b"} and checked["config"] == {}
+    old = guard.check_run({"assistant_id": "ingest", "context": {"namespace": "team-b-old"}}, "t2", TEAM_B, files)
+    assert old["context"]["namespace"] == "team-b-old"
+    refusals = [
+        ({"assistant_id": "mine"}, 403),
+        ({"assistant_id": "chain", "context": {"base_url": "http://127.0.0.1:9"}}, 400),
+        ({"assistant_id": "chain", "context": {"namespace": "team-a"}}, 403),
+        ({"assistant_id": "ingest", "input": {"text": "x", "namespace": "team-a"}}, 403),
+        ({"assistant_id": "ingest", "input": {"path": "/etc/passwd"}}, 400),
+    ]
+    for request, status in refusals:
+        with pytest.raises(guard.Refused) as refused:
+            guard.check_run(request, "t3", TEAM_B, files)
+        assert refused.value.status == status, request
+
+
+def test_a_thread_stays_with_its_first_tenant_and_namespace() -> None:
+    files = IngestRoot(None)
+    guard.check_run({"assistant_id": "chain"}, "shared", TEAM_B, files)
+    for tenant, namespace in ((Tenant("team-a", ("team-a",)), ""), (TEAM_B, "team-b-old")):
+        with pytest.raises(guard.Refused) as refused:
+            guard.check_run({"assistant_id": "chain", "context": {"namespace": namespace}}, "shared", tenant, files)
+        assert refused.value.status == 403
+
+
+def test_the_auth_handler_names_the_tenant_of_a_key() -> None:
+    user = asyncio.run(authenticate({"Authorization": "Bearer key-b"}))
+    assert user["identity"] == "team-b"
+    from langgraph_sdk import Auth
+
+    with pytest.raises(Auth.exceptions.HTTPException):
+        asyncio.run(authenticate({"X-API-Key": "key-c"}))
+
+
+def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+    """Send one request through the guard; the status, and the body the app behind it received."""
+    seen: dict[str, Any] = {}
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        seen["body"] = json.loads(message["body"])
+        seen["length"] = dict(scope["headers"])[b"content-length"]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    status: list[int] = []
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    payload = json.dumps(body).encode()
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": payload, "more_body": False}
+
+    headers = [(b"content-length", str(len(payload)).encode())]
+    if key:
+        headers.append((b"x-api-key", key.encode()))
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
+    asyncio.run(guard.TenantGuard(inner)(scope, receive, send))
+    return status[0], seen or None
+
+
+def test_the_guard_refuses_missing_keys_and_rewrites_run_requests() -> None:
+    assert _call("/threads/search", None, {}) == (401, None)
+    assert _call("/info", "wrong", {}) == (401, None)
+    assert _call("/threads/search", "key-a", {"limit": 5})[0] == 200
+    status, seen = _call("/threads/t9/runs/wait", "key-a", {"assistant_id": "ingest", "input": {"text": "x"}})
+    assert status == 200 and seen is not None
+    assert seen["body"]["context"] == {"namespace": "team-a"}
+    assert int(seen["length"]) == len(json.dumps(seen["body"]).encode())
+    assert _call("/threads/t9/runs/stream", "key-b", {"assistant_id": "ingest"})[0] == 403  # team-a's thread
