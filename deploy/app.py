@@ -9,9 +9,11 @@ LangServe app applies:
 - a request without a valid key is refused (401) on every path, Aegra's own or not;
 - a run is created only with a built-in assistant (one of the five graphs), only with the
   ``context`` keys :data:`graphs.access.SERVED_FIELDS` serves (400), only in a namespace of the
-  tenant (403; none given: the tenant's first), never naming a server file (400), and only on a
-  thread the tenant owns or a new one (403): the thread is bound to tenant and namespace in
-  PostgreSQL on first use, so no instance lets another tenant in;
+  tenant, in its context, input and state update alike (403; none given: the tenant's first),
+  naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), addressing a checkpoint by id
+  only (never another thread's, 400), without ``command.goto`` (400), and only on a thread the
+  tenant owns or a new one (403): the thread is bound to tenant and namespace in PostgreSQL on
+  first use, so no instance lets another tenant in;
 - the namespace is then fixed in the run's ``context``, where every node reads it.
 
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
@@ -29,7 +31,7 @@ import anyio
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graphs.access import AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
+from graphs.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
 from stores.settings import InputError, get_settings
 
 ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -70,27 +72,49 @@ def _aegra_owner(thread_id: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit", "metadata"})
+"""Top-level ``config`` keys a run request may carry (``configurable`` is checked like ``context``)."""
+
+CHECKPOINT_KEYS = frozenset({"checkpoint_id", "checkpoint_ns"})
+"""``checkpoint`` keys a run may address (Aegra copies them into ``configurable``: never a thread id)."""
+
+
+def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
+    """``value`` (an input or a state update) with server file names resolved in the ingest root; its namespace."""
+    if not isinstance(value, dict):
+        return value, ""
+    out = dict(value)
+    for key in FILE_INPUTS:
+        if out.get(key):
+            out[key] = files.resolve(str(out[key]))
+    return out, str(out.get("namespace") or "")
+
+
 def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
     """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
     workflow = workflow_of(str(body.get("assistant_id", "")))
     if workflow is None:
         raise Refused(403, "only the built-in assistants are served: " + ", ".join(GRAPHS))
     config = dict(body.get("config") or {})
+    checkpoint = dict(body.get("checkpoint") or {})
+    command = dict(body.get("command") or {})
+    for what, given, allowed in (("config", config, CONFIG_KEYS), ("checkpoint", checkpoint, CHECKPOINT_KEYS)):
+        if set(given) - allowed:
+            raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
+    if command.get("goto"):
+        raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
     context = {**dict(config.pop("configurable", None) or {}), **dict(body.get("context") or {})}
     context.pop("thread_id", None)
     extra = sorted(set(context) - served_fields(workflow))
     if extra:
         raise Refused(400, f"{workflow} does not take these context keys from callers: {', '.join(extra)}")
-    value = body.get("input")
     try:
-        if isinstance(value, dict):
-            for key in ("path", "registry_path"):
-                if value.get(key):
-                    files.resolve(str(value[key]))
-        wanted = value.get("namespace") if isinstance(value, dict) else None
-        namespace = tenant.namespace_for(str(wanted or context.get("namespace") or ""))
-        if wanted and context.get("namespace") and wanted != context["namespace"]:
-            raise AccessError("the input and the context name different namespaces")
+        value, wanted = _checked_value(body.get("input"), files)
+        update, updated = _checked_value(command.get("update"), files)
+        asked = {n for n in (wanted, updated, str(context.get("namespace") or "")) if n}
+        if len(asked) > 1:
+            raise AccessError("the request names different namespaces")
+        namespace = tenant.namespace_for(asked.pop() if asked else "")
         name = tenant.name or "anonymous"
         owner = _aegra_owner(thread_id)
         if owner is not None and owner != name:
@@ -100,7 +124,12 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
         raise Refused(403, str(exc)) from None
     except InputError as exc:
         raise Refused(400, files.scrub(str(exc))) from None
-    return {**body, "config": config, "context": {**context, "namespace": namespace}}
+    out = {**body, "config": config, "context": {**context, "namespace": namespace}}
+    if "input" in body:
+        out["input"] = value
+    if command:
+        out["command"] = {**command, "update": update} if "update" in command else command
+    return out
 
 
 class TenantGuard:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,11 +46,25 @@ def test_a_run_gets_the_tenants_namespace_and_only_served_settings() -> None:
         ({"assistant_id": "chain", "context": {"namespace": "team-a"}}, 403),
         ({"assistant_id": "ingest", "input": {"text": "x", "namespace": "team-a"}}, 403),
         ({"assistant_id": "ingest", "input": {"path": "/etc/passwd"}}, 400),
+        ({"assistant_id": "chain", "checkpoint": {"thread_id": "someone-elses"}}, 400),
+        ({"assistant_id": "chain", "config": {"callbacks": []}}, 400),
+        ({"assistant_id": "chain", "command": {"update": {"namespace": "team-a"}}}, 403),
+        ({"assistant_id": "chain", "command": {"goto": {"node": "manager", "input": {}}}}, 400),
     ]
     for request, status in refusals:
         with pytest.raises(guard.Refused) as refused:
             guard.check_run(request, "t3", TEAM_B, files)
         assert refused.value.status == status, request
+
+
+def test_file_names_resolve_inside_the_ingest_root_only(tmp_path: Path) -> None:
+    (tmp_path / "doc.md").write_text("# Doc\n\nText.\n", encoding="utf-8")
+    files = IngestRoot(tmp_path)
+    checked = guard.check_run({"assistant_id": "ingest", "input": {"path": "doc.md"}}, "f1", TEAM_B, files)
+    assert checked["input"]["path"] == str((tmp_path / "doc.md").resolve())
+    with pytest.raises(guard.Refused) as refused:
+        guard.check_run({"assistant_id": "ingest", "input": {"path": "../../etc/passwd"}}, "f2", TEAM_B, files)
+    assert refused.value.status == 400 and str(tmp_path) not in str(refused.value)
 
 
 def test_a_thread_stays_with_its_first_tenant_and_namespace() -> None:
