@@ -4,7 +4,7 @@
 
 Sections of the output:
 
-- ``ordering``: for every order of :data:`nodes.orderer.ORDERS`, where the gold supporting
+- ``ordering``: for every order of :data:`nodes.ordering.orders.ORDERS`, where the gold supporting
   paragraphs land in the chain. Each paragraph of an item is one chunk (``title: text``), embedded
   with the bundled embedder; per item the normalised rank ``position / (n - 1)`` of the first and of
   the last supporting paragraph, and whether all supporting paragraphs fall in the first half
@@ -45,7 +45,9 @@ from typing import Any
 import numpy as np
 
 from bench.qa_data import QAItem, load_qa_dir
-from nodes.orderer import ORDERS, ROOT_STRATEGIES, build_tree, order_chunks
+from nodes.ordering.orders import ORDERS, order_chunks
+from nodes.ordering.traverse import ROOT_STRATEGIES
+from nodes.ordering.tree import build_tree
 
 RANDOM_SEEDS = (0, 1, 2, 3, 4)
 SCALE_DIM = 384

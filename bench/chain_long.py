@@ -304,7 +304,7 @@ def ordering_recall(
     """
     from nodes.chain import cached_tree, document_vectors, query_similarity
     from nodes.ingest import ingest
-    from nodes.orderer import order_chunks
+    from nodes.ordering.orders import order_chunks
     from nodes.reading import ReadingPolicy, best_first_order, match
     from nodes.retrieval import lexical_index
     from stores.vectorstore import get_store

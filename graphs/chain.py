@@ -38,7 +38,8 @@ from nodes.chain import (
     worker_step,
 )
 from nodes.ingest import ingest_for_context
-from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES, multi_roots
+from nodes.ordering.orders import ORDERS
+from nodes.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES, multi_roots
 from nodes.reading import DEFAULT_BUDGET, DEFAULT_FLOOR, ReadingPolicy, best_first, match, next_in_plan, relevance
 from nodes.retrieval import index_key, lexical_index
 from stores.models import Usage, llm_for, merge_usage, transient, usage_totals

@@ -21,7 +21,8 @@ from graphs.cli import (
     run_graph,
     wants_stream,
 )
-from nodes.orderer import CHILD_ORDERS, ORDERS, ROOT_STRATEGIES
+from nodes.ordering.orders import ORDERS
+from nodes.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.reading import DEFAULT_BUDGET
 from stores.models import usage_totals
 from stores.settings import InputError

@@ -20,7 +20,9 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.ingest import index_document
-from nodes.orderer import ChowLiuTree, build_tree, multi_roots, order_chunks
+from nodes.ordering.orders import order_chunks
+from nodes.ordering.traverse import multi_roots
+from nodes.ordering.tree import ChowLiuTree, build_tree
 from nodes.reading import nothing_missing
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, write_atomic
 from stores.loaders import load_text

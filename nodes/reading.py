@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nodes.orderer import ChowLiuTree
+from nodes.ordering.tree import ChowLiuTree
 
 STOP_REASONS = ("complete", "budget", "end")
 

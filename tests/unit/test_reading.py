@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nodes.orderer import ChowLiuTree, order_chunks
+from nodes.ordering.orders import order_chunks
+from nodes.ordering.tree import ChowLiuTree
 from nodes.reading import (
     ReadingPolicy,
     best_first,
