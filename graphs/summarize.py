@@ -128,6 +128,13 @@ class SummarizeContext(BaselineContext):
         default="fix",
         metadata=_describe("fix: fix or drop unsupported sentences; mark: only label them; off: no check."),
     )
+    factcheck_checks: str = field(
+        default="both",
+        metadata=_describe(
+            "model: the checker model's verdict; grounding: numbers, names and most content words of a sentence "
+            "must be in the chunks it cites (no model call); both: flagged when either check flags it."
+        ),
+    )
     factcheck_batch: int = field(default=6, metadata=_describe("Sentences checked per fact-check call."))
     direct_tokens: int = field(
         default=700, metadata=_describe("Evidence tokens for a one-chunk document summarized in one call.")
@@ -180,7 +187,9 @@ class SummarizeOutput(TypedDict, total=False):
     summary: str
     """The final summary (citation markers removed)."""
     sentences: list[dict]
-    """Sentences of the summary: {text, citations (chunk ids), verdict}."""
+    """Sentences of the summary: {text, citations (chunk ids), verdict, origin (summary, answer or excerpt: where
+    the length fit took it from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model,
+    grounding) and problems (what grounding found)."""
     log: list[dict]
     """Questions and answers by round: {round, questions: [...], judgement, stop}."""
     rounds: int
@@ -251,6 +260,8 @@ def _check_context(ctx: SummarizeContext) -> None:
         raise InputError(f"factcheck must be 'fix', 'mark' or 'off', got {ctx.factcheck!r}")
     if ctx.rerank not in ("none", "sentence"):
         raise InputError(f"rerank must be 'none' or 'sentence', got {ctx.rerank!r}")
+    if ctx.factcheck_checks not in ("model", "grounding", "both"):
+        raise InputError(f"factcheck_checks must be 'model', 'grounding' or 'both', got {ctx.factcheck_checks!r}")
     if ctx.length_fit not in ("fill", "trim", "off"):
         raise InputError(f"length_fit must be 'fill', 'trim' or 'off', got {ctx.length_fit!r}")
     if ctx.expert_k < 1 or ctx.expert_chunk_tokens < 20 or ctx.factcheck_batch < 1 or ctx.fill_chunks < 0:
@@ -643,6 +654,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             llm=llm_for("checker", ctx),
             lang=lang,
             mode=ctx.factcheck,  # type: ignore[arg-type]
+            checks=ctx.factcheck_checks,  # type: ignore[arg-type]
             batch_size=ctx.factcheck_batch,
             prefer=citations_in(state.get("draft", "")),
         )
@@ -675,7 +687,13 @@ def finish(state: SummarizeState) -> dict[str, Any]:
     checked = state.get("checked", [])
     kept = [c for c in checked if c["verdict"] != "dropped"]
     sentences = [
-        {"text": c["text"], "citations": c["citations"], "verdict": c["verdict"], "origin": c.get("origin", "source")}
+        {
+            "text": c["text"],
+            "citations": c["citations"],
+            "verdict": c["verdict"],
+            "origin": c.get("origin", "source"),
+            **({"flagged_by": c["flagged_by"], "problems": c["grounding"]} if c.get("flagged_by") else {}),
+        }
         for c in kept
     ]
     lang, length = state["lang"], _length(state)

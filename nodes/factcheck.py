@@ -21,10 +21,11 @@ from nodes.expert import CITATION, bad_output, citations_in, language_name
 from nodes.retrieval import focus_snippet, hybrid_search
 from stores.models import LLM, Usage, merge_usage, messages
 from stores.settings import ModelError
-from stores.text import content_words, lexical_tokens, overlap, split_sentences
+from stores.text import STOPWORDS, content_words, lexical_tokens, overlap, split_sentences
 from stores.vectorstore import VectorStore
 
 FactcheckMode = Literal["fix", "mark", "off"]
+Checks = Literal["model", "grounding", "both"]
 Verdict = Literal["supported", "fixed", "dropped", "disputed", "unsupported", "unchecked", "source"]
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)、])\s+")
 
@@ -178,25 +179,33 @@ def check_sentences(
     *,
     store: VectorStore,
     doc_id: str,
-    llm: LLM,
+    llm: LLM | None,
     lang: str = "en",
     mode: FactcheckMode = "fix",
+    checks: Checks = "both",
     batch_size: int = 6,
     chunk_tokens: int = 140,
     max_citations: int = 2,
     prefer: Sequence[str] = (),
     keep_coverage: float = 0.9,
 ) -> tuple[list[dict[str, Any]], Usage]:
-    """Check every sentence against its cited chunks.
+    """Check every sentence against its cited chunks: by the checker model, by grounding, or both.
 
-    Returns one entry per input sentence: ``{text, citations, verdict, original}`` where verdict
-    is ``supported``, ``fixed`` (the checker's correction, accepted when its content words come
-    from the cited chunks), ``dropped``, ``disputed`` (fix mode: judged unsupported without a usable
-    correction, but at least ``keep_coverage`` of its content words are in the cited chunks, so it
-    is kept and flagged), ``unsupported`` (mark mode) or ``unchecked`` (checking was off, or the
-    checker's output stayed invalid). Sentences citing
-    nothing get the best-matching chunks as citations (``cited_by: "retrieval"``), taken from
-    ``prefer`` (e.g. the chunks the draft cited) when any of those match.
+    The model reads the cited excerpts and judges each sentence; grounding
+    (:func:`grounding_problems`) needs every number and name of the sentence, and most of its
+    content words, in the full text of the cited chunks. ``both`` flags a sentence when either
+    check does. Returns one entry per input sentence: ``{text, citations, verdict, original,
+    model_supported, grounding, flagged_by}`` where ``model_supported`` is the model's verdict
+    (None when it gave none), ``grounding`` lists the grounding problems, ``flagged_by`` names
+    the checks that flagged it, and verdict is ``supported``, ``fixed`` (the model's correction,
+    accepted when its content words come from the cited chunks and it passes grounding),
+    ``dropped``, ``disputed`` (fix mode, kept and flagged: flagged by the model alone, without a
+    usable correction, while at least ``keep_coverage`` of its content words are in the cited
+    chunks; or flagged only for weak grounding problems, ``WEAK_PROBLEMS``), ``unsupported`` (mark mode) or
+    ``unchecked`` (checking was off, or the model's output stayed invalid and grounding found
+    nothing). Sentences citing nothing get the best-matching chunks as citations
+    (``cited_by: "retrieval"``), taken from ``prefer`` (e.g. the chunks the draft cited) when
+    any of those match.
     """
     results: list[dict[str, Any]] = []
     for s in sentences:
@@ -205,51 +214,293 @@ def check_sentences(
         if not cites and mode != "off":
             entry["citations"] = retrieve_citations(store, doc_id, s["text"], max_citations, prefer)
             entry["cited_by"] = "retrieval"
-        entry["verdict"] = "unchecked"
+        entry.update({"verdict": "unchecked", "model_supported": None, "grounding": [], "flagged_by": []})
         results.append(entry)
     if mode == "off":
         return results, {}
-    usage: Usage = {}
     checkable = [r for r in results if r["citations"]]
-    for start in range(0, len(checkable), batch_size):
-        batch = checkable[start : start + batch_size]
-        evidence = evidence_for(store, doc_id, batch, chunk_tokens)
-        cited = dict.fromkeys(f"{doc_id}:{c}" for r in batch for c in r["citations"])
-        sources = {h.chunk_id: h.text for h in store.get(list(cited))}
-        numbered = "\n".join(
-            f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1)
-        )
-        system = prompts.render("summarize/factcheck", lang, language=language_name(lang))
-        user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
-        try:
-            reply, used = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
-        except ModelError as exc:
-            if not bad_output(exc):
-                raise
-            for entry in batch:
-                entry["error"] = str(exc)[:300]
-            continue
-        usage = merge_usage(usage, used)
-        by_n = {v.n: v for v in reply.verdicts}
-        for i, entry in enumerate(batch, start=1):
-            verdict = by_n.get(i)
-            if verdict is None:
+    cited = dict.fromkeys(f"{doc_id}:{c}" for r in checkable for c in r["citations"])
+    sources = {h.chunk_id: h.text for h in store.get(list(cited))}
+    if checks != "model":
+        for entry in checkable:
+            entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))
+    fixes: dict[int, str] = {}
+    usage: Usage = {}
+    if checks != "grounding":
+        if llm is None:
+            raise ValueError("the model check needs a model")
+        for start in range(0, len(checkable), batch_size):
+            batch = checkable[start : start + batch_size]
+            numbered = "\n".join(
+                f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1)
+            )
+            system = prompts.render("summarize/factcheck", lang, language=language_name(lang))
+            evidence = evidence_for(store, doc_id, batch, chunk_tokens)
+            user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
+            try:
+                reply, used = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
+            except ModelError as exc:
+                if not bad_output(exc):
+                    raise
+                for entry in batch:
+                    entry["error"] = str(exc)[:300]
                 continue
-            source = " ".join(sources.get(c, "") for c in entry["citations"])
-            if verdict.supported:
-                entry["verdict"] = "supported"
-            elif mode == "mark":
-                entry["verdict"] = "unsupported"
-            elif grounded_fix(verdict.fix, entry["text"], source):
-                entry["verdict"] = "fixed"
-                entry["text"] = clean_sentence(verdict.fix)
-                fixed_cites = [c for c in citations_in(verdict.fix) if c in entry["citations"]]
-                entry["citations"] = fixed_cites or entry["citations"]
-            elif coverage(entry["text"], source) >= keep_coverage:
-                entry["verdict"] = "disputed"
-            else:
-                entry["verdict"] = "dropped"
+            usage = merge_usage(usage, used)
+            by_n = {v.n: v for v in reply.verdicts}
+            for i, entry in enumerate(batch, start=1):
+                verdict = by_n.get(i)
+                if verdict is not None:
+                    entry["model_supported"] = verdict.supported
+                    fixes[id(entry)] = verdict.fix
+    for entry in checkable:
+        _decide(entry, mode, checks, fixes.get(id(entry), ""), _source(entry, sources), keep_coverage)
     return results, usage
+
+
+def _source(entry: dict[str, Any], sources: dict[str, str]) -> str:
+    return " ".join(sources.get(c, "") for c in entry["citations"])
+
+
+def _decide(
+    entry: dict[str, Any], mode: FactcheckMode, checks: Checks, fix: str, source: str, keep_coverage: float
+) -> None:
+    """Set the verdict of one checked sentence from the model's judgement and the grounding problems.
+
+    A sentence no check flagged is ``supported`` when the model confirmed it (or grounding was the
+    only check), and stays ``unchecked`` when the model gave no verdict.
+    """
+    model, grounding = entry["model_supported"], entry["grounding"]
+    entry["flagged_by"] = [name for name, flagged in (("model", model is False), ("grounding", grounding)) if flagged]
+    if not entry["flagged_by"]:
+        if model is True or checks == "grounding":
+            entry["verdict"] = "supported"
+        return
+    if mode == "mark":
+        entry["verdict"] = "unsupported"
+    elif fix and grounded_fix(fix, entry["text"], source) and not grounding_problems(clean_sentence(fix), source):
+        entry["verdict"] = "fixed"
+        entry["text"] = clean_sentence(fix)
+        entry["citations"] = [c for c in citations_in(fix) if c in entry["citations"]] or entry["citations"]
+    elif _weak(entry) and (entry["grounding"] or coverage(entry["text"], source) >= keep_coverage):
+        entry["verdict"] = "disputed"
+    else:
+        entry["verdict"] = "dropped"
+
+
+WEAK_PROBLEMS = ("negation:", "but not with this claim")
+"""Grounding problems that faithful paraphrases also show often: alone, they mark a sentence, never drop it."""
+
+
+def _weak(entry: dict[str, Any]) -> bool:
+    """Whether the flags may be a faithful paraphrase misjudged: the model's alone, or only weak grounding problems."""
+    grounding = entry["grounding"]
+    if not grounding:
+        return True
+    return entry["model_supported"] is not False and all(any(w in p for w in WEAK_PROBLEMS) for p in grounding)
+
+
+# --- grounding: numbers, names and claims must be in the cited chunks ---------------------------
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
+_NUMBER_WORDS.update(
+    {w: 10 * i for i, w in enumerate(["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)}
+)
+_NUMBER_WORDS.update({"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9})
+_AMBIGUOUS_NUMBERS = frozenset({"zero", "one", "two", "three"})
+"""Number words that alone are rarely a quoted figure: other words ("the one who", "no one") or counts a
+summary infers ("two reasons", "the other three members"); they count next to another number word."""
+_NEGATION = re.compile(r"\b(?:not|no|never|nothing|none|neither|nor|cannot)\b|n't\b|不|没|未|无|非", re.IGNORECASE)
+_NAME = re.compile(r"[A-Z][A-Za-z]*(?:[-'’][A-Za-z]+)*|[a-z]{1,4}\d{2,}")
+_NOT_NAMES = frozenset(
+    [
+        "I",
+        "I'm",
+        "I've",
+        "I'd",
+        "I'll",
+        "OK",
+        "Okay",
+        "Mr",
+        "Mrs",
+        "Ms",
+        "Dr",
+        "Also",
+        "However",
+        "Then",
+        "Besides",
+        "Finally",
+        "First",
+        "Firstly",
+        "Secondly",
+        "Lastly",
+        "Moreover",
+        "Second",
+        "Third",
+        "Meanwhile",
+        "Afterwards",
+        "Overall",
+        "Next",
+        "So",
+        "And",
+        "But",
+        "Or",
+        "Yes",
+        "No",
+    ]
+)
+
+
+def _number_text(value: float) -> str:
+    return format(value, "f").rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text states, normalised: ``40,000``, ``40000``, ``forty thousand`` and ``40 thousand`` alike.
+
+    "one" and "zero" count only next to another number word ("one hundred", "twenty one").
+    """
+    tokens = re.findall(r"\d+(?:[.,]\d+)*|[A-Za-z]+|[^\sA-Za-z\d]", text)
+    out: set[str] = set()
+    total = current = 0.0
+    active = digits = False
+
+    def flush() -> None:
+        nonlocal total, current, active, digits
+        if active:
+            out.add(_number_text(total + current))
+        total = current = 0.0
+        active = digits = False
+
+    for i, token in enumerate(tokens):
+        word = token.lower()
+        if token[0].isdigit():
+            flush()
+            current = float(token.replace(",", "")) if token.count(".") <= 1 else 0.0
+            active = digits = True
+        elif word in _NUMBER_WORDS:
+            value = _NUMBER_WORDS[word]
+            if digits and value < 100:  # "40,000 two": two numbers
+                flush()
+            nxt = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
+            if word in _AMBIGUOUS_NUMBERS and not active and nxt not in _NUMBER_WORDS:
+                continue
+            if value >= 100:
+                current = (current or 1) * value
+                if value >= 1000:
+                    total, current = total + current, 0.0
+            else:
+                current += value
+            active = True
+        elif not (word == "and" and active and not digits):
+            flush()
+    flush()
+    return out
+
+
+def names_in(text: str) -> set[str]:
+    """Proper names a sentence states: runs of capitalised words (a single one only after the first word),
+    and ids such as ``mn005``; possessives dropped."""
+    out: set[str] = set()
+    run: list[tuple[int, str]] = []
+
+    def close() -> None:
+        if run and (run[0][0] > 0 or len(run) > 1):
+            out.add(" ".join(w for _, w in run))
+        run.clear()
+
+    for i, raw in enumerate(re.findall(r"\S+", text)):
+        word = re.sub(r"(?:'s|’s)$", "", raw.strip("\"'“”‘’()[],.;:!?"))
+        if word and _NAME.fullmatch(word) and word not in _NOT_NAMES and word.lower() not in STOPWORDS:
+            run.append((i, word))
+        else:
+            close()
+        if re.search(r"[,.;:!?)\]]$", raw):
+            close()
+    close()
+    return out
+
+
+def _has(name: str, text: str) -> bool:
+    """Whether ``name`` occurs in ``text``, case aside: as whole words give or take a short ending ("Designer"
+    for "Design", "TV" for "TVS"), an acronym also spelt out letter by letter ("L_C_D_", "L.C.D.")."""
+    stem = name[:-1] if len(name) >= 3 and name[-1] in "sS" else name
+    pattern = r"[\W_]*".join(stem) if stem.isupper() and stem.isalpha() else re.escape(stem)
+    return re.search(rf"(?<![^\W_]){pattern}[^\W\d_]{{0,3}}(?![^\W_])", text, re.IGNORECASE) is not None
+
+
+def grounding_problems(
+    sentence: str,
+    source: str,
+    *,
+    min_coverage: float = 0.25,
+    attribution_words: int = 0,
+    negation_words: int = 2,
+) -> list[str]:
+    """Why ``sentence`` is not grounded in ``source`` (the full text of the chunks it cites); empty when it is.
+
+    - ``number``: a number of the sentence is nowhere in the source (``40,000`` = ``40000``; number words count);
+    - ``name``: a name of the sentence is nowhere in the source; with ``attribution_words`` > 0, also a
+      name in no line (a speaker's turn in a transcript) or sentence of the source that shares that many
+      content words with the sentence (a claim given to the wrong person);
+    - ``claim``: less than ``min_coverage`` of the sentence's content words are in the source (a claim
+      about something else, e.g. another meeting);
+    - ``negation``: the sentence negates, and no sentence of the source that shares ``negation_words``
+      content words with it does (0: not checked).
+
+    The defaults are set on the tuning split of ``bench.factcheck`` (``--items 0:20``) to keep false
+    alarms on faithful abstractive sentences low.
+    """
+    problems: list[str] = []
+    have = numbers_in(source)
+    for number in sorted(numbers_in(sentence) - have):
+        if "." in number and number.split(".")[0] in have:  # "12.50" said as "twelve fifty"
+            continue
+        problems.append(f"number {number} is not in the cited chunks")
+    words = content_tokens(sentence)
+    blocks = text_blocks(source) or [source]
+    passages = [line for line in source.splitlines() if line.strip()] + [s for b in blocks for s in split_sentences(b)]
+    for name in sorted(names_in(sentence)):
+        if not _has(name, source):
+            problems.append(f"name {name} is not in the cited chunks")
+            continue
+        rest = words - content_tokens(name)
+        need = min(attribution_words, len(rest))
+        if need and not any(_has(name, p) and len(rest & content_tokens(p)) >= need for p in passages):
+            problems.append(f"name {name} is in the cited chunks but not with this claim")
+    share = coverage(sentence, source)
+    if share < min_coverage:
+        problems.append(f"claim: {share:.0%} of its content words are in the cited chunks")
+    if negation_words and _NEGATION.search(sentence):
+        near = [s for b in blocks for s in split_sentences(b) if len(words & content_tokens(s)) >= negation_words]
+        if not any(_NEGATION.search(s) for s in near):
+            problems.append("negation: no passage of the cited chunks on this says no")
+    return problems
 
 
 def factcheck_stats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -258,6 +509,12 @@ def factcheck_stats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for r in results:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     checked = sum(v for k, v in counts.items() if k in ("supported", "fixed", "dropped", "disputed", "unsupported"))
+    flagged_by = {"model": 0, "grounding": 0, "both": 0}
+    for r in results:
+        by = r.get("flagged_by", [])
+        for name in by:
+            flagged_by[name] += 1
+        flagged_by["both"] += len(by) == 2
     confirmed = counts.get("supported", 0) + counts.get("source", 0)
     total = checked + counts.get("source", 0)
     return {
@@ -270,4 +527,5 @@ def factcheck_stats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "unsupported": counts.get("unsupported", 0),
         "unchecked": counts.get("unchecked", 0),
         "supported_share": round(confirmed / total, 4) if total else None,
+        "flagged_by": flagged_by,
     }

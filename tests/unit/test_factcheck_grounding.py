@@ -1,0 +1,170 @@
+"""The grounding check of the fact-checker and how it combines with the model's verdict."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from graphs.summarize import graph
+from nodes.factcheck import check_sentences, factcheck_stats, grounding_problems, names_in, numbers_in
+from nodes.ingest import ingest
+from stores.models import llm_for, use_chat_model
+from stores.testing import ScriptedChatModel
+from stores.vectorstore import get_store
+from tests.fakes import summarize_reply
+
+FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
+BUDGET = (
+    "The steering committee approved a budget of 40,000 euros in March. Most of it pays for solar panels and "
+    "pumps; 6,000 euros are kept for field trials, and 2,500 euros for training farmers. The committee rejected "
+    "a request for a second prototype."
+)
+TEAM = "Alice Moreau: I lead the engineering team and own the pump design.\nBob Chen: I manage procurement."
+
+
+def test_numbers_are_read_in_digits_and_words_alike() -> None:
+    assert numbers_in("a budget of 40,000 euros") == {"40000"} == numbers_in("forty thousand euros")
+    assert numbers_in("fifty million, 50 million") == {"50000000"}
+    assert numbers_in("one hundred and five buttons, twenty one days, 12.50 euros") == {"105", "21", "12.5"}
+    # "one", "two", "three" alone are other words or inferred counts, not figures
+    assert numbers_in("no one knows the two reasons") == set()
+
+
+def test_names_are_capitalised_runs_after_the_first_word_and_ids() -> None:
+    found = names_in("Industrial Designer said that Project Manager agreed with Marketing's plan and mn005.")
+    assert found == {"Industrial Designer", "Project Manager", "Marketing", "mn005"}
+    assert names_in("The group met. However, they left.") == set()
+
+
+def test_grounding_finds_each_kind_of_problem() -> None:
+    assert grounding_problems("The committee approved a budget of 40,000 euros in March.", BUDGET) == []
+    assert grounding_problems("The committee approved forty thousand euros.", BUDGET) == []
+    assert grounding_problems("The committee approved a budget of 90,000 euros.", BUDGET) == [
+        "number 90000 is not in the cited chunks"
+    ]
+    assert grounding_problems("Carol Diaz leads the engineering team.", TEAM) == [
+        "name Carol Diaz is not in the cited chunks"
+    ]
+    assert grounding_problems("Users want a kinetic battery and a rubber case.", BUDGET)[0].startswith("claim: 0%")
+    assert grounding_problems("The committee did not approve the budget in March.", BUDGET) == [
+        "negation: no passage of the cited chunks on this says no"
+    ]
+    # the same negation where the source says no is grounded
+    said_no = BUDGET + " The committee did not approve a second prototype yet."
+    assert grounding_problems("The committee did not approve a second prototype.", said_no) == []
+
+
+def test_attribution_is_checked_only_when_asked() -> None:
+    swapped = "Bob Chen leads the engineering team and owns the pump design."
+    assert grounding_problems("Alice Moreau leads the engineering team.", TEAM, attribution_words=2) == []
+    assert grounding_problems(swapped, TEAM) == []
+    assert grounding_problems(swapped, TEAM, attribution_words=2) == [
+        "name Bob Chen is in the cited chunks but not with this claim"
+    ]
+
+
+def test_acronyms_spelt_out_and_short_endings_still_match() -> None:
+    source = "User Interface: the L_C_D_ screen is nice and the Industrial Designers agree."
+    assert grounding_problems("The Industrial Designer liked the LCD screen.", source) == []
+
+
+def _store_doc() -> tuple[object, str]:
+    doc_id = ingest(str(FALCON)).doc_id
+    return get_store("default", "hash"), doc_id
+
+
+def _checker(supported: bool) -> ScriptedChatModel:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        count = str(messages[-1].content).split("Sentences:")[1].count("(cites ")
+        return json.dumps({"verdicts": [{"n": i, "supported": supported, "fix": ""} for i in range(1, count + 1)]})
+
+    return ScriptedChatModel(default=reply)
+
+
+SENTENCES = [
+    {"text": "The steering committee approved a budget of 40,000 euros in March.", "citations": ["c1"]},
+    {"text": "The steering committee approved a budget of 90,000 euros in March.", "citations": ["c1"]},
+    {"text": "Fatuma Njeri leads the engineering team and owns the pump design.", "citations": ["c2"]},
+]
+
+
+def test_grounding_only_needs_no_model_and_says_no() -> None:
+    store, doc_id = _store_doc()
+    checked, usage = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=None, mode="mark", checks="grounding")
+    assert usage == {}
+    assert [c["verdict"] for c in checked] == ["supported", "unsupported", "supported"]
+    assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"] == [
+        "number 90000 is not in the cited chunks"
+    ]
+    assert checked[1]["model_supported"] is None
+
+
+def test_combined_check_flags_what_either_check_flags_and_says_which() -> None:
+    store, doc_id = _store_doc()
+    with use_chat_model(_checker(True)):
+        llm = llm_for("checker", None)
+        checked, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="both")
+        model_only, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="model")
+    # the model confirmed all three; grounding caught the wrong number, the name swap is not a grounding error
+    assert [c["verdict"] for c in checked] == ["supported", "dropped", "supported"]
+    assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["model_supported"] is True
+    assert [c["verdict"] for c in model_only] == ["supported", "supported", "supported"]
+    stats = factcheck_stats(checked)
+    assert stats["flagged_by"] == {"model": 0, "grounding": 1, "both": 0} and stats["dropped"] == 1
+    with use_chat_model(_checker(False)):
+        both, _ = check_sentences(
+            SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="mark", checks="both"
+        )
+    assert [c["flagged_by"] for c in both] == [["model"], ["model", "grounding"], ["model"]]
+    assert factcheck_stats(both)["flagged_by"] == {"model": 3, "grounding": 1, "both": 1}
+
+
+def test_a_weak_grounding_flag_marks_a_sentence_without_dropping_it() -> None:
+    store, doc_id = _store_doc()
+    negated = [{"text": "The steering committee did not approve the budget in March.", "citations": ["c1"]}]
+    with use_chat_model(_checker(True)):
+        checked, _ = check_sentences(negated, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+    assert checked[0]["verdict"] == "disputed" and checked[0]["flagged_by"] == ["grounding"]
+
+
+def test_a_fix_that_fails_grounding_is_not_accepted() -> None:
+    store, doc_id = _store_doc()
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        fix = "The steering committee approved a budget of 70,000 euros in March [c1]."
+        return json.dumps({"verdicts": [{"n": 1, "supported": False, "fix": fix}]})
+
+    with use_chat_model(ScriptedChatModel(default=reply)):
+        checked, _ = check_sentences(
+            SENTENCES[1:2], store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix"
+        )
+    assert checked[0]["verdict"] == "dropped" and checked[0]["flagged_by"] == ["model", "grounding"]
+
+
+def test_the_summary_says_which_check_flagged_a_kept_sentence() -> None:
+    text = "The committee did not approve a budget of 40,000 euros in March [c1]. Falcon builds solar pumps [c0]."
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        if '"answer"' in str(messages[0].content):
+            return json.dumps({"answer": text, "citations": ["c0", "c1"], "confidence": 0.9})
+        if '"draft"' in str(messages[0].content):
+            return json.dumps({"draft": text, "completeness": 4, "accuracy": 4, "coherence": 4, "done": True})
+        if "Draft:" in str(messages[-1].content):
+            return text
+        return summarize_reply(messages)
+
+    with use_chat_model(ScriptedChatModel(default=reply)):
+        out = graph.invoke(
+            {"path": str(FALCON), "length": 100, "format": "bullets"},
+            context={"max_rounds": 1, "length_fit": "trim", "factcheck": "mark"},
+        )
+    flagged = [s for s in out["sentences"] if s.get("flagged_by")]
+    assert flagged and flagged[0]["verdict"] == "unsupported" and flagged[0]["flagged_by"] == ["grounding"]
+    assert flagged[0]["problems"][0].startswith("negation")
+    assert out["factcheck"]["flagged_by"]["grounding"] >= 1
+    with use_chat_model(ScriptedChatModel(default=reply)), pytest.raises(Exception, match="factcheck_checks"):
+        graph.invoke({"path": str(FALCON)}, context={"factcheck_checks": "vibes"})
