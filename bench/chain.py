@@ -281,7 +281,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         setup_version,
         summarise,
     )
-    from graphs.chain import ChainContext
+    from graphs.chain_state import ChainContext
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS))

