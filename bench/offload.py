@@ -39,7 +39,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from nodes.offloader import POLICIES
+from nodes.offloading.memory import POLICIES
 from stores.documents import write_atomic
 from stores.text import CITATION_TAG
 from tests.fakes import offload_chat_model as fake_chat_model

@@ -40,23 +40,10 @@ import prompts
 from graphs.context import Context, resolve_context
 from nodes.canvas import Canvas, ensure_canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.ingest import ingest_for_context
-from nodes.offloader import (
-    OFFLOADING,
-    POLICIES,
-    Piece,
-    ask,
-    build_memory,
-    citations_of,
-    compress_turn,
-    detail_pieces,
-    full_details,
-    history_pieces,
-    normalise_ids,
-    pinned_piece,
-    resolve_recall,
-    select_details,
-    update_pinned,
-)
+from nodes.offloading.answer import ask, citations_of, normalise_ids, resolve_recall
+from nodes.offloading.memory import OFFLOADING, POLICIES, Piece, build_memory
+from nodes.offloading.offloader import compress_turn, update_pinned
+from nodes.offloading.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
 from stores.documents import get_document
 from stores.models import LLM, ModelError, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, usage_totals
 from stores.offload import BACKENDS, OffloadItem, check_session, get_offload_store

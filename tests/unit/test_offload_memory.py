@@ -9,25 +9,10 @@ import pytest
 
 import prompts
 from nodes.ingest import ingest
-from nodes.offloader import (
-    AnswerReply,
-    OffloadNote,
-    Piece,
-    ask,
-    build_memory,
-    citations_of,
-    compress_turn,
-    detail_pieces,
-    first_sentence,
-    history_pieces,
-    normalise_ids,
-    pinned_piece,
-    render_user,
-    resolve_recall,
-    select_details,
-    supported,
-    update_pinned,
-)
+from nodes.offloading.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
+from nodes.offloading.memory import Piece, build_memory, render_user
+from nodes.offloading.offloader import OffloadNote, compress_turn, first_sentence, supported, update_pinned
+from nodes.offloading.pieces import detail_pieces, history_pieces, pinned_piece, select_details
 from stores.models import LLM, use_chat_model
 from stores.offload import OffloadItem, get_offload_store
 from stores.testing import ScriptedChatModel
