@@ -43,10 +43,12 @@ from nodes.editor import (
     length_bounds,
     length_units,
     merge_answers,
+    missing_parts,
     new_questions,
     polish,
     total_units,
     trim_to_length,
+    uncovered_topics,
     unit_name,
     unmerged_answers,
     usable_answers,
@@ -225,6 +227,9 @@ class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
     """The editor's current draft, with [chunk_id] citations."""
     missing: str
     """The editor's note on what the draft still misses."""
+    gaps: dict
+    """What this round's questions were aimed at: {parts: parts of the focus not answered yet, topics: "[c4] term,
+    term" lines of chunks the draft does not cover yet}."""
     final_text: str
     """The polished summary (or the baseline's), with [chunk_id] citations, before the fact-check."""
     fitted: list[dict]
@@ -374,17 +379,24 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     asked = [a["question"] for a in state.get("answers", [])]
     emit = _writer()
     emit({"stage": "rounds", "done": rnd - 1, "total": ctx.max_rounds})
+    draft, query, lang = state.get("draft", ""), state.get("query", ""), state["lang"]
+    store = get_store(ctx.namespace, ctx.embedder)
+    focus = [h.chunk_id for h in hybrid_search(store, state["doc_id"], query, 6)] if query.strip() else []
+    topics = uncovered_topics(store.by_doc(state["doc_id"]), draft, focus=focus)
+    parts = missing_parts(draft, lang)
     try:
         raw, usage = write_questions(
             question_llm(ctx),
             overview=state.get("overview", ""),
-            draft=state.get("draft", ""),
+            draft=draft,
             asked=asked,
             missing=state.get("missing", ""),
-            query=state.get("query", ""),
+            query=query,
             experts=ctx.experts,
             n=ctx.questions_per_round,
-            lang=state["lang"],
+            lang=lang,
+            parts=parts,
+            topics=topics,
         )
     except ModelError as exc:
         if not bad_output(exc):
@@ -398,6 +410,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
         for i, q in enumerate(fresh, start=1)
     ]
     update: dict[str, Any] = {"round": rnd, "questions": items, "usage": relabel_usage(usage, "questioner")}
+    update["gaps"] = {"parts": parts, "topics": topics}
     if not items:
         update["stop_reason"] = "no_new_questions"
         update["rounds_info"] = [{"round": rnd, "questions": 0, "stop": "no_new_questions"}]
@@ -492,6 +505,7 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
         "not_found": sum(a["status"] == "not_found" for a in this_round),
         "failed": sum(a["status"] == "failed" for a in this_round),
         "merged": len(usable),
+        "aimed_at": state.get("gaps", {}),
     }
     update: dict[str, Any] = {}
     new_draft, judgement = draft, None

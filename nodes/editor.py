@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -24,7 +25,17 @@ from nodes.routing.entry import route_to_expert
 from stores.documents import DocumentInfo
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
-from stores.text import cjk_ratio, content_words, jaccard, overlap, split_sentences, truncate_tokens
+from stores.text import (
+    STOPWORDS,
+    cjk_ratio,
+    content_words,
+    is_cjk_token,
+    jaccard,
+    lexical_tokens,
+    overlap,
+    split_sentences,
+    truncate_tokens,
+)
 from stores.vectorstore import Hit, VectorStore
 
 Format = Literal["paragraphs", "bullets"]
@@ -154,8 +165,15 @@ def write_questions(
     experts: dict[str, str],
     n: int,
     lang: str,
+    parts: Sequence[str] = (),
+    topics: Sequence[str] = (),
 ) -> tuple[list[dict[str, str]], Usage]:
-    """The editor's next questions (schema-enforced; ModelOutputError after retries)."""
+    """The editor's next questions (schema-enforced; ModelOutputError after retries).
+
+    ``parts`` are the parts of the focus the draft does not answer yet (:func:`missing_parts`),
+    ``topics`` the document's topics it does not cover yet (:func:`uncovered_topics`): the prompt
+    asks the editor to aim its questions at them first.
+    """
     schema = questions_schema(list(experts), n)
     expert_lines = "\n".join(f"- {name}: {desc}" for name, desc in experts.items())
     system = prompts.render("summarize/questions", lang, n=n, experts=expert_lines, language=language_name(lang))
@@ -167,11 +185,77 @@ def write_questions(
         query=focus_text(query, lang),
         draft=draft.strip() or placeholder("empty_draft", lang),
         missing=missing.strip() or placeholder("no_notes", lang),
+        parts=("、" if lang == "zh" else ", ").join(parts) or placeholder("none", lang),
+        topics="\n".join(f"- {t}" for t in topics) or placeholder("none", lang),
         asked=asked_lines,
         n=n,
     )
     reply, usage = llm.structured(messages(system, user), schema, max_tokens=60 * n + 60)
     return [q.model_dump() for q in reply.questions], usage  # type: ignore[attr-defined]
+
+
+_PART_CUES: dict[str, dict[str, str | None]] = {
+    "en": {
+        "who": None,
+        "what was decided": r"\b(?:decid|agree|chose|choos|conclu|approv|reject|settl|select|accept|opt)",
+        "why": r"\b(?:because|since|due to|so that|in order to|reason|as a result|therefore)\b",
+        "what next": r"\b(?:will|next|plan|later|follow|going to|action|deadline|todo|to do)\b",
+    },
+    "zh": {
+        "谁": r"[他她]|经理|设计师|负责人|成员|团队|小组",
+        "决定了什么": r"决定|同意|通过|选择|确定|否决|拒绝",
+        "为什么": r"因为|由于|为了|原因|所以|因此",
+        "下一步": r"将|下一步|计划|之后|接下来|下次|任务",
+    },
+}
+
+
+def missing_parts(draft: str, lang: str) -> list[str]:
+    """Parts of a summary's focus (who, what was decided, why, what next) the draft has no words for yet."""
+    from nodes.factcheck import names_in
+
+    out = []
+    for part, cue in _PART_CUES["zh" if lang == "zh" else "en"].items():
+        present = bool(names_in(draft)) if cue is None else re.search(cue, draft, re.IGNORECASE) is not None
+        if not present:
+            out.append(part)
+    return out
+
+
+def _terms(text: str) -> list[str]:
+    """Terms that can name a topic: content words of four letters or more, and CJK character bigrams."""
+    out = []
+    for t in lexical_tokens(text):
+        if is_cjk_token(t):
+            if len(t) == 2:
+                out.append(t)
+        elif len(t) >= 4 and not t.isdigit() and t not in STOPWORDS:
+            out.append(t)
+    return out
+
+
+def uncovered_topics(
+    chunks: Sequence[Hit], draft: str, *, focus: Sequence[str] = (), limit: int = 5, words: int = 4
+) -> list[str]:
+    """Topics of the document the draft does not cover yet, as ``[c4] term, term`` lines, least covered first.
+
+    A chunk's topic is its ``words`` most distinctive terms (frequent in it, rare in the other chunks:
+    tf-idf); a chunk is listed when the draft has fewer than half of them. ``focus`` limits the
+    chunks to those ids (e.g. the ones that match the query). Stdlib counting: a few dozen chunks.
+    """
+    counts = [Counter(_terms(h.text)) for h in chunks]
+    df = Counter(t for c in counts for t in c)
+    n = len(chunks)
+    said = set(_terms(draft))
+    rows = []
+    for position, (hit, tf) in enumerate(zip(chunks, counts, strict=True)):
+        if focus and hit.chunk_id not in focus:
+            continue
+        top = sorted(tf, key=lambda t: (-tf[t] * math.log((1 + n) / df[t]), t))[:words]
+        missing = [t for t in top if t not in said]
+        if top and len(missing) * 2 > len(top):
+            rows.append((-len(missing) / len(top), position, f"[{hit.chunk_id}] {', '.join(missing)}"))
+    return [line for *_, line in sorted(rows)[:limit]]
 
 
 def new_questions(candidates: Sequence[dict[str, Any]], asked: Sequence[str], threshold: float = 0.8) -> list[dict]:
