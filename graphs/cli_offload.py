@@ -190,7 +190,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_canvas(args: argparse.Namespace) -> int:
-    from graphs.offload import OffloadContext, canvas_llm, check_context
+    from graphs.offload_session import canvas_llm
+    from graphs.offload_state import OffloadContext, check_context
     from nodes.canvas import ensure_canvas
     from nodes.canvas_render import mermaid_js_source, render_html
     from stores.documents import get_document, write_atomic

