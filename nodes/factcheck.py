@@ -202,8 +202,8 @@ def check_sentences(
     ``dropped``, ``disputed`` (fix mode, kept and flagged: flagged by the model alone, without a
     usable correction, while at least ``keep_coverage`` of its content words are in the cited
     chunks; or flagged only for weak grounding problems, ``WEAK_PROBLEMS``), ``unsupported`` (mark mode) or
-    ``unchecked`` (checking was off, or the model's output stayed invalid and grounding found
-    nothing). Sentences citing nothing get the best-matching chunks as citations
+    ``unchecked`` (checking was off, or the model's output stayed invalid: its grounding problems
+    are still listed). Sentences citing nothing get the best-matching chunks as citations
     (``cited_by: "retrieval"``), taken from ``prefer`` (e.g. the chunks the draft cited) when
     any of those match.
     """
@@ -267,10 +267,14 @@ def _decide(
     """Set the verdict of one checked sentence from the model's judgement and the grounding problems.
 
     A sentence no check flagged is ``supported`` when the model confirmed it (or grounding was the
-    only check), and stays ``unchecked`` when the model gave no verdict.
+    only check), and stays ``unchecked`` when the model gave no verdict. A sentence whose model check
+    failed (invalid output) stays ``unchecked`` whatever grounding found: the check did not complete,
+    and its grounding problems are still reported.
     """
     model, grounding = entry["model_supported"], entry["grounding"]
     entry["flagged_by"] = [name for name, flagged in (("model", model is False), ("grounding", grounding)) if flagged]
+    if "error" in entry:
+        return
     if not entry["flagged_by"]:
         if model is True or checks == "grounding":
             entry["verdict"] = "supported"

@@ -168,3 +168,20 @@ def test_the_summary_says_which_check_flagged_a_kept_sentence() -> None:
     assert out["factcheck"]["flagged_by"]["grounding"] >= 1
     with use_chat_model(ScriptedChatModel(default=reply)), pytest.raises(Exception, match="factcheck_checks"):
         graph.invoke({"path": str(FALCON)}, context={"factcheck_checks": "vibes"})
+
+
+class LengthFinishReasonError(Exception):
+    """Stands in for openai's error when a structured reply is cut off at max_tokens."""
+
+
+def test_a_failed_model_check_leaves_sentences_unchecked_with_their_grounding_problems() -> None:
+    store, doc_id = _store_doc()
+
+    def cut(messages: Sequence[BaseMessage]) -> str:
+        raise LengthFinishReasonError("length limit reached")
+
+    with use_chat_model(ScriptedChatModel(default=cut)):
+        checked, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+    assert [c["verdict"] for c in checked] == ["unchecked"] * 3
+    assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"]
+    assert factcheck_stats(checked)["unchecked"] == 3
