@@ -14,7 +14,9 @@ LangServe app applies:
   only (never another thread's, 400), without ``command.goto`` (400), and only on a thread the
   tenant owns or a new one (403): the thread is bound to tenant and namespace in PostgreSQL on
   first use, so no instance lets another tenant in;
-- the namespace is then fixed in the run's ``context``, where every node reads it.
+- the namespace is then fixed in the run's ``context``, where every node reads it;
+- as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
+  call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
 """
@@ -32,14 +34,14 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graphs.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
-from stores.settings import InputError, get_settings
+from graphs.serve import _max_request_bytes as max_request_bytes
+from stores.settings import InputError, get_settings, run_deadline, run_timeout
 
 ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
 
 GRAPHS = ("ingest", "chain", "summarize", "offload", "route")
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
-MAX_BODY = 64 * 1024 * 1024
 
 
 def workflow_of(assistant_id: str) -> str | None:
@@ -150,11 +152,19 @@ class TenantGuard:
         if tenant is None:
             await _answer(send, 401, "a valid API key is required")
             return
+        limit = max_request_bytes()
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            await _answer(send, 413, f"request body over {limit} bytes")
+            return
         match = RUN_PATH.match(scope["path"])
         if scope["method"] != "POST" or match is None:
             await self.app(scope, receive, send)
             return
-        raw = await _read_body(receive)
+        raw = await _read_body(receive, limit)
+        if raw is None:
+            await _answer(send, 413, f"request body over {limit} bytes")
+            return
         try:
             body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
@@ -181,10 +191,14 @@ class TenantGuard:
                 return {"type": "http.request", "body": payload, "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        # The run's task is created inside this call and copies the context: every model call of the
+        # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
+        with run_deadline(run_timeout()):
+            await self.app(scope, replay, send)
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None as soon as it passes ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -193,7 +207,9 @@ async def _read_body(receive: Receive) -> bytes:
             break
         chunks.append(message.get("body", b""))
         size += len(chunks[-1])
-        if size > MAX_BODY or not message.get("more_body"):
+        if size > limit:
+            return None
+        if not message.get("more_body"):
             break
     return b"".join(chunks)
 

@@ -206,3 +206,22 @@ def test_a_run_survives_its_instance_being_killed(cluster: Deployment) -> None:
     assert sorted(before[:-1] + after) == sorted(uninterrupted) or sorted(before + after) == sorted(uninterrupted)
     repeated = set(before) & set(after)
     assert len(repeated) <= 1 and (not repeated or before[-1] in repeated), "a finished worker call was made again"
+
+
+def test_a_run_stops_at_the_run_deadline(cluster: Deployment) -> None:
+    """LONGDOC_RUN_TIMEOUT reaches the model calls of a run on Aegra, as on LangServe."""
+    with running(create_app(Script(prompt_seconds=0.5))) as endpoint:
+        short = cluster.start_instance(
+            "short", extra_env={"LONGDOC_BASE_URL": f"{endpoint}/v1", "LONGDOC_RUN_TIMEOUT": "2"}
+        )
+        c = client(short)
+        doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": _long_document()})["doc_id"]
+        thread = c.threads.create()["thread_id"]
+        started = time.monotonic()
+        c.runs.wait(
+            thread, "chain", input={"doc_id": doc_id, "question": "What was found?"}, context={"read_all": True}
+        )
+        took = time.monotonic() - started
+    run = c.runs.list(thread)[0]
+    assert run["status"] == "error" and "LONGDOC_RUN_TIMEOUT" in run["error_message"], run
+    assert took < 10

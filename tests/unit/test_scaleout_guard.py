@@ -12,6 +12,7 @@ import pytest
 from deploy import app as guard
 from deploy.auth import authenticate, keyring
 from graphs.access import IngestRoot, Tenant
+from stores.settings import deadline_left
 
 KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-old"]}}
 TEAM_B = Tenant("team-b", ("team-b", "team-b-old"))
@@ -93,6 +94,7 @@ def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[s
         message = await receive()
         seen["body"] = json.loads(message["body"])
         seen["length"] = dict(scope["headers"])[b"content-length"]
+        seen["deadline"] = deadline_left()
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
@@ -124,3 +126,12 @@ def test_the_guard_refuses_missing_keys_and_rewrites_run_requests() -> None:
     assert seen["body"]["context"] == {"namespace": "team-a"}
     assert int(seen["length"]) == len(json.dumps(seen["body"]).encode())
     assert _call("/threads/t9/runs/stream", "key-b", {"assistant_id": "ingest"})[0] == 403  # team-a's thread
+
+
+def test_runs_get_the_run_deadline_and_large_bodies_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "120")
+    status, seen = _call("/threads/t7/runs", "key-a", {"assistant_id": "chain", "input": {"question": "?"}})
+    assert status == 200 and seen is not None and 100 < seen["deadline"] <= 120
+    monkeypatch.setenv("LONGDOC_MAX_REQUEST_BYTES", "1000")
+    assert _call("/threads/t8/runs/wait", "key-a", {"assistant_id": "ingest", "input": {"text": "x" * 2000}})[0] == 413
+    assert _call("/threads/t8/state", "key-a", {"values": {"x": "y" * 2000}})[0] == 413
