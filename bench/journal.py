@@ -24,10 +24,15 @@ def digest(parts: Iterable[bytes | str]) -> str:
 
 
 def append(path: Path, row: dict[str, Any]) -> None:
-    """Add one finished run to the journal."""
+    """Add one finished run to the journal (on a line of its own, even after a line cut off by a kill)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    cut = False
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as fh:
+            fh.seek(-1, 2)
+            cut = fh.read(1) != b"\n"
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.write(("\n" if cut else "") + json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def read(path: Path, upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:

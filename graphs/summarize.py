@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -33,6 +34,7 @@ from nodes.editor import (
     build_overview,
     check_request,
     choose_expert,
+    chunk_terms,
     direct_summary,
     draft_changed,
     draft_fits,
@@ -48,6 +50,7 @@ from nodes.editor import (
     polish,
     total_units,
     trim_to_length,
+    uncovered_chunks,
     uncovered_topics,
     unit_name,
     unmerged_answers,
@@ -599,21 +602,28 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     return {"final_text": text, "usage": usage}
 
 
-def _fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: set[str]) -> list[dict[str, Any]]:
-    """Cited sentences a short summary may take, best first: expert answers, then the chunks' own sentences."""
+def _fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: Sequence[str]) -> list[dict[str, Any]]:
+    """Cited sentences a short summary may take, best first: expert answers, then the chunks' own sentences.
+
+    The chunks: those matching the query (else the ones the experts cited), then those whose topics
+    the summary so far (``used``) covers least.
+    """
     query = state.get("query", "")
     candidates = answer_sentences(state.get("answers", []), query)
     if ctx.fill_chunks:
         store = get_store(ctx.namespace, ctx.embedder)
         doc_id = state["doc_id"]
-        cited = [c for a in state.get("answers", []) for c in a.get("citations", [])]
+        chunks = store.by_doc(doc_id)
         if query.strip():
-            hits = hybrid_search(store, doc_id, query, ctx.fill_chunks)
-        else:  # the chunks the experts cited, then the others in document order
-            order = {c: i for i, c in enumerate(dict.fromkeys(cited))}
-            hits = sorted(store.by_doc(doc_id), key=lambda h: order.get(h.chunk_id, len(order)))[: ctx.fill_chunks]
-        candidates += excerpt_sentences(hits, query, state["lang"])
-    return [c for c in candidates if c["text"] not in used]
+            first = [h.chunk_id for h in hybrid_search(store, doc_id, query, ctx.fill_chunks)]
+        else:
+            first = [c for a in state.get("answers", []) for c in a.get("citations", [])]
+        gaps = [cid for cid, _ in uncovered_chunks(chunks, " ".join(used))]
+        order = list(dict.fromkeys([*first[: ctx.fill_chunks], *gaps[: ctx.fill_chunks]]))
+        by_id = {h.chunk_id: h for h in chunks}
+        hits = [by_id[c] for c in order if c in by_id]
+        candidates += excerpt_sentences(hits, query, state["lang"], terms=chunk_terms(chunks, 6))
+    return [c for c in candidates if c["text"] not in set(used)]
 
 
 def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
@@ -629,7 +639,7 @@ def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dic
     before = total_units(sentences, lang)
     fitted = trim_to_length(sentences, length, lang)
     if ctx.length_fit == "fill" and fitted and total_units(fitted, lang) < length_bounds(length)[0]:
-        fitted += fill_to_length(fitted, _fill_candidates(state, ctx, {s["text"] for s in fitted}), length, lang)
+        fitted += fill_to_length(fitted, _fill_candidates(state, ctx, [s["text"] for s in fitted]), length, lang)
     after = total_units(fitted, lang)
     added = sum(s["origin"] != "summary" for s in fitted)
     _writer()(
@@ -679,7 +689,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     kept = [c for c in checked if c["verdict"] != "dropped"]
     short = kept and total_units(kept, lang) < length_bounds(length)[0]
     if ctx.length_fit == "fill" and ctx.factcheck == "fix" and short:
-        used = {c["original"] for c in checked} | {c["text"] for c in checked}
+        used = [c["text"] for c in kept] + [c["original"] for c in checked if c["verdict"] == "dropped"]
         more = fill_to_length(kept, _fill_candidates(state, ctx, used), length, lang)
         if more:
             extra, used_more = check(more)

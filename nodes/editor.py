@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, create_model
 
 import prompts
 from nodes.expert import citations_in, focus_text, language_name, placeholder, question_key
-from nodes.factcheck import clean_sentence, coverage, parse_cited_sentences, text_blocks
+from nodes.factcheck import clean_sentence, coverage, parse_cited_sentences, text_blocks, tidy_excerpt
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.routing.entry import route_to_expert
 from stores.documents import DocumentInfo
@@ -234,28 +234,47 @@ def _terms(text: str) -> list[str]:
     return out
 
 
+def chunk_terms(chunks: Sequence[Hit], words: int = 4) -> dict[str, list[str]]:
+    """Each chunk's ``words`` most distinctive terms: frequent in it, rare in the other chunks (tf-idf).
+
+    Stdlib counting: a document has a few dozen to a few hundred chunks.
+    """
+    counts = [Counter(_terms(h.text)) for h in chunks]
+    df = Counter(t for c in counts for t in c)
+    n = len(chunks)
+    return {
+        hit.chunk_id: sorted(tf, key=lambda t: (-tf[t] * math.log((1 + n) / df[t]), t))[:words]
+        for hit, tf in zip(chunks, counts, strict=True)
+    }
+
+
+def uncovered_chunks(
+    chunks: Sequence[Hit], draft: str, *, focus: Sequence[str] = (), words: int = 4
+) -> list[tuple[str, list[str]]]:
+    """``(chunk_id, terms the draft lacks)`` of the chunks whose distinctive terms the draft mostly lacks,
+    least covered first (then in document order); ``focus`` limits them to those ids."""
+    said = set(_terms(draft))
+    rows = []
+    for position, (cid, top) in enumerate(chunk_terms(chunks, words).items()):
+        if focus and cid not in focus:
+            continue
+        missing = [t for t in top if t not in said]
+        if top and len(missing) * 2 > len(top):
+            rows.append((-len(missing) / len(top), position, cid, missing))
+    return [(cid, missing) for *_, cid, missing in sorted(rows)]
+
+
 def uncovered_topics(
     chunks: Sequence[Hit], draft: str, *, focus: Sequence[str] = (), limit: int = 5, words: int = 4
 ) -> list[str]:
     """Topics of the document the draft does not cover yet, as ``[c4] term, term`` lines, least covered first.
 
-    A chunk's topic is its ``words`` most distinctive terms (frequent in it, rare in the other chunks:
-    tf-idf); a chunk is listed when the draft has fewer than half of them. ``focus`` limits the
-    chunks to those ids (e.g. the ones that match the query). Stdlib counting: a few dozen chunks.
+    A chunk's topic is its ``words`` most distinctive terms (:func:`chunk_terms`); a chunk is listed
+    when the draft has fewer than half of them. ``focus`` limits the chunks to those ids (e.g. the
+    ones that match the query).
     """
-    counts = [Counter(_terms(h.text)) for h in chunks]
-    df = Counter(t for c in counts for t in c)
-    n = len(chunks)
-    said = set(_terms(draft))
-    rows = []
-    for position, (hit, tf) in enumerate(zip(chunks, counts, strict=True)):
-        if focus and hit.chunk_id not in focus:
-            continue
-        top = sorted(tf, key=lambda t: (-tf[t] * math.log((1 + n) / df[t]), t))[:words]
-        missing = [t for t in top if t not in said]
-        if top and len(missing) * 2 > len(top):
-            rows.append((-len(missing) / len(top), position, f"[{hit.chunk_id}] {', '.join(missing)}"))
-    return [line for *_, line in sorted(rows)[:limit]]
+    rows = uncovered_chunks(chunks, draft, focus=focus, words=words)[:limit]
+    return [f"[{cid}] {', '.join(missing)}" for cid, missing in rows]
 
 
 def new_questions(candidates: Sequence[dict[str, Any]], asked: Sequence[str], threshold: float = 0.8) -> list[dict]:
@@ -447,20 +466,33 @@ def answer_sentences(answers: Sequence[dict[str, Any]], query: str = "") -> list
 
 
 def excerpt_sentences(
-    hits: Sequence[Hit], query: str, lang: str, *, min_units: int = 6, max_units: int = 60
+    hits: Sequence[Hit],
+    query: str,
+    lang: str,
+    *,
+    terms: dict[str, list[str]] | None = None,
+    min_words: int = 5,
+    max_units: int = 60,
 ) -> list[dict[str, Any]]:
-    """Sentences of retrieved chunks, verbatim and cited, most on-focus first (the last source of a fill)."""
+    """Sentences of chunks, tidied (:func:`tidy_excerpt`) and cited: the last source of a fill.
+
+    Best first: those sharing most words with the query plus most of their chunk's distinctive
+    ``terms`` (its topic), then by the order of ``hits``; sentences with fewer than ``min_words``
+    content words (chatter) are left out.
+    """
     focus = content_words(query)
+    terms = terms or {}
     out: list[tuple[tuple[float, int], dict[str, Any]]] = []
     for rank, hit in enumerate(hits):
+        topic = set(terms.get(hit.chunk_id, []))
         for block in text_blocks(hit.text):
             for sentence in split_sentences(block):
-                text = clean_sentence(sentence)
-                units = length_units(text, lang)
-                if not min_units <= units <= max_units:
+                text = tidy_excerpt(clean_sentence(sentence))
+                words = content_words(text, cjk_chars=False)
+                if len(words) < min_words or length_units(text, lang) > max_units:
                     continue
-                key = (-overlap(focus, content_words(text)), rank)
-                out.append((key, {"text": text, "citations": [hit.chunk_id], "origin": "excerpt"}))
+                score = overlap(focus, words) + (len(topic & words) / len(topic) if topic else 0.0)
+                out.append(((-score, rank), {"text": text, "citations": [hit.chunk_id], "origin": "excerpt"}))
     return [s for _, s in sorted(out, key=lambda pair: pair[0])]
 
 

@@ -47,6 +47,19 @@ class Verdicts(BaseModel):
 _CITES_NOTE = re.compile(r"\s*[(（](?:cites|引用)[^)）]*[)）]", re.IGNORECASE)
 
 
+_MARKUP = re.compile(r"\{[a-z]+\}")
+_FILLER = re.compile(r",?[ \t]*(?<![\w-])(?:uh|um|mm|hmm|erm|er|ah|eh|uh-huh|mm-hmm)(?![\w-])[,.]?", re.IGNORECASE)
+_REPEAT = re.compile(r"\b(\w+)(?:[ \t]+\1\b)+", re.IGNORECASE)
+
+
+def tidy_excerpt(text: str) -> str:
+    """Transcript text without markup (``{disfmarker}``), fillers (uh, um) and stutters ("the the")."""
+    text = _REPEAT.sub(r"\1", _FILLER.sub(" ", _MARKUP.sub(" ", text)))
+    text = re.sub(r"[ \t]+([,.;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", text))
+    text = re.sub(r"[ \t]*\n[ \t]*", "\n", text).strip(" ,;")
+    return text[:1].upper() + text[1:] if text else text
+
+
 def content_tokens(text: str) -> set[str]:
     """Words that carry content: no stopwords; for Chinese, character bigrams."""
     return content_words(text, cjk_chars=False)
@@ -450,6 +463,14 @@ def names_in(text: str) -> set[str]:
     return out
 
 
+def _has_name(name: str, text: str) -> bool:
+    """``_has``, or a run of capitalised words that is two names found side by side ("Project Manager Marketing")."""
+    if _has(name, text):
+        return True
+    words = name.split()
+    return any(_has(" ".join(words[:i]), text) and _has(" ".join(words[i:]), text) for i in range(1, len(words)))
+
+
 def _has(name: str, text: str) -> bool:
     """Whether ``name`` occurs in ``text``, case aside: as whole words give or take a short ending ("Designer"
     for "Design", "TV" for "TVS"), an acronym also spelt out letter by letter ("L_C_D_", "L.C.D.")."""
@@ -481,6 +502,7 @@ def grounding_problems(
     alarms on faithful abstractive sentences low.
     """
     problems: list[str] = []
+    source = "\n".join(tidy_excerpt(line) for line in source.splitlines())
     have = numbers_in(source)
     for number in sorted(numbers_in(sentence) - have):
         if "." in number and number.split(".")[0] in have:  # "12.50" said as "twelve fifty"
@@ -490,7 +512,7 @@ def grounding_problems(
     blocks = text_blocks(source) or [source]
     passages = [line for line in source.splitlines() if line.strip()] + [s for b in blocks for s in split_sentences(b)]
     for name in sorted(names_in(sentence)):
-        if not _has(name, source):
+        if not _has_name(name, source):
             problems.append(f"name {name} is not in the cited chunks")
             continue
         rest = words - content_tokens(name)

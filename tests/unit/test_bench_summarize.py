@@ -176,3 +176,15 @@ def test_unknown_methods_and_empty_ranges_are_refused(tmp_path: Path) -> None:
         bench.main(["--data", str(data), "--out", str(out), "--fake", "--methods", "magic"])
     with pytest.raises(SystemExit, match="no items 5:9"):
         bench.main(["--data", str(data), "--out", str(out), "--fake", "--items", "5:9"])
+
+
+def test_the_journal_skips_a_line_cut_by_a_kill(tmp_path: Path) -> None:
+    from bench import journal
+
+    path = tmp_path / "j.jsonl"
+    journal.append(path, {"key": "a|m", "item": "a", "method": "m"})
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"key": "b|m", "ite')  # the process died mid-write
+    assert list(journal.read(path)) == ["a|m"]
+    journal.append(path, {"key": "a|m", "item": "a", "method": "m", "again": True})
+    assert journal.read(path)["a|m"]["again"] is True  # the later row wins

@@ -185,3 +185,13 @@ def test_a_failed_model_check_leaves_sentences_unchecked_with_their_grounding_pr
     assert [c["verdict"] for c in checked] == ["unchecked"] * 3
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"]
     assert factcheck_stats(checked)["unchecked"] == 3
+
+
+def test_transcript_markup_and_fillers_do_not_hide_a_claim_from_grounding() -> None:
+    source = "Project Manager: Channel {disfmarker} uh Zero to nine.\nMarketing: yes, agreed on the the rubber case."
+    assert grounding_problems("Project Manager: Channel Zero to nine.", source) == []
+    # two names side by side ("Project Manager Marketing") are each in the source
+    assert grounding_problems("Project Manager Marketing agreed on the rubber case.", source) == []
+    assert grounding_problems("Project Designer agreed on the rubber case.", source) == [
+        "name Project Designer is not in the cited chunks"
+    ]

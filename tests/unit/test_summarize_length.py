@@ -121,3 +121,28 @@ def test_length_fit_off_leaves_the_summary_as_written() -> None:
     out = _summarize(fixed_length_reply(20), 80, length_fit="off")
     assert length_units(out["summary"], "en") <= 25 and out["fit"]["within"] is False
     assert {s["origin"] for s in out["sentences"]} == {"summary"}
+
+
+def test_chunk_sentences_for_a_fill_are_tidied_and_ranked_by_focus_and_topic() -> None:
+    from nodes.editor import chunk_terms, excerpt_sentences, tidy_excerpt
+    from stores.vectorstore import Hit
+
+    assert (
+        tidy_excerpt("So {vocalsound} uh the the remote, um, costs twelve euros.")
+        == "So the remote costs twelve euros."
+    )
+    hits = [
+        Hit(
+            id="d:c0",
+            text="Marketing: Yeah. Okay. The rubber case is soft, cheap and easy to hold.",
+            metadata={"chunk_id": "c0"},
+        ),
+        Hit(
+            id="d:c1",
+            text="Project Manager: The kinetic battery costs more than the basic battery pack.",
+            metadata={"chunk_id": "c1"},
+        ),
+    ]
+    found = excerpt_sentences(hits, "what about the battery", "en", terms=chunk_terms(hits, 3))
+    assert [s["citations"] for s in found] == [["c1"], ["c0"]]  # on-focus first; "Yeah." and "Okay." are chatter
+    assert found[0]["origin"] == "excerpt" and "battery" in found[0]["text"]
