@@ -475,8 +475,13 @@ def _has(name: str, text: str) -> bool:
     """Whether ``name`` occurs in ``text``, case aside: as whole words give or take a short ending ("Designer"
     for "Design", "TV" for "TVS"), an acronym also spelt out letter by letter ("L_C_D_", "L.C.D.")."""
     stem = name[:-1] if len(name) >= 3 and name[-1] in "sS" else name
-    pattern = r"[\W_]*".join(stem) if stem.isupper() and stem.isalpha() else re.escape(stem)
-    return re.search(rf"(?<![^\W_]){pattern}[^\W\d_]{{0,3}}(?![^\W_])", text, re.IGNORECASE) is not None
+    acronym = stem.isupper() and stem.isalpha()
+    pattern = r"[\W_]*".join(stem) if acronym else re.escape(stem)
+    if re.search(rf"(?<![^\W_]){pattern}[^\W\d_]{{0,3}}(?![^\W_])", text, re.IGNORECASE):
+        return True
+    # an acronym of capitalised words the text spells out: "UI" for "User Interface"
+    initials = r"[a-z]*[\s-]+".join(stem) + r"[a-z]*"
+    return acronym and len(stem) > 1 and re.search(rf"\b{initials}\b", text) is not None
 
 
 def grounding_problems(

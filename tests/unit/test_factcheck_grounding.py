@@ -70,6 +70,8 @@ def test_attribution_is_checked_only_when_asked() -> None:
 def test_acronyms_spelt_out_and_short_endings_still_match() -> None:
     source = "User Interface: the L_C_D_ screen is nice and the Industrial Designers agree."
     assert grounding_problems("The Industrial Designer liked the LCD screen.", source) == []
+    assert grounding_problems("The UI designer thinks the screen is nice.", source) == []
+    assert grounding_problems("The PM thinks the screen is nice.", source) == ["name PM is not in the cited chunks"]
 
 
 def _store_doc() -> tuple[object, str]:
