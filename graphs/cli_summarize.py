@@ -131,6 +131,11 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
             f"of {check['sentences']} sentences; {_length_line(out.get('fit', {}))}",
             file=sys.stderr,
         )
+        for sentence in out["sentences"]:
+            if sentence.get("flagged_by"):
+                why = "; ".join(sentence.get("problems", [])) or "the checker model judged it unsupported"
+                flagged = ", ".join(sentence["flagged_by"])
+                print(f"{sentence['verdict']} ({flagged}): {sentence['text']} [{why}]", file=sys.stderr)
     return EXIT_OK
 
 

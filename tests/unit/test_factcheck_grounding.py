@@ -197,3 +197,19 @@ def test_transcript_markup_and_fillers_do_not_hide_a_claim_from_grounding() -> N
     assert grounding_problems("Project Designer agreed on the rubber case.", source) == [
         "name Project Designer is not in the cited chunks"
     ]
+
+
+def test_the_command_line_lists_flagged_sentences_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    from graphs.cli import EXIT_OK, main
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        if "Draft:" in str(messages[-1].content):
+            return "Project Falcon builds solar pumps for 90 farms [c0]."
+        return summarize_reply(messages)
+
+    with use_chat_model(ScriptedChatModel(default=reply)):
+        code = main(["summarize", str(FALCON), "--length", "12", "--format", "bullets", "--factcheck", "mark"])
+    assert code == EXIT_OK
+    err = capsys.readouterr().err
+    assert "unsupported (grounding): Project Falcon builds solar pumps for 90 farms." in err
+    assert "[number 90 is not in the cited chunks]" in err
