@@ -1,16 +1,22 @@
 """Summarization by an editor agent that questions expert agents, then fact-checks every sentence.
 
 Flow (``method="expert-editor"``): prepare (ingest a path if given) -> overview (headings and first
-chunks) -> each round: the editor writes 3-5 questions (schema-enforced JSON) -> experts answer in
-parallel (``Send``), each from chunks it retrieves (vector + BM25) with ``[chunk_id]`` citations and
-a confidence -> the editor merges the answers into the draft and judges it -> another round, or
-polish -> fact-check -> finish. ``method="map-reduce"`` and ``method="refine"`` run the baselines of
-``graphs.summary_baselines`` instead of the rounds, then the same fact-check.
+chunks) -> each round: the editor writes 3-5 questions (schema-enforced JSON), aimed at the parts of
+the focus and the topics of the document the draft does not cover yet -> experts answer in parallel
+(``Send``), each from chunks it retrieves (vector + BM25) with ``[chunk_id]`` citations and a
+confidence -> the editor merges the answers into the draft (answers it leaves out are appended) and
+judges it -> another round (also when the draft is still short), or polish (told the draft's length
+and the accepted range) -> fit_length (within +-25% of the length: trim at sentence boundaries, fill
+from unused cited answers, then from the chunks' sentences) -> fact-check (the checker model and a
+grounding check of numbers, names and content words against the cited chunks) -> finish.
+``method="map-reduce"`` and ``method="refine"`` run the baselines of ``graphs.summary_baselines``
+instead of the rounds, then the same length fit and fact-check.
 
 The state holds the document id, never its text. Output: ``summary``, ``sentences`` with their
-citations and fact-check verdicts, the question/answer ``log`` by round, ``rounds``, ``usage``
-(tokens in/out and calls per role), ``stop_reason`` and ``factcheck`` counts. Progress is streamed as
-custom events (``stream_mode="custom"``).
+citations, fact-check verdicts and origin, the question/answer ``log`` by round, ``rounds``,
+``usage`` (tokens in/out and calls per role), ``stop_reason``, ``factcheck`` counts (with the
+sentences each check flagged) and ``fit`` (the length reached against the target). Progress is
+streamed as custom events (``stream_mode="custom"``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 The editor never reads the whole document. It starts from an overview built from the document's
 headings and first chunks, asks the experts concrete questions each round (schema-enforced JSON),
 merges their cited answers into a short draft while judging completeness, accuracy and
-coherence, and finally polishes the draft to the requested length, format and language.
+coherence, and finally polishes the draft to the requested length, format and language. Its
+questions aim first at what the draft does not cover (parts of the focus, topics of the chunks);
+the helpers here also trim a summary to the accepted length and fill a short one from cited
+sentences.
 """
 
 from __future__ import annotations

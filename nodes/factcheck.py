@@ -4,8 +4,11 @@ A summary is split into sentences, each with the chunk ids it cites (``[c3]``). 
 cites nothing is given the chunks that best match it (hybrid search) as candidate evidence. The
 checker model reads, for a batch of sentences, the relevant part of every cited chunk and says
 for each sentence whether the evidence supports it, with a corrected sentence when it does not.
-In ``fix`` mode unsupported sentences are replaced by their correction or dropped; in ``mark``
-mode they are only labelled.
+A grounding check needs no model: every number and name of a sentence, and a share of its content
+words, must be in the full text of the chunks it cites (a negation, in a cited passage on the same
+thing). A sentence is flagged when either check says no, and keeps which one did. In ``fix`` mode
+flagged sentences are replaced by a grounded correction, kept as ``disputed`` (weak flags) or
+dropped; in ``mark`` mode they are only labelled.
 """
 
 from __future__ import annotations
