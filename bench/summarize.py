@@ -191,7 +191,7 @@ def run_row(
 
     out, seconds = summarize_once(doc_id, item["query"], method, context, length)
     totals = usage_totals(out.get("usage", {}))
-    words = length_units(out["summary"], "en")
+    words = out.get("fit", {}).get("units", length_units(out["summary"], "en"))
     low, high = length_bounds(length)
     return {
         "key": key,

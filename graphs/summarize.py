@@ -91,6 +91,8 @@ from stores.vectorstore import get_store
 
 Method = Literal["expert-editor", "map-reduce", "refine"]
 DEFAULT_LENGTH = 120
+REFILLS = 2
+"""Times the fact-check refills a summary its drops left short."""
 
 
 def _describe(text: str) -> dict[str, str]:
@@ -665,7 +667,8 @@ def _chunk_ids(count: int) -> list[str]:
 def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """Check each sentence against the chunks it cites; fix or drop the unsupported ones.
 
-    When dropping leaves the summary short, cited sentences not used yet are checked and added once.
+    When dropping leaves the summary short, cited sentences not used yet are checked and added (at most
+    ``REFILLS`` times, one checker call each).
     """
     ctx = resolve_context(runtime, SummarizeContext)
     info = get_document(ctx.namespace, state["doc_id"])
@@ -692,15 +695,17 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
         return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)], usage
 
     checked, usage = check(state.get("fitted", []))
-    kept = [c for c in checked if c["verdict"] != "dropped"]
-    short = kept and total_units(kept, lang) < length_bounds(length)[0]
-    if ctx.length_fit == "fill" and ctx.factcheck == "fix" and short:
+    for _ in range(REFILLS if ctx.length_fit == "fill" and ctx.factcheck == "fix" else 0):
+        kept = [c for c in checked if c["verdict"] != "dropped"]
+        if not kept or total_units(kept, lang) >= length_bounds(length)[0]:
+            break
         used = [c["text"] for c in kept] + [c["original"] for c in checked if c["verdict"] == "dropped"]
         more = fill_to_length(kept, _fill_candidates(state, ctx, used), length, lang)
-        if more:
-            extra, used_more = check(more)
-            checked += extra
-            usage = merge_usage(usage, used_more)
+        if not more:
+            break
+        extra, used_more = check(more)
+        checked += extra
+        usage = merge_usage(usage, used_more)
     stats = factcheck_stats(checked)
     _writer()(
         {
@@ -756,7 +761,7 @@ def finish(state: SummarizeState) -> dict[str, Any]:
         why = "the fact-check dropped every sentence" if checked else "the model wrote no usable sentence"
         raise ModelOutputError(f"the summary came out empty: {why}")
     low, high = length_bounds(length)
-    units = length_units(summary, lang)
+    units = total_units(sentences, lang)  # bullet marks are not words
     filled = {o: sum(s["origin"] == o for s in sentences) for o in ("answer", "excerpt")}
     fit: dict[str, Any] = {"target": length, "units": units, "low": low, "high": high, "within": low <= units <= high}
     fit.update({"trimmed": any(c.get("clipped") for c in checked), "filled": filled})

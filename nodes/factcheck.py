@@ -510,6 +510,7 @@ def grounding_problems(
     alarms on faithful abstractive sentences low.
     """
     problems: list[str] = []
+    sentence = tidy_excerpt(sentence)
     source = "\n".join(tidy_excerpt(line) for line in source.splitlines())
     have = numbers_in(source)
     for number in sorted(numbers_in(sentence) - have):

@@ -146,3 +146,31 @@ def test_chunk_sentences_for_a_fill_are_tidied_and_ranked_by_focus_and_topic() -
     found = excerpt_sentences(hits, "what about the battery", "en", terms=chunk_terms(hits, 3))
     assert [s["citations"] for s in found] == [["c1"], ["c0"]]  # on-focus first; "Yeah." and "Okay." are chatter
     assert found[0]["origin"] == "excerpt" and "battery" in found[0]["text"]
+
+
+def test_sentences_the_fact_check_drops_are_replaced_by_checked_ones() -> None:
+    wrong = (
+        "The steering committee approved a budget of 90,000 euros in March for the pumps, the panels, the trials "
+        "and the training of farmers on the farms near Nakuru in Kenya [c1]. Falcon builds pumps [c0]."
+    )
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        if '"answer"' in str(messages[0].content):
+            cid = re.findall(r"^\[(c\d+)\]", str(messages[-1].content), re.M)[0]
+            return json.dumps({"answer": wrong, "citations": [cid], "confidence": 0.9})
+        if '"draft"' in str(messages[0].content):
+            return json.dumps({"draft": wrong, "completeness": 4, "accuracy": 4, "coherence": 4, "done": True})
+        if "Draft:" in str(messages[-1].content):
+            return wrong
+        return summarize_reply(messages)
+
+    fake = ScriptedChatModel(default=reply)
+    with use_chat_model(fake):
+        out = graph.invoke(
+            {"path": str(FALCON), "length": 40, "format": "bullets"},
+            context={"max_rounds": 1, "questions_per_round": 2},
+        )
+    assert out["factcheck"]["dropped"] == 1 and "90,000" not in out["summary"]
+    assert out["fit"]["within"] and {s["origin"] for s in out["sentences"]} - {"summary"}
+    checks = [c for c in fake.calls if '"verdicts"' in str(c[0].content)]
+    assert 2 <= len(checks) <= 3  # the first check, then one or two refills, each checked
