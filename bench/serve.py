@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,8 @@ FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
 KEY = "bench-key"
 QUESTIONS = ("Who manages procurement?", "When do field trials start?", "What did the committee approve?")
 OPS = ("ingest", "ask", "chat")
+STOP = threading.Event()
+"""Set on Ctrl-C or SIGTERM: clients start no new run."""
 
 
 def plan(clients: int, rounds: int) -> list[list[str]]:
@@ -170,6 +173,8 @@ def load(target: Target, clients: int, rounds: int) -> dict[str, Any]:
     def one_client(client: int, ops: list[str]) -> None:
         with httpx.Client(headers={"X-API-Key": KEY}, timeout=600) as http:
             for n, op in enumerate(ops):
+                if STOP.is_set():
+                    return
                 start = time.perf_counter()
                 try:
                     target.call(http, client, op, n)
@@ -183,7 +188,11 @@ def load(target: Target, clients: int, rounds: int) -> dict[str, Any]:
     target.threads.clear()
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=clients) as pool:
-        list(pool.map(one_client, range(clients), plan(clients, rounds)))
+        try:
+            list(pool.map(one_client, range(clients), plan(clients, rounds)))
+        except KeyboardInterrupt:
+            STOP.set()  # the clients stop after their current run; the servers are then stopped
+            raise
     return summary(latencies, errors, time.perf_counter() - start)
 
 
@@ -324,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="times each client runs the mix of three runs")
     parser.add_argument("--delay", type=float, default=0.05, help="seconds the scripted model takes per call")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the servers on SIGTERM too
     report = run(args)
     report["failures"] = failures(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)

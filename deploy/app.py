@@ -15,6 +15,9 @@ LangServe app applies:
   tenant owns or a new one (403): the thread is bound to tenant and namespace in PostgreSQL on
   first use, so no instance lets another tenant in;
 - the namespace is then fixed in the run's ``context``, where every node reads it;
+- as on LangServe, a run on a thread whose last run stopped half-way (its instance was killed)
+  resumes that run when it brings the same input, and starts from its last finished step when it
+  brings another (:func:`continue_dead_run`);
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
@@ -23,6 +26,7 @@ A pure ASGI middleware, since the request body must be read and rewritten before
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -34,6 +38,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graphs.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
+from graphs.resume import plan
 from graphs.serve import _max_request_bytes as max_request_bytes
 from stores.settings import InputError, get_settings, run_deadline, run_timeout
 
@@ -134,6 +139,40 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     return out
 
 
+def _postgres_saver() -> Any:
+    """A synchronous saver over the deployment's PostgreSQL (Aegra's checkpoint tables), as a context manager."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return PostgresSaver.from_conn_string(str(get_settings().postgres_url))
+
+
+def continue_dead_run(workflow: str, thread_id: str, body: dict[str, Any], saver: Any = None) -> dict[str, Any]:
+    """``body`` planned like a LangServe request on a thread whose last run stopped half-way (see :mod:`graphs.resume`).
+
+    The same input again resumes the dead run: it becomes a ``Command`` that writes the input's
+    values again (Aegra 0.6 turns a null input into ``{}``, a new run; LangGraph resumes on any
+    Command), so only the unfinished steps run. Another input starts from the dead run's last
+    finished step (``checkpoint``). A thread whose last run finished is left as it is.
+    """
+    if body.get("command") or body.get("checkpoint") or not isinstance(body.get("input"), dict) or not body["input"]:
+        return body
+    if saver is None and not get_settings().postgres_url:
+        return body
+    from deploy import served
+
+    graph = getattr(served, workflow)
+    with contextlib.nullcontext(saver) if saver is not None else _postgres_saver() as opened:
+        value, config = plan(graph.copy(update={"checkpointer": opened}), body["input"], _thread_config(thread_id))
+    if value is None:
+        return {**{k: v for k, v in body.items() if k != "input"}, "command": {"update": body["input"]}}
+    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+    return {**body, "checkpoint": {"checkpoint_id": checkpoint_id}} if checkpoint_id else body
+
+
+def _thread_config(thread_id: str) -> Any:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
 class TenantGuard:
     """Key check on every request, run checks on every run creation (see the module's docstring)."""
 
@@ -170,6 +209,8 @@ class TenantGuard:
             if not isinstance(body, dict):
                 raise Refused(422, "the run request must be a JSON object")
             checked = await anyio.to_thread.run_sync(check_run, body, match["thread"], tenant, self.files)
+            workflow = str(workflow_of(str(checked["assistant_id"])))
+            checked = await anyio.to_thread.run_sync(continue_dead_run, workflow, match["thread"], checked)
         except json.JSONDecodeError:
             await _answer(send, 422, "the run request is not JSON")
             return

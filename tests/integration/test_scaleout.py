@@ -194,10 +194,9 @@ def test_a_run_survives_its_instance_being_killed(cluster: Deployment) -> None:
         killed_at = len(script.requests)
         before = _worker_prompts(script, start, killed_at)
 
-        # Aegra 0.6 sends a null input as {} (a new run), so the thread is continued with a Command
-        # (LangGraph resumes from the last checkpoint on any Command) that rewrites the question as it was.
-        resume = {"update": {"question": ask["question"]}}
-        resumed = second.runs.wait(thread, "chain", command=resume, context=settings)
+        # The same input again on the same thread, as a LangServe client would send it: the guard
+        # turns it into a resume of the dead run (deploy.app.continue_dead_run).
+        resumed = second.runs.wait(thread, "chain", input=ask, context=settings)
         after = _worker_prompts(script, killed_at)
 
     for key in ("answer", "read", "citations", "calls", "order", "stopped", "notes"):

@@ -135,3 +135,44 @@ def test_runs_get_the_run_deadline_and_large_bodies_are_refused(monkeypatch: pyt
     monkeypatch.setenv("LONGDOC_MAX_REQUEST_BYTES", "1000")
     assert _call("/threads/t8/runs/wait", "key-a", {"assistant_id": "ingest", "input": {"text": "x" * 2000}})[0] == 413
     assert _call("/threads/t8/state", "key-a", {"values": {"x": "y" * 2000}})[0] == 413
+
+
+def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sample_markdown: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs.chain import builder
+    from nodes.ingest import ingest
+    from stores.models import ModelError, use_chat_model
+    from tests.unit.test_resume import Failing
+
+    doc_id = ingest(str(sample_markdown), chunk_size=50, chunk_overlap=0).doc_id
+    saver = InMemorySaver()
+    graph = builder.compile(checkpointer=saver)
+    question = {"question": "What budget was approved?", "doc_id": doc_id}
+    body = {"assistant_id": "chain", "input": question, "context": {"namespace": "default"}}
+    model = Failing(default='{"facts": [], "missing": "the budget"}', fail_at="Your piece", down=2)
+    with use_chat_model(model), pytest.raises(ModelError):
+        graph.invoke(question, {"configurable": {"thread_id": "dead"}}, context={"read_all": True})
+    assert graph.get_state({"configurable": {"thread_id": "dead"}}).next  # stopped half-way
+
+    resumed = guard.continue_dead_run("chain", "dead", body, saver)
+    assert resumed["command"] == {"update": question} and "input" not in resumed  # Aegra takes one of the two
+    other = {**body, "input": {**question, "question": "Who leads the team?"}}
+    assert guard.continue_dead_run("chain", "dead", other, saver) == other  # a first run starts over
+    assert not graph.get_state({"configurable": {"thread_id": "dead"}}).next
+    assert guard.continue_dead_run("chain", "fresh", body, saver) == body  # nothing to continue
+
+    second = {"configurable": {"thread_id": "second"}}
+    manager = json.dumps({"answer": "40,000 euros", "evidence": ["c1"], "explanation": "Approved [c1]."})
+    worker = '{"facts": [], "missing": "the budget"}'
+    with use_chat_model(Failing(rules=[("manager of a chain", manager)], default=worker)):
+        graph.invoke(question, second, context={"read_all": True})
+    model.down = 2
+    with use_chat_model(model), pytest.raises(ModelError):
+        graph.invoke({**question, "question": "Who leads?"}, second, context={"read_all": True})
+    forked = guard.continue_dead_run("chain", "second", {**body, "input": {**question, "question": "When?"}}, saver)
+    start = next(s for s in graph.get_state_history(second) if s.metadata.get("source") == "input")
+    assert forked["checkpoint"] == {"checkpoint_id": start.parent_config["configurable"]["checkpoint_id"]}
+    assert guard.continue_dead_run("chain", "dead", {**body, "command": {"resume": 1}}, saver)["command"] == {
+        "resume": 1
+    }
