@@ -23,7 +23,8 @@ within +-25% of ``--length`` and the spread of words / target; the fact-check: s
 sentences confirmed as written, sentences flagged (not confirmed) and by which check; tokens in+out,
 LLM calls and seconds per item. The baselines run the check in ``mark`` mode so their text is not
 changed by it, the expert-editor in ``fix`` mode as it ships; every method keeps the workflow's
-length fit (trim and fill), as a user gets it.
+length fit (trim and fill), as a user gets it (``--length-fit`` and ``--baseline-length-fit`` change
+that: ``off`` scores the text as the method wrote it).
 
 ``--parallel`` adds one expert-editor summarization with a scripted model that sleeps 0.5 s per
 call, experts in parallel (default) vs one task at a time (``max_concurrency=1``). ``--fake`` runs
@@ -164,6 +165,7 @@ def method_context(method: str, args: argparse.Namespace) -> dict[str, Any]:
         "max_rounds": args.max_rounds,
         "questions_per_round": args.questions,
         "factcheck": "fix" if method == "expert-editor" else "mark",
+        "length_fit": args.length_fit if method == "expert-editor" else args.baseline_length_fit,
     }
 
 
@@ -400,6 +402,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "length": args.length,
         "max_rounds": args.max_rounds,
         "questions_per_round": args.questions,
+        "length_fit": {"expert-editor": args.length_fit, "baselines": args.baseline_length_fit},
         "model": model_label(args.fake),
         "embedder": args.embedder,
         "journal": str(args.journal),
@@ -439,6 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rounds", type=int, default=2, help="expert-editor rounds (default 2)")
     parser.add_argument("--questions", type=int, default=3, help="questions per round (default 3)")
     parser.add_argument("--parallel", action="store_true", help="also time parallel vs sequential experts (scripted)")
+    fits = ("fill", "trim", "off")
+    parser.add_argument("--length-fit", choices=fits, default="fill", help="expert-editor's length fit (default fill)")
+    parser.add_argument(
+        "--baseline-length-fit", choices=fits, default="fill", help="the baselines' length fit (default fill)"
+    )
     args = parse_arguments(parser, argv)
     out = Path(args.out)
     args.journal = args.journal or str(out.with_name(f"{out.stem}_journal.jsonl"))
