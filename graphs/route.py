@@ -212,13 +212,11 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
 
 
 def _expand(registry: Any, namespace: str, ctx: RouteContext) -> tuple[Any, Any]:
-    from nodes.routing.expansion import ExpansionJournal, expand_registry, model_id
-    from stores.documents import namespace_dir
+    from nodes.routing.expansion import expand_registry, journal_for, model_id
     from stores.models import llm_for
 
     llm = llm_for("router", ctx)
-    journal = ExpansionJournal(namespace_dir(namespace) / "registries" / "expansions.jsonl")
-    return expand_registry(registry, journal, llm, model_id=model_id(llm), progress=_writer())
+    return expand_registry(registry, journal_for(namespace), llm, model_id=model_id(llm), progress=_writer())
 
 
 def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:

@@ -137,6 +137,33 @@ class ExpansionJournal:
             return len(self._load())
 
 
+class SharedExpansionJournal:
+    """The same journal kept in the Chroma server (one small record per entry), for every instance."""
+
+    def __init__(self, namespace: str) -> None:
+        from stores.vectorstore import SharedFiles
+
+        self.files = SharedFiles(namespace)
+
+    def get(self, key: str) -> list[str] | None:
+        text = self.files.get("expansions", key)
+        return None if text is None else [str(x) for x in json.loads(text).get("examples") or []]
+
+    def put_many(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            self.files.put("expansions", row["key"], json.dumps(row, ensure_ascii=False, sort_keys=True))
+
+
+def journal_for(namespace: str) -> ExpansionJournal | SharedExpansionJournal:
+    """The namespace's expansion journal: in the Chroma server when one is set, else a file in its folder."""
+    from stores.documents import namespace_dir
+    from stores.vectorstore import shared_files
+
+    if shared_files(namespace) is not None:
+        return SharedExpansionJournal(namespace)
+    return ExpansionJournal(namespace_dir(namespace) / "registries" / "expansions.jsonl")
+
+
 def _prompt_id() -> str:
     return content_hash(
         EXPANSION_VERSION
@@ -200,7 +227,7 @@ def _match(reply: ExpansionReply, batch: Sequence[Tool]) -> dict[str, list[str]]
 
 def expand_registry(
     registry: Registry,
-    journal: ExpansionJournal,
+    journal: ExpansionJournal | SharedExpansionJournal,
     llm: LLM,
     *,
     model_id: str,

@@ -94,14 +94,41 @@ def manifest_path(namespace: str, name: str) -> Path:
 
 
 def _read_manifest(namespace: str, name: str) -> dict[str, Any] | None:
+    text = _manifest_text(namespace, name)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the registered copy of registry {name!r} is damaged: {exc}") from exc
+    return data if isinstance(data, dict) else None
+
+
+def _manifest_text(namespace: str, name: str) -> str | None:
+    """The registered copy's JSON: in the Chroma server when one is set (every instance sees it), else a file."""
+    from stores.vectorstore import shared_files
+
+    shared = shared_files(namespace)
+    if shared is not None:
+        return shared.get("registries", f"{check_registry_name(name)}.json")
     path = manifest_path(namespace, name)
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"the registered copy of registry {name!r} is damaged ({path}): {exc}") from exc
-    return data if isinstance(data, dict) else None
+
+
+def _write_manifest(namespace: str, name: str, text: str) -> None:
+    from stores.documents import write_atomic
+    from stores.vectorstore import shared_files
+
+    shared = shared_files(namespace)
+    if shared is not None:
+        shared.put("registries", f"{check_registry_name(name)}.json", text)
+    else:
+        write_atomic(manifest_path(namespace, name), text)
 
 
 _register_lock = threading.Lock()
@@ -122,8 +149,6 @@ def register(
     whose own hash changed are embedded, and records no longer in the registry are deleted.
     ``embed`` replaces the store's embedder (benchmarks pass a cached one).
     """
-    from stores.documents import write_atomic
-
     namespace = store.namespace
     plan = _record_plan(registry)
     total = len(plan)
@@ -153,8 +178,9 @@ def register(
         if manifest.get("hash") != digest:
             spaces = {space: h for space, h in spaces.items() if h == digest}
         spaces[store.space] = digest
-        write_atomic(
-            manifest_path(namespace, registry.name),
+        _write_manifest(
+            namespace,
+            registry.name,
             json.dumps({"name": registry.name, "hash": digest, "spaces": spaces, **registry.to_json()}),
         )
         _registered.pop((namespace, registry.name), None)
@@ -164,23 +190,34 @@ def register(
     )  # fmt: skip
 
 
-_registered: dict[tuple[str, str], tuple[float, Registry]] = {}
+_registered: dict[tuple[str, str], tuple[str, Registry]] = {}
 
 
 def registered(namespace: str, name: str) -> Registry:
     """Registry ``name`` as last registered in ``namespace`` (``longdoc`` is built in)."""
-    path = manifest_path(namespace, name)
-    if not path.is_file():
+    from stores.vectorstore import shared_files
+
+    if shared_files(namespace) is None:
+        path = manifest_path(namespace, name)
+        version = str(path.stat().st_mtime_ns) if path.is_file() else None  # no re-read while unchanged
+        text = None
+    else:
+        text = _manifest_text(namespace, name)
+        version = content_hash(text) if text is not None else None
+    if version is None:
         if name == BUILTIN_REGISTRY:
             return builtin_registry()
         raise InputError(f"no registry named {name!r} in namespace {namespace!r}; give a registry file first")
-    mtime = path.stat().st_mtime
     cached = _registered.get((namespace, name))
-    if cached is not None and cached[0] == mtime:
+    if cached is not None and cached[0] == version:
         return cached[1]
-    data = _read_manifest(namespace, name) or {}
-    registry = parse_registry(data.get("agents") or [], name)
-    _registered[(namespace, name)] = (mtime, registry)
+    text = text if text is not None else _manifest_text(namespace, name)
+    try:
+        data = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the registered copy of registry {name!r} is damaged: {exc}") from exc
+    registry = parse_registry((data if isinstance(data, dict) else {}).get("agents") or [], name)
+    _registered[(namespace, name)] = (version, registry)
     return registry
 
 
