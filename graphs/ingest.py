@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, NotRequired
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, resolve_context
+from graphs.context import Context, resolve_context, stream_writer
 from nodes.ingest import index_document, is_indexed, read_source
 from stores.documents import DocumentInfo
 from stores.settings import InputError
@@ -59,13 +58,6 @@ class IngestState(IngestInput, IngestOutput, total=False):
     """Private state of the ingestion graph."""
 
 
-def _writer() -> Any:
-    try:
-        return get_stream_writer()
-    except RuntimeError:
-        return lambda _event: None
-
-
 def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Read and validate the source; report whether it is already indexed."""
     ctx = resolve_context(runtime, Context)
@@ -81,7 +73,7 @@ def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     store = get_store(namespace, ctx.embedder)
     doc_id = content_hash(doc.text)
     info: DocumentInfo | None = is_indexed(store, doc_id, ctx.chunk_size, ctx.chunk_overlap)
-    _writer()({"stage": "loaded", "doc_id": doc_id, "title": doc.title, "cached": info is not None})
+    stream_writer()({"stage": "loaded", "doc_id": doc_id, "title": doc.title, "cached": info is not None})
     update: dict[str, Any] = {"doc_id": doc_id, "namespace": namespace, "title": doc.title, "cached": info is not None}
     if info is not None:
         update["chunks"] = info.chunks
@@ -100,7 +92,7 @@ def index(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
         get_store(state["namespace"], ctx.embedder),
         chunk_size=ctx.chunk_size,
         chunk_overlap=ctx.chunk_overlap,
-        progress=_writer(),
+        progress=stream_writer(),
     )
     return {"doc_id": result.doc_id, "chunks": result.chunks, "cached": result.cached}
 
@@ -127,7 +119,7 @@ def ingest_text(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]
         get_store(namespace, ctx.embedder),
         chunk_size=ctx.chunk_size,
         chunk_overlap=ctx.chunk_overlap,
-        progress=_writer(),
+        progress=stream_writer(),
     )
     return {**result.to_dict(), "namespace": namespace, "text": "", "data": ""}
 

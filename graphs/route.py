@@ -22,13 +22,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, NotRequired
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
-from graphs.context import Context, resolve_context
+from graphs.context import Context, resolve_context, stream_writer
 from nodes.routing.entry import check_requests, route
 from nodes.routing.fusion import AGGREGATES, DEFAULT_PROFILE, PROFILES, RETRIEVALS, RouteSettings
 from nodes.routing.manifest import register, registered
@@ -160,13 +159,6 @@ class RouteState(RouteInput, RouteOutput, total=False):
     """Private state of the routing graph."""
 
 
-def _writer() -> Any:
-    try:
-        return get_stream_writer()
-    except RuntimeError:
-        return lambda _event: None
-
-
 def _requests(state: RouteState) -> list[str]:
     if state.get("request") is not None and state.get("requests") is not None:
         raise InputError("give either request or requests, not both")
@@ -195,8 +187,8 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
     if ctx.expand and (state.get("registry_path") or state.get("registry_data") is not None):
         registry, stats = _expand(registry, namespace, ctx)
         update["expansion"] = stats.to_dict()
-    result = register(registry, get_store(namespace, ctx.embedder), progress=_writer())
-    _writer()(
+    result = register(registry, get_store(namespace, ctx.embedder), progress=stream_writer())
+    stream_writer()(
         {"stage": "registry", "message": f"registry {registry.name}: {result.agents} agents, {result.tools} tools"}
     )
     return {
@@ -216,7 +208,7 @@ def _expand(registry: Any, namespace: str, ctx: RouteContext) -> tuple[Any, Any]
     from stores.models import llm_for
 
     llm = llm_for("router", ctx)
-    return expand_registry(registry, journal_for(namespace), llm, model_id=model_id(llm), progress=_writer())
+    return expand_registry(registry, journal_for(namespace), llm, model_id=model_id(llm), progress=stream_writer())
 
 
 def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:

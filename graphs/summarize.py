@@ -27,13 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 from typing_extensions import TypedDict
 
-from graphs.context import resolve_context
+from graphs.context import resolve_context, stream_writer
 from graphs.summary_baselines import RETRY, BaselineContext, map_reduce_graph, refine_graph
 from nodes.editor import (
     answer_sentences,
@@ -161,13 +160,6 @@ class SummarizeContext(BaselineContext):
         ),
     )
     fill_chunks: int = field(default=6, metadata=_describe("Chunks whose sentences may fill a short summary."))
-
-
-def _writer() -> Any:
-    try:
-        return get_stream_writer()
-    except RuntimeError:
-        return lambda _event: None
 
 
 # --- state ----------------------------------------------------------------------------------
@@ -311,7 +303,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
         check_question(state["query"], "query")
     path, doc_id = state.get("path"), state.get("doc_id")
     if path:
-        doc_id = ingest_for_context(path, ctx, _writer())
+        doc_id = ingest_for_context(path, ctx, stream_writer())
     if not doc_id:
         raise InputError("nothing to summarize: give a path or a doc_id")
     info = get_document(ctx.namespace, doc_id)
@@ -357,7 +349,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     else:
         kind, message = method, f"{method} over {len(chunks)} chunks"
     update["kind"] = kind
-    _writer()({"stage": "summarize", "message": f"{info.title or doc_id}: {message}"})
+    stream_writer()({"stage": "summarize", "message": f"{info.title or doc_id}: {message}"})
     return update
 
 
@@ -388,7 +380,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     ctx = resolve_context(runtime, SummarizeContext)
     rnd = state.get("round", 0) + 1
     asked = [a["question"] for a in state.get("answers", [])]
-    emit = _writer()
+    emit = stream_writer()
     emit({"stage": "rounds", "done": rnd - 1, "total": ctx.max_rounds})
     draft, query, lang = state.get("draft", ""), state.get("query", ""), state["lang"]
     store = get_store(ctx.namespace, ctx.embedder)
@@ -493,7 +485,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         result = {**result, "cached": False}
     record = {**item, "round": state["round"], **result}
     cites = f" [{', '.join(result['citations'])}]" if result["citations"] else ""
-    _writer()(
+    stream_writer()(
         {
             "stage": "experts",
             "message": f"round {state['round']} · {name}: {result['status']} ({result['confidence']:.2f}){cites}",
@@ -559,11 +551,11 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
     else:
         stop = ""
     info["stop"] = stop
-    _writer()({"stage": "rounds", "done": rnd, "total": ctx.max_rounds})
+    stream_writer()({"stage": "rounds", "done": rnd, "total": ctx.max_rounds})
     verdict = "no judgement"
     if judgement:
         verdict = ", ".join(f"{k} {judgement[k]}" for k in ("completeness", "accuracy", "coherence"))
-    _writer()(
+    stream_writer()(
         {"stage": "editor", "message": f"round {rnd}: merged {len(usable)} answers; {verdict}; {stop or 'next round'}"}
     )
     return {**update, "draft": new_draft, "stop_reason": stop, "rounds_info": [info]}
@@ -588,7 +580,7 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     ctx = resolve_context(runtime, SummarizeContext)
     lang, length, fmt, query = state["lang"], _length(state), state.get("format", "paragraphs"), state.get("query", "")
     draft = state.get("draft", "").strip()
-    emit = _writer()
+    emit = stream_writer()
     if state["kind"] == "direct" or not draft:
         store = get_store(ctx.namespace, ctx.embedder)
         hits = hybrid_search(store, state["doc_id"], query, 3) if query.strip() else store.by_doc(state["doc_id"])[:3]
@@ -650,7 +642,7 @@ def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dic
         fitted += fill_to_length(fitted, _fill_candidates(state, ctx, [s["text"] for s in fitted]), length, lang)
     after = total_units(fitted, lang)
     added = sum(s["origin"] != "summary" for s in fitted)
-    _writer()(
+    stream_writer()(
         {
             "stage": "length",
             "message": f"length {before} -> {after} {unit_name(lang)} (target {length})"
@@ -707,7 +699,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
         checked += extra
         usage = merge_usage(usage, used_more)
     stats = factcheck_stats(checked)
-    _writer()(
+    stream_writer()(
         {
             "stage": "factcheck",
             "message": f"fact-check: {stats['supported']} supported, {stats['fixed']} fixed, "

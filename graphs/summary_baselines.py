@@ -19,14 +19,13 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
 
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 from typing_extensions import TypedDict
 
 import prompts
-from graphs.context import Context, resolve_context
+from graphs.context import Context, resolve_context, stream_writer
 from nodes.editor import tokens_for, writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
 from stores.models import Usage, llm_for, merge_usage, messages, transient
@@ -53,13 +52,6 @@ class BaselineContext(Context):
 
 
 RETRY = RetryPolicy(max_attempts=2, retry_on=transient)
-
-
-def _writer() -> Any:
-    try:
-        return get_stream_writer()
-    except RuntimeError:
-        return lambda _event: None
 
 
 def cite_chunk(note: str, chunk_id: str) -> str:
@@ -133,7 +125,7 @@ def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dic
     """List the document's chunk ids."""
     ctx = resolve_context(runtime, BaselineContext)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
-    _writer()({"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"})
+    stream_writer()({"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"})
     return {"chunk_ids": [h.chunk_id for h in hits], "collapses": 0}
 
 
@@ -165,7 +157,7 @@ def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, An
         "summarize/map_user", lang, chunk_id=hit.chunk_id, text=hit.text, query=focus_text(state["query"], lang)
     )
     text, usage = llm_for("worker", ctx).text(messages(system, user), max_tokens=ctx.map_max_tokens)
-    _writer()({"stage": "map", "message": f"map {hit.chunk_id}: {len(text.split())} words"})
+    stream_writer()({"stage": "map", "message": f"map {hit.chunk_id}: {len(text.split())} words"})
     if is_none(text):
         return {"usage": usage}
     note = {"position": state["position"], "chunk_id": hit.chunk_id, "text": cite_chunk(text, hit.chunk_id)}
@@ -226,7 +218,9 @@ def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[s
         usage = merge_usage(usage, used)
         out.append(text.strip())
     n = state.get("collapses", 0) + 1
-    _writer()({"stage": "collapse", "message": f"collapse pass {n}: {len(state['collapsed'])} -> {len(out)} notes"})
+    stream_writer()(
+        {"stage": "collapse", "message": f"collapse pass {n}: {len(state['collapsed'])} -> {len(out)} notes"}
+    )
     return {"collapsed": out, "collapses": n, "usage": usage}
 
 
@@ -241,7 +235,7 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
     joined = truncate_tokens("\n".join(f"- {n}" for n in notes), max(ctx.collapse_token_limit, 400) * 2)
     user = prompts.render("summarize/reduce_user", lang, notes=joined, query=focus_text(state.get("query", ""), lang))
     text, usage = llm_for("manager", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
-    _writer()({"stage": "reduce", "message": f"reduce: {len(text.split())} words"})
+    stream_writer()({"stage": "reduce", "message": f"reduce: {len(text.split())} words"})
     return {"final_text": text.strip(), "usage": usage}
 
 
@@ -302,7 +296,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     if is_none(text):
         text = state.get("final_text", "")
     total = len(state["chunk_ids"])
-    _writer()({"stage": "refine", "done": i + 1, "total": total, "message": f"refine {cid} ({i + 1}/{total})"})
+    stream_writer()({"stage": "refine", "done": i + 1, "total": total, "message": f"refine {cid} ({i + 1}/{total})"})
     return {"final_text": text, "index": i + 1, "usage": usage}
 
 
