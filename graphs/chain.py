@@ -22,14 +22,13 @@ Modules, in the order a run meets them:
 from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
 
 from graphs.chain_agents import manager, worker
 from graphs.chain_reading import next_step, orderer, planner
 from graphs.chain_state import ChainContext, ChainInput, ChainOutput, ChainState
-from stores.models import transient
+from stores.models import model_retry
 
-_retry = RetryPolicy(max_attempts=2, retry_on=transient)
+_retry = model_retry()
 
 builder = StateGraph(ChainState, context_schema=ChainContext, input_schema=ChainInput, output_schema=ChainOutput)
 builder.add_node("orderer", orderer)

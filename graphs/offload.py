@@ -35,24 +35,14 @@ Modules, in the order a turn meets them:
 from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
 
 from graphs.offload_answer import answer, recall, retrieve, route_answer
 from graphs.offload_history import offload
 from graphs.offload_session import begin, canvas, refuse, route_begin
 from graphs.offload_state import OffloadContext, OffloadInput, OffloadOutput, OffloadState
-from stores.models import ModelError, ModelOutputError
-from stores.settings import InputError
+from stores.models import model_retry
 
-
-def _transient(exc: BaseException) -> bool:
-    """Retry unreachable models and dropped connections, not bad input or invalid output."""
-    if isinstance(exc, ModelOutputError | InputError):
-        return False
-    return isinstance(exc, ModelError | ConnectionError | TimeoutError)
-
-
-_retry = RetryPolicy(max_attempts=2, retry_on=_transient)
+_retry = model_retry()
 
 builder = StateGraph(
     OffloadState, context_schema=OffloadContext, input_schema=OffloadInput, output_schema=OffloadOutput

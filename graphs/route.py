@@ -24,7 +24,6 @@ from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
 from graphs.context import Context, resolve_context, stream_writer
@@ -33,6 +32,7 @@ from nodes.routing.fusion import AGGREGATES, DEFAULT_PROFILE, PROFILES, RETRIEVA
 from nodes.routing.manifest import register, registered
 from nodes.routing.mcp import load_registry, parse_registry
 from nodes.routing.model import BUILTIN_REGISTRY, check_registry_name
+from stores.models import model_retry
 from stores.settings import InputError, env_flag
 from stores.vectorstore import get_store
 
@@ -267,7 +267,7 @@ def _decomposed(
     return routed, tasks_of
 
 
-_retry = RetryPolicy(max_attempts=3)
+_retry = model_retry()
 
 builder = StateGraph(RouteState, context_schema=RouteContext, input_schema=RouteInput, output_schema=RouteOutput)
 builder.add_node("register", register_registry, retry_policy=_retry)

@@ -21,14 +21,14 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import RetryPolicy, Send
+from langgraph.types import Send
 from typing_extensions import TypedDict
 
 import prompts
 from graphs.context import Context, resolve_context, stream_writer
 from nodes.editor import tokens_for, writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
-from stores.models import Usage, llm_for, merge_usage, messages, transient
+from stores.models import Usage, llm_for, merge_usage, messages, model_retry
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import get_store
 
@@ -51,7 +51,7 @@ class BaselineContext(Context):
     map_max_tokens: int = field(default=110, metadata=_describe("Map-reduce: max tokens of one chunk's note."))
 
 
-RETRY = RetryPolicy(max_attempts=2, retry_on=transient)
+RETRY = model_retry()
 
 
 def cite_chunk(note: str, chunk_id: str) -> str:

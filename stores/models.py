@@ -28,7 +28,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from stores.settings import ModelError, RoleModel, RunTimeout, check_deadline, deadline_left, get_settings
+from stores.settings import (
+    InputError,
+    ModelError,
+    RoleModel,
+    RunTimeout,
+    check_deadline,
+    deadline_left,
+    get_settings,
+)
 from stores.text import count_tokens
 
 T = TypeVar("T", bound=BaseModel)
@@ -66,9 +74,21 @@ def model_overridden() -> bool:
 
 
 def transient(exc: BaseException) -> bool:
-    """Retry model errors that are not bad-output errors (the model layer already retried those)
-    nor the run's deadline (nothing may start after it)."""
-    return isinstance(exc, ModelError) and not isinstance(exc, (ModelOutputError, RunTimeout))
+    """Worth one more try of a graph step: the model unreachable or its connection dropped.
+
+    Not bad output (the model layer already asked again with the schema error shown), bad input,
+    nor the run's deadline (nothing may start after it).
+    """
+    if isinstance(exc, (ModelOutputError, RunTimeout, InputError)):
+        return False
+    return isinstance(exc, (ModelError, ConnectionError, TimeoutError))
+
+
+def model_retry() -> Any:
+    """The one retry policy of graph steps that call a model or a store: two attempts, on :func:`transient`."""
+    from langgraph.types import RetryPolicy
+
+    return RetryPolicy(max_attempts=2, retry_on=transient)
 
 
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
