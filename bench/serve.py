@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -97,7 +98,7 @@ class RssWatch:
 
 
 @dataclass
-class Target:
+class Target(ABC):
     """How one server runs the three operations."""
 
     name: str
@@ -105,8 +106,9 @@ class Target:
     doc_id: str = ""
     threads: dict[int, str] = field(default_factory=dict)
 
+    @abstractmethod
     def call(self, http: httpx.Client, client: int, op: str, n: int) -> None:
-        raise NotImplementedError
+        """Run operation ``op`` (its ``n``-th time) for ``client``."""
 
 
 class Aegra(Target):

@@ -22,6 +22,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,7 @@ def journal_for(namespace: str) -> ExpansionJournal | SharedExpansionJournal:
     return ExpansionJournal(namespace_dir(namespace) / "registries" / "expansions.jsonl")
 
 
+@lru_cache(maxsize=1)
 def _prompt_id() -> str:
     return content_hash(
         EXPANSION_VERSION
