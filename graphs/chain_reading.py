@@ -1,18 +1,18 @@
 """The orderer and the planner: which chunk each chain reads next, and when reading stops.
 
-The orderer ingests the document if a path is given, loads (or builds and caches) the Chow-Liu
-tree over its chunks and, for fixed orders, plans the order(s). Before every worker the planner
-chooses the next chunk (best-first along the tree, scored by the question and by what the notes
-say is still missing; or the next chunk of a fixed order) or ends the chain: when the notes answer
-the question (``complete``), when the next chunk would exceed the reading budget (``budget``), or
-when nothing above the relevance floor is left (``end``). See :mod:`nodes.reading` for the scores.
+The orderer resolves the document (``doc_id``, or a ``path`` or ``text`` it ingests), loads (or
+builds and caches) the Chow-Liu tree over its chunks and, for fixed orders, plans the order(s).
+Before every worker the planner chooses the next chunk (best-first along the tree, scored by the
+question and by what the notes say is still missing; or the next chunk of a fixed order) or ends
+the chain: when the notes answer the question (``complete``), when the next chunk would exceed the
+reading budget (``budget``), or when nothing above the relevance floor is left (``end``). See
+:mod:`nodes.reading` for the scores.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState, check_context
 from graphs.context import resolve_context, stream_writer
 from nodes.chain import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
-from nodes.ingest import ingest_for_context
+from nodes.ingest import input_namespace, resolve_document
 from nodes.ordering.traverse import multi_roots
 from nodes.reading import ReadingPolicy, best_first, match, next_in_plan, relevance
 from nodes.retrieval import index_key, lexical_index
@@ -35,12 +35,8 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     ctx = resolve_context(runtime, ChainContext)
     check_context(ctx)
     question = check_question(state.get("question") or "")
-    namespace = state.get("namespace") or ctx.namespace
-    doc_id = state.get("doc_id")
-    if not doc_id:
-        if not state.get("path"):
-            raise InputError("give the document as doc_id or path")
-        doc_id = ingest_for_context(state["path"], replace(ctx, namespace=namespace), stream_writer())
+    namespace = input_namespace(state, ctx)
+    doc_id = resolve_document(state, ctx, stream_writer())
     store = get_store(namespace, ctx.embedder)
     doc = document_vectors(store, doc_id)
     tree, cached = cached_tree(
@@ -69,6 +65,8 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     return {
         "question": question,
         "doc_id": doc_id,
+        "path": "",
+        "text": "",
         "namespace": namespace,
         "language": doc.info.language,
         "chunk_ids": ids,

@@ -66,9 +66,11 @@ class ChainInput(TypedDict):
     question: str
     """The question to answer."""
     doc_id: NotRequired[str]
-    """Id of an ingested document (or give `path`)."""
+    """Id of an ingested document; give exactly one of doc_id, path or text."""
     path: NotRequired[str]
-    """Path of a document to ingest first (txt, md, pdf, docx, html)."""
+    """Path of a document to ingest first (txt, md, pdf, docx, html); or doc_id or text."""
+    text: NotRequired[str]
+    """Raw text to ingest first (cleared from the state once ingested); or doc_id or path."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
 

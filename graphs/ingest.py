@@ -1,4 +1,7 @@
-"""Ingestion graph: load -> index. One document ingested once serves every workflow.
+"""Ingestion graph: one node that reads, parses and hashes the source once, then indexes it.
+
+One document ingested once serves every workflow; the workflows ingest their ``path`` or ``text``
+through the same function (:func:`nodes.ingest.resolve_document`).
 
 Input: ``path`` (txt, md, pdf, docx, html), ``text``, or ``data`` (a file's bytes in base64, with
 its ``filename``: how documents arrive over HTTP), optional ``namespace`` and ``title``.
@@ -15,11 +18,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from graphs.context import Context, resolve_context, stream_writer
-from nodes.ingest import index_document, is_indexed, read_source
-from stores.documents import DocumentInfo
-from stores.settings import InputError
-from stores.text import content_hash
-from stores.vectorstore import get_store
+from nodes.ingest import index_for_context, input_namespace, read_source
 
 
 class IngestInput(TypedDict):
@@ -58,10 +57,13 @@ class IngestState(IngestInput, IngestOutput, total=False):
     """Private state of the ingestion graph."""
 
 
-def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Read and validate the source; report whether it is already indexed."""
+def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Read, parse and hash the source once, then chunk and embed it unless it is already indexed.
+
+    Raw text and uploaded bytes are cleared from the state, so they never sit in a checkpoint.
+    """
     ctx = resolve_context(runtime, Context)
-    namespace = state.get("namespace") or ctx.namespace
+    namespace = input_namespace(state, ctx)
     doc = read_source(
         state.get("path"),
         state.get("text"),
@@ -70,73 +72,14 @@ def load(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
         state.get("filename", ""),
         state.get("encoding"),
     )
-    store = get_store(namespace, ctx.embedder)
-    doc_id = content_hash(doc.text)
-    info: DocumentInfo | None = is_indexed(store, doc_id, ctx.chunk_size, ctx.chunk_overlap)
-    stream_writer()({"stage": "loaded", "doc_id": doc_id, "title": doc.title, "cached": info is not None})
-    update: dict[str, Any] = {"doc_id": doc_id, "namespace": namespace, "title": doc.title, "cached": info is not None}
-    if info is not None:
-        update["chunks"] = info.chunks
-    return update
-
-
-def index(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Chunk the document and embed the chunks into the store."""
-    ctx = resolve_context(runtime, Context)
-    path, title, encoding = state.get("path"), state.get("title", ""), state.get("encoding")
-    doc = read_source(path, None, title, encoding=encoding) if path else None
-    if doc is None:
-        raise InputError("raw text must be ingested in one step; give the text again")
-    result = index_document(
-        doc,
-        get_store(state["namespace"], ctx.embedder),
-        chunk_size=ctx.chunk_size,
-        chunk_overlap=ctx.chunk_overlap,
-        progress=stream_writer(),
-    )
-    return {"doc_id": result.doc_id, "chunks": result.chunks, "cached": result.cached}
-
-
-def route_after_load(state: IngestState) -> str:
-    """Stop when the document is already indexed."""
-    return END if state.get("cached") else "index"
-
-
-def ingest_text(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Validate and index raw text or uploaded bytes in one step (so they never sit in a checkpoint)."""
-    ctx = resolve_context(runtime, Context)
-    namespace = state.get("namespace") or ctx.namespace
-    doc = read_source(
-        None,
-        state.get("text"),
-        state.get("title", ""),
-        state.get("data"),
-        state.get("filename", ""),
-        state.get("encoding"),
-    )
-    result = index_document(
-        doc,
-        get_store(namespace, ctx.embedder),
-        chunk_size=ctx.chunk_size,
-        chunk_overlap=ctx.chunk_overlap,
-        progress=stream_writer(),
-    )
+    result = index_for_context(doc, namespace, ctx, stream_writer())
     return {**result.to_dict(), "namespace": namespace, "text": "", "data": ""}
 
 
-def route_start(state: IngestState) -> str:
-    """Files go through load/index; raw text and uploaded bytes are handled in one node."""
-    return "load" if state.get("path") else "ingest_text"
-
-
 builder = StateGraph(IngestState, context_schema=Context, input_schema=IngestInput, output_schema=IngestOutput)
-builder.add_node("load", load)
-builder.add_node("index", index)
-builder.add_node("ingest_text", ingest_text)
-builder.add_conditional_edges(START, route_start, ["load", "ingest_text"])
-builder.add_conditional_edges("load", route_after_load, ["index", END])
-builder.add_edge("index", END)
-builder.add_edge("ingest_text", END)
+builder.add_node("ingest", ingest)
+builder.add_edge(START, "ingest")
+builder.add_edge("ingest", END)
 
 graph = builder.compile()
 graph.name = "ingest"

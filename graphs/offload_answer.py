@@ -11,8 +11,8 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 import prompts
-from graphs.context import resolve_context, stream_writer
-from graphs.offload_state import OffloadContext, OffloadState, call_record
+from graphs.context import stream_writer
+from graphs.offload_state import OffloadContext, OffloadState, call_record, session_context
 from nodes.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.offloading.answer import ask, citations_of, normalise_ids, resolve_recall
 from nodes.offloading.memory import OFFLOADING, Piece, build_memory
@@ -30,7 +30,7 @@ def _canvas(ctx: OffloadContext, doc_id: str) -> Canvas | None:
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Details for this turn: chunks over the relevance threshold and those of canvas nodes the question touches."""
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     question, doc_id = state["question"], state["doc_id"]
     canvas_refs: list[dict[str, Any]] = []
@@ -69,7 +69,7 @@ def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
 
 def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Assemble the working memory within the budget and ask the model (answer, or ids to recall)."""
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
     offloading = ctx.policy in OFFLOADING
@@ -144,7 +144,7 @@ def route_answer(state: OffloadState) -> Literal["recall", "offload"]:
 
 def recall(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Load the ids the model asked for (unknown ids become a note to it) for a second answer."""
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = session_context(state, runtime)
     _, report = resolve_recall(
         state["recall_ids"],
         offload_store=get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend),

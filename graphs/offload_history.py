@@ -12,8 +12,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from graphs.context import resolve_context, stream_writer
-from graphs.offload_state import OffloadContext, OffloadState, call_record
+from graphs.context import stream_writer
+from graphs.offload_state import OffloadContext, OffloadState, call_record, session_context
 from nodes.offloading.memory import OFFLOADING
 from nodes.offloading.offloader import compress_turn, update_pinned
 from stores.models import llm_for, relabel_usage
@@ -23,7 +23,7 @@ from stores.text import count_tokens, truncate_tokens
 
 def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """The offloader: conclusion + pinned facts for the finished turn; raw text to the offload store."""
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = session_context(state, runtime)
     turn, question, reply = int(state["turn"]), state["question"], state.get("answer", "")
     lang = state.get("lang", "en")
     record: dict[str, Any] = {

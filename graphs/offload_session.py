@@ -13,9 +13,9 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from graphs.context import resolve_context, stream_writer
-from graphs.offload_state import OffloadContext, OffloadState, call_record, check_context
+from graphs.offload_state import OffloadContext, OffloadState, call_record, check_context, session_context
 from nodes.canvas import ensure_canvas
-from nodes.ingest import ingest_for_context
+from nodes.ingest import resolve_document
 from stores.documents import get_document
 from stores.models import LLM, llm_for, relabel_usage
 from stores.offload import check_session
@@ -42,16 +42,20 @@ def canvas_llm(ctx: OffloadContext) -> LLM:
 def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Check the turn; on the first turn ingest the document and bind the session to it.
 
+    The document is named as in every workflow (:func:`nodes.ingest.resolve_document`): exactly one
+    of ``doc_id``, ``path`` or ``text`` on the first turn; later turns may omit it, and what they
+    give must name the bound document (and namespace).
+
     A refused turn (``InputError``) writes back what the session is bound to (nothing before its
-    first turn), so the refused ``doc_id``, ``path``, ``session`` or ``goal`` stays out of the thread
-    and cannot refuse a later turn; ``refuse`` then raises the error.
+    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``session`` or ``goal``
+    stays out of the thread and cannot refuse a later turn; ``refuse`` then raises the error.
     """
     try:
         return _begin(state, runtime)
     except InputError as exc:
         bound = state.get("bound") or {}
-        restored = {"doc_id": bound.get("doc_id", ""), "session": bound.get("session", "")}
-        return {"refused": str(exc) or type(exc).__name__, "path": "", "goal": "", **restored}
+        restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
+        return {"refused": str(exc) or type(exc).__name__, "path": "", "text": "", "goal": "", **restored}
 
 
 def refuse(state: OffloadState) -> dict[str, Any]:
@@ -60,17 +64,20 @@ def refuse(state: OffloadState) -> dict[str, Any]:
 
 
 def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = session_context(state, runtime)
     check_context(ctx)
     question = " ".join(check_question(str(state.get("question") or "")).split())
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
-    path, given = state.get("path") or "", state.get("doc_id") or ""
-    if path and state.get("doc_id") and first:
-        raise InputError("give either a path or a doc_id, not both")
-    doc_id = given
-    if path:
-        doc_id = ingest_for_context(path, ctx, stream_writer())
+    values = dict(state)
+    if not first:
+        if state.get("namespace") and state["namespace"] != ctx.namespace:
+            raise InputError(
+                f"this session is bound to namespace {ctx.namespace!r}; start a new session (thread) for another one"
+            )
+        if values.get("doc_id") == bound["doc_id"]:
+            values.pop("doc_id")  # the session's own document, carried over in the thread
+    doc_id = resolve_document(values, ctx, stream_writer(), required=first)
     if not first:
         if doc_id and doc_id != bound["doc_id"]:
             raise InputError("a session is bound to one document; start a new session (thread) for another one")
@@ -81,8 +88,6 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         if state.get("session") and state["session"] != bound["session"]:
             raise InputError(f"this thread belongs to session {bound['session']!r}, not {state['session']!r}")
         doc_id = bound["doc_id"]
-    if not doc_id:
-        raise InputError("the first turn of a session needs a path or a doc_id")
     session = bound.get("session") or state.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
     info = get_document(ctx.namespace, doc_id)
@@ -97,8 +102,10 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     update: dict[str, Any] = {
         "question": question,
         "path": "",
+        "text": "",
         "goal": "",
         "doc_id": doc_id,
+        "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,
         "lang": info.language,
@@ -121,7 +128,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     if first:
         update["history"] = []
         update["canvas"] = {}
-        update["bound"] = {"doc_id": doc_id, "session": session, "policy": ctx.policy}
+        update["bound"] = {"doc_id": doc_id, "session": session, "policy": ctx.policy, "namespace": ctx.namespace}
     stream_writer()({"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {info.title or doc_id}"})
     return update
 
@@ -136,7 +143,7 @@ def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Litera
 
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Load the document's canvas, or have the canvas writer make it (cached per document)."""
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     info = get_document(ctx.namespace, state["doc_id"])
     made, usage, cached = ensure_canvas(

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
+from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context
+from graphs.context import Context, resolve_context
+from nodes.ingest import in_namespace
 from nodes.offloading.memory import POLICIES
 from stores.models import Usage, merge_usage, usage_totals
 from stores.offload import BACKENDS
@@ -75,10 +77,15 @@ class OffloadInput(TypedDict):
 
     question: str
     """The question of this turn."""
-    path: NotRequired[str]
-    """First turn: a file to ingest and talk about (or give doc_id)."""
     doc_id: NotRequired[str]
-    """First turn: id of an ingested document (or give path). Later turns may repeat it; it must match."""
+    """First turn: id of an ingested document; give exactly one of doc_id, path or text. Later turns may omit it
+    or name the same document."""
+    path: NotRequired[str]
+    """First turn: a file to ingest and talk about (or doc_id or text)."""
+    text: NotRequired[str]
+    """First turn: raw text to ingest and talk about (cleared from the thread once ingested)."""
+    namespace: NotRequired[str]
+    """Namespace of the document and the offload store (default: the context's); fixed for the session."""
     session: NotRequired[str]
     """Session id for the offload store (default: the thread id)."""
     goal: NotRequired[str]
@@ -136,7 +143,7 @@ class OffloadState(OffloadInput, OffloadOutput, total=False):  # type: ignore[mi
     recall_round: int
     """Recall rounds used this turn (at most one)."""
     bound: dict
-    """What the session is bound to on its first turn: {doc_id, session, policy}."""
+    """What the session is bound to on its first turn: {doc_id, session, policy, namespace}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
 
@@ -157,6 +164,13 @@ def check_context(ctx: OffloadContext) -> None:
         raise InputError(f"canvas_max_nodes must be between 1 and 15, got {ctx.canvas_max_nodes}")
     if ctx.answer_max_tokens < 20 or ctx.offloader_max_tokens < 20 or ctx.canvas_max_tokens < 100:
         raise InputError("answer/offloader max tokens must be at least 20 and canvas_max_tokens at least 100")
+
+
+def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> OffloadContext:
+    """The run's settings in the session's namespace: the bound one after the first turn, else the input's."""
+    ctx = resolve_context(runtime, OffloadContext)
+    bound = state.get("bound") or {}
+    return in_namespace(ctx, {"namespace": bound.get("namespace") or state.get("namespace")})
 
 
 def call_record(step: str, usage: Usage, **extra: Any) -> dict[str, Any]:

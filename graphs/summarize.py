@@ -1,6 +1,7 @@
 """Summarization by an editor agent that questions expert agents, then fact-checks every sentence.
 
-Flow (``method="expert-editor"``): prepare (ingest a path if given) -> overview (headings and first
+Flow (``method="expert-editor"``): prepare (resolve the document: ``doc_id``, or a ``path`` or ``text`` it
+ingests) -> overview (headings and first
 chunks) -> each round: the editor writes 3-5 questions (schema-enforced JSON), aimed at the parts of
 the focus and the topics of the document the draft does not cover yet -> experts answer in parallel
 (``Send``), each from chunks it retrieves (vector + BM25) with ``[chunk_id]`` citations and a
@@ -80,7 +81,7 @@ from nodes.factcheck import (
     render_summary,
     text_blocks,
 )
-from nodes.ingest import ingest_for_context
+from nodes.ingest import in_namespace, resolve_document
 from nodes.retrieval import hybrid_search
 from stores.documents import get_document
 from stores.models import LLM, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, resolve_role
@@ -166,10 +167,14 @@ class SummarizeContext(BaselineContext):
 class SummarizeInput(TypedDict):
     """What to summarize and how."""
 
-    path: NotRequired[str]
-    """File to summarize (ingested first, idempotently); takes precedence over doc_id."""
     doc_id: NotRequired[str]
-    """Id of an ingested document; or give path."""
+    """Id of an ingested document; give exactly one of doc_id, path or text."""
+    path: NotRequired[str]
+    """File to summarize (ingested first, idempotently); or doc_id or text."""
+    text: NotRequired[str]
+    """Raw text to summarize (ingested first, then cleared from the state); or doc_id or path."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
     query: NotRequired[str]
     """Focus of the summary, e.g. "what was decided about the budget" (empty: the whole document)."""
     length: NotRequired[int]
@@ -246,6 +251,8 @@ class ExpertTask(TypedDict):
 
     doc_id: str
     """Document id."""
+    namespace: str
+    """Namespace of the document."""
     lang: str
     """Answer language."""
     round: int
@@ -255,6 +262,11 @@ class ExpertTask(TypedDict):
 
 
 # --- helpers --------------------------------------------------------------------------------
+def _context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
+    """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
+    return in_namespace(resolve_context(runtime, SummarizeContext), state)
+
+
 def _check_context(ctx: SummarizeContext) -> None:
     if not 1 <= ctx.max_rounds <= 10:
         raise InputError(f"max_rounds must be between 1 and 10, got {ctx.max_rounds}")
@@ -294,18 +306,14 @@ def _length(state: SummarizeState) -> int:
 # --- nodes ----------------------------------------------------------------------------------
 def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """Validate the request, ingest a path if given, and pick the path through the graph."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     _check_context(ctx)
     length, fmt = _length(state), state.get("format") or "paragraphs"
     language, method = state.get("language") or "", state.get("method") or "expert-editor"
     check_request(length, fmt, language, method)
     if state.get("query"):
         check_question(state["query"], "query")
-    path, doc_id = state.get("path"), state.get("doc_id")
-    if path:
-        doc_id = ingest_for_context(path, ctx, stream_writer())
-    if not doc_id:
-        raise InputError("nothing to summarize: give a path or a doc_id")
+    doc_id = resolve_document(state, ctx, stream_writer())
     info = get_document(ctx.namespace, doc_id)
     store = get_store(ctx.namespace, ctx.embedder)
     chunks = store.by_doc(doc_id)
@@ -316,6 +324,8 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     lang = language or info.language
     update: dict[str, Any] = {
         "path": "",
+        "text": "",
+        "namespace": ctx.namespace,
         "doc_id": doc_id,
         "length": length,
         "format": fmt,
@@ -369,7 +379,7 @@ def route_method(state: SummarizeState) -> Literal["overview", "polish", "map_re
 
 def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """The document's structure from its headings and first chunks (and query hits)."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     info = get_document(ctx.namespace, state["doc_id"])
     text = build_overview(get_store(ctx.namespace, ctx.embedder), info, state.get("query", ""))
     return {"overview": text}
@@ -377,7 +387,7 @@ def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[
 
 def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """The editor reads the draft and writes this round's questions."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     rnd = state.get("round", 0) + 1
     asked = [a["question"] for a in state.get("answers", [])]
     emit = stream_writer()
@@ -427,14 +437,23 @@ def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
     if not items or state.get("stop_reason"):
         return "polish"
     return [
-        Send("expert", {"doc_id": state["doc_id"], "lang": state["lang"], "round": state["round"], "item": item})
+        Send(
+            "expert",
+            {
+                "doc_id": state["doc_id"],
+                "namespace": state["namespace"],
+                "lang": state["lang"],
+                "round": state["round"],
+                "item": item,
+            },
+        )
         for item in items
     ]
 
 
 def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """One expert answers one question from the chunks it retrieves (failed on a model error)."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     item, lang = state["item"], state["lang"]
     name = item["expert"]
     llm = llm_for("expert", ctx)
@@ -496,7 +515,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
 
 def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """The editor merges this round's answers into the draft, judges it and decides whether to go on."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     rnd, lang, length = state["round"], state["lang"], _length(state)
     this_round = [a for a in state.get("answers", []) if a["round"] == rnd]
     usable = usable_answers(this_round, _positions(this_round))
@@ -577,7 +596,7 @@ def after_merge(state: SummarizeState) -> Literal["questions", "polish"]:
 
 def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """Final polish to the requested length, format and language (one call for a one-chunk document)."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     lang, length, fmt, query = state["lang"], _length(state), state.get("format", "paragraphs"), state.get("query", "")
     draft = state.get("draft", "").strip()
     emit = stream_writer()
@@ -629,7 +648,7 @@ def _fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: Sequenc
 def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """Bring the summary within +-25% of the requested length: trim a long one at sentence boundaries,
     fill a short one from the cited expert answers it does not use yet, then from the chunks' sentences."""
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     info = get_document(ctx.namespace, state["doc_id"])
     lang, length = state["lang"], _length(state)
     sentences = dedupe_sentences(parse_cited_sentences(state.get("final_text", ""), _chunk_ids(info.chunks)))
@@ -662,7 +681,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     When dropping leaves the summary short, cited sentences not used yet are checked and added (at most
     ``REFILLS`` times, one checker call each).
     """
-    ctx = resolve_context(runtime, SummarizeContext)
+    ctx = _context(state, runtime)
     info = get_document(ctx.namespace, state["doc_id"])
     if state["kind"] == "short":
         sentences = parse_cited_sentences(state.get("final_text", ""), _chunk_ids(info.chunks))

@@ -28,6 +28,7 @@ import prompts
 from graphs.context import Context, resolve_context, stream_writer
 from nodes.editor import tokens_for, writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
+from nodes.ingest import in_namespace
 from stores.models import Usage, llm_for, merge_usage, messages, model_retry
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import get_store
@@ -73,6 +74,8 @@ class BaselineInput(TypedDict):
 
     doc_id: str
     """Document to summarize (already ingested)."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
     lang: NotRequired[str]
     """Output language: en or zh."""
     query: NotRequired[str]
@@ -111,6 +114,8 @@ class MapTask(TypedDict):
 
     doc_id: str
     """Document id."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
     chunk_id: str
     """Chunk to summarize."""
     position: int
@@ -123,7 +128,7 @@ class MapTask(TypedDict):
 
 def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
     stream_writer()({"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"})
     return {"chunk_ids": [h.chunk_id for h in hits], "collapses": 0}
@@ -136,6 +141,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
             "map_chunk",
             {
                 "doc_id": state["doc_id"],
+                "namespace": state.get("namespace", ""),
                 "chunk_id": cid,
                 "position": i,
                 "lang": state.get("lang", "en"),
@@ -148,7 +154,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
 
 def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
     store = get_store(ctx.namespace, ctx.embedder)
     hit = store.get([f"{state['doc_id']}:{state['chunk_id']}"])[0]
     lang = state["lang"]
@@ -270,14 +276,14 @@ class RefineState(BaselineInput, BaselineOutput, total=False):
 
 def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids and start with an empty summary."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
 
 def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Rewrite the running summary with the next chunk."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
     hit = get_store(ctx.namespace, ctx.embedder).get([f"{state['doc_id']}:{cid}"])[0]

@@ -2,26 +2,33 @@
 
 Idempotent by content hash: a document already indexed with the same embedder and chunking
 is not embedded again and keeps its id. Nothing is written before the input is validated, so a
-bad input leaves the store as it was.
+bad input leaves the store as it was. A source is read, parsed and hashed once per ingest.
+
+Every workflow names its document the same way (:func:`resolve_document`): exactly one of
+``doc_id`` (already ingested), ``path`` or ``text`` (ingested first, idempotently), in the
+input's ``namespace`` (default: the context's). None, or more than one, is an ``InputError``
+that names the fields given.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from stores.chunking import Chunk, chunk_text, effective_overlap
-from stores.documents import DocumentInfo, find_document, save_document
+from stores.documents import DocumentInfo, find_document, get_document, save_document
 from stores.loaders import LoadedDocument, load_bytes, load_path, load_text
 from stores.settings import InputError
 from stores.text import content_hash, detect_language
-from stores.vectorstore import Record, VectorStore, get_store
+from stores.vectorstore import Record, VectorStore, check_namespace, get_store
 
 Progress = Callable[[dict[str, Any]], None]
+DOCUMENT_FIELDS = ("doc_id", "path", "text")
+"""The input fields that name a workflow's document; exactly one is given."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ def index_document(
     chunk_overlap = effective_overlap(chunk_size, chunk_overlap)
     doc_id = content_hash(doc.text)
     existing = is_indexed(store, doc_id, chunk_size, chunk_overlap)
+    emit({"stage": "loaded", "doc_id": doc_id, "title": doc.title, "cached": existing is not None})
     if existing is not None:
         emit({"stage": "cached", "doc_id": doc_id, "chunks": existing.chunks})
         return IngestResult(doc_id=doc_id, chunks=existing.chunks, cached=True, title=existing.title)
@@ -171,13 +179,55 @@ def ingest(
     return index_document(doc, store, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress)
 
 
-def ingest_for_context(path: str, context: Any, progress: Progress | None = None) -> str:
-    """Ingest ``path`` with a run context's namespace, embedder and chunking; returns the doc id."""
-    return ingest(
-        path,
-        namespace=context.namespace,
-        embedder=context.embedder,
+def index_for_context(
+    doc: LoadedDocument, namespace: str, context: Any, progress: Progress | None = None
+) -> IngestResult:
+    """Index ``doc`` into ``namespace`` with a run context's embedder and chunking."""
+    return index_document(
+        doc,
+        get_store(namespace, context.embedder),
         chunk_size=context.chunk_size,
         chunk_overlap=context.chunk_overlap,
         progress=progress,
-    ).doc_id
+    )
+
+
+def input_namespace(values: Mapping[str, Any], context: Any) -> str:
+    """The namespace a workflow's input asks for (default: the context's), checked."""
+    return check_namespace(str(values.get("namespace") or context.namespace))
+
+
+def in_namespace(context: Any, values: Mapping[str, Any]) -> Any:
+    """``context`` with the namespace the state (or input) names; a node's stores then follow it."""
+    namespace = input_namespace(values, context)
+    return context if namespace == context.namespace else replace(context, namespace=namespace)
+
+
+def document_field(values: Mapping[str, Any]) -> str | None:
+    """Which of ``doc_id``, ``path``, ``text`` names the document (None: none does); several is an InputError."""
+    given = [name for name in DOCUMENT_FIELDS if values.get(name)]
+    if len(given) > 1:
+        raise InputError(f"give exactly one of doc_id, path or text to name the document, not {' and '.join(given)}")
+    return given[0] if given else None
+
+
+def resolve_document(
+    values: Mapping[str, Any], context: Any, progress: Progress | None = None, *, required: bool = True
+) -> str:
+    """The id of the document a workflow's input names, ingesting a ``path`` or ``text`` first.
+
+    Exactly one of ``doc_id``, ``path``, ``text``; ``doc_id`` must be ingested in the input's
+    namespace. With ``required=False`` (a later turn of a bound session) none gives ``""``.
+    """
+    namespace = input_namespace(values, context)
+    name = document_field(values)
+    if name is None:
+        if required:
+            raise InputError("no document: give one of doc_id, path or text")
+        return ""
+    if name == "doc_id":
+        doc_id = str(values["doc_id"])
+        get_document(namespace, doc_id)
+        return doc_id
+    doc = read_source(path=values.get("path"), text=values.get("text"))
+    return index_for_context(doc, namespace, context, progress).doc_id

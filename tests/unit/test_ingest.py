@@ -120,3 +120,25 @@ def test_concurrent_ingests_of_one_text_all_succeed_with_one_copy() -> None:
     assert get_store("default").count(doc_id=doc_id, kind="chunk") == chunks
     assert [d.doc_id for d in list_documents("default")] == [doc_id]
     assert document_text("default", doc_id).startswith("# Herons")
+
+
+def test_graph_reads_parses_and_hashes_a_file_once(sample_markdown: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nodes.ingest
+
+    calls = {"read": 0, "hash": 0}
+    read, digest = nodes.ingest.load_path, nodes.ingest.content_hash
+
+    def counting_read(*args: object, **kwargs: object) -> object:
+        calls["read"] += 1
+        return read(*args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_hash(text: str) -> str:
+        calls["hash"] += 1
+        return digest(text)
+
+    monkeypatch.setattr(nodes.ingest, "load_path", counting_read)
+    monkeypatch.setattr(nodes.ingest, "content_hash", counting_hash)
+    first = graph.invoke({"path": str(sample_markdown)})
+    assert first["cached"] is False and calls == {"read": 1, "hash": 1}
+    again = graph.invoke({"path": str(sample_markdown)})
+    assert again["cached"] is True and calls == {"read": 2, "hash": 2}

@@ -281,9 +281,9 @@ def test_chinese_document_gets_chinese_prompts(tmp_path: Path) -> None:
     ("request_", "context", "message"),
     [
         ({"question": "  "}, {}, "question is empty"),
-        ({"question": "x"}, {}, "needs a path or a doc_id"),
+        ({"question": "x"}, {}, "give one of doc_id, path or text"),
         ({"question": "x", "doc_id": "0123456789abcdef"}, {}, "not ingested"),
-        ({"question": "x", "doc_id": "DOC", "path": "notebooks/data/falcon.md"}, {}, "either a path or a doc_id"),
+        ({"question": "x", "doc_id": "DOC", "path": "notebooks/data/falcon.md"}, {}, "not doc_id and path"),
         ({"question": "x", "doc_id": "DOC"}, {"policy": "everything"}, "unknown policy"),
         ({"question": "x", "doc_id": "DOC"}, {"token_budget": 50}, "token_budget"),
         ({"question": "x", "doc_id": "DOC"}, {"offload_backend": "redis"}, "offload_backend"),

@@ -409,12 +409,12 @@ def test_cut_off_checker_reply_leaves_sentences_unchecked() -> None:
 
 
 def test_an_unreachable_model_is_an_error_not_a_quiet_stop() -> None:
-    class APIConnectionError(Exception):
-        pass
+    import httpx2
+    import openai
 
     def reply(messages: Sequence[BaseMessage]) -> str:
         if '"questions"' in _system(messages):
-            raise APIConnectionError("connection refused")
+            raise openai.APIConnectionError(request=httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
         return scripted_reply(messages)
 
     fake = ScriptedChatModel(default=reply)
@@ -493,7 +493,7 @@ def test_bad_requests_are_clear_errors(tmp_path: Path) -> None:
             graph.invoke({"path": str(FALCON), "length": 3})
         with pytest.raises(InputError, match="not ingested"):
             graph.invoke({"doc_id": "0123456789abcdef"})
-        with pytest.raises(InputError, match="path or a doc_id"):
+        with pytest.raises(InputError, match="give one of doc_id, path or text"):
             graph.invoke({})
         with pytest.raises(InputError, match="max_rounds"):
             graph.invoke({"path": str(FALCON)}, context={"max_rounds": 0})
