@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from graphs import cli
 from graphs.ingest import graph as ingest
+from graphs.registry import compile_with
 from graphs.route import graph as route
 from graphs.summarize import graph as summarize
+from nodes.ingest import DOCUMENT_FIELDS, read_source
 from nodes.ingest import ingest as ingest_file
+from stores.documents import list_documents
 from stores.models import use_chat_model
 from stores.settings import MAX_QUESTION_CHARS, InputError
+from stores.testing import ScriptedChatModel
+from stores.text import content_hash
 from tests.fakes import offload_chat_model as fake_chat_model
+from tests.fakes import offload_reply, summarize_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 LONG = "why " * (MAX_QUESTION_CHARS // 4 + 1)
@@ -78,3 +87,81 @@ def test_ask_has_the_same_question_limit_and_refuses_a_negative_chunk_cap(
         code = cli.main(["ask", str(FALCON), question, "--max-chunks", "-5", "-q", "--embedder", "hash"])
         err = capsys.readouterr().err
         assert code == 2 and "max_chunks" in err and "must not be negative" in err and err.count("\n") == 1, err
+
+
+# --- which document: one rule in every workflow ------------------------------------------------
+CHAIN_ANSWER = '{"answer": "40,000 euros", "evidence": ["c0"], "explanation": "Approved [c0]."}'
+CHAIN_NOTE = '{"facts": ["The budget is 40,000 euros."], "missing": "nothing"}'
+WORKFLOWS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "chain": ({"question": "What budget was approved?"}, {"order": "original", "max_chunks": 1}),
+    "summarize": ({"length": 200}, {}),
+    "offload": ({"question": "What budget was approved?"}, {"policy": "offload"}),
+}
+"""Workflow -> (its own input besides the document, context)."""
+COMBINATIONS = [c for n in range(len(DOCUMENT_FIELDS) + 1) for c in itertools.combinations(DOCUMENT_FIELDS, n)]
+OTHER_TEXT = "# Otters\n\nOtters hold hands while they sleep so that they do not drift apart."
+
+
+def every_role_model() -> ScriptedChatModel:
+    """One scripted model for the three workflows (chain workers and manager, summarize, offload)."""
+    return ScriptedChatModel(
+        rules=[("manager of a chain", CHAIN_ANSWER), ("Your piece", CHAIN_NOTE)],
+        default=lambda messages: (
+            offload_reply(messages) if "conclusion" in str(messages[0].content).lower() else summarize_reply(messages)
+        ),
+    )
+
+
+@pytest.fixture
+def named(sample_markdown: Path, tmp_path: Path) -> dict[str, str]:
+    """A value for each document field: an ingested doc_id, and a path and a text not ingested yet."""
+    other = tmp_path / "other.md"
+    other.write_text("# Herons\n\nHerons wait very still in shallow water for fish.\n", encoding="utf-8")
+    return {"doc_id": ingest_file(str(sample_markdown)).doc_id, "path": str(other), "text": OTHER_TEXT}
+
+
+@pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
+@pytest.mark.parametrize("given", COMBINATIONS, ids=lambda c: "+".join(c) or "none")
+def test_every_workflow_names_its_document_by_one_rule(
+    workflow: str, given: tuple[str, ...], named: dict[str, str]
+) -> None:
+    request, context = WORKFLOWS[workflow]
+    values = {field: named[field] for field in given}
+    before = [d.doc_id for d in list_documents("default")]
+    graph = compile_with(workflow, None)
+    with use_chat_model(every_role_model()):
+        if len(given) != 1:
+            message = "no document: give one of doc_id, path or text"
+            if given:
+                message = f"give exactly one of doc_id, path or text to name the document, not {' and '.join(given)}"
+            with pytest.raises(InputError) as refused:
+                graph.invoke({**request, **values}, context=context)
+            assert str(refused.value).splitlines()[0] == message
+            assert [d.doc_id for d in list_documents("default")] == before  # nothing was ingested
+            return
+        out = graph.invoke({**request, **values}, context=context)
+    field = given[0]
+    expected = named["doc_id"] if field == "doc_id" else content_hash(read_source(**{field: named[field]}).text)
+    assert out["doc_id"] == expected
+    assert sorted(d.doc_id for d in list_documents("default")) == sorted({*before, expected})
+
+
+@pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
+def test_every_workflow_takes_its_namespace_from_the_input_and_keeps_no_text(
+    workflow: str, named: dict[str, str]
+) -> None:
+    request, context = WORKFLOWS[workflow]
+    graph = compile_with(workflow, InMemorySaver())
+    config = {"configurable": {"thread_id": f"ns-{workflow}"}}
+    with use_chat_model(every_role_model()):
+        with pytest.raises(InputError, match="not ingested in namespace 'zoo'"):
+            graph.invoke(
+                {**request, "doc_id": named["doc_id"], "namespace": "zoo"},
+                config={"configurable": {"thread_id": f"refused-{workflow}"}},
+                context=context,
+            )
+        out = graph.invoke({**request, "text": OTHER_TEXT, "namespace": "zoo"}, config=config, context=context)
+    assert [d.doc_id for d in list_documents("zoo")] == [out["doc_id"]]
+    assert out["doc_id"] not in [d.doc_id for d in list_documents("default")]
+    values = graph.get_state(config).values
+    assert values["namespace"] == "zoo" and values["text"] == "" and OTHER_TEXT not in str(values)
