@@ -426,6 +426,8 @@ class LLM:
     def _send(
         self, model: BaseChatModel, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, key: str
     ) -> tuple[str, Any, Usage]:
+        import openai
+
         endpoint = _endpoint_of(model)
         parsed: Any = None
         try:
@@ -458,11 +460,10 @@ class LLM:
             raise RunTimeout(str(exc)) from None
         except Exception as exc:
             check_deadline()  # cut by the run's deadline, not failed by the endpoint
-            if type(exc).__name__ == "LengthFinishReasonError":
+            if isinstance(exc, openai.LengthFinishReasonError):
                 # The reply hit max_tokens before the JSON closed: report it as truncated output
                 # (empty text), which the structured retry answers with a larger budget.
-                completion = getattr(exc, "completion", None)
-                used = getattr(completion, "usage", None)
+                used = exc.completion.usage
                 n_in = int(getattr(used, "prompt_tokens", 0) or 0)
                 n_out = int(getattr(used, "completion_tokens", 0) or 0)
                 return "", None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
@@ -550,20 +551,47 @@ def _endpoint_of(model: Any) -> str:
     return str(getattr(model, "openai_api_base", "") or "")
 
 
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], ...]:
+    """Timeouts, connection failures and dropped replies, as the OpenAI client and its HTTP layers raise them.
+
+    ``openai`` wraps transport failures of a request in ``APITimeoutError`` / ``APIConnectionError``;
+    a streamed reply read after the request returned raises the HTTP library's own errors
+    (``httpx`` for the process's client, ``httpx2`` for the OpenAI client's default one).
+    """
+    import http.client
+
+    import httpx
+    import httpx2
+    import openai
+
+    timeouts = (openai.APITimeoutError, httpx.TimeoutException, httpx2.TimeoutException, TimeoutError)
+    connection = (openai.APIConnectionError, httpx.TransportError, httpx2.TransportError, ConnectionError)
+    dropped = (
+        httpx.RemoteProtocolError,
+        httpx.ReadError,
+        httpx2.RemoteProtocolError,
+        httpx2.ReadError,
+        http.client.IncompleteRead,
+    )
+    return timeouts, connection, dropped
+
+
 def _unavailable(exc: Exception) -> bool:
     """True for failures that close the endpoint: unreachable, stalled, 5xx, rate-limited."""
-    name = type(exc).__name__
-    status = getattr(exc, "status_code", None)
-    return (
-        "Connection" in name or "Timeout" in name or "RateLimit" in name or (isinstance(status, int) and status >= 500)
-    )
+    import openai
+
+    timeouts, connection, _ = _transport_errors()
+    if isinstance(exc, (*timeouts, *connection, openai.RateLimitError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
 def _dropped_mid_reply(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is a connection closed by the peer during a reply."""
+    _, _, dropped = _transport_errors()
     seen: BaseException | None = exc
     while seen is not None:
-        if type(seen).__name__ in ("RemoteProtocolError", "IncompleteRead", "ReadError"):
+        if isinstance(seen, dropped):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -572,11 +600,14 @@ def _dropped_mid_reply(exc: BaseException) -> bool:
 def _model_error(exc: Exception, role: str, model: Any = None, reply: str = "chat completion") -> Exception:
     if isinstance(exc, ModelError):
         return exc
+    import openai
+
     name = type(exc).__name__
     endpoint = _endpoint_of(model) if model is not None else ""
     where = f" {endpoint}" if endpoint else ""
     attempts = int(getattr(model, "max_retries", None) or 0) + 1
-    if "Timeout" in name:
+    timeouts, connection, _ = _transport_errors()
+    if isinstance(exc, timeouts):
         timeout: Any = getattr(model, "request_timeout", None)
         limits = ""
         if getattr(timeout, "read", None) is not None:
@@ -585,33 +616,35 @@ def _model_error(exc: Exception, role: str, model: Any = None, reply: str = "cha
             f"the {role} model endpoint{where} did not answer in time ({attempts} attempts{limits}); "
             "check it, or raise LONGDOC_READ_TIMEOUT"
         )
-    if "Connection" in name and _dropped_mid_reply(exc):
+    if isinstance(exc, connection) and _dropped_mid_reply(exc):
         return ModelError(
             f"the {role} model endpoint{where} dropped the connection before its reply was complete "
             f"({attempts} attempts); check the endpoint or a proxy in front of it"
         )
-    if "Connection" in name:
+    if isinstance(exc, connection):
         return ModelError(
             f"the {role} model endpoint{where} cannot be reached ({name}: {exc}); check LONGDOC_BASE_URL "
             "or unset it to use the bundled model"
         )
-    if "RateLimit" in name:
+    if isinstance(exc, openai.RateLimitError):
         return ModelError(
             f"the {role} model endpoint{where} kept refusing with 429 (rate limit) after {attempts} attempts"
         )
-    if "Authentication" in name or "PermissionDenied" in name:
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
         return ModelError(f"the {role} model endpoint refused the API key ({exc}); check LONGDOC_API_KEY")
-    if "NotFound" in name:
+    if isinstance(exc, openai.NotFoundError):
         return ModelError(f"the {role} model was not found at the endpoint ({exc}); check LONGDOC_MODEL")
     text = str(exc)
+    # A 200 reply that is not JSON has no error type of its own: the client fails parsing it.
     if "Unexpected response type" in text or "'str' object has no attribute" in text:
         return ModelError(
             f"the {role} model endpoint{where} answered with something that is not an OpenAI-compatible "
             f"{reply} (an HTML page? check the endpoint's URL, which usually ends in /v1)"
         )
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and status >= 500:
-        return ModelError(f"the {role} model endpoint{where} failed with HTTP {status} after {attempts} attempts")
+    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
+        return ModelError(
+            f"the {role} model endpoint{where} failed with HTTP {exc.status_code} after {attempts} attempts"
+        )
     to = f" to {endpoint}" if endpoint else ""
     return ModelError(f"the {role} model call{to} failed ({name}: {str(exc)[:300]})")
 

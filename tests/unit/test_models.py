@@ -119,15 +119,21 @@ def test_model_assembly_checks_size_and_hash(tmp_path: Path, monkeypatch: pytest
     assert not any((tmp_path / "other" / "models").iterdir())
 
 
-class LengthFinishReasonError(Exception):
-    """Stands in for the OpenAI client's error when a reply hits max_tokens."""
+def length_error() -> Exception:
+    """The OpenAI client's error when a structured reply hits max_tokens."""
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "{"}}
+    completion = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    return openai.LengthFinishReasonError(completion=ChatCompletion.model_validate(completion))
 
 
 class CutOnce(ScriptedChatModel):
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
         if not self.calls:
             self.calls.append(list(messages))
-            raise LengthFinishReasonError("length limit reached")
+            raise length_error()
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 
