@@ -10,11 +10,9 @@ document (question, expert and settings) so a question asked again costs nothing
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -94,14 +92,23 @@ def question_key(question: str) -> frozenset[str]:
 
 
 class AnswerCache:
-    """Expert answers of one document, keyed by question, expert and settings, in SQLite."""
+    """Expert answers of one document, keyed by question, expert and settings, in LangGraph's ``SqliteCache``.
+
+    Kept beside the LLM response cache (:func:`stores.models.response_cache`): it holds a whole
+    answer (the retrieval, the model call and the citation check) under the question's content
+    words, where the LLM cache holds one model call under its exact prompt.
+    """
+
+    NAMESPACE = ("answers",)
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
-            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.commit()
+        with _stores_lock:
+            if path not in _stores:
+                from langgraph.cache.sqlite import SqliteCache
+
+                _stores[path] = SqliteCache(path=str(path))
+            self.store: Any = _stores[path]
 
     @classmethod
     def for_document(cls, namespace: str, doc_id: str) -> AnswerCache:
@@ -114,14 +121,14 @@ class AnswerCache:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
-            row = db.execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return self.store.get([(self.NAMESPACE, key)]).get((self.NAMESPACE, key))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
-            db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
-            db.commit()
+        self.store.set({(self.NAMESPACE, key): (value, None)})
+
+
+_stores: dict[Path, Any] = {}
+_stores_lock = threading.Lock()
 
 
 def expert_prompt_version(lang: str) -> str:

@@ -13,19 +13,20 @@ Nodes use :func:`llm_for` and get back results together with a usage dict
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from langchain_core.caches import BaseCache
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langchain_core.load import dumps
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration
 from pydantic import BaseModel, ValidationError
 
 from stores.settings import (
@@ -287,46 +288,25 @@ endpoint_gate = EndpointGate()
 """The process's gate (one for every role and request)."""
 
 
-class ResponseCache:
-    """LLM responses keyed by model, messages and schema, in SQLite under ``LONGDOC_HOME``."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock, contextlib.closing(self._connect()) as db:
-            row = db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
-
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        with self._lock, contextlib.closing(self._connect()) as db:
-            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
-            db.commit()
+_caches: dict[Path, BaseCache] = {}
+_caches_lock = threading.Lock()
 
 
-_caches: dict[Path, ResponseCache] = {}
+def response_cache() -> BaseCache:
+    """LangChain's ``SQLiteCache`` of the current ``LONGDOC_HOME`` (``llm_cache.sqlite``).
 
-
-def response_cache() -> ResponseCache:
-    """The response cache of the current ``LONGDOC_HOME``."""
+    :class:`LLM` calls its ``lookup``/``update`` itself rather than setting it as the chat model's
+    ``cache``: the model's own cache would keep replies cut at ``max_tokens`` and knows nothing of
+    the parsed structured output, and a global ``set_llm_cache`` would hold for every role and test.
+    """
     path = get_settings().home / "llm_cache.sqlite"
-    if path not in _caches:
-        _caches[path] = ResponseCache(path)
-    return _caches[path]
+    with _caches_lock:
+        if path not in _caches:
+            from langchain_community.cache import SQLiteCache
 
-
-def _message_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
-    return [
-        {"type": m.type, "content": m.content if isinstance(m.content, str) else json.dumps(m.content)}
-        for m in messages
-    ]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _caches[path] = SQLiteCache(database_path=str(path))
+        return _caches[path]
 
 
 def _usage_of(message: AIMessage, messages: Sequence[BaseMessage]) -> tuple[int, int]:
@@ -384,28 +364,37 @@ class LLM:
         self.use_cache = settings.llm_cache if cache is None else cache
         self.max_retries = settings.max_retries if max_retries is None else max_retries
 
-    def _key(self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None) -> str:
+    def _key(
+        self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None
+    ) -> tuple[str, str]:
+        """The cache's ``(prompt, llm_string)``: the messages, and what else decides the reply.
+
+        The ``llm_string`` is built here, not by ``BaseChatModel._get_llm_string``: that one leaves out
+        the schema of a scripted model and includes settings that do not change a reply (timeouts, retries).
+        """
         spec = resolve_role(self.role, self.overrides) if _override is None else None
-        payload = {
+        llm = {
             "model": spec.model if spec else "override",
             "base_url": spec.base_url if spec else None,
             "temperature": spec.temperature if spec else None,
-            "messages": _message_dicts(messages),
             "schema": schema.model_json_schema() if schema else None,
             "max_tokens": max_tokens,
         }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        return dumps(list(messages)), json.dumps(llm, sort_keys=True, ensure_ascii=False)
 
     def _call(
         self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None
     ) -> tuple[str, Any, Usage]:
         """One request: returns the reply text, the parsed object (schema calls) and usage."""
-        key = self._key(messages, schema, max_tokens) if self.use_cache else ""
-        if self.use_cache:
-            hit = response_cache().get(key)
-            if hit is not None:
-                usage = {self.role: {"input": hit["input"], "output": hit["output"], "calls": 1, "cached": 1}}
-                return hit["text"], hit.get("parsed"), usage
+        key = self._key(messages, schema, max_tokens) if self.use_cache else None
+        if key is not None:
+            hit = response_cache().lookup(*key)
+            if hit and isinstance(hit[0], ChatGeneration) and hit[0].message.usage_metadata:
+                used = hit[0].message.usage_metadata
+                usage = {
+                    self.role: {"input": used["input_tokens"], "output": used["output_tokens"], "calls": 1, "cached": 1}
+                }
+                return hit[0].text, (hit[0].generation_info or {}).get("parsed"), usage
         check_deadline()  # no model call starts after the run's deadline
         model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
         endpoint = _endpoint_of(model)
@@ -424,7 +413,11 @@ class LLM:
                 slots.release()
 
     def _send(
-        self, model: BaseChatModel, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, key: str
+        self,
+        model: BaseChatModel,
+        messages: Sequence[BaseMessage],
+        schema: type[BaseModel] | None,
+        key: tuple[str, str] | None,
     ) -> tuple[str, Any, Usage]:
         import openai
 
@@ -476,8 +469,12 @@ class LLM:
         n_in, n_out = _usage_of(raw, messages)
         if (raw.response_metadata or {}).get("finish_reason") == "length":
             return text, None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
-        if self.use_cache:
-            response_cache().put(key, {"text": text, "parsed": parsed, "input": n_in, "output": n_out})
+        if key is not None:
+            reply = AIMessage(
+                content=text,
+                usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out},
+            )
+            response_cache().update(*key, [ChatGeneration(message=reply, generation_info={"parsed": parsed})])
         return text, parsed, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:

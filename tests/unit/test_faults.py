@@ -114,18 +114,8 @@ def test_a_truncated_text_reply_is_asked_again_then_refused(endpoint: fake_endpo
 
 
 def test_a_reply_cut_twice_keeps_only_its_complete_sentences() -> None:
-    from langchain_core.messages import AIMessage
-
     from stores.models import use_chat_model
-    from stores.testing import ScriptedChatModel
-
-    class AlwaysCut(ScriptedChatModel):
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-            result = super()._generate(messages, stop, run_manager, **kwargs)
-            message = result.generations[0].message
-            assert isinstance(message, AIMessage)
-            message.response_metadata = {"finish_reason": "length"}
-            return result
+    from tests.unit.test_model_layer_cache import AlwaysCut
 
     model = AlwaysCut(default="Bob Chen manages procurement [c2]. He joined the project in")
     with use_chat_model(model):
