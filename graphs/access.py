@@ -270,7 +270,7 @@ class IngestRoot:
 
     @classmethod
     def from_env(cls) -> IngestRoot:
-        return cls(os.environ.get("LONGDOC_INGEST_ROOT", "").strip() or None)
+        return cls(get_settings().ingest_root)
 
     def resolve(self, given: str) -> str:
         """The real path of file ``given`` inside the root; InputError (one message for every case) otherwise."""

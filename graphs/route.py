@@ -18,7 +18,6 @@ Progress of the embedding is streamed as custom events (``stream_mode="custom"``
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, NotRequired
 
@@ -33,7 +32,7 @@ from nodes.routing.manifest import register, registered
 from nodes.routing.mcp import load_registry, parse_registry
 from nodes.routing.model import BUILTIN_REGISTRY, check_registry_name
 from stores.models import model_retry
-from stores.settings import InputError, env_flag
+from stores.settings import InputError, get_settings
 from stores.vectorstore import get_store
 
 _DEFAULTS = RouteSettings()
@@ -48,7 +47,7 @@ class RouteContext(Context):
     """Settings of a routing run."""
 
     registry: str = field(
-        default_factory=lambda: os.environ.get("LONGDOC_ROUTE_REGISTRY", BUILTIN_REGISTRY),
+        default_factory=lambda: get_settings().route_registry or BUILTIN_REGISTRY,
         metadata=_describe("Registered registry to route over when the input names none (built in: longdoc)."),
     )
     k: int = field(default=5, metadata=_describe("How many agents to return (K)."))
@@ -59,7 +58,7 @@ class RouteContext(Context):
         default=_DEFAULTS.rrf_k, metadata=_describe("Smoothing constant k of reciprocal rank fusion (write-up: 60).")
     )
     profile: str = field(
-        default_factory=lambda: os.environ.get("LONGDOC_ROUTE_PROFILE", DEFAULT_PROFILE),
+        default_factory=lambda: get_settings().route_profile or DEFAULT_PROFILE,
         metadata=_describe(
             "Named agent:tool weight profile: " + ", ".join(f"{n} {a:g}:{t:g}" for n, (a, t) in PROFILES.items())
         ),
@@ -71,7 +70,7 @@ class RouteContext(Context):
         default=None, metadata=_describe("Weight of tool lists in the fusion (empty: the profile's).")
     )
     retrieval: str = field(
-        default_factory=lambda: os.environ.get("LONGDOC_ROUTE_RETRIEVAL", _DEFAULTS.retrieval),
+        default_factory=lambda: get_settings().route_retrieval or _DEFAULTS.retrieval,
         metadata=_describe("hybrid (vector + BM25 lists fused, BM25 on), vector (BM25 off), or bm25 (BM25 only)."),
     )
     aggregate: str = field(
@@ -94,7 +93,7 @@ class RouteContext(Context):
     evidence_tools: int = field(default=3, metadata=_describe("Matched tools listed per agent as evidence."))
     top_tools: int = field(default=10, metadata=_describe("How many top tools to return."))
     expand: bool = field(
-        default_factory=lambda: env_flag("LONGDOC_ROUTE_EXPAND", False),
+        default_factory=lambda: get_settings().route_expand,
         metadata=_describe(
             "Have the router model write example requests for every tool and agent of a registry given as a file "
             "or inline when it is registered (once per tool: kept by content hash, resumable), embedded as more "
@@ -102,7 +101,7 @@ class RouteContext(Context):
         ),
     )
     decompose: bool = field(
-        default_factory=lambda: env_flag("LONGDOC_ROUTE_DECOMPOSE", False),
+        default_factory=lambda: get_settings().route_decompose,
         metadata=_describe("Split each request into its tasks with one router-model call, route each, fuse the lists."),
     )
 

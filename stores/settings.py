@@ -192,7 +192,17 @@ class Settings:
     read_timeout: float | None
     cooldown: float
     llm_cache: bool
+    requests_per_second: float = 0.0
+    """Requests per second to each configured endpoint (``LONGDOC_REQUESTS_PER_SECOND``; 0: no limit)."""
+    max_concurrency: int | None = None
+    """Graph steps a run executes at once, ``Send`` fan-outs included (``LONGDOC_MAX_CONCURRENCY``; unset: no bound)."""
     roles: dict[str, dict[str, str]] = field(default_factory=dict)
+    route_registry: str | None = None
+    route_profile: str | None = None
+    route_retrieval: str | None = None
+    route_expand: bool = False
+    route_decompose: bool = False
+    ingest_root: str | None = None
 
     def read_timeout_for(self, base_url: str | None) -> float:
         """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
@@ -271,9 +281,17 @@ def get_settings() -> Settings:
         n_parallel=_env_int("LONGDOC_N_PARALLEL", 1),
         n_batch=max(16, _env_int("LONGDOC_N_BATCH", BUNDLED_BATCH)),
         max_retries=_env_int("LONGDOC_MAX_RETRIES", 2),
+        requests_per_second=max(0.0, _env_float("LONGDOC_REQUESTS_PER_SECOND", 0.0)),
+        max_concurrency=max(0, _env_int("LONGDOC_MAX_CONCURRENCY", 0)) or None,
         connect_timeout=_env_float("LONGDOC_CONNECT_TIMEOUT", 5.0),
         read_timeout=_env_float("LONGDOC_READ_TIMEOUT", _env_float("LONGDOC_REQUEST_TIMEOUT", 0.0)) or None,
         cooldown=_env_float("LONGDOC_ENDPOINT_COOLDOWN", 30.0),
-        llm_cache=(_env("LONGDOC_LLM_CACHE") or "0").lower() in ("1", "true", "yes", "on"),
+        llm_cache=env_flag("LONGDOC_LLM_CACHE", False),
         roles=roles,
+        route_registry=_env("LONGDOC_ROUTE_REGISTRY"),
+        route_profile=_env("LONGDOC_ROUTE_PROFILE"),
+        route_retrieval=_env("LONGDOC_ROUTE_RETRIEVAL"),
+        route_expand=env_flag("LONGDOC_ROUTE_EXPAND", False),
+        route_decompose=env_flag("LONGDOC_ROUTE_DECOMPOSE", False),
+        ingest_root=_env("LONGDOC_INGEST_ROOT"),
     )
