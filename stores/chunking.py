@@ -2,6 +2,11 @@
 
 Chunks stay inside their section, carry the section title and their position, and
 overlap the previous chunk of the same section by whole sentences.
+
+Hand-made because ``langchain_text_splitters`` does not give these chunks: its
+``MarkdownHeaderTextSplitter`` drops the blank lines between paragraphs (joining lines with
+``"  \n"``), so paragraphs can no longer be told apart, and its recursive splitter overlaps by
+characters rather than by whole sentences.
 """
 
 from __future__ import annotations
