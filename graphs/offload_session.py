@@ -16,7 +16,7 @@ from graphs.context import resolve_context, stream_writer
 from graphs.offload_state import OffloadContext, OffloadState, call_record, check_context, session_context
 from nodes.canvas import ensure_canvas
 from nodes.ingest import resolve_document
-from stores.documents import get_document
+from stores.documents import get_document, index_identity
 from stores.models import LLM, llm_for, relabel_usage
 from stores.offload import check_session
 from stores.settings import InputError, check_question
@@ -91,6 +91,12 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     session = bound.get("session") or state.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
     info = get_document(ctx.namespace, doc_id)
+    index = index_identity(info)
+    if not first and bound.get("index", index) != index:
+        raise InputError(
+            f"document {doc_id!r} was indexed again with other chunk settings or another embedder since this "
+            "session began, so the chunk ids its history cites name other text; start a new session (thread)"
+        )
     store = get_store(ctx.namespace, ctx.embedder)
     if first and store.count(doc_id=doc_id, kind="chunk") == 0:
         raise InputError(
@@ -128,7 +134,13 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     if first:
         update["history"] = []
         update["canvas"] = {}
-        update["bound"] = {"doc_id": doc_id, "session": session, "policy": ctx.policy, "namespace": ctx.namespace}
+        update["bound"] = {
+            "doc_id": doc_id,
+            "session": session,
+            "policy": ctx.policy,
+            "namespace": ctx.namespace,
+            "index": index,
+        }
     stream_writer()({"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {info.title or doc_id}"})
     return update
 

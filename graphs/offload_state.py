@@ -143,7 +143,8 @@ class OffloadState(OffloadInput, OffloadOutput, total=False):  # type: ignore[mi
     recall_round: int
     """Recall rounds used this turn (at most one)."""
     bound: dict
-    """What the session is bound to on its first turn: {doc_id, session, policy, namespace}."""
+    """What the session is bound to on its first turn: {doc_id, session, policy, namespace, index (the document's
+    index identity: its history cites chunk ids of that index)}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
 

@@ -83,7 +83,7 @@ from nodes.factcheck import (
 )
 from nodes.ingest import in_namespace, resolve_document
 from nodes.retrieval import hybrid_search
-from stores.documents import get_document
+from stores.documents import get_document, index_identity
 from stores.models import LLM, ModelOutputError, Usage, llm_for, merge_usage, relabel_usage, resolve_role
 from stores.settings import InputError, ModelError, check_question
 from stores.text import split_sentences
@@ -469,6 +469,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         rerank=ctx.rerank,
         model=[spec.model, spec.base_url, spec.temperature],
         embedder=ctx.embedder,
+        index=index_identity(get_document(ctx.namespace, state["doc_id"])),
         prompts=expert_prompt_version(lang),
     )
     hit = cache.get(key) if cache else None

@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError, create_model
 
 import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, mermaid_ids, outline_spec, render_mermaid
-from stores.documents import DocumentInfo, cache_path, write_atomic
+from stores.documents import DocumentInfo, cache_path, find_document, index_identity, write_atomic
 from stores.models import LLM, ModelOutputError, Usage, messages
 from stores.settings import InputError
 from stores.text import STOPWORDS, content_words, count_tokens, truncate_tokens
@@ -60,6 +60,8 @@ class Canvas:
     """Why the outline fallback was used (empty for an ``llm`` canvas)."""
     max_nodes: int = MAX_NODES
     """The node limit the canvas was made with."""
+    index: str = ""
+    """:func:`~stores.documents.index_identity` of the chunks it was made from (their ids are in the spec)."""
 
     @property
     def record_id(self) -> str:
@@ -75,6 +77,7 @@ class Canvas:
             "source": self.source,
             "error": self.error,
             "max_nodes": self.max_nodes,
+            "index": self.index,
         }
 
     @classmethod
@@ -88,6 +91,7 @@ class Canvas:
             source=str(data.get("source", "llm")),
             error=str(data.get("error", "")),
             max_nodes=int(data.get("max_nodes", MAX_NODES)),
+            index=str(data.get("index", "")),
         )
 
     def mermaid_ids(self) -> dict[str, str]:
@@ -247,26 +251,34 @@ def write_canvas(
 
 # --- cache ----------------------------------------------------------------------------------------
 def load_canvas(store: VectorStore, doc_id: str) -> Canvas | None:
-    """The cached canvas of ``doc_id``: the store's record, else the cache file (copied into the store)."""
+    """The cached canvas of ``doc_id``: the store's record, else the cache file (copied into the store).
+
+    Only a canvas made from the document's current index (:func:`~stores.documents.index_identity`)
+    is returned: after a re-ingest with other chunk settings its chunk ids name other text.
+    """
+    info = find_document(store.namespace, doc_id)
+    if info is None:
+        return None
+    index = index_identity(info)
     hits = store.get([canvas_record_id(doc_id)])
     if hits and hits[0].metadata.get("kind") == "canvas":
-        stored = _read_canvas(str(hits[0].metadata.get("canvas", "")))
+        stored = _read_canvas(str(hits[0].metadata.get("canvas", "")), index)
         if stored is not None:
             return stored
     path = cache_path(store.namespace, doc_id, CACHE_NAME)
     if path.exists():
-        canvas = _read_canvas(path.read_text(encoding="utf-8"))
+        canvas = _read_canvas(path.read_text(encoding="utf-8"), index)
         if canvas is not None:
             _put_record(store, canvas)
         return canvas
     return None
 
 
-def _read_canvas(text: str) -> Canvas | None:
-    """A canvas from its JSON, or None when unreadable or of another version (it is then rebuilt)."""
+def _read_canvas(text: str, index: str) -> Canvas | None:
+    """A canvas from its JSON, or None when unreadable, of another version or of another index (then rebuilt)."""
     try:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("version") != CANVAS_VERSION:
+        if not isinstance(data, dict) or data.get("version") != CANVAS_VERSION or data.get("index") != index:
             return None
         return Canvas.from_dict(data)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError):
@@ -345,6 +357,7 @@ def ensure_canvas(
         source="outline" if error else "llm",
         error=error,
         max_nodes=max_nodes,
+        index=index_identity(info),
     )
     save_canvas(store, canvas)
     return canvas, usage, False

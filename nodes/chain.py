@@ -24,7 +24,7 @@ from nodes.ordering.orders import order_chunks
 from nodes.ordering.traverse import multi_roots
 from nodes.ordering.tree import ChowLiuTree, build_tree
 from nodes.reading import nothing_missing
-from stores.documents import DocumentInfo, cache_path, document_text, get_document, write_atomic
+from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
 from stores.loaders import load_text
 from stores.models import LLM, Usage, messages
 from stores.settings import InputError
@@ -89,9 +89,10 @@ def cached_tree(
     extra_embedders: Sequence[str] = (),
     exact_max: int = 2000,
 ) -> tuple[ChowLiuTree, bool]:
-    """The document's Chow-Liu tree, from the per-document cache when it was built before."""
+    """The document's Chow-Liu tree, from the per-document cache when it was built from the same index."""
     tag = "+".join([store.space, *extra_embedders])
-    key = f"chowliu-{re.sub(r'[^a-z0-9+.-]+', '-', tag.lower())}-t{temperature or 0}-x{exact_max}.json"
+    shape = f"{re.sub(r'[^a-z0-9+.-]+', '-', tag.lower())}-t{temperature or 0}-x{exact_max}"
+    key = f"chowliu-{shape}-i{index_identity(doc.info)}.json"
     path = cache_path(store.namespace, doc.info.doc_id, key)
     if path.exists():
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from stores.documents import find_document
+from stores.documents import find_document, index_identity
 from stores.ranking import RRF_K, rrf_scores
 from stores.settings import InputError
 from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
@@ -52,7 +52,7 @@ _lock = threading.Lock()
 def index_key(store: VectorStore, doc_id: str, count: int) -> tuple[object, ...]:
     """What a per-process cache of ``doc_id``'s chunks is keyed by: collection, chunk count, chunking."""
     info = find_document(store.namespace, doc_id)
-    shape = (info.chunk_size, info.chunk_overlap, info.embedder) if info is not None else ()
+    shape = (index_identity(info),) if info is not None else ()
     return (store.collection_name, doc_id, count, *shape)
 
 

@@ -10,6 +10,7 @@ shared chunks, or, for a canvas, read back from its store record).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -39,6 +40,18 @@ class DocumentInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def index_identity(info: DocumentInfo) -> str:
+    """Identity of a document's index: its content hash, chunker settings and embedder, as 16 hex digits.
+
+    Re-ingesting the same text with another chunk size or embedder gives a new identity (and new
+    chunk ids); an identical re-ingest keeps it. Everything derived from the chunks (Chow-Liu
+    trees, canvases, cached expert answers, BM25 indexes, chat sessions citing ``[cN]``) is keyed
+    by it, so it is never reused against chunks it was not made from.
+    """
+    parts = [info.doc_id, info.embedder, info.chunk_size, info.chunk_overlap]
+    return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()[:16]
 
 
 def namespace_dir(namespace: str) -> Path:
