@@ -10,6 +10,7 @@ first use and keeps it for the life of the process.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import importlib
 import os
@@ -75,7 +76,7 @@ def model_path(cache_dir: Path | None = None) -> Path:
         with tmp.open("wb") as out:
             for part in part_paths():
                 with part.open("rb") as fh:
-                    for block in iter(lambda fh=fh: fh.read(1 << 22), b""):
+                    for block in iter(functools.partial(fh.read, 1 << 22), b""):
                         digest.update(block)
                         size += len(block)
                         out.write(block)

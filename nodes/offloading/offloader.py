@@ -76,8 +76,8 @@ def compress_turn(
     conclusion = note.conclusion.strip()
     if not conclusion or not supported(conclusion, source, 0.5):
         conclusion = first_sentence(answer)
-    facts = [f for f in note.facts if supported(f, source)]
-    return note.model_copy(update={"conclusion": conclusion, "facts": facts}), usage, ""
+    kept = [f for f in note.facts if supported(f, source)]
+    return note.model_copy(update={"conclusion": conclusion, "facts": kept}), usage, ""
 
 
 def _norm(text: str) -> str:

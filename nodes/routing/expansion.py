@@ -274,7 +274,7 @@ def expand_registry(
             if reply is None:
                 stats.failed.append(f"{agent.name}: {', '.join(t.name for t in batch) or '(agent only)'}")
                 continue
-            rows = []
+            rows: list[dict[str, Any]] = []
             matched = _match(reply, batch)
             missed = []
             for tool in batch:

@@ -93,7 +93,7 @@ class MatrixIndex:
     @classmethod
     def _rows(cls, nodes: list[NodeId], vectors: Mapping[NodeId, Any]) -> tuple[list[NodeId], np.ndarray, int]:
         labels: list[NodeId] = []
-        rows: list[Sequence[float]] = []
+        rows: list[Any] = []
         for node in nodes:
             value = np.asarray(vectors[node], dtype=np.float32)
             for row in value.reshape(-1, value.shape[-1]) if value.size else []:
@@ -140,7 +140,7 @@ class StoreIndex:
         self.nodes = registry.record_nodes
         self.counts = {"agent": len(registry.agents), "tool": len(registry.tools)}
         self.records = {kind: sum(1 for node in self.nodes.values() if node[0] == kind) for kind in self.counts}
-        self.per_node = 1 + max((len(e.examples) for e in [*registry.agents, *registry.tools]), default=0)
+        self.per_node = 1 + max((len(e.examples) for e in registry.entries), default=0)
 
     def _query(self, vectors: Sequence[Sequence[float]], kind: str, n: int) -> list[Ranked]:
         n = min(n, self.counts[kind])

@@ -57,9 +57,10 @@ def _record_plan(registry: Registry) -> list[tuple[str, NodeId, Any]]:
     from stores.vectorstore import Record
 
     doc = registry.doc_id
+    rows: list[tuple[NodeId, str, str, str, str, str, int | None]]
     rows = [(a.node, a.text, a.name, a.category, a.name, "", None) for a in registry.agents]
     rows += [(t.node, t.text, t.name, registry.agent(t.agent).category, t.agent, t.name, None) for t in registry.tools]
-    for entry in [*registry.agents, *registry.tools]:
+    for entry in registry.entries:
         agent, tool = (entry.name, "") if entry.node[0] == "agent" else (entry.node[1], entry.name)
         section = registry.agent(agent).category
         rows += [(entry.node, text, entry.name, section, agent, tool, i) for i, text in enumerate(entry.examples)]

@@ -125,6 +125,11 @@ class Registry:
     def tools(self) -> list[Tool]:
         return [t for a in self.agents for t in a.tools]
 
+    @property
+    def entries(self) -> list[Agent | Tool]:
+        """Every agent, then every tool."""
+        return [*self.agents, *self.tools]
+
     @cached_property
     def _by_name(self) -> dict[str, Agent]:
         return {a.name: a for a in self.agents}
@@ -152,7 +157,7 @@ class Registry:
     def record_nodes(self) -> dict[str, NodeId]:
         """Store record id -> node, for every node and every example of a node."""
         out = {record_id(self.doc_id, n): n for n in self.nodes}
-        for entry in [*self.agents, *self.tools]:
+        for entry in self.entries:
             for i in range(len(entry.examples)):
                 out[example_record_id(self.doc_id, entry.node, i)] = entry.node
         return out
@@ -160,7 +165,7 @@ class Registry:
     @property
     def examples(self) -> int:
         """How many examples the registry's nodes carry."""
-        return sum(len(e.examples) for e in [*self.agents, *self.tools])
+        return sum(len(e.examples) for e in self.entries)
 
     def to_json(self) -> dict[str, Any]:
         """The registry in the servers format it can be read back from."""
