@@ -252,7 +252,7 @@ class ExpertTask(TypedDict):
     doc_id: str
     """Document id."""
     namespace: str
-    """Namespace of the document."""
+    """Namespace of the document (empty: the context's, for runs checkpointed before it was recorded)."""
     lang: str
     """Answer language."""
     round: int
@@ -441,7 +441,7 @@ def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
             "expert",
             {
                 "doc_id": state["doc_id"],
-                "namespace": state["namespace"],
+                "namespace": state.get("namespace", ""),
                 "lang": state["lang"],
                 "round": state["round"],
                 "item": item,
