@@ -225,9 +225,11 @@ def run_graph(
     printer: AnswerPrinter | None = None,
 ) -> dict[str, Any]:
     """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values."""
+    from stores.models import run_config
+
     final: dict[str, Any] = {}
     modes = ["custom", "values", "messages"] if printer is not None else ["custom", "values"]
-    for mode, chunk in graph.stream(graph_input, config=config, context=context, stream_mode=modes):
+    for mode, chunk in graph.stream(graph_input, config=run_config(config), context=context, stream_mode=modes):
         if mode == "custom":
             on_event(chunk)
         elif mode == "messages":

@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graphs import registry, resume
 from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
 from graphs.resume import Plan
+from stores.models import run_config
 from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
 
 DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
@@ -262,7 +263,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             if not configurable.get("thread_id"):
                 configurable["thread_id"] = str(uuid.uuid4())
             self.access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
-        return value, {**base, "configurable": configurable}  # type: ignore[typeddict-item]
+        return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
 
     @staticmethod
     def _own_threads(configs: list[RunnableConfig]) -> list[RunnableConfig]:

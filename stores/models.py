@@ -200,6 +200,40 @@ def http_client() -> Any:
         return _http_client
 
 
+_limiters: dict[tuple[str, float], Any] = {}
+_limiters_lock = threading.Lock()
+
+
+def rate_limiter(endpoint: str) -> Any:
+    """The process's ``InMemoryRateLimiter`` of ``endpoint`` under ``LONGDOC_REQUESTS_PER_SECOND`` (None: no limit).
+
+    One per endpoint, shared by every role and request that calls it.
+    """
+    rate = get_settings().requests_per_second
+    if rate <= 0:
+        return None
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+
+    key = (endpoint.rstrip("/"), rate)
+    with _limiters_lock:
+        if key not in _limiters:
+            _limiters[key] = InMemoryRateLimiter(requests_per_second=rate, check_every_n_seconds=min(0.1, 0.5 / rate))
+        return _limiters[key]
+
+
+def run_config(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``config`` bounded by ``LONGDOC_MAX_CONCURRENCY`` (a caller's own lower ``max_concurrency`` kept).
+
+    LangGraph runs at most that many steps of a run at once, the tasks of a ``Send`` fan-out included.
+    """
+    out = dict(config or {})
+    limit = get_settings().max_concurrency
+    if limit:
+        own = out.get("max_concurrency")
+        out["max_concurrency"] = min(int(own), limit) if own else limit
+    return out
+
+
 def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens: int | None = None) -> BaseChatModel:
     """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set).
 
@@ -232,6 +266,7 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         streaming=bundled,
         extra_body={"return_progress": True} if bundled else None,
         http_client=http_client(),
+        rate_limiter=None if bundled else rate_limiter(base_url),
     )
 
 
