@@ -609,23 +609,26 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
 
 
 def _grid() -> list[dict[str, Any]]:
+    """Every setting the folds choose among: RRF over each ``rrf_k``, and min-max score fusion (no ``k``)."""
     rows = []
-    for retrieval in ("vector", "hybrid"):
-        for aggregate in ("first", "sum"):
-            for rrf_k in SWEEP_RRF_K:
-                for ratio in SWEEP_RATIOS:
-                    for bm25 in SWEEP_BM25 if retrieval == "hybrid" else (1.0,):
-                        rows.append(
-                            {"retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k, "agent_weight": ratio,
-                             "bm25_weight": bm25}
-                        )  # fmt: skip
+    for fusion in ("rrf", "minmax"):
+        for retrieval in ("vector", "hybrid"):
+            for aggregate in ("first", "sum"):
+                for rrf_k in SWEEP_RRF_K if fusion == "rrf" else SWEEP_RRF_K[:1]:
+                    for ratio in SWEEP_RATIOS:
+                        for bm25 in SWEEP_BM25 if retrieval == "hybrid" else (1.0,):
+                            rows.append(
+                                {"fusion": fusion, "retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k,
+                                 "agent_weight": ratio, "bm25_weight": bm25}
+                            )  # fmt: skip
     return rows
 
 
 def setting_label(registry_label: str, spec: dict[str, Any]) -> str:
-    """A grid point's name, e.g. ``expanded hybrid sum k=10 a:t=1 bm25=1``."""
+    """A grid point's name, e.g. ``expanded hybrid sum k=10 a:t=1 bm25=1`` (``minmax`` in place of ``k=``)."""
+    fused = "minmax" if spec.get("fusion") == "minmax" else f"k={spec['rrf_k']:g}"
     return (
-        f"{registry_label} {spec['retrieval']} {spec['aggregate']} k={spec['rrf_k']:g} "
+        f"{registry_label} {spec['retrieval']} {spec['aggregate']} {fused} "
         f"a:t={spec['agent_weight']:g} bm25={spec['bm25_weight']:g}"
     )
 
@@ -782,6 +785,7 @@ def run(
         texts = [q.query for q in queries]
         vectors = [store.embedder.embed_query(t) for t in texts]
         prefer_spec = {
+            "fusion": defaults.fusion,
             "retrieval": defaults.retrieval,
             "aggregate": defaults.aggregate,
             "rrf_k": defaults.rrf_k,

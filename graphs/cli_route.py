@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.cli import EXIT_OK, add_common, context_values, print_json, progress, run_graph
-from nodes.routing.fusion import AGGREGATES, INDEXES, PROFILES, RETRIEVALS
+from nodes.routing.fusion import AGGREGATES, FUSIONS, INDEXES, PROFILES, RETRIEVALS
 from nodes.routing.model import BUILTIN_REGISTRY
 
 
@@ -46,7 +46,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
     for name in ("expand", "decompose"):
         if getattr(args, name):
             context[name] = True
-    for name in ("tools", "rrf_k", "aggregate", "index"):
+    for name in ("tools", "rrf_k", "aggregate", "index", "fusion"):
         value = getattr(args, name)
         if value is not None:
             context["top_tools" if name == "tools" else name] = value
@@ -102,6 +102,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rrf-k", dest="rrf_k", type=float, default=None, help="RRF smoothing constant (default: 10)")
     p.add_argument(
         "--aggregate", choices=AGGREGATES, default=None, help="agent score: sum (default) or first (walk order)"
+    )
+    p.add_argument(
+        "--fusion", choices=FUSIONS, default=None, help="fuse the lists by reciprocal rank (default) or min-max scores"
     )
     p.add_argument("--index", choices=INDEXES, default=None, help="vector search in the store (default) or memory")
     p.add_argument(

@@ -83,6 +83,13 @@ class RouteContext(Context):
     bm25_weight: float = field(
         default=1.0, metadata=_describe("Weight of the BM25 lists relative to the vector lists (hybrid).")
     )
+    fusion: str = field(
+        default=_DEFAULTS.fusion,
+        metadata=_describe(
+            "How the candidate lists are fused: rrf (reciprocal ranks, weighted) or minmax (each list's scores "
+            "scaled to 0-1, weighted and summed)."
+        ),
+    )
     index: str = field(
         default=_DEFAULTS.index,
         metadata=_describe(
@@ -230,6 +237,7 @@ def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[st
         top_tools=ctx.top_tools,
         aggregate=ctx.aggregate,
         index=ctx.index,
+        fusion=ctx.fusion,
     )
     store = get_store(state["namespace"], ctx.embedder)
     update: dict[str, Any] = {}

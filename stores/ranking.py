@@ -1,5 +1,5 @@
-"""Reciprocal rank fusion, shared by the chunk retrieval (``nodes.retrieval``) and the router
-(``nodes.routing.fusion``)."""
+"""Rank fusion: reciprocal rank fusion, shared by the chunk retrieval (``nodes.retrieval``) and the
+router (``nodes.routing.fusion``), and min-max normalised score fusion (the router's ``fusion="minmax"``)."""
 
 from __future__ import annotations
 
@@ -29,4 +29,27 @@ def rrf_scores(
     for ranking, weight in zip(rankings, weights, strict=True):
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return scores
+
+
+def minmax_scores(
+    lists: Sequence[Sequence[tuple[Key, float]]], weights: Sequence[float] | None = None
+) -> dict[Key, float]:
+    """Score fusion: each list's scores scaled to [0, 1] (best 1, worst 0), then ``sum(weight * scaled)``.
+
+    A list whose scores are all equal counts 1 for each of its items. The items come in the order
+    they first appear, like :func:`rrf_scores`.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(lists)
+    if len(weights) != len(lists):
+        raise InputError("one weight per list is needed")
+    scores: dict[Key, float] = {}
+    for scored, weight in zip(lists, weights, strict=True):
+        if not scored:
+            continue
+        values = [float(v) for _item, v in scored]
+        low, high = min(values), max(values)
+        for (item, _v), value in zip(scored, values, strict=True):
+            scaled = (value - low) / (high - low) if high > low else 1.0
+            scores[item] = scores.get(item, 0.0) + weight * scaled
     return scores

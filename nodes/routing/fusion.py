@@ -10,11 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from nodes.routing.model import NodeId, PerRegistry, Ranked, Registry
-from stores.ranking import rrf_scores
+from stores.ranking import minmax_scores, rrf_scores
 from stores.settings import InputError
 
 Retrieval = Literal["vector", "bm25", "hybrid"]
 RETRIEVALS: tuple[str, ...] = ("vector", "bm25", "hybrid")
+FUSIONS: tuple[str, ...] = ("rrf", "minmax")
+"""How the lists are fused: reciprocal ranks, or each list's scores scaled to [0, 1] and summed."""
 AGGREGATES: tuple[str, ...] = ("first", "sum")
 """How the walk scores an agent: the first node that reaches it, or its node plus its best tool."""
 INDEXES: tuple[str, ...] = ("store", "memory")
@@ -93,6 +95,7 @@ class RouteSettings:
     top_tools: int = 10
     aggregate: str = "sum"
     index: str = "store"
+    fusion: str = "rrf"
 
     @classmethod
     def from_profile(cls, profile: str = DEFAULT_PROFILE, **overrides: Any) -> RouteSettings:
@@ -124,6 +127,8 @@ class RouteSettings:
             raise InputError(f"unknown retrieval {self.retrieval!r}; one of {', '.join(RETRIEVALS)}")
         if self.aggregate not in AGGREGATES:
             raise InputError(f"unknown aggregate {self.aggregate!r}; one of {', '.join(AGGREGATES)}")
+        if self.fusion not in FUSIONS:
+            raise InputError(f"unknown fusion {self.fusion!r}; one of {', '.join(FUSIONS)}")
         if self.index not in INDEXES:
             raise InputError(f"unknown index {self.index!r}; one of {', '.join(INDEXES)}")
         if self.evidence < 0 or self.top_tools < 0:
@@ -190,6 +195,14 @@ def fuse(lists: Sequence[tuple[Ranked, float]], rrf_k: float = 60.0) -> Ranked:
     """
     used = [(ranked, weight) for ranked, weight in lists if weight > 0]
     scores = rrf_scores([[node for node, _score in ranked] for ranked, _w in used], [w for _r, w in used], rrf_k)
+    order = {node: i for i, node in enumerate(scores)}
+    return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
+
+
+def fuse_minmax(lists: Sequence[tuple[Ranked, float]]) -> Ranked:
+    """Weighted score fusion of min-max normalised lists (:func:`stores.ranking.minmax_scores`), best first."""
+    used = [(ranked, weight) for ranked, weight in lists if weight > 0]
+    scores = minmax_scores([ranked for ranked, _w in used], [w for _r, w in used])
     order = {node: i for i, node in enumerate(scores)}
     return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
 
@@ -273,6 +286,7 @@ def rank_tools(fused: Ranked, n: int) -> list[ToolMatch]:
 
 def rank(request: str, cands: Candidates, registry: Registry, settings: RouteSettings) -> RouteResult:
     """Fuse one request's candidates and walk them into agents and tools."""
-    fused = fuse(fusion_lists(cands, settings), settings.rrf_k)
+    lists = fusion_lists(cands, settings)
+    fused = fuse_minmax(lists) if settings.fusion == "minmax" else fuse(lists, settings.rrf_k)
     agents = walk(fused, graph_of(registry), settings.k, settings.evidence, settings.aggregate)
     return RouteResult(request=request, agents=agents, tools=rank_tools(fused, settings.top_tools))

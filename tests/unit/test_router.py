@@ -7,7 +7,17 @@ from typing import Any
 import pytest
 
 from nodes.routing.entry import rank_experts, route, route_request, route_to_expert
-from nodes.routing.fusion import AgentMatch, Candidates, RouteSettings, build_graph, fuse, rank, rank_tools, walk
+from nodes.routing.fusion import (
+    AgentMatch,
+    Candidates,
+    RouteSettings,
+    build_graph,
+    fuse,
+    fuse_minmax,
+    rank,
+    rank_tools,
+    walk,
+)
 from nodes.routing.indexes import MatrixIndex, StoreIndex, gather_candidates
 from nodes.routing.manifest import register, register_agents, registered
 from nodes.routing.mcp import builtin_registry, load_registry, parse_registry
@@ -186,6 +196,29 @@ def test_fuse_is_type_weighted_rrf() -> None:
     # ties keep the order of first appearance
     order = [n for n, _ in fuse([(agents, 1.0), (tools, 1.0)], rrf_k=60)]
     assert order == [("agent", "A"), ("tool", "B", "t"), ("agent", "B"), ("tool", "A", "u")]
+
+
+def test_minmax_fusion_scales_each_list_then_sums_weighted() -> None:
+    agents = [(("agent", "A"), 0.9), (("agent", "B"), 0.7), (("agent", "C"), 0.5)]
+    bm25 = [(("agent", "C"), 12.0), (("agent", "A"), 4.0)]  # another scale: only the spread counts
+    fused = dict(fuse_minmax([(agents, 1.0), (bm25, 2.0)]))
+    assert fused[("agent", "A")] == pytest.approx(1.0 + 0.0)
+    assert fused[("agent", "B")] == pytest.approx(0.5)
+    assert fused[("agent", "C")] == pytest.approx(0.0 + 2.0)
+    assert next(n for n, _ in fuse_minmax([(agents, 1.0), (bm25, 2.0)])) == ("agent", "C")
+    # a list of equal scores counts 1 for each item; a zero-weight list is ignored
+    flat = dict(fuse_minmax([([(("tool", "A", "t"), 0.3), (("tool", "B", "u"), 0.3)], 1.0), (bm25, 0.0)]))
+    assert flat == {("tool", "A", "t"): 1.0, ("tool", "B", "u"): 1.0}
+    # rank() follows the settings' fusion: RRF ranks A first (rank 1 in one list), min-max ranks C first
+    reg = parse_registry([{"name": n, "tools": [{"name": n.lower()}]} for n in "ABC"], "mm")
+    cands = Candidates(agents=agents, bm25_agents=bm25)
+    rrf = rank("q", cands, reg, RouteSettings(k=1, retrieval="hybrid", bm25_weight=1.5, rrf_k=60, aggregate="first"))
+    mm = rank(
+        "q", cands, reg, RouteSettings(k=1, retrieval="hybrid", bm25_weight=1.5, fusion="minmax", aggregate="first")
+    )
+    assert [a.name for a in rrf.agents] == ["A"] and [a.name for a in mm.agents] == ["C"]
+    with pytest.raises(InputError, match="unknown fusion"):
+        RouteSettings(fusion="max").checked()
 
 
 def test_weights_decide_between_agent_and_tool_evidence() -> None:
