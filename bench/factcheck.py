@@ -195,7 +195,7 @@ def build_cases(
 # --- checking and scores ------------------------------------------------------------------------
 def check_cases(cases: list[dict[str, Any]], doc_ids: dict[str, str], context: dict[str, Any], batch: int) -> None:
     """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems)."""
-    from graphs.summarize import SummarizeContext
+    from graphs.summarize_state import SummarizeContext
     from nodes.factcheck import check_sentences, grounding_problems
     from stores.models import llm_for
     from stores.vectorstore import get_store

@@ -53,6 +53,11 @@ METHODS = ("expert-editor", "map-reduce", "refine")
 KINDS = ("general", "specific")
 WORKFLOW_CODE = (
     "graphs/summarize.py",
+    "graphs/summarize_check.py",
+    "graphs/summarize_editor.py",
+    "graphs/summarize_experts.py",
+    "graphs/summarize_request.py",
+    "graphs/summarize_state.py",
     "graphs/summary_baselines.py",
     "nodes/editor.py",
     "nodes/expert.py",
@@ -135,7 +140,8 @@ def summarize_once(
     config: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], float]:
     """One summarization and its wall time; a run that ends in bad model output counts as an empty summary."""
-    from graphs.summarize import SummarizeContext, SummarizeInput, graph
+    from graphs.summarize import graph
+    from graphs.summarize_state import SummarizeContext, SummarizeInput
     from nodes.factcheck import factcheck_stats
     from stores.models import ModelOutputError
 

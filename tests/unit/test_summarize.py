@@ -12,8 +12,10 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 import graphs.summarize as summarize
+import graphs.summarize_experts as summarize_experts
 from graphs.context import field_descriptions
-from graphs.summarize import SummarizeContext, graph
+from graphs.summarize import graph
+from graphs.summarize_state import SummarizeContext
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import ModelOutputError, usage_totals, use_chat_model
@@ -132,7 +134,7 @@ def test_a_failing_expert_marks_its_question_failed_and_the_round_goes_on() -> N
 
 
 def test_interrupted_round_resumes_without_redoing_finished_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = summarize.answer_question
+    real = summarize_experts.answer_question
     attempts: dict[str, int] = {}
 
     def flaky(question: str, expert: str, *args: Any, **kwargs: Any) -> Any:
@@ -141,7 +143,7 @@ def test_interrupted_round_resumes_without_redoing_finished_answers(monkeypatch:
             raise RuntimeError("worker process lost")
         return real(question, expert, *args, **kwargs)
 
-    monkeypatch.setattr(summarize, "answer_question", flaky)
+    monkeypatch.setattr(summarize_experts, "answer_question", flaky)
     fake = fake_chat_model()
     context = {"max_rounds": 1, "questions_per_round": 3, "answer_cache": False}
     with use_chat_model(fake), open_checkpointer() as saver:

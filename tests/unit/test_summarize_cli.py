@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import graphs.summarize as summarize
+import graphs.summarize_experts as summarize_experts
 from graphs.cli import EXIT_INPUT, EXIT_OK, main
 from stores.models import use_chat_model
 from tests.fakes import summarize_chat_model
@@ -75,7 +75,7 @@ def test_summarize_bad_input_exit_code(tmp_path: Path, capsys: pytest.CaptureFix
 def test_summarize_thread_id_resumes_an_interrupted_run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real = summarize.answer_question
+    real = summarize_experts.answer_question
     calls: list[str] = []
 
     def crash_once(question: str, expert: str, *args: Any, **kwargs: Any) -> Any:
@@ -84,7 +84,7 @@ def test_summarize_thread_id_resumes_an_interrupted_run(
             raise RuntimeError("power cut")
         return real(question, expert, *args, **kwargs)
 
-    monkeypatch.setattr(summarize, "answer_question", crash_once)
+    monkeypatch.setattr(summarize_experts, "answer_question", crash_once)
     argv = ["summarize", str(FALCON), "--json", "-q", "--max-rounds", "1", "--questions", "3", "--thread-id", "t1"]
     with use_chat_model(summarize_chat_model()):
         with pytest.raises(RuntimeError, match="power cut"):
