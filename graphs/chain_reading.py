@@ -18,8 +18,8 @@ from typing import Any, Literal
 import numpy as np
 from langgraph.runtime import Runtime
 
-from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState, check_context
-from graphs.context import resolve_context, stream_writer
+from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
+from graphs.context import resolve_context, stream_writer, validate
 from nodes.chain import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
 from nodes.ingest import input_namespace, resolve_document
 from nodes.ordering.traverse import multi_roots
@@ -33,7 +33,7 @@ from stores.vectorstore import get_store
 def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Ingest if needed, load or build the Chow-Liu tree, and plan the chains."""
     ctx = resolve_context(runtime, ChainContext)
-    check_context(ctx)
+    validate(ctx)
     question = check_question(state.get("question") or "")
     namespace = input_namespace(state, ctx)
     doc_id = resolve_document(state, ctx, stream_writer())

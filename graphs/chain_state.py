@@ -1,4 +1,4 @@
-"""Settings, input, output and state of the Chain-of-Agents graph, and the check of its settings."""
+"""Settings, input, output and state of the Chain-of-Agents graph (the settings' bounds in their metadata)."""
 
 from __future__ import annotations
 
@@ -7,57 +7,77 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from graphs.context import Context
+from graphs.context import Context, describe
 from nodes.ordering.orders import ORDERS
 from nodes.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.reading import DEFAULT_BUDGET, DEFAULT_FLOOR
 from stores.models import Usage, merge_usage
-from stores.settings import InputError
 
 CHUNK_TOKENS = 1200
 """Most tokens of one chunk a worker reads (longer chunks are cut)."""
-
-
-def _d(text: str) -> dict[str, str]:
-    return {"description": text}
 
 
 @dataclass(kw_only=True)
 class ChainContext(Context):
     """Settings of a Chain-of-Agents run."""
 
-    order: str = field(default="best-first", metadata=_d(f"Chunk order: one of {', '.join(ORDERS)}."))
+    order: str = field(
+        default="best-first", metadata=describe(f"Chunk order: one of {', '.join(ORDERS)}.", choices=ORDERS)
+    )
     budget: int = field(
         default=DEFAULT_BUDGET,
-        metadata=_d("Tokens of chunk text each chain may read (0 = no limit); then the manager answers."),
+        metadata=describe("Tokens of chunk text each chain may read (0 = no limit); then the manager answers.", min=0),
     )
     floor: float = field(
         default=DEFAULT_FLOOR,
-        metadata=_d("Chunks less relevant than this (standard deviations above the mean) are skipped without a call."),
+        metadata=describe(
+            "Chunks less relevant than this (standard deviations above the mean) are skipped without a call."
+        ),
     )
-    early_stop: bool = field(default=True, metadata=_d("Stop reading as soon as the notes answer the question."))
+    early_stop: bool = field(default=True, metadata=describe("Stop reading as soon as the notes answer the question."))
     confirm: int = field(
         default=1,
-        metadata=_d("Further informative workers that must also find the notes complete before reading stops."),
+        metadata=describe(
+            "Further informative workers that must also find the notes complete before reading stops.", min=0
+        ),
     )
     read_all: bool = field(
-        default=False, metadata=_d("Read every chunk: no budget, no floor, no early stop (the full chain).")
+        default=False, metadata=describe("Read every chunk: no budget, no floor, no early stop (the full chain).")
     )
-    tree_weight: float = field(default=0.5, metadata=_d("best-first: weight of the tree edge to the chunks read."))
-    jump_penalty: float = field(default=1.0, metadata=_d("best-first: score a chunk off the tree frontier gives up."))
-    root: str = field(default="query", metadata=_d("Tree root: query (most similar chunk), degree or weight."))
-    children: str = field(default="weight", metadata=_d("Visit children by edge weight or by question relevance."))
-    roots: int = field(default=1, metadata=_d("Chains to run from different roots (multi-root voting); 1 = one chain."))
-    max_chunks: int = field(default=0, metadata=_d("Read at most this many chunks per chain (0 = no limit)."))
-    sharpen: float = field(default=0.0, metadata=_d("Similarity sharpening temperature T for exp(sim/T); 0 = off."))
+    tree_weight: float = field(
+        default=0.5, metadata=describe("best-first: weight of the tree edge to the chunks read.")
+    )
+    jump_penalty: float = field(
+        default=1.0, metadata=describe("best-first: score a chunk off the tree frontier gives up.")
+    )
+    root: str = field(
+        default="query",
+        metadata=describe("Tree root: query (most similar chunk), degree or weight.", choices=ROOT_STRATEGIES),
+    )
+    children: str = field(
+        default="weight",
+        metadata=describe("Visit children by edge weight or by question relevance.", choices=CHILD_ORDERS),
+    )
+    roots: int = field(
+        default=1, metadata=describe("Chains to run from different roots (multi-root voting); 1 = one chain.", min=1)
+    )
+    max_chunks: int = field(
+        default=0, metadata=describe("Read at most this many chunks per chain (0 = no limit).", min=0)
+    )
+    sharpen: float = field(
+        default=0.0, metadata=describe("Similarity sharpening temperature T for exp(sim/T); 0 = off.")
+    )
     extra_embedders: list[str] = field(
-        default_factory=list, metadata=_d("Other embedders whose similarities are averaged into the tree weights.")
+        default_factory=list,
+        metadata=describe("Other embedders whose similarities are averaged into the tree weights."),
     )
-    seed: int = field(default=0, metadata=_d("Seed of the random order."))
-    note_words: int = field(default=50, metadata=_d("Word budget of each worker's new facts."))
-    worker_max_tokens: int = field(default=160, metadata=_d("Most tokens a worker may write."))
-    manager_max_tokens: int = field(default=200, metadata=_d("Most tokens the manager may write."))
-    exact_max: int = field(default=2000, metadata=_d("Largest chunk count for the exact dense tree; sparse above."))
+    seed: int = field(default=0, metadata=describe("Seed of the random order."))
+    note_words: int = field(default=50, metadata=describe("Word budget of each worker's new facts."))
+    worker_max_tokens: int = field(default=160, metadata=describe("Most tokens a worker may write."))
+    manager_max_tokens: int = field(default=200, metadata=describe("Most tokens the manager may write."))
+    exact_max: int = field(
+        default=2000, metadata=describe("Largest chunk count for the exact dense tree; sparse above.")
+    )
 
 
 class ChainInput(TypedDict):
@@ -131,17 +151,3 @@ class ChainState(ChainInput, ChainOutput, total=False):
     """Chunk ids whose workers found something relevant."""
     language: str
     """Prompt language (the document's)."""
-
-
-def check_context(ctx: ChainContext) -> None:
-    """Reject settings that cannot work (InputError)."""
-    if ctx.order not in ORDERS:
-        raise InputError(f"unknown order {ctx.order!r}; choose one of {', '.join(ORDERS)}")
-    if ctx.root not in ROOT_STRATEGIES:
-        raise InputError(f"unknown root strategy {ctx.root!r}; choose one of {', '.join(ROOT_STRATEGIES)}")
-    if ctx.children not in CHILD_ORDERS:
-        raise InputError(f"unknown child order {ctx.children!r}; choose one of {', '.join(CHILD_ORDERS)}")
-    if ctx.roots < 1:
-        raise InputError("roots must be at least 1")
-    if ctx.budget < 0 or ctx.max_chunks < 0 or ctx.confirm < 0:
-        raise InputError("budget, max_chunks and confirm must not be negative")

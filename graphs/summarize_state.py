@@ -10,7 +10,7 @@ from typing import Annotated, Literal, NotRequired
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import resolve_context
+from graphs.context import describe, resolve_context, validate
 from graphs.summary_baselines import BaselineContext
 from nodes.expert import DEFAULT_EXPERTS
 from nodes.ingest import in_namespace
@@ -21,72 +21,79 @@ Method = Literal["expert-editor", "map-reduce", "refine"]
 DEFAULT_LENGTH = 120
 
 
-def _describe(text: str) -> dict[str, str]:
-    return {"description": text}
-
-
 @dataclass(kw_only=True)
 class SummarizeContext(BaselineContext):
     """Knobs of the summarize workflow (plus the shared ones and the baselines')."""
 
-    max_rounds: int = field(default=2, metadata=_describe("Most question rounds of the editor (1-10)."))
+    max_rounds: int = field(default=2, metadata=describe("Most question rounds of the editor (1-10).", min=1, max=10))
     min_rounds: int = field(
-        default=1, metadata=_describe("Rounds to run before the editor may stop because it is satisfied.")
+        default=1, metadata=describe("Rounds to run before the editor may stop because it is satisfied.")
     )
     questions_per_round: int = field(
-        default=4, metadata=_describe("Questions the editor writes per round (3-5 recommended, 1-8 allowed).")
+        default=4,
+        metadata=describe("Questions the editor writes per round (3-5 recommended, 1-8 allowed).", min=1, max=8),
     )
     experts: dict[str, str] = field(
         default_factory=lambda: dict(DEFAULT_EXPERTS),
-        metadata=_describe(
+        metadata=describe(
             "Experts as name -> description of their speciality (default: fact, opinion, structure, style)."
         ),
     )
     expert_routing: str = field(
         default="fixed",
-        metadata=_describe(
-            "fixed: the editor's target_expert, else by question type; router: nodes.routing.entry.route_to_expert."
+        metadata=describe(
+            "fixed: the editor's target_expert, else by question type; router: nodes.routing.entry.route_to_expert.",
+            choices=("fixed", "router"),
         ),
     )
-    expert_k: int = field(default=3, metadata=_describe("Chunks each expert retrieves per question."))
+    expert_k: int = field(default=3, metadata=describe("Chunks each expert retrieves per question.", min=1))
     expert_chunk_tokens: int = field(
-        default=160, metadata=_describe("Tokens kept of each retrieved chunk (the sentences nearest the question).")
+        default=160,
+        metadata=describe("Tokens kept of each retrieved chunk (the sentences nearest the question).", min=20),
     )
-    expert_max_tokens: int = field(default=160, metadata=_describe("Max tokens of one expert answer (JSON included)."))
+    expert_max_tokens: int = field(default=160, metadata=describe("Max tokens of one expert answer (JSON included)."))
     rerank: str = field(
-        default="none", metadata=_describe("Rerank of the fused candidates: none, or sentence (best sentence cosine).")
+        default="none",
+        metadata=describe(
+            "Rerank of the fused candidates: none, or sentence (best sentence cosine).", choices=("none", "sentence")
+        ),
     )
     answer_cache: bool = field(
-        default=True, metadata=_describe("Reuse an expert's earlier answer to the same question on the same document.")
+        default=True, metadata=describe("Reuse an expert's earlier answer to the same question on the same document.")
     )
     question_model: str = field(
-        default="", metadata=_describe("Model for the editor's questions (a cheaper one); empty: the editor's model.")
+        default="", metadata=describe("Model for the editor's questions (a cheaper one); empty: the editor's model.")
     )
-    checker_model: str = field(default="", metadata=_describe("Model for the fact-checker; empty: the default model."))
+    checker_model: str = field(default="", metadata=describe("Model for the fact-checker; empty: the default model."))
     factcheck: str = field(
         default="fix",
-        metadata=_describe("fix: fix or drop unsupported sentences; mark: only label them; off: no check."),
+        metadata=describe(
+            "fix: fix or drop unsupported sentences; mark: only label them; off: no check.",
+            choices=("fix", "mark", "off"),
+        ),
     )
     factcheck_checks: str = field(
         default="both",
-        metadata=_describe(
+        metadata=describe(
             "model: the checker model's verdict; grounding: numbers, names and most content words of a sentence "
-            "must be in the chunks it cites (no model call); both: flagged when either check flags it."
+            "must be in the chunks it cites (no model call); both: flagged when either check flags it.",
+            choices=("model", "grounding", "both"),
         ),
     )
-    factcheck_batch: int = field(default=6, metadata=_describe("Sentences checked per fact-check call."))
+    factcheck_batch: int = field(default=6, metadata=describe("Sentences checked per fact-check call.", min=1))
     direct_tokens: int = field(
-        default=700, metadata=_describe("Evidence tokens for a one-chunk document summarized in one call.")
+        default=700, metadata=describe("Evidence tokens for a one-chunk document summarized in one call.")
     )
     length_fit: str = field(
         default="fill",
-        metadata=_describe(
+        metadata=describe(
             "fill: trim a long summary at sentence boundaries and fill a short one from unused cited expert "
             "answers, then from the retrieved chunks' sentences (to within +-25% of length); trim: only trim; "
-            "off: neither."
+            "off: neither.",
+            choices=("fill", "trim", "off"),
         ),
     )
-    fill_chunks: int = field(default=6, metadata=_describe("Chunks whose sentences may fill a short summary."))
+    fill_chunks: int = field(default=6, metadata=describe("Chunks whose sentences may fill a short summary.", min=0))
 
 
 # --- state ----------------------------------------------------------------------------------
@@ -193,27 +200,10 @@ def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeCo
 
 
 def check_context(ctx: SummarizeContext) -> None:
-    """Reject settings that cannot work (InputError)."""
-    if not 1 <= ctx.max_rounds <= 10:
-        raise InputError(f"max_rounds must be between 1 and 10, got {ctx.max_rounds}")
-    if not 1 <= ctx.questions_per_round <= 8:
-        raise InputError(f"questions_per_round must be between 1 and 8, got {ctx.questions_per_round}")
+    """Reject settings that cannot work (InputError): each field's bounds, then the experts' names."""
+    validate(ctx)
     if not ctx.experts or not all(isinstance(k, str) and re.fullmatch(r"[\w-]{1,40}", k) for k in ctx.experts):
         raise InputError("experts must map 1-40 character names (letters, digits, _ or -) to descriptions")
-    if ctx.expert_routing not in ("fixed", "router"):
-        raise InputError(f"expert_routing must be 'fixed' or 'router', got {ctx.expert_routing!r}")
-    if ctx.factcheck not in ("fix", "mark", "off"):
-        raise InputError(f"factcheck must be 'fix', 'mark' or 'off', got {ctx.factcheck!r}")
-    if ctx.rerank not in ("none", "sentence"):
-        raise InputError(f"rerank must be 'none' or 'sentence', got {ctx.rerank!r}")
-    if ctx.factcheck_checks not in ("model", "grounding", "both"):
-        raise InputError(f"factcheck_checks must be 'model', 'grounding' or 'both', got {ctx.factcheck_checks!r}")
-    if ctx.length_fit not in ("fill", "trim", "off"):
-        raise InputError(f"length_fit must be 'fill', 'trim' or 'off', got {ctx.length_fit!r}")
-    if ctx.expert_k < 1 or ctx.expert_chunk_tokens < 20 or ctx.factcheck_batch < 1 or ctx.fill_chunks < 0:
-        raise InputError(
-            "expert_k, factcheck_batch must be positive, fill_chunks not negative and expert_chunk_tokens at least 20"
-        )
 
 
 def target_length(state: SummarizeState) -> int:
