@@ -424,12 +424,11 @@ class LLM:
         key = self._key(messages, schema, max_tokens) if self.use_cache else None
         if key is not None:
             hit = response_cache().lookup(*key)
-            if hit and isinstance(hit[0], ChatGeneration) and hit[0].message.usage_metadata:
-                used = hit[0].message.usage_metadata
-                usage = {
-                    self.role: {"input": used["input_tokens"], "output": used["output_tokens"], "calls": 1, "cached": 1}
-                }
-                return hit[0].text, (hit[0].generation_info or {}).get("parsed"), usage
+            kept = hit[0] if hit and isinstance(hit[0], ChatGeneration) else None
+            if kept is not None and isinstance(kept.message, AIMessage) and kept.message.usage_metadata:
+                counts = kept.message.usage_metadata
+                spent = {"input": counts["input_tokens"], "output": counts["output_tokens"], "calls": 1, "cached": 1}
+                return kept.text, (kept.generation_info or {}).get("parsed"), {self.role: spent}
         check_deadline()  # no model call starts after the run's deadline
         model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
         endpoint = _endpoint_of(model)
@@ -491,9 +490,9 @@ class LLM:
             if isinstance(exc, openai.LengthFinishReasonError):
                 # The reply hit max_tokens before the JSON closed: report it as truncated output
                 # (empty text), which the structured retry answers with a larger budget.
-                used = exc.completion.usage
-                n_in = int(getattr(used, "prompt_tokens", 0) or 0)
-                n_out = int(getattr(used, "completion_tokens", 0) or 0)
+                spent = exc.completion.usage
+                n_in = int(getattr(spent, "prompt_tokens", 0) or 0)
+                n_out = int(getattr(spent, "completion_tokens", 0) or 0)
                 return "", None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
             error = _model_error(exc, self.role, model)
             if endpoint and _unavailable(exc):
@@ -504,13 +503,18 @@ class LLM:
         n_in, n_out = _usage_of(raw, messages)
         if (raw.response_metadata or {}).get("finish_reason") == "length":
             return text, None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
-        if key is not None:
-            reply = AIMessage(
-                content=text,
-                usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out},
-            )
-            response_cache().update(*key, [ChatGeneration(message=reply, generation_info={"parsed": parsed})])
-        return text, parsed, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
+        used = {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
+        if key is not None and schema is None:
+            self._remember(key, text, None, used)  # a structured reply is kept once it validates
+        return text, parsed, used
+
+    def _remember(self, key: tuple[str, str], text: str, parsed: Any, used: Usage) -> None:
+        """Keep a complete, accepted reply in the response cache with its token counts."""
+        n_in, n_out = used[self.role]["input"], used[self.role]["output"]
+        reply = AIMessage(
+            content=text, usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+        )
+        response_cache().update(*key, [ChatGeneration(message=reply, generation_info={"parsed": parsed})])
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:
         """Plain text reply and its usage.
@@ -552,7 +556,7 @@ class LLM:
                 continue
             try:
                 data = parsed if parsed is not None else parse_json_object(text)
-                return schema.model_validate(data), usage
+                result = schema.model_validate(data)
             except (ValidationError, ValueError) as exc:
                 last_error = str(exc).splitlines()[0][:300]
                 convo = [
@@ -565,6 +569,11 @@ class LLM:
                         )
                     ),
                 ]
+                continue
+            if self.use_cache and not used[self.role].get("cached"):
+                # Kept as the answer to the request asked, not to the retry that produced it.
+                self._remember(self._key(messages, schema, max_tokens), text, data, used)
+            return result, usage
         raise ModelOutputError(
             f"the {self.role} model did not return valid {schema.__name__} JSON after "
             f"{self.max_retries + 1} attempts: {last_error}",

@@ -12,9 +12,11 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import BaseModel, Field
 
 from graphs import cli
 from graphs.serve import create_app
@@ -134,6 +136,35 @@ def test_structured_replies_that_never_fit_are_refused(endpoint: fake_endpoint.S
 
     with pytest.raises(ModelOutputError):
         LLM("worker", max_retries=1).structured(messages("s", "capital?"), Answer, max_tokens=40)
+
+
+class Verdict(BaseModel):
+    verdict: Literal["supported", "unsupported"]
+    evidence: list[str] = Field(min_length=1)
+
+
+def test_the_json_schema_path_shows_a_schema_error_to_the_model_then_accepts_and_caches(
+    endpoint: fake_endpoint.Script,
+) -> None:
+    """``ChatOpenAI.with_structured_output(json_schema, method="json_schema")``, not streamed, as in production."""
+    endpoint.faults = ["non_json"]
+    llm = LLM("checker", cache=True, max_retries=2)
+    verdict, usage = llm.structured(messages("s", "is it so?"), Verdict, max_tokens=80)
+    assert verdict == Verdict(verdict="supported", evidence=["c0"]) and usage["checker"]["calls"] == 2
+    first, second = (r["body"] for r in endpoint.requests)
+    for body in (first, second):
+        assert not body.get("stream") and body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["name"] == "Verdict"
+        assert body["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == [
+            "supported",
+            "unsupported",
+        ]
+    shown = second["messages"][-1]["content"]
+    assert "does not match the required JSON schema" in shown and "Reply again with one JSON object only" in shown
+    assert second["messages"][-2]["role"] == "assistant"  # the refused reply, shown back
+    # The accepted reply was cached with its parsed object: asked again, no request is sent.
+    again, cached = llm.structured(messages("s", "is it so?"), Verdict, max_tokens=80)
+    assert again == verdict and cached["checker"]["cached"] == 1 and len(endpoint.requests) == 2
 
 
 # --- whole workflows over HTTP and from the command line -----------------------------------------------

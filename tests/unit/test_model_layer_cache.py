@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from stores import models
-from stores.models import LLM, ModelError, llm_for, messages, response_cache, use_chat_model
+from stores.models import LLM, ModelError, ModelOutputError, llm_for, messages, response_cache, use_chat_model
 from stores.testing import ScriptedChatModel
 
 
@@ -66,6 +66,19 @@ def test_the_cache_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> N
         assert llm_for("worker", None).text(messages("s", "q"))[0] == "second"
         assert LLM("worker", cache=False).text(messages("s", "q"))[0] == "third"
     assert len(fake.calls) == 3
+
+
+def test_replies_that_fail_the_schema_are_not_kept_and_the_accepted_one_answers_the_request() -> None:
+    fake = ScriptedChatModel(replies=["not json at all", "still not json", '{"answer": "Oslo"}'])
+    question = messages("s", "capital?")
+    with use_chat_model(fake):
+        with pytest.raises(ModelOutputError):
+            LLM("expert", cache=True, max_retries=1).structured(question, Answer)
+        # Nothing of the refused attempts was kept: the model is asked again, and now answers well.
+        first, used1 = LLM("expert", cache=True, max_retries=1).structured(question, Answer)
+        again, used2 = LLM("expert", cache=True, max_retries=1).structured(question, Answer)
+    assert first == again == Answer(answer="Oslo") and len(fake.calls) == 3
+    assert used1["expert"]["cached"] == 0 and used2["expert"] == {**used1["expert"], "cached": 1}
 
 
 class AlwaysCut(ScriptedChatModel):
