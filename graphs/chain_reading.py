@@ -184,7 +184,7 @@ def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     if doc.chunk_ids != state["chunk_ids"]:
         raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
     chain = state["chain"]
-    chain_state = {k: state.get(k, v) for k, v in fresh_chain().items()}
+    chain_state: dict[str, Any] = {k: state.get(k, v) for k, v in fresh_chain().items()}
     notes, stops = list(state.get("notes", [])), list(state.get("stops", []))
     skipped = list(state.get("skipped", []))
     read = set(state.get("read", []))

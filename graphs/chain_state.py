@@ -80,19 +80,24 @@ class ChainContext(Context):
     )
 
 
-class ChainInput(TypedDict):
-    """A question about a document."""
+class ChainRequest(TypedDict):
+    """The input less ``doc_id`` (which the state shares with the output, where it is always set)."""
 
     question: str
     """The question to answer."""
-    doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path or text."""
     path: NotRequired[str]
     """Path of a document to ingest first (txt, md, pdf, docx, html); or doc_id or text."""
     text: NotRequired[str]
     """Raw text to ingest first (cleared from the state once ingested); or doc_id or path."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
+
+
+class ChainInput(ChainRequest):
+    """A question about a document."""
+
+    doc_id: NotRequired[str]
+    """Id of an ingested document; give exactly one of doc_id, path or text."""
 
 
 class ChainOutput(TypedDict):
@@ -124,7 +129,7 @@ class ChainOutput(TypedDict):
     """Id of the document."""
 
 
-class ChainState(ChainInput, ChainOutput, total=False):
+class ChainState(ChainRequest, ChainOutput, total=False):
     """Private state: where the chains are."""
 
     chunk_ids: list[str]

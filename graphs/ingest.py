@@ -21,8 +21,8 @@ from graphs.context import Context, resolve_context, stream_writer
 from nodes.ingest import index_for_context, input_namespace, read_source
 
 
-class IngestInput(TypedDict):
-    """What to ingest."""
+class IngestSource(TypedDict):
+    """The input less ``title`` (which the state shares with the output, where it is always set)."""
 
     path: NotRequired[str]
     """Path of a txt, md, pdf, docx or html file."""
@@ -34,10 +34,15 @@ class IngestInput(TypedDict):
     """Name of the file in ``data``: its suffix gives the type."""
     encoding: NotRequired[str]
     """Encoding of a text or html file (default: UTF-8, or a confident guess)."""
-    title: NotRequired[str]
-    """Title to record (default: from the document)."""
     namespace: NotRequired[str]
     """Namespace to ingest into (default: the context's)."""
+
+
+class IngestInput(IngestSource):
+    """What to ingest."""
+
+    title: NotRequired[str]
+    """Title to record (default: from the document)."""
 
 
 class IngestOutput(TypedDict):
@@ -53,7 +58,7 @@ class IngestOutput(TypedDict):
     """Title of the document."""
 
 
-class IngestState(IngestInput, IngestOutput, total=False):
+class IngestState(IngestSource, IngestOutput, total=False):
     """Private state of the ingestion graph."""
 
 

@@ -80,24 +80,29 @@ class OffloadContext(Context):
     )
 
 
-class OffloadInput(TypedDict):
-    """One turn of a session."""
+class OffloadRequest(TypedDict):
+    """The input less ``doc_id`` and ``session`` (which the state shares with the output, where they are always set)."""
 
     question: str
     """The question of this turn."""
-    doc_id: NotRequired[str]
-    """First turn: id of an ingested document; give exactly one of doc_id, path or text. Later turns may omit it
-    or name the same document."""
     path: NotRequired[str]
     """First turn: a file to ingest and talk about (or doc_id or text)."""
     text: NotRequired[str]
     """First turn: raw text to ingest and talk about (cleared from the thread once ingested)."""
     namespace: NotRequired[str]
     """Namespace of the document and the offload store (default: the context's); fixed for the session."""
-    session: NotRequired[str]
-    """Session id for the offload store (default: the thread id)."""
     goal: NotRequired[str]
     """A goal to pin for the whole session (default: the offloader infers one)."""
+
+
+class OffloadInput(OffloadRequest):
+    """One turn of a session."""
+
+    doc_id: NotRequired[str]
+    """First turn: id of an ingested document; give exactly one of doc_id, path or text. Later turns may omit it
+    or name the same document."""
+    session: NotRequired[str]
+    """Session id for the offload store (default: the thread id)."""
 
 
 class OffloadOutput(TypedDict):
@@ -135,7 +140,7 @@ class OffloadOutput(TypedDict):
     """Tokens in/out, calls and cached calls per role, over the whole session."""
 
 
-class OffloadState(OffloadInput, OffloadOutput, total=False):  # type: ignore[misc]
+class OffloadState(OffloadRequest, OffloadOutput, total=False):
     """Private state of a session."""
 
     lang: str
