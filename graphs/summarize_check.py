@@ -4,7 +4,7 @@ against the chunks it cites; a summary its drops left short is refilled)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -22,7 +22,14 @@ from nodes.editor import (
     unit_name,
 )
 from nodes.expert import citations_in
-from nodes.factcheck import check_sentences, dedupe_sentences, factcheck_stats, parse_cited_sentences
+from nodes.factcheck import (
+    Checks,
+    FactcheckMode,
+    check_sentences,
+    dedupe_sentences,
+    factcheck_stats,
+    parse_cited_sentences,
+)
 from nodes.retrieval import hybrid_search
 from stores.documents import get_document
 from stores.models import Usage, llm_for, merge_usage
@@ -108,8 +115,8 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             doc_id=state["doc_id"],
             llm=llm_for("checker", ctx),
             lang=lang,
-            mode=ctx.factcheck,  # type: ignore[arg-type]
-            checks=ctx.factcheck_checks,  # type: ignore[arg-type]
+            mode=cast(FactcheckMode, ctx.factcheck),  # check_context held it to get_args(FactcheckMode)
+            checks=cast(Checks, ctx.factcheck_checks),  # and this to get_args(Checks)
             batch_size=ctx.factcheck_batch,
             prefer=citations_in(state.get("draft", "")),
         )

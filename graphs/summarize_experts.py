@@ -3,7 +3,7 @@ the chunks it retrieves (kept in the experts' answer cache)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -11,6 +11,7 @@ from langgraph.types import Send
 from graphs.context import stream_writer
 from graphs.summarize_state import ExpertTask, SummarizeContext, SummarizeState, run_context
 from nodes.expert import AnswerCache, answer_question, expert_prompt_version, question_key
+from nodes.retrieval import Rerank
 from stores.documents import get_document, index_identity
 from stores.models import Usage, llm_for, resolve_role
 from stores.settings import ModelError
@@ -75,7 +76,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                 k=ctx.expert_k,
                 chunk_tokens=ctx.expert_chunk_tokens,
                 max_tokens=ctx.expert_max_tokens,
-                rerank=ctx.rerank,  # type: ignore[arg-type]
+                rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
             )
         except ModelError as exc:
             result = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Literal, NotRequired, get_args
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
@@ -13,7 +13,9 @@ from typing_extensions import TypedDict
 from graphs.context import describe, resolve_context, validate
 from graphs.summary_baselines import BaselineContext
 from nodes.expert import DEFAULT_EXPERTS
+from nodes.factcheck import Checks, FactcheckMode
 from nodes.ingest import in_namespace
+from nodes.retrieval import Rerank
 from stores.models import merge_usage
 from stores.settings import InputError
 
@@ -55,7 +57,7 @@ class SummarizeContext(BaselineContext):
     rerank: str = field(
         default="none",
         metadata=describe(
-            "Rerank of the fused candidates: none, or sentence (best sentence cosine).", choices=("none", "sentence")
+            "Rerank of the fused candidates: none, or sentence (best sentence cosine).", choices=get_args(Rerank)
         ),
     )
     answer_cache: bool = field(
@@ -69,7 +71,7 @@ class SummarizeContext(BaselineContext):
         default="fix",
         metadata=describe(
             "fix: fix or drop unsupported sentences; mark: only label them; off: no check.",
-            choices=("fix", "mark", "off"),
+            choices=get_args(FactcheckMode),
         ),
     )
     factcheck_checks: str = field(
@@ -77,7 +79,7 @@ class SummarizeContext(BaselineContext):
         metadata=describe(
             "model: the checker model's verdict; grounding: numbers, names and most content words of a sentence "
             "must be in the chunks it cites (no model call); both: flagged when either check flags it.",
-            choices=("model", "grounding", "both"),
+            choices=get_args(Checks),
         ),
     )
     factcheck_batch: int = field(default=6, metadata=describe("Sentences checked per fact-check call.", min=1))
