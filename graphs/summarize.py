@@ -1,22 +1,22 @@
 """Summarization by an editor agent that questions expert agents, then fact-checks every sentence.
 
-    prepare -> overview -> questions -> expert x N (Send) -> merge -> questions -> ... -> polish
-            -> polish (a one-chunk document)                                               |
-            -> map_reduce | refine (the baselines) ---------------------------------> fit_length
-            -> factcheck (a document shorter than the summary)          factcheck <- fit_length
-                                                                        finish    <- factcheck
+    prepare -+-> overview -> questions -> expert x N (Send) -> merge -+-> questions (the next round)
+             |                   +-> polish (no new questions)        +-> polish (the rounds stop)
+             +-> polish (a one-chunk document)
+             +-> map_reduce | refine (the baselines) -> fit_length
+             +-> factcheck (a document no longer than the summary)
+    polish -> fit_length -> factcheck -> finish
 
 Flow (``method="expert-editor"``): prepare (resolve the document: ``doc_id``, or a ``path`` or ``text`` it
-ingests) -> overview (headings and first
-chunks) -> each round: the editor writes 3-5 questions (schema-enforced JSON), aimed at the parts of
-the focus and the topics of the document the draft does not cover yet -> experts answer in parallel
-(``Send``), each from chunks it retrieves (vector + BM25) with ``[chunk_id]`` citations and a
-confidence -> the editor merges the answers into the draft (answers it leaves out are appended) and
-judges it -> another round (also when the draft is still short), or polish (told the draft's length
-and the accepted range) -> fit_length (within +-25% of the length: trim at sentence boundaries, fill
-from unused cited answers, then from the chunks' sentences) -> fact-check (the checker model and a
-grounding check of numbers, names and content words against the cited chunks) -> finish.
-``method="map-reduce"`` and ``method="refine"`` run the baselines of ``graphs.summary_baselines``
+ingests) -> overview (headings and first chunks) -> each round: the editor writes 3-5 questions
+(schema-enforced JSON), aimed at the parts of the focus and the topics of the document the draft does not
+cover yet -> experts answer in parallel (``Send``), each from chunks it retrieves (vector + BM25) with
+``[chunk_id]`` citations and a confidence -> the editor merges the answers into the draft (answers it
+leaves out are appended) and judges it -> another round (also when the draft is still short), or polish
+(told the draft's length and the accepted range) -> fit_length (within +-25% of the length: trim at
+sentence boundaries, fill from unused cited answers, then from the chunks' sentences) -> fact-check (the
+checker model and a grounding check of numbers, names and content words against the cited chunks) ->
+finish. ``method="map-reduce"`` and ``method="refine"`` run the baselines of ``graphs.summary_baselines``
 instead of the rounds, then the same length fit and fact-check.
 
 The state holds the document id, never its text. Output: ``summary``, ``sentences`` with their
