@@ -3,7 +3,7 @@
     python -m bench.reliability --out bench/results/reliability.json [--interruptions 20] [--concurrency 40]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
-``stores.fake_endpoint`` on loopback (no weights, no network), through the LangServe app and the
+``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app and the
 ``longdoc`` command line:
 
 * ``faults``: every fault mode of the scripted endpoint (plus a port that refuses connections)
@@ -46,8 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from doubles.chat import ScriptedChatModel
 from stores.documents import write_atomic
-from stores.testing import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[1]
 FALCON = ROOT / "notebooks" / "data" / "falcon.md"
@@ -114,7 +114,7 @@ ROUTES = {"ask": "chain", "summarize": "summarize", "chat": "offload"}
 # --- faults --------------------------------------------------------------------------------------
 def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
     """Each fault mode x workflow over HTTP."""
-    from stores import fake_endpoint
+    from doubles import endpoint as fake_endpoint
     from stores.models import endpoint_gate
 
     os.environ.update(
@@ -293,7 +293,7 @@ def kills(points: int, folder: Path, seed: int = 11) -> dict[str, Any]:
     """``longdoc chat`` (second turn), ``longdoc summarize --thread-id`` and ``longdoc ask --thread-id``
     processes killed with SIGKILL while a random model request is in flight, and ``longdoc ingest``
     processes killed at a random moment of their indexing; each then run again with the same arguments."""
-    from stores import fake_endpoint
+    from doubles import endpoint as fake_endpoint
 
     # Stalled requests never end: one answered long after its process was killed would count as
     # answered before the kill of a later run.

@@ -2,7 +2,7 @@
 
     python -m bench.serve --out bench/results/serve.json [--clients 1 8 32] [--delay 0.05]
 
-The model is the scripted endpoint of :mod:`stores.fake_endpoint` with a fixed ``--delay`` per
+The model is the scripted endpoint of :mod:`doubles.endpoint` with a fixed ``--delay`` per
 call, so the figures measure the serving stack, not a model. PostgreSQL and a Chroma server run
 on loopback (:mod:`deploy.cluster`); every server uses both (LangServe too: checkpoints in
 PostgreSQL, documents in Chroma). Each client runs mixed runs in turn on its own connection:
@@ -213,7 +213,7 @@ def recorded_runs(postgres_url: str, since: float) -> dict[str, int]:
 def langserve(env: dict[str, str], folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``longdoc serve`` on a free loopback port with ``env``."""
     from deploy.cluster import stop, wait_until
-    from stores.fake_endpoint import free_port
+    from doubles.endpoint import free_port
 
     port = free_port()
     log = (folder / "langserve.log").open("wb")
@@ -244,7 +244,7 @@ def _prepare(target: Target) -> None:
 
 def run(args: argparse.Namespace, progress: Callable[[str], None] = print) -> dict[str, Any]:
     from deploy.cluster import deployment
-    from stores.fake_endpoint import Script, create_app, running
+    from doubles.endpoint import Script, create_app, running
 
     rows: list[dict[str, Any]] = []
     with running(create_app(Script(prompt_seconds=args.delay))) as endpoint:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from stores.fake_endpoint import free_port
+from doubles.endpoint import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

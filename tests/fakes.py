@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from stores.testing import ScriptedChatModel
+from doubles.chat import ScriptedChatModel
 
 
 def _first_sentence(text: str) -> str:

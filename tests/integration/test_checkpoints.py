@@ -18,13 +18,13 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from deploy.cluster import postgres, postgres_bindir
+from doubles.chat import ScriptedChatModel
 from graphs.chain import builder as chain_builder
 from graphs.offload import builder as offload_builder
 from graphs.resume import plan
 from nodes.ingest import ingest
 from stores.checkpoint import checkpoint_location, open_checkpointer
 from stores.models import ModelError, use_chat_model
-from stores.testing import ScriptedChatModel
 from tests.fakes import offload_reply
 from tests.unit.test_resume import Failing as DiesAt
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from doubles.chat import ScriptedChatModel
 from graphs.chain import graph
 from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, mermaid_js_source, render_html, render_mermaid
 from nodes.ingest import ingest
 from nodes.tree_view import tree_html
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import get_store
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

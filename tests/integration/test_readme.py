@@ -45,7 +45,7 @@ def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[st
     code = BLOCKS[index]
     env = dict(server_env)
     port = free_port()
-    proc, _log = spawn([sys.executable, "-m", "stores.fake_endpoint", "--port", str(port)], env)
+    proc, _log = spawn([sys.executable, "-m", "doubles.endpoint", "--port", str(port)], env)
     wait_http(f"http://127.0.0.1:{port}/v1/models", timeout=60, proc=proc)
     env.update({"LONGDOC_BASE_URL": f"http://127.0.0.1:{port}/v1", "LONGDOC_MODEL": "scripted"})
     env["PYTHONPATH"] = str(ROOT)

@@ -1,6 +1,6 @@
 """The scale-out deployment over real backends: two Aegra instances, PostgreSQL and a Chroma server.
 
-The model is the scripted OpenAI-compatible endpoint of :mod:`stores.fake_endpoint` (in this
+The model is the scripted OpenAI-compatible endpoint of :mod:`doubles.endpoint` (in this
 process, on loopback); embeddings are the deterministic hash embedder. Each instance has its own
 empty ``LONGDOC_HOME``, so whatever one sees of the other's work came through the databases.
 """
@@ -19,7 +19,7 @@ from langgraph_sdk import get_sync_client
 
 from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
 from deploy.demo import walkthrough
-from stores.fake_endpoint import Script, create_app, running
+from doubles.endpoint import Script, create_app, running
 
 ROOT = Path(__file__).resolve().parents[2]
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """Every workflow served by `langgraph dev` and by the LangServe app, end to end over HTTP.
 
-The graphs call a scripted OpenAI-compatible endpoint (``stores.fake_endpoint``) through the
+The graphs call a scripted OpenAI-compatible endpoint (``doubles.endpoint``) through the
 same ChatOpenAI path as any real endpoint, so every graph runs in seconds.
 """
 
@@ -40,7 +40,7 @@ def inputs(doc_id: str) -> dict[str, dict[str, Any]]:
 @pytest.fixture
 def fake_env(server_env: dict[str, str], spawn) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
     port = free_port()
-    proc, log = spawn([sys.executable, "-m", "stores.fake_endpoint", "--port", str(port)], server_env)
+    proc, log = spawn([sys.executable, "-m", "doubles.endpoint", "--port", str(port)], server_env)
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models", timeout=60, proc=proc)
     except (TimeoutError, RuntimeError):

@@ -4,7 +4,7 @@ import pytest
 
 from bench.chain_calls import record_requests, replay, totals
 from bench.qa_data import Paragraph, QAItem
-from stores import fake_endpoint
+from doubles import endpoint as fake_endpoint
 
 pytestmark = pytest.mark.enable_socket  # loopback only: the scripted endpoint
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from bench.chain_llm import METHODS, as_document, run_llm
 from bench.qa_data import Paragraph, QAItem
+from doubles.chat import ScriptedChatModel
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 
 ITEM = QAItem(
     id="q1",

@@ -19,8 +19,8 @@ from bench.chain_long import (
     supporting_chunks,
 )
 from bench.qa_data import Paragraph, QAItem
+from doubles.chat import ScriptedChatModel
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 
 
 def item(n: int, words: int = 30) -> QAItem:

@@ -10,8 +10,8 @@ from pathlib import Path
 from langchain_core.messages import BaseMessage
 
 from bench import factcheck as bench
+from doubles.chat import ScriptedChatModel
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 
 
 def _rng() -> random.Random:

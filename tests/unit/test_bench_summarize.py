@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench import summarize as bench
+from doubles.chat import ScriptedChatModel
 from nodes.ingest import ingest
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

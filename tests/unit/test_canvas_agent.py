@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from doubles.chat import ScriptedChatModel
 from nodes.canvas import (
     CACHE_NAME,
     Canvas,
@@ -20,7 +21,6 @@ from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_merma
 from nodes.ingest import ingest
 from stores.documents import cache_path, get_document
 from stores.models import LLM, use_chat_model
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import Hit, get_store, reset_stores
 from tests.unit.test_canvas_render import needs_mermaid, validate
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import BaseMessage
 
+from doubles.chat import ScriptedChatModel
 from graphs.chain import graph
 from graphs.cli import EXIT_INPUT, EXIT_OK, main
 from nodes import chain as chain_nodes
@@ -16,7 +17,6 @@ from nodes.chain import WorkerNote, compose_notes
 from nodes.ingest import ingest
 from stores.models import use_chat_model
 from stores.settings import InputError, ModelError
-from stores.testing import ScriptedChatModel
 from stores.text import count_tokens
 from stores.vectorstore import get_store
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import BaseMessage
 
+from doubles.chat import ScriptedChatModel
 from graphs.summarize import graph
 from nodes.factcheck import check_sentences, factcheck_stats, grounding_problems, names_in, numbers_in
 from nodes.ingest import ingest
 from stores.models import llm_for, use_chat_model
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import get_store
 from tests.fakes import summarize_reply
 

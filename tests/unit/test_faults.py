@@ -1,4 +1,4 @@
-"""Every workflow against a model endpoint that misbehaves on purpose (``stores.fake_endpoint``).
+"""Every workflow against a model endpoint that misbehaves on purpose (``doubles.endpoint``).
 
 The endpoint runs on loopback in a thread; each test points ``LONGDOC_BASE_URL`` at it with short
 timeouts. Assertions: the exit code or HTTP status, a message naming the endpoint, a time bound,
@@ -18,9 +18,9 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
 
+from doubles import endpoint as fake_endpoint
 from graphs import cli
 from graphs.serve import create_app
-from stores import fake_endpoint
 from stores.models import LLM, ModelError, ModelOutputError, endpoint_gate, messages
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

@@ -12,6 +12,7 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from doubles.chat import ScriptedChatModel
 from graphs.offload import builder as offload_builder
 from nodes.canvas import ensure_canvas, load_canvas
 from nodes.chain import cached_tree, document_vectors
@@ -20,7 +21,6 @@ from nodes.retrieval import lexical_index
 from stores.documents import get_document, index_identity
 from stores.models import LLM, use_chat_model
 from stores.settings import InputError
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import get_store
 from tests.fakes import offload_chat_model
 

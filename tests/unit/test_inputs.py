@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from doubles.chat import ScriptedChatModel
 from graphs import cli
 from graphs.ingest import graph as ingest
 from graphs.registry import compile_with
@@ -19,7 +20,6 @@ from nodes.ingest import ingest as ingest_file
 from stores.documents import list_documents
 from stores.models import use_chat_model
 from stores.settings import MAX_QUESTION_CHARS, InputError
-from stores.testing import ScriptedChatModel
 from stores.text import content_hash
 from tests.fakes import offload_chat_model as fake_chat_model
 from tests.fakes import offload_reply, summarize_reply

@@ -2,7 +2,7 @@
 
 ``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (agents
 and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports ``bench``
-or ``tests`` (the benchmarks' ``--fake`` runs may use ``tests.fakes``); and tests import ``bench``
+, ``tests`` or the test doubles of ``doubles`` (the benchmarks' ``--fake`` runs may use ``tests.fakes``); and tests import ``bench``
 only when they test a benchmark. Imports are read from the
 source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
 """
@@ -17,9 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "stores": ("nodes", "graphs", "bench", "tests"),
-    "nodes": ("graphs", "bench", "tests"),
-    "graphs": ("bench", "tests"),
+    "stores": ("nodes", "graphs", "bench", "tests", "doubles"),
+    "nodes": ("graphs", "bench", "tests", "doubles"),
+    "graphs": ("bench", "tests", "doubles"),
 }
 
 BENCH_TESTS = ("test_bench_*.py", "test_offload_bench.py", "test_reliability_bench.py")

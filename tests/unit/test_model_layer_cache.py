@@ -9,9 +9,9 @@ from langchain_community.cache import SQLiteCache
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
+from doubles.chat import ScriptedChatModel
 from stores import models
 from stores.models import LLM, ModelError, ModelOutputError, llm_for, messages, response_cache, use_chat_model
-from stores.testing import ScriptedChatModel
 
 
 class Answer(BaseModel):

@@ -17,8 +17,8 @@ from langchain_core.messages import BaseMessage
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
+from doubles.chat import ScriptedChatModel
 from stores.models import LLM, ModelError, endpoint_gate, messages, use_chat_model
-from stores.testing import ScriptedChatModel
 
 ENDPOINT = "http://models.example/v1"
 REQUEST = httpx2.Request("POST", f"{ENDPOINT}/chat/completions")

@@ -15,8 +15,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from doubles.chat import ScriptedChatModel
 from stores.models import LLM, chat_model, messages, run_config, use_chat_model
-from stores.testing import ScriptedChatModel
 
 
 @pytest.fixture

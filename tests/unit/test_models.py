@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from doubles.chat import ScriptedChatModel
 from stores import local_model
 from stores.models import LLM, ModelOutputError, llm_for, merge_usage, messages, parse_json_object, use_chat_model
 from stores.settings import InputError, ModelError, get_settings
-from stores.testing import ScriptedChatModel
 
 
 class Answer(BaseModel):

@@ -11,13 +11,13 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from doubles.chat import ScriptedChatModel
 from graphs.offload import OffloadContext, builder, graph
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import use_chat_model
 from stores.offload import get_offload_store
 from stores.settings import InputError
-from stores.testing import ScriptedChatModel
 from stores.text import count_tokens
 from stores.vectorstore import get_store, reset_stores
 from tests.fakes import offload_reply as scripted_reply

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import prompts
+from doubles.chat import ScriptedChatModel
 from nodes.ingest import ingest
 from nodes.offloading.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
 from nodes.offloading.memory import Piece, build_memory, render_user
@@ -15,7 +16,6 @@ from nodes.offloading.offloader import OffloadNote, compress_turn, first_sentenc
 from nodes.offloading.pieces import detail_pieces, history_pieces, pinned_piece, select_details
 from stores.models import LLM, use_chat_model
 from stores.offload import OffloadItem, get_offload_store
-from stores.testing import ScriptedChatModel
 from stores.text import count_tokens
 from stores.vectorstore import get_store
 

@@ -14,13 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 from langgraph.checkpoint.memory import InMemorySaver
 
+from doubles.chat import ScriptedChatModel
 from graphs import cli
 from graphs.offload import builder
 from graphs.resume import plan
 from graphs.serve import create_app
 from nodes.ingest import ingest
 from stores.models import ModelError, use_chat_model
-from stores.testing import ScriptedChatModel
 from tests.fakes import offload_reply as scripted_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
+from doubles.chat import ScriptedChatModel
 from nodes.routing.entry import merge_routes, route
 from nodes.routing.expansion import ExpansionJournal, decompose, expand_registry, model_id
 from nodes.routing.fusion import AgentMatch, RouteResult, RouteSettings, ToolMatch
@@ -20,7 +21,6 @@ from nodes.routing.mcp import parse_registry
 from nodes.routing.model import example_record_id, record_id
 from stores.models import LLM, ModelError, use_chat_model
 from stores.settings import InputError
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import get_store
 from tests.unit.test_router import SERVERS
 

@@ -182,8 +182,8 @@ def _examples_reply(messages: Any) -> str:
 
 
 def test_expand_writes_examples_once_and_routes_through_them(registry_file: Path) -> None:
+    from doubles.chat import ScriptedChatModel
     from stores.models import use_chat_model
-    from stores.testing import ScriptedChatModel
 
     model = ScriptedChatModel(default=_examples_reply)
     request = {"request": "what is ACME trading at", "registry_path": str(registry_file)}
@@ -203,8 +203,8 @@ def test_expand_writes_examples_once_and_routes_through_them(registry_file: Path
 
 
 def test_decompose_routes_each_task_and_reports_them(registry_file: Path) -> None:
+    from doubles.chat import ScriptedChatModel
     from stores.models import use_chat_model
-    from stores.testing import ScriptedChatModel
 
     tasks = {"tasks": ["read the file prices.txt", "get the stock price of ACME"]}
     model = ScriptedChatModel(default=json.dumps(tasks))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from doubles.chat import ScriptedChatModel
 from graphs.route import RouteContext, graph
 from stores.models import use_chat_model
 from stores.settings import InputError
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import reset_stores
 from tests.unit.test_route_expansion import _reply
 from tests.unit.test_router import SERVERS

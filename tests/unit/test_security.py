@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from doubles import endpoint as fake_endpoint
 from graphs import registry
 from graphs.access import SERVED_FIELDS, key_digest
 from graphs.serve import create_app
-from stores import fake_endpoint
 from stores.models import use_chat_model
 from tests.fakes import offload_chat_model as fake_chat_model
 

@@ -13,6 +13,7 @@ from langchain_core.messages import BaseMessage
 
 import graphs.summarize as summarize
 import graphs.summarize_experts as summarize_experts
+from doubles.chat import ScriptedChatModel
 from graphs.context import field_descriptions
 from graphs.summarize import graph
 from graphs.summarize_state import SummarizeContext
@@ -20,7 +21,6 @@ from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import ModelOutputError, usage_totals, use_chat_model
 from stores.settings import InputError, ModelError
-from stores.testing import ScriptedChatModel
 from tests.fakes import summarize_chat_model as fake_chat_model
 from tests.fakes import summarize_reply as scripted_reply
 

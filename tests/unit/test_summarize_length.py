@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import BaseMessage
 
+from doubles.chat import ScriptedChatModel
 from graphs.summarize import graph
 from nodes.editor import length_bounds, length_units
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 from tests.fakes import fixed_length_reply, summarize_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from doubles.chat import ScriptedChatModel
 from graphs.summary_baselines import cite_chunk, group_notes, is_none
 from nodes.editor import (
     choose_expert,
@@ -24,7 +25,6 @@ from nodes.expert import DEFAULT_EXPERTS, AnswerCache, answer_question, citation
 from nodes.factcheck import factcheck_stats, parse_cited_sentences, render_summary, text_blocks, with_citations
 from nodes.ingest import ingest
 from stores.models import LLM, ModelOutputError, use_chat_model
-from stores.testing import ScriptedChatModel
 from stores.vectorstore import get_store
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from doubles.chat import ScriptedChatModel
 from graphs.cli import EXIT_INPUT, EXIT_OK, main
 from nodes.canvas_render import mermaid_js_source
 from nodes.tree_view import tree_html, tree_mermaid
 from stores.models import use_chat_model
-from stores.testing import ScriptedChatModel
 
 REPO = Path(__file__).resolve().parents[2]
 JS_DIR = REPO / "tests" / "js"

@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible chat endpoint for tests of whole servers (no model weights).
 
-``python -m stores.fake_endpoint --port N`` serves ``POST /v1/chat/completions`` (and
+``python -m doubles.endpoint --port N`` serves ``POST /v1/chat/completions`` (and
 ``/v1/embeddings``: hashed-word vectors, with the same faults): a request
 with a JSON-schema ``response_format`` gets the smallest instance of that schema (first enum
 value, minimum list lengths, ``c0`` for id-like strings), any other request a short cited
