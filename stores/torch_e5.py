@@ -237,7 +237,7 @@ class TorchE5:
     """
 
     def __init__(
-        self, overlap: int = 0, truncate: bool = False, batch_size: int = 4, cache_dir: Path | None = None
+        self, overlap: int = 0, truncate: bool = False, batch_size: int = 8, cache_dir: Path | None = None
     ) -> None:
         import torch
         from safetensors.torch import load_file
