@@ -23,6 +23,9 @@ system:
 # The tests, then the reliability benchmark (scripted endpoint, about 4 minutes; exits 1 when a suite
 # falls short). Its JSON goes to a temporary file: the committed figures are refreshed by hand.
 test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 	out=$$(mktemp "$${TMPDIR:-/tmp}/longdoc-reliability.XXXXXX") && $(PY) -m bench.reliability --out "$$out" && rm -f "$$out"
 

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.caches import BaseCache
 from langchain_core.embeddings import Embeddings
@@ -344,7 +344,7 @@ def response_cache() -> BaseCache:
         return _caches[path]
 
 
-def _usage_of(message: AIMessage, messages: Sequence[BaseMessage]) -> tuple[int, int]:
+def _usage_of(message: BaseMessage, messages: Sequence[BaseMessage]) -> tuple[int, int]:
     meta = getattr(message, "usage_metadata", None) or {}
     if meta.get("input_tokens") is not None:
         return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
@@ -457,6 +457,7 @@ class LLM:
 
         endpoint = _endpoint_of(model)
         parsed: Any = None
+        raw: BaseMessage
         try:
             if schema is not None and _is_openai(model):
                 # A plain JSON schema (not the pydantic class): the server's grammar enforces the
@@ -468,20 +469,20 @@ class LLM:
                     from langchain_openai.chat_models.base import _convert_to_openai_response_format
 
                     body = {
-                        **(model.extra_body or {}),
+                        **(getattr(model, "extra_body", None) or {}),
                         "response_format": _convert_to_openai_response_format(json_schema),
-                    }  # type: ignore[attr-defined]
-                    raw = model.invoke(list(messages), extra_body=body)  # type: ignore[assignment]
+                    }
+                    raw = model.invoke(list(messages), extra_body=body)
                     text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
                 else:
                     runnable = model.with_structured_output(json_schema, method="json_schema", include_raw=True)
-                    out = runnable.invoke(list(messages))
-                    raw: AIMessage = out["raw"]
+                    out = cast(dict[str, Any], runnable.invoke(list(messages)))  # include_raw: a dict
+                    raw = out["raw"]
                     text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
                     if isinstance(out.get("parsed"), dict):
                         parsed = out["parsed"]
             else:
-                raw = model.invoke(list(messages))  # type: ignore[assignment]
+                raw = model.invoke(list(messages))
                 text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
         except DeadlineReached as exc:
             raise RunTimeout(str(exc)) from None

@@ -1,9 +1,9 @@
 """The layers import downwards only: ``graphs`` -> ``nodes`` -> ``stores``; tests use no benchmark code.
 
 ``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (agents
-and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports ``bench``
-, ``tests`` or the test doubles of ``doubles`` (the benchmarks' ``--fake`` runs may use ``tests.fakes``); and tests import ``bench``
-only when they test a benchmark. Imports are read from the
+and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports ``bench``,
+``tests`` or the test doubles of ``doubles`` (the benchmarks' ``--fake`` runs may use ``tests.fakes``);
+and tests import ``bench`` only when they test a benchmark. Imports are read from the
 source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
 """
 
