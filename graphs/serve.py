@@ -23,7 +23,6 @@ again, and rolled back to its last finished step when another input comes (:mod:
 from __future__ import annotations
 
 import asyncio
-import os
 import typing
 import uuid
 import warnings
@@ -45,9 +44,15 @@ from graphs import registry, resume
 from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
 from graphs.resume import Plan
 from stores.models import run_config
-from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
-
-DEFAULT_MAX_REQUEST_BYTES = 20 * 1024 * 1024
+from stores.settings import (
+    InputError,
+    ModelError,
+    RunTimeout,
+    get_settings,
+    run_deadline,
+    run_timeout,
+    run_timeout_message,
+)
 
 
 @asynccontextmanager
@@ -68,8 +73,7 @@ async def _deadline() -> AsyncIterator[None]:
 
 
 def _max_request_bytes() -> int:
-    raw = os.environ.get("LONGDOC_MAX_REQUEST_BYTES", "")
-    return int(raw) if raw.isdigit() else DEFAULT_MAX_REQUEST_BYTES
+    return get_settings().max_request_bytes
 
 
 class BodyTooLarge(HTTPException):

@@ -6,17 +6,15 @@ Every failure is an :class:`~stores.settings.InputError` with a message a person
 from __future__ import annotations
 
 import io
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from stores.settings import InputError
+from stores.settings import InputError, get_settings
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 SUPPORTED = sorted(TEXT_SUFFIXES | HTML_SUFFIXES | {".pdf", ".docx"})
-DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -30,8 +28,8 @@ class LoadedDocument:
 
 
 def max_bytes() -> int:
-    raw = os.environ.get("LONGDOC_MAX_BYTES")
-    return int(raw) if raw and raw.isdigit() else DEFAULT_MAX_BYTES
+    """The largest document accepted, in bytes (``LONGDOC_MAX_BYTES``)."""
+    return get_settings().max_bytes
 
 
 def _looks_binary(data: bytes) -> bool:

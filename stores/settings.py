@@ -203,6 +203,8 @@ class Settings:
     route_expand: bool = False
     route_decompose: bool = False
     ingest_root: str | None = None
+    max_bytes: int = 200 * 1024 * 1024
+    max_request_bytes: int = 20 * 1024 * 1024
 
     def read_timeout_for(self, base_url: str | None) -> float:
         """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
@@ -294,4 +296,6 @@ def get_settings() -> Settings:
         route_expand=env_flag("LONGDOC_ROUTE_EXPAND", False),
         route_decompose=env_flag("LONGDOC_ROUTE_DECOMPOSE", False),
         ingest_root=_env("LONGDOC_INGEST_ROOT"),
+        max_bytes=_env_int("LONGDOC_MAX_BYTES", 200 * 1024 * 1024),
+        max_request_bytes=_env_int("LONGDOC_MAX_REQUEST_BYTES", 20 * 1024 * 1024),
     )
