@@ -24,7 +24,6 @@ import prompts
 from nodes.retrieval import Rerank, focus_snippet, hybrid_search
 from stores.documents import cache_path
 from stores.models import LLM, ModelOutputError, Usage, messages
-from stores.settings import ModelError
 from stores.text import lexical_tokens
 from stores.vectorstore import VectorStore
 
@@ -139,11 +138,9 @@ def expert_prompt_version(lang: str) -> str:
 
 
 def bad_output(exc: BaseException) -> bool:
-    """True for a model error caused by the reply itself: still invalid after retries, or cut off at max_tokens."""
-    if isinstance(exc, ModelOutputError):
-        return True
-    cause = exc.__cause__
-    return isinstance(exc, ModelError) and cause is not None and type(cause).__name__ == "LengthFinishReasonError"
+    """True for a model error caused by the reply itself: still invalid after retries, or cut off at max_tokens
+    (the model layer reports a cut reply as truncated and ends in :class:`ModelOutputError`)."""
+    return isinstance(exc, ModelOutputError)
 
 
 def language_name(lang: str) -> str:

@@ -191,3 +191,21 @@ def fixed_length_reply(words: int = 20) -> Any:
         return _cut_words(text, words)
 
     return reply
+
+
+def length_finish_error(partial: str = '{"verdicts": [') -> Exception:
+    """openai's own error for a structured reply cut off at ``max_tokens`` (what a real endpoint raises)."""
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    completion = ChatCompletion.model_validate(
+        {
+            "id": "cut",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "scripted",
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": partial}}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 40, "total_tokens": 60},
+        }
+    )
+    return openai.LengthFinishReasonError(completion=completion)

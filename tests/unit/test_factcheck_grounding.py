@@ -15,7 +15,7 @@ from nodes.factcheck import check_sentences, factcheck_stats, grounding_problems
 from nodes.ingest import ingest
 from stores.models import llm_for, use_chat_model
 from stores.vectorstore import get_store
-from tests.fakes import summarize_reply
+from tests.fakes import length_finish_error, summarize_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 BUDGET = (
@@ -172,15 +172,11 @@ def test_the_summary_says_which_check_flagged_a_kept_sentence() -> None:
         graph.invoke({"path": str(FALCON)}, context={"factcheck_checks": "vibes"})
 
 
-class LengthFinishReasonError(Exception):
-    """Stands in for openai's error when a structured reply is cut off at max_tokens."""
-
-
 def test_a_failed_model_check_leaves_sentences_unchecked_with_their_grounding_problems() -> None:
     store, doc_id = _store_doc()
 
     def cut(messages: Sequence[BaseMessage]) -> str:
-        raise LengthFinishReasonError("length limit reached")
+        raise length_finish_error()
 
     with use_chat_model(ScriptedChatModel(default=cut)):
         checked, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")

@@ -21,6 +21,7 @@ from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import ModelOutputError, usage_totals, use_chat_model
 from stores.settings import InputError, ModelError
+from tests.fakes import length_finish_error
 from tests.fakes import summarize_chat_model as fake_chat_model
 from tests.fakes import summarize_reply as scripted_reply
 
@@ -395,14 +396,10 @@ def test_factcheck_fixes_and_drops_unsupported_sentences() -> None:
     assert "90,000" in marked["summary"]
 
 
-class LengthFinishReasonError(Exception):
-    """Stands in for openai's error when a structured reply is cut off at max_tokens."""
-
-
 def test_cut_off_checker_reply_leaves_sentences_unchecked() -> None:
     def reply(messages: Sequence[BaseMessage]) -> str:
         if '"verdicts"' in _system(messages):
-            raise LengthFinishReasonError("length limit reached")
+            raise length_finish_error()
         return scripted_reply(messages)
 
     out = _run(ScriptedChatModel(default=reply), {"path": str(FALCON), "length": 60}, max_rounds=1)
