@@ -190,11 +190,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_canvas(args: argparse.Namespace) -> int:
-    from graphs.offload_session import canvas_llm
     from graphs.offload_state import OffloadContext, check_context
     from nodes.canvas import ensure_canvas
     from nodes.canvas_render import mermaid_js_source, render_html
     from stores.documents import get_document, write_atomic
+    from stores.models import llm_for
     from stores.vectorstore import get_store
 
     out_path = Path(args.out) if args.out else None
@@ -215,7 +215,7 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
         canvas, usage, cached = ensure_canvas(
             get_store(ctx.namespace, ctx.embedder),
             info,
-            canvas_llm(ctx),
+            llm_for("offloader", ctx, model=ctx.canvas_model),
             max_nodes=ctx.canvas_max_nodes,
             input_tokens=ctx.canvas_input_tokens,
             max_tokens=ctx.canvas_max_tokens,

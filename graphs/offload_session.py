@@ -17,7 +17,7 @@ from graphs.offload_state import OffloadContext, OffloadState, call_record, chec
 from nodes.canvas import ensure_canvas
 from nodes.ingest import resolve_document
 from stores.documents import get_document, index_identity
-from stores.models import LLM, llm_for, relabel_usage
+from stores.models import llm_for, relabel_usage
 from stores.offload import check_session
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
@@ -29,14 +29,6 @@ def _thread_id() -> str:
         return str((get_config().get("configurable") or {}).get("thread_id") or "")
     except RuntimeError:
         return ""
-
-
-def canvas_llm(ctx: OffloadContext) -> LLM:
-    """The canvas writer's model (``canvas_model`` when set, else the offloader's)."""
-    llm = llm_for("offloader", ctx)
-    if ctx.canvas_model:
-        llm.overrides["offloader_model"] = ctx.canvas_model
-    return llm
 
 
 def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
@@ -161,7 +153,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     made, usage, cached = ensure_canvas(
         store,
         info,
-        canvas_llm(ctx),
+        llm_for("offloader", ctx, model=ctx.canvas_model),
         max_nodes=ctx.canvas_max_nodes,
         input_tokens=ctx.canvas_input_tokens,
         max_tokens=ctx.canvas_max_tokens,

@@ -33,17 +33,9 @@ from nodes.expert import bad_output
 from nodes.factcheck import coverage, parse_cited_sentences
 from nodes.retrieval import hybrid_search
 from stores.documents import get_document
-from stores.models import LLM, llm_for, relabel_usage
+from stores.models import llm_for, relabel_usage
 from stores.settings import ModelError
 from stores.vectorstore import get_store
-
-
-def question_llm(ctx: SummarizeContext) -> LLM:
-    """The editor's model for writing questions (``question_model`` when set)."""
-    llm = llm_for("editor", ctx)
-    if ctx.question_model:
-        llm.overrides["editor_model"] = ctx.question_model
-    return llm
 
 
 def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
@@ -68,7 +60,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     parts = missing_parts(draft, lang)
     try:
         raw, usage = write_questions(
-            question_llm(ctx),
+            llm_for("editor", ctx, model=ctx.question_model),
             overview=state.get("overview", ""),
             draft=draft,
             asked=asked,

@@ -745,8 +745,12 @@ class EndpointEmbeddings(Embeddings):
         return self._run([text], lambda: [self.inner.embed_query(text)])[0]
 
 
-def llm_for(role: str, context: Any = None, **kwargs: Any) -> LLM:
-    """The :class:`LLM` of ``role`` configured from a runtime ``Context`` (or ``None`` for defaults)."""
+def llm_for(role: str, context: Any = None, *, model: str | None = None, **kwargs: Any) -> LLM:
+    """The :class:`LLM` of ``role`` configured from a runtime ``Context`` (or ``None`` for defaults).
+
+    ``model`` (when set) names the model of this one use of the role, over the context's
+    ``<role>_model`` (e.g. the summary's ``question_model`` for the editor's questions).
+    """
     overrides: dict[str, Any] = {}
     if context is not None:
         for name in ("model", "base_url", "temperature", f"{role}_model"):
@@ -755,6 +759,8 @@ def llm_for(role: str, context: Any = None, **kwargs: Any) -> LLM:
                 overrides[name] = value
         if getattr(context, "llm_cache", None) is not None and "cache" not in kwargs:
             kwargs["cache"] = context.llm_cache
+    if model:
+        overrides[f"{role}_model"] = model
     return LLM(role, overrides, **kwargs)
 
 
