@@ -173,3 +173,15 @@ def test_a_run_deadline_keeps_the_earlier_of_two_and_no_call_starts_after_it() -
                 LLM("worker").text(messages("s", "q"))
     assert len(model.calls) == 1 and deadline_left() is None
     assert not transient(caught.value)  # a graph's retry policy does not try again past the deadline
+
+
+def test_llm_for_names_a_model_for_one_use_over_the_roles() -> None:
+    from types import SimpleNamespace
+
+    from stores.models import llm_for
+
+    ctx = SimpleNamespace(model="base", editor_model="editor-m", llm_cache=False)
+    assert llm_for("editor", ctx).overrides["editor_model"] == "editor-m"
+    assert llm_for("editor", ctx, model="questions-m").overrides["editor_model"] == "questions-m"
+    assert llm_for("editor", ctx, model="").overrides["editor_model"] == "editor-m"  # unset: the role's
+    assert "expert_model" not in llm_for("expert", ctx, model=None).overrides
