@@ -178,8 +178,6 @@ def test_a_run_deadline_keeps_the_earlier_of_two_and_no_call_starts_after_it() -
 def test_llm_for_names_a_model_for_one_use_over_the_roles() -> None:
     from types import SimpleNamespace
 
-    from stores.models import llm_for
-
     ctx = SimpleNamespace(model="base", editor_model="editor-m", llm_cache=False)
     assert llm_for("editor", ctx).overrides["editor_model"] == "editor-m"
     assert llm_for("editor", ctx, model="questions-m").overrides["editor_model"] == "questions-m"
