@@ -105,7 +105,7 @@ def cite_chunks(sentence: str, turns: Sequence[dict[str, str]], chunks: Sequence
 
 def meeting_names(meeting: dict[str, Any]) -> list[str]:
     """Names of a meeting: its speakers and the names its answers state."""
-    from nodes.factcheck import names_in
+    from nodes.grounding import names_in
     from stores.text import split_sentences
 
     names = dict.fromkeys(t["speaker"] for t in meeting["transcript"])
@@ -118,7 +118,7 @@ def meeting_names(meeting: dict[str, Any]) -> list[str]:
 # --- planting -----------------------------------------------------------------------------------
 def plant(kind: str, sentence: str, rng: random.Random, names: Sequence[str], others: Sequence[str]) -> str | None:
     """``sentence`` with one error of ``kind`` planted, or None when the kind does not apply."""
-    from nodes.factcheck import names_in
+    from nodes.grounding import names_in
 
     if kind == "number":
         digits = list(re.finditer(r"\d+(?:[.,]\d+)?", sentence))
@@ -196,7 +196,8 @@ def build_cases(
 def check_cases(cases: list[dict[str, Any]], doc_ids: dict[str, str], context: dict[str, Any], batch: int) -> None:
     """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems)."""
     from graphs.summarize_state import SummarizeContext
-    from nodes.factcheck import check_sentences, grounding_problems
+    from nodes.factcheck import check_sentences
+    from nodes.grounding import grounding_problems
     from stores.models import llm_for
     from stores.vectorstore import get_store
 

@@ -62,7 +62,11 @@ WORKFLOW_CODE = (
     "nodes/editor.py",
     "nodes/expert.py",
     "nodes/factcheck.py",
+    "nodes/gaps.py",
+    "nodes/grounding.py",
+    "nodes/length.py",
     "nodes/retrieval.py",
+    "nodes/sentences.py",
 )
 """Source files whose code decides a summary (part of the setup digest)."""
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +198,7 @@ def run_row(
     item: dict[str, Any], method: str, doc_id: str, context: dict[str, Any], length: int, key: str
 ) -> dict[str, Any]:
     """Run one method on one item and measure it: the journal row."""
-    from nodes.editor import length_bounds, length_units
+    from nodes.length import length_bounds, length_units
     from stores.models import usage_totals
 
     out, seconds = summarize_once(doc_id, item["query"], method, context, length)

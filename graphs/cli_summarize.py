@@ -107,7 +107,7 @@ def json_result(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
-    from nodes.factcheck import with_citations
+    from nodes.sentences import with_citations
     from stores.models import usage_totals
     from stores.text import detect_language
 

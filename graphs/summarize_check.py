@@ -10,27 +10,20 @@ from langgraph.runtime import Runtime
 
 from graphs.context import stream_writer
 from graphs.summarize_state import SummarizeContext, SummarizeState, run_context, target_length
-from nodes.editor import (
+from nodes.expert import citations_in
+from nodes.factcheck import Checks, FactcheckMode, check_sentences, factcheck_stats
+from nodes.gaps import chunk_terms, uncovered_chunks
+from nodes.length import (
     answer_sentences,
-    chunk_terms,
     excerpt_sentences,
     fill_to_length,
     length_bounds,
     total_units,
     trim_to_length,
-    uncovered_chunks,
     unit_name,
 )
-from nodes.expert import citations_in
-from nodes.factcheck import (
-    Checks,
-    FactcheckMode,
-    check_sentences,
-    dedupe_sentences,
-    factcheck_stats,
-    parse_cited_sentences,
-)
 from nodes.retrieval import hybrid_search
+from nodes.sentences import dedupe_sentences, parse_cited_sentences
 from stores.documents import get_document
 from stores.models import Usage, llm_for, merge_usage
 from stores.vectorstore import get_store

@@ -15,23 +15,20 @@ from nodes.editor import (
     choose_expert,
     direct_summary,
     draft_changed,
-    draft_fits,
     evidence_block,
     fallback_merge,
-    length_bounds,
-    length_units,
     merge_answers,
-    missing_parts,
     new_questions,
     polish,
-    uncovered_topics,
     unmerged_answers,
     usable_answers,
     write_questions,
 )
 from nodes.expert import bad_output
-from nodes.factcheck import coverage, parse_cited_sentences
+from nodes.gaps import missing_parts, uncovered_topics
+from nodes.length import draft_fits, length_bounds, length_units
 from nodes.retrieval import hybrid_search
+from nodes.sentences import coverage, parse_cited_sentences
 from stores.documents import get_document
 from stores.models import llm_for, relabel_usage
 from stores.settings import ModelError

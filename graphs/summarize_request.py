@@ -10,9 +10,11 @@ from langgraph.types import Overwrite
 
 from graphs.context import stream_writer
 from graphs.summarize_state import SummarizeContext, SummarizeState, check_context, run_context, target_length
-from nodes.editor import check_request, length_bounds, length_units, total_units
-from nodes.factcheck import factcheck_stats, render_summary, text_blocks
+from nodes.editor import check_request
+from nodes.factcheck import factcheck_stats
 from nodes.ingest import resolve_document
+from nodes.length import length_bounds, length_units, total_units
+from nodes.sentences import render_summary, text_blocks
 from stores.documents import get_document
 from stores.models import ModelOutputError
 from stores.settings import InputError, check_question

@@ -26,9 +26,10 @@ from typing_extensions import TypedDict
 
 import prompts
 from graphs.context import Context, resolve_context, stream_writer
-from nodes.editor import tokens_for, writing_prompt
+from nodes.editor import writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
 from nodes.ingest import in_namespace
+from nodes.length import tokens_for
 from stores.models import Usage, llm_for, merge_usage, messages, model_retry
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import get_store

@@ -11,7 +11,8 @@ from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
 from graphs.summarize import graph
-from nodes.factcheck import check_sentences, factcheck_stats, grounding_problems, names_in, numbers_in
+from nodes.factcheck import check_sentences, factcheck_stats
+from nodes.grounding import grounding_problems, names_in, numbers_in
 from nodes.ingest import ingest
 from stores.models import llm_for, use_chat_model
 from stores.vectorstore import get_store

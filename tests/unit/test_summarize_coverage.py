@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from graphs.summarize import graph
-from nodes.editor import missing_parts, uncovered_topics
+from nodes.gaps import missing_parts, uncovered_topics
 from stores.models import use_chat_model
 from stores.vectorstore import Hit
 from tests.fakes import summarize_chat_model

@@ -13,17 +13,16 @@ from graphs.summary_baselines import cite_chunk, group_notes, is_none
 from nodes.editor import (
     choose_expert,
     draft_changed,
-    draft_fits,
     fallback_merge,
-    length_units,
     new_questions,
     questions_schema,
-    trim_to_length,
     usable_answers,
 )
 from nodes.expert import DEFAULT_EXPERTS, AnswerCache, answer_question, citations_in, normalise_chunk_id, says_not_found
-from nodes.factcheck import factcheck_stats, parse_cited_sentences, render_summary, text_blocks, with_citations
+from nodes.factcheck import factcheck_stats
 from nodes.ingest import ingest
+from nodes.length import draft_fits, length_units, trim_to_length
+from nodes.sentences import parse_cited_sentences, render_summary, text_blocks, with_citations
 from stores.models import LLM, ModelOutputError, use_chat_model
 from stores.vectorstore import get_store
 
@@ -270,7 +269,7 @@ def test_expert_prompt_version_tracks_the_prompts() -> None:
 
 
 def test_repeated_sentences_are_dropped() -> None:
-    from nodes.factcheck import dedupe_sentences
+    from nodes.sentences import dedupe_sentences
 
     sentences = [
         {"text": "The pump moves water from shallow wells into drip lines.", "citations": ["c0"]},
@@ -296,7 +295,8 @@ def test_uncited_sentences_get_citations_from_the_preferred_chunks() -> None:
 
 
 def test_coverage_counts_content_words_of_the_source() -> None:
-    from nodes.factcheck import clean_sentence, coverage, grounded_fix
+    from nodes.factcheck import grounded_fix
+    from nodes.sentences import clean_sentence, coverage
 
     source = "The steering committee approved a budget of 40,000 euros in March."
     assert coverage("The committee approved 40,000 euros.", source) == 1.0
