@@ -80,7 +80,11 @@ def _aegra_owner(thread_id: str) -> str | None:
 
 
 CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit", "metadata"})
-"""Top-level ``config`` keys a run request may carry (``configurable`` is checked like ``context``)."""
+"""Top-level ``config`` keys a run request may carry.
+
+``configurable`` (what LangServe-style clients send) is moved into the run's ``context`` and checked with it:
+nodes read their settings only from ``runtime.context``.
+"""
 
 CHECKPOINT_KEYS = frozenset({"checkpoint_id", "checkpoint_ns"})
 """``checkpoint`` keys a run may address (Aegra copies them into ``configurable``: never a thread id)."""

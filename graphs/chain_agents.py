@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
-from graphs.context import resolve_context, stream_writer
+from graphs.context import stream_writer
 from nodes.chain import manager_answer, valid_citations, worker_step
 from stores.models import llm_for, merge_usage, usage_totals
 from stores.settings import InputError
@@ -20,7 +20,7 @@ from stores.vectorstore import get_store
 
 def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Read the chosen chunk and pass the notes on."""
-    ctx = resolve_context(runtime, ChainContext)
+    ctx = runtime.context or ChainContext()
     chain, chunk_id = state["chain"], state["next"]
     store = get_store(state["namespace"], ctx.embedder)
     hits = store.get([f"{state['doc_id']}:{chunk_id}"])
@@ -76,7 +76,7 @@ def _streak(streak: int, result: Any) -> int:
 
 def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Write the final answer with citations from the chains' last notes."""
-    ctx = resolve_context(runtime, ChainContext)
+    ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
     answer, usage = manager_answer(
         llm_for("manager", ctx),

@@ -19,7 +19,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
-from graphs.context import resolve_context, stream_writer, validate
+from graphs.context import stream_writer, validate
 from nodes.chain import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
 from nodes.ingest import input_namespace, resolve_document
 from nodes.ordering.traverse import multi_roots
@@ -32,7 +32,7 @@ from stores.vectorstore import get_store
 
 def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Ingest if needed, load or build the Chow-Liu tree, and plan the chains."""
-    ctx = resolve_context(runtime, ChainContext)
+    ctx = runtime.context or ChainContext()
     validate(ctx)
     question = check_question(state.get("question") or "")
     namespace = input_namespace(state, ctx)
@@ -178,7 +178,7 @@ def _reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> tuple[Documen
 
 def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Choose the next chunk of the current chain, or end it (and start the next chain, or hand over)."""
-    ctx = resolve_context(runtime, ChainContext)
+    ctx = runtime.context or ChainContext()
     store = get_store(state["namespace"], ctx.embedder)
     doc, tree = _reading_inputs(store, state["doc_id"], ctx)
     if doc.chunk_ids != state["chunk_ids"]:

@@ -3,19 +3,19 @@
 Each field has a description (LangGraph Studio shows it) and falls back to the ``LONGDOC_*``
 settings (:func:`stores.settings.get_settings`, the one place the environment is read), read when a
 ``Context`` is made, never at import. Workflows extend it
-with their own knobs. Callers that only pass ``config["configurable"]`` (LangServe, older
-clients) get a context built from those keys by :func:`resolve_context`.
+with their own knobs. Nodes read ``runtime.context``: callers pass ``context=`` (a dict is made
+into the workflow's context by LangGraph); a caller that passes none gets the defaults. The
+servers turn their callers' ``configurable`` into the context once, at the door:
+:mod:`graphs.serve` (LangServe) and :mod:`deploy.app` (Aegra).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
-from langgraph.config import get_config, get_stream_writer
-from langgraph.runtime import Runtime
+from langgraph.config import get_stream_writer
 
 from stores.settings import InputError, get_settings
 
@@ -87,22 +87,6 @@ class Context:
         """Build from a mapping, ignoring keys that are not fields (e.g. ``thread_id``)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (values or {}).items() if k in names and v is not None})
-
-
-def resolve_context(runtime: Runtime[Any] | None, cls: type[C]) -> C:
-    """The run's context: ``runtime.context`` if given, else built from ``configurable``."""
-    ctx = getattr(runtime, "context", None) if runtime is not None else None
-    if isinstance(ctx, cls):
-        return ctx
-    values: dict[str, Any] = {}
-    with contextlib.suppress(RuntimeError):
-        values.update(get_config().get("configurable", {}) or {})
-    if isinstance(ctx, dict):
-        values.update(ctx)
-    elif ctx is not None:
-        for f in fields(ctx):
-            values[f.name] = getattr(ctx, f.name)
-    return cls.from_mapping(values)
 
 
 def stream_writer() -> Any:

@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, resolve_context, stream_writer
+from graphs.context import Context, stream_writer
 from nodes.ingest import index_for_context, input_namespace, read_source
 
 
@@ -67,7 +67,7 @@ def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     Raw text and uploaded bytes are cleared from the state, so they never sit in a checkpoint.
     """
-    ctx = resolve_context(runtime, Context)
+    ctx = runtime.context or Context()
     namespace = input_namespace(state, ctx)
     doc = read_source(
         state.get("path"),

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from graphs.context import resolve_context, stream_writer
+from graphs.context import stream_writer
 from graphs.offload_state import OffloadContext, OffloadState, call_record, check_context, session_context
 from nodes.canvas import ensure_canvas
 from nodes.ingest import resolve_document
@@ -141,7 +141,7 @@ def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Litera
     """Refuse a turn ``begin`` refused; make the canvas once per session when the policy uses it."""
     if state.get("refused"):
         return "refuse"
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = runtime.context or OffloadContext()
     return "canvas" if ctx.policy == "offload_canvas" and not state.get("canvas") else "retrieve"
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, NotRequired
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, describe, resolve_context, validate
+from graphs.context import Context, describe, validate
 from nodes.ingest import in_namespace
 from nodes.offloading.memory import POLICIES
 from stores.models import Usage, merge_usage, usage_totals
@@ -173,7 +173,7 @@ def check_context(ctx: OffloadContext) -> None:
 
 def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> OffloadContext:
     """The run's settings in the session's namespace: the bound one after the first turn, else the input's."""
-    ctx = resolve_context(runtime, OffloadContext)
+    ctx = runtime.context or OffloadContext()
     bound = state.get("bound") or {}
     return in_namespace(ctx, {"namespace": bound.get("namespace") or state.get("namespace")})
 

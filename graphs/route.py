@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, resolve_context, stream_writer
+from graphs.context import Context, stream_writer
 from nodes.routing.entry import check_requests, route
 from nodes.routing.fusion import AGGREGATES, DEFAULT_PROFILE, PROFILES, RETRIEVALS, RouteSettings
 from nodes.routing.manifest import register, registered
@@ -175,7 +175,7 @@ def _requests(state: RouteState) -> list[str]:
 
 def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:
     """Validate the requests, read the registry and make sure it is embedded in the store."""
-    ctx = resolve_context(runtime, RouteContext)
+    ctx = runtime.context or RouteContext()
     _requests(state)
     namespace = state.get("namespace") or ctx.namespace
     name = state.get("registry")
@@ -219,7 +219,7 @@ def _expand(registry: Any, namespace: str, ctx: RouteContext) -> tuple[Any, Any]
 
 def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:
     """Retrieve, fuse and walk for every request."""
-    ctx = resolve_context(runtime, RouteContext)
+    ctx = runtime.context or RouteContext()
     requests = _requests(state)
     registry = registered(state["namespace"], state["registry"])
     if registry.content_hash != state.get("registry_hash"):

@@ -14,9 +14,10 @@ Run with ``longdoc serve`` or ``uvicorn graphs.serve:app``. Settings:
 
 ``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; the workflow knobs a
 caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
-``configurable`` too. A request without a thread id gets a fresh one. In a batch, ``config`` may
-be a list (one config, and thread, per input); inputs that would share a thread run on
-``<thread_id>-<i>``. A thread whose last run did not finish is resumed when the same input comes
+``configurable`` too (LangServe has no ``context``): the run's context is built from them here,
+once, and nodes read only ``runtime.context``. A request without a thread id gets a fresh one.
+In a batch, ``config`` may be a list (one config, and thread, per input); inputs that would share
+a thread run on ``<thread_id>-<i>``. A thread whose last run did not finish is resumed when the same input comes
 again, and rolled back to its last finished step when another input comes (:mod:`graphs.resume`).
 """
 
@@ -34,7 +35,8 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from langchain_core.runnables import RunnableBinding, RunnableConfig
-from langchain_core.runnables.config import get_config_list
+from langchain_core.runnables.config import get_config_list, get_executor_for_config
+from langchain_core.runnables.utils import gather_with_concurrency
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, create_model
 from starlette.datastructures import Headers
@@ -293,47 +295,85 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     async def _aplanned(self, value: Any, config: RunnableConfig | None) -> Plan:
         return await resume.aplan(self.bound, *self._prepare(value, config))
 
+    def _context(self, config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the run's ``context``: the workflow's context built from the prepared ``configurable``.
+
+        Always built here, never taken from the caller: ``configurable`` holds only the served fields and the
+        namespace :meth:`_prepare` fixed for the tenant.
+        """
+        schema = getattr(self.bound, "context_schema", None)
+        if schema is None:
+            return kwargs
+        return {**kwargs, "context": schema.from_mapping(dict(config.get("configurable") or {}))}
+
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = self._planned(input, config)
-        return super().invoke(value, config, **kwargs)
+        return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = await self._aplanned(input, config)
         async with _deadline():
-            return await super().ainvoke(value, config, **kwargs)
+            return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         value, config = self._planned(input, config)
-        yield from super().stream(value, config, **kwargs)
+        yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         value, config = await self._aplanned(input, config)
         async with _deadline():
-            async for chunk in super().astream(value, config, **kwargs):
+            async for chunk in super().astream(value, config, **self._context(config, kwargs)):
                 yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
         async with _deadline():
-            async for chunk in super().astream_log(value, config, **kwargs):
+            async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
                 yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
         async with _deadline():
-            async for event in super().astream_events(value, config, **kwargs):
+            async for event in super().astream_events(value, config, **self._context(config, kwargs)):
                 yield event
 
-    def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+    # Each input of a batch runs with its own context: RunnableBinding.batch would give them all the same kwargs.
+    def batch(
+        self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
+    ) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
         plans = [resume.plan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
-        return super().batch([p[0] for p in plans], [p[1] for p in plans], **kwargs)
+        run = super().invoke
 
-    async def abatch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        def one(plan: Plan) -> Any:
+            try:
+                return run(plan[0], plan[1], **self._context(plan[1], kwargs))
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        with get_executor_for_config(configs[0] if configs else None) as executor:
+            return list(executor.map(one, plans))
+
+    async def abatch(
+        self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
+    ) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
         plans = [await resume.aplan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
+        run = super().ainvoke
+
+        async def one(plan: Plan) -> Any:
+            try:
+                return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
         async with _deadline():
-            return await super().abatch([p[0] for p in plans], [p[1] for p in plans], **kwargs)
+            limit = configs[0].get("max_concurrency") if configs else None
+            return await gather_with_concurrency(limit, *(one(plan) for plan in plans))
 
 
 class DeferredSaver(BaseCheckpointSaver):

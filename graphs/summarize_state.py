@@ -10,7 +10,7 @@ from typing import Annotated, Literal, NotRequired, get_args
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import describe, resolve_context, validate
+from graphs.context import describe, validate
 from graphs.summary_baselines import BaselineContext
 from nodes.expert import DEFAULT_EXPERTS
 from nodes.factcheck import Checks, FactcheckMode
@@ -198,7 +198,7 @@ class ExpertTask(TypedDict):
 
 def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
     """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
-    return in_namespace(resolve_context(runtime, SummarizeContext), state)
+    return in_namespace(runtime.context or SummarizeContext(), state)
 
 
 def check_context(ctx: SummarizeContext) -> None:

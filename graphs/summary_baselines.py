@@ -25,7 +25,7 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 import prompts
-from graphs.context import Context, resolve_context, stream_writer
+from graphs.context import Context, stream_writer
 from nodes.editor import writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
 from nodes.ingest import in_namespace
@@ -129,7 +129,7 @@ class MapTask(TypedDict):
 
 def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids."""
-    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
     stream_writer()({"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"})
     return {"chunk_ids": [h.chunk_id for h in hits], "collapses": 0}
@@ -155,7 +155,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
 
 def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
-    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
     store = get_store(ctx.namespace, ctx.embedder)
     hit = store.get([f"{state['doc_id']}:{state['chunk_id']}"])[0]
     lang = state["lang"]
@@ -194,7 +194,7 @@ def group_notes(notes: list[str], limit: int) -> list[list[str]]:
 
 def needs_collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> Literal["collapse", "reduce"]:
     """Collapse again while the notes are over the token limit (and passes remain)."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = runtime.context or BaselineContext()
     notes = state.get("collapsed", [])
     total = sum(count_tokens(n) for n in notes)
     if total > ctx.collapse_token_limit and len(notes) > 1 and state.get("collapses", 0) < ctx.max_collapses:
@@ -204,7 +204,7 @@ def needs_collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> 
 
 def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Merge each group of consecutive notes into one shorter cited note."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = runtime.context or BaselineContext()
     lang = state.get("lang", "en")
     llm = llm_for("manager", ctx)
     groups = group_notes(state["collapsed"], max(ctx.collapse_token_limit // 2, 100))
@@ -233,7 +233,7 @@ def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[s
 
 def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Write the summary from the (collapsed) notes."""
-    ctx = resolve_context(runtime, BaselineContext)
+    ctx = runtime.context or BaselineContext()
     notes = state.get("collapsed", [])
     if not notes:
         return {"final_text": ""}
@@ -277,14 +277,14 @@ class RefineState(BaselineInput, BaselineOutput, total=False):
 
 def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids and start with an empty summary."""
-    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
 
 def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Rewrite the running summary with the next chunk."""
-    ctx = in_namespace(resolve_context(runtime, BaselineContext), state)
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
     hit = get_store(ctx.namespace, ctx.embedder).get([f"{state['doc_id']}:{cid}"])[0]

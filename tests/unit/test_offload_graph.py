@@ -252,12 +252,11 @@ def test_session_resumes_after_a_restart(doc_id: str) -> None:
     assert before["pinned"]["facts"][0] in user
 
 
-def test_graph_without_checkpointer_takes_settings_from_configurable(doc_id: str) -> None:
-    config = {
-        "configurable": {"thread_id": "served", "policy": "offload", "min_score": -1.0, "offload_backend": "memory"}
-    }
+def test_graph_without_checkpointer_takes_settings_from_a_dict_context(doc_id: str) -> None:
+    config = {"configurable": {"thread_id": "served"}}
+    context = {"policy": "offload", "min_score": -1.0, "offload_backend": "memory"}
     with use_chat_model(Model().chat):
-        out = graph.invoke({"question": QUESTIONS[0], "doc_id": doc_id}, config=config)
+        out = graph.invoke({"question": QUESTIONS[0], "doc_id": doc_id}, config=config, context=context)
     assert out["policy"] == "offload" and out["session"] == "served" and out["turn"] == 1
     assert get_store("default").count(kind="offload") == 0  # the memory backend was used
     assert get_offload_store("default", backend="memory").list("served")[0].id == "o1"

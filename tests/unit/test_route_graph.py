@@ -58,10 +58,10 @@ def test_graph_registers_once_and_routes(registry_file: Path) -> None:
     assert by_name["cached"] is True and by_name["agents"][0]["name"] == "Files Server"
 
 
-def test_batch_requests_and_langserve_style_configurable(registry_file: Path) -> None:
+def test_batch_requests_with_a_dict_context(registry_file: Path) -> None:
     out = graph.invoke(
         {"requests": ["weather forecast rain", "read a file at a path"], "registry_path": str(registry_file)},
-        config={"configurable": {"k": 1, "namespace": "served", "profile": "balanced", "top_tools": 2}},
+        context={"k": 1, "namespace": "served", "profile": "balanced", "top_tools": 2},
     )
     assert out["agents"] == [] and out["tools"] == []
     assert [r["request"] for r in out["results"]] == ["weather forecast rain", "read a file at a path"]

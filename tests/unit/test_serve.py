@@ -104,3 +104,15 @@ def test_batch_runs_each_input_on_its_own_thread(client: TestClient, falcon_id: 
             assert response.status_code == 200, response.text
             assert [o["turn"] for o in response.json()["output"]] == [1, 1]
         assert _turn(client, falcon_id, "shared-1") == 2
+
+
+def test_batch_runs_each_input_with_the_settings_of_its_own_config(client: TestClient, falcon_id: str) -> None:
+    question = {"question": "Who manages procurement?", "doc_id": falcon_id}
+    configs = [
+        {"configurable": {"thread_id": "p1", "policy": "last_k", "keep_turns": 2}},
+        {"configurable": {"thread_id": "p2", "policy": "full"}},
+    ]
+    with use_chat_model(fake_chat_model()):
+        response = client.post("/offload/batch", json={"inputs": [question, question], "config": configs})
+    assert response.status_code == 200, response.text
+    assert [o["policy"] for o in response.json()["output"]] == ["last_k", "full"]
