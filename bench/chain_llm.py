@@ -79,7 +79,7 @@ def run_llm(
 ) -> dict[str, Any]:
     """Run every method on every item (journalled), and aggregate EM, F1, tokens and seconds."""
     from nodes.ingest import ingest
-    from stores.models import usage_totals
+    from stores.usage import usage_totals
 
     journal = read_journal(journal_path)
     journal_path.parent.mkdir(parents=True, exist_ok=True)

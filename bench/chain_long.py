@@ -227,8 +227,8 @@ def run_long(
     """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
     from graphs.chain_state import CHUNK_TOKENS
     from nodes.ingest import ingest
-    from stores.models import usage_totals
     from stores.text import count_tokens, truncate_tokens
+    from stores.usage import usage_totals
     from stores.vectorstore import get_store
 
     journal = read_journal(journal_path)

@@ -115,7 +115,7 @@ ROUTES = {"ask": "chain", "summarize": "summarize", "chat": "offload"}
 def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
     """Each fault mode x workflow over HTTP."""
     from doubles import endpoint as fake_endpoint
-    from stores.models import endpoint_gate
+    from stores.endpoints import endpoint_gate
 
     os.environ.update(
         LONGDOC_READ_TIMEOUT=str(read_timeout),

@@ -572,8 +572,9 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
     """Each query split into its tasks by the router model (journalled by query and prompt)."""
     import prompts
     from nodes.routing.expansion import decompose
-    from stores.models import LLM, usage_totals
+    from stores.models import LLM
     from stores.text import content_hash
+    from stores.usage import usage_totals
 
     version = content_hash(prompts.load("route/decompose").template + prompts.load("route/decompose_user").template)
     done: dict[str, dict[str, Any]] = {}

@@ -199,7 +199,7 @@ def run_row(
 ) -> dict[str, Any]:
     """Run one method on one item and measure it: the journal row."""
     from nodes.length import length_bounds, length_units
-    from stores.models import usage_totals
+    from stores.usage import usage_totals
 
     out, seconds = summarize_once(doc_id, item["query"], method, context, length)
     totals = usage_totals(out.get("usage", {}))
@@ -347,7 +347,8 @@ def markdown_table(figures: dict[str, dict[str, Any]]) -> str:
 
 def parallel_speedup(doc_id: str, query: str, namespace: str, embedder: str, delay: float = 0.5) -> dict[str, Any]:
     """Wall time of one expert-editor run with a model sleeping ``delay`` s per call: parallel vs sequential."""
-    from stores.models import usage_totals, use_chat_model
+    from stores.models import use_chat_model
+    from stores.usage import usage_totals
 
     context = {
         "namespace": namespace,

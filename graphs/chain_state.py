@@ -11,7 +11,7 @@ from graphs.context import Context, describe
 from nodes.ordering.orders import ORDERS
 from nodes.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.reading import DEFAULT_BUDGET, DEFAULT_FLOOR
-from stores.models import Usage, merge_usage
+from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
 """Most tokens of one chunk a worker reads (longer chunks are cut)."""

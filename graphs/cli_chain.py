@@ -24,8 +24,8 @@ from graphs.cli import (
 from nodes.ordering.orders import ORDERS
 from nodes.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.reading import DEFAULT_BUDGET
-from stores.models import usage_totals
 from stores.settings import InputError
+from stores.usage import usage_totals
 
 
 def register(sub: Any) -> None:

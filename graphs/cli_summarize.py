@@ -89,7 +89,7 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def json_result(out: dict[str, Any]) -> dict[str, Any]:
     """The ``--json`` object."""
-    from stores.models import usage_totals
+    from stores.usage import usage_totals
 
     totals = usage_totals(out.get("usage", {}))
     return {
@@ -108,8 +108,8 @@ def json_result(out: dict[str, Any]) -> dict[str, Any]:
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
     from nodes.sentences import with_citations
-    from stores.models import usage_totals
     from stores.text import detect_language
+    from stores.usage import usage_totals
 
     out = summarize_command(args)
     if args.json:

@@ -11,9 +11,9 @@ from typing_extensions import TypedDict
 from graphs.context import Context, describe, validate
 from nodes.ingest import in_namespace
 from nodes.offloading.memory import POLICIES
-from stores.models import Usage, merge_usage, usage_totals
 from stores.offload import BACKENDS
 from stores.settings import InputError
+from stores.usage import Usage, merge_usage, usage_totals
 
 
 @dataclass(kw_only=True)

@@ -16,8 +16,8 @@ from nodes.expert import DEFAULT_EXPERTS
 from nodes.factcheck import Checks, FactcheckMode
 from nodes.ingest import in_namespace
 from nodes.retrieval import Rerank
-from stores.models import merge_usage
 from stores.settings import InputError
+from stores.usage import merge_usage
 
 Method = Literal["expert-editor", "map-reduce", "refine"]
 DEFAULT_LENGTH = 120

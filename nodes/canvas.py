@@ -28,9 +28,10 @@ from pydantic import Field, ValidationError, create_model
 import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, mermaid_ids, outline_spec, render_mermaid
 from stores.documents import DocumentInfo, cache_path, find_document, index_identity, write_atomic
-from stores.models import LLM, ModelOutputError, Usage, messages
+from stores.models import LLM, ModelOutputError, messages
 from stores.settings import InputError
 from stores.text import STOPWORDS, content_words, count_tokens, truncate_tokens
+from stores.usage import Usage
 from stores.vectorstore import Hit, Record, VectorStore
 
 CANVAS_VERSION = 1

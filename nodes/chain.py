@@ -26,9 +26,10 @@ from nodes.ordering.tree import ChowLiuTree, build_tree
 from nodes.reading import nothing_missing
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
 from stores.loaders import load_text
-from stores.models import LLM, Usage, messages
+from stores.models import LLM, messages
 from stores.settings import InputError
 from stores.text import CITATION_TAG, count_tokens, truncate_tokens
+from stores.usage import Usage
 from stores.vectorstore import Hit, VectorStore, get_store
 
 _TAGS = re.compile(r"(\s*\[c\d+\])+$")  # chunk tags a worker copied from the notes

@@ -24,9 +24,10 @@ from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.routing.entry import route_to_expert
 from nodes.sentences import coverage
 from stores.documents import DocumentInfo
-from stores.models import LLM, Usage, messages
+from stores.models import LLM, messages
 from stores.settings import InputError
 from stores.text import jaccard, split_sentences, truncate_tokens
+from stores.usage import Usage
 from stores.vectorstore import Hit, VectorStore
 
 Format = Literal["paragraphs", "bullets"]

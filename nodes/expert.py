@@ -23,8 +23,9 @@ from pydantic import BaseModel, Field, create_model
 import prompts
 from nodes.retrieval import Rerank, focus_snippet, hybrid_search
 from stores.documents import cache_path
-from stores.models import LLM, ModelOutputError, Usage, messages
+from stores.models import LLM, ModelOutputError, messages
 from stores.text import lexical_tokens
+from stores.usage import Usage
 from stores.vectorstore import VectorStore
 
 DEFAULT_EXPERTS: dict[str, str] = {
@@ -93,7 +94,7 @@ def question_key(question: str) -> frozenset[str]:
 class AnswerCache:
     """Expert answers of one document, keyed by question, expert and settings, in LangGraph's ``SqliteCache``.
 
-    Kept beside the LLM response cache (:func:`stores.models.response_cache`): it holds a whole
+    Kept beside the LLM response cache (:func:`stores.llm_cache.response_cache`): it holds a whole
     answer (the retrieval, the model call and the citation check) under the question's content
     words, where the LLM cache holds one model call under its exact prompt.
     """

@@ -24,8 +24,9 @@ from nodes.expert import bad_output, citations_in, language_name
 from nodes.grounding import grounding_problems
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.sentences import clean_sentence, coverage
-from stores.models import LLM, Usage, merge_usage, messages
+from stores.models import LLM, messages
 from stores.settings import ModelError
+from stores.usage import Usage, merge_usage
 from stores.vectorstore import VectorStore
 
 FactcheckMode = Literal["fix", "mark", "off"]

@@ -198,7 +198,7 @@ class FlagEmbeddings(Embeddings):
 
 
 def _openai_embeddings() -> Embeddings:
-    from stores.models import EndpointEmbeddings
+    from stores.endpoints import EndpointEmbeddings
 
     settings = get_settings()
     if not settings.embed_base_url:

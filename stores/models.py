@@ -1,13 +1,15 @@
-"""Chat models per role, one call path for every LLM request, token accounting and a response cache.
+"""Chat models per role and the one call path of every LLM request.
 
 Every chat call goes through ``langchain_openai.ChatOpenAI`` against an OpenAI-compatible
 endpoint: the bundled llama.cpp server when no base URL is configured, anything else
 (OpenAI, vLLM, Ollama, a llama.cpp server) when ``LONGDOC_BASE_URL`` / ``LONGDOC_MODEL`` /
-``LONGDOC_API_KEY`` (or the per-role ``LONGDOC_<ROLE>_*``) are set.
+``LONGDOC_API_KEY`` (or the per-role ``LONGDOC_<ROLE>_*``) are set. Each request is held to the
+rules of :mod:`stores.endpoints` (deadline, rate limit, endpoint gate) and answered from
+:mod:`stores.llm_cache` when it was asked before.
 
 Nodes use :func:`llm_for` and get back results together with a usage dict
-``{role: {"input": n, "output": m, "calls": 1, "cached": 0}}`` that graph states merge with
-:func:`merge_usage`.
+``{role: {"input": n, "output": m, "calls": 1, "cached": 0}}`` (:mod:`stores.usage`) that graph
+states merge with :func:`stores.usage.merge_usage`.
 """
 
 from __future__ import annotations
@@ -16,19 +18,26 @@ import contextlib
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from langchain_core.caches import BaseCache
-from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.load import dumps
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration
 from pydantic import BaseModel, ValidationError
 
+from stores.endpoints import (
+    DeadlineReached,
+    deadline_reached,
+    endpoint_gate,
+    endpoint_of,
+    http_client,
+    is_openai,
+    model_error,
+    rate_limiter,
+    unavailable,
+)
+from stores.llm_cache import cached_reply, remember
 from stores.settings import (
     InputError,
     ModelError,
@@ -38,10 +47,9 @@ from stores.settings import (
     deadline_left,
     get_settings,
 )
-from stores.text import count_tokens
+from stores.usage import Usage, merge_usage, usage_of
 
 T = TypeVar("T", bound=BaseModel)
-Usage = dict[str, dict[str, int]]
 ChatFactory = Callable[[str], BaseChatModel]
 
 
@@ -92,33 +100,6 @@ def model_retry() -> Any:
     return RetryPolicy(max_attempts=2, retry_on=transient)
 
 
-def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
-    """Reducer: add token counts per role."""
-    out: Usage = {role: dict(v) for role, v in (left or {}).items()}
-    for role, counts in (right or {}).items():
-        mine = out.setdefault(role, {})
-        for key, value in counts.items():
-            mine[key] = mine.get(key, 0) + int(value)
-    return out
-
-
-def relabel_usage(usage: Usage, label: str) -> Usage:
-    """The same counts gathered under one label (e.g. the graph step that spent them)."""
-    out: Usage = {}
-    for counts in usage.values():
-        out = merge_usage(out, {label: counts})
-    return out
-
-
-def usage_totals(usage: Usage) -> dict[str, int]:
-    """Sum of input/output tokens and calls over every role."""
-    total = {"input": 0, "output": 0, "calls": 0, "cached": 0}
-    for counts in usage.values():
-        for key in total:
-            total[key] += int(counts.get(key, 0))
-    return total
-
-
 def resolve_role(role: str, overrides: dict[str, Any] | None = None) -> RoleModel:
     """Model settings for ``role``: runtime overrides (context fields) over ``LONGDOC_*`` settings."""
     base = get_settings().role(role)
@@ -132,93 +113,6 @@ def resolve_role(role: str, overrides: dict[str, Any] | None = None) -> RoleMode
         api_key=base.api_key,
         temperature=float(temperature) if temperature is not None else base.temperature,
     )
-
-
-class DeadlineReached(BaseException):
-    """The run's deadline passed while a model request was being sent or read.
-
-    A ``BaseException``: the OpenAI client's retry loop must not catch it and send the request
-    again. :class:`LLM` turns it into a :class:`RunTimeout`.
-    """
-
-
-def _deadline_reached() -> DeadlineReached:
-    try:
-        check_deadline()
-    except RunTimeout as exc:
-        return DeadlineReached(str(exc))
-    return DeadlineReached("the run's deadline has passed")
-
-
-_http_client: Any = None
-_http_lock = threading.Lock()
-
-
-def http_client() -> Any:
-    """The process's HTTP client for model requests, which holds every request to the run's deadline.
-
-    Its transport refuses a request (a first attempt or a retry) once the deadline of the current
-    run (:func:`stores.settings.run_deadline`) has passed, cuts each request's connect and read
-    timeouts to the time left, and stops reading a streamed reply when the time is up.
-    """
-    global _http_client
-    with _http_lock:
-        if _http_client is None:
-            import httpx
-
-            class DeadlineStream(httpx.SyncByteStream):
-                def __init__(self, inner: Any) -> None:
-                    self.inner = inner
-
-                def __iter__(self) -> Iterator[bytes]:
-                    for part in self.inner:
-                        left = deadline_left()
-                        if left is not None and left <= 0:
-                            raise _deadline_reached()
-                        yield part
-
-                def close(self) -> None:
-                    self.inner.close()
-
-            class DeadlineTransport(httpx.HTTPTransport):
-                def handle_request(self, request: httpx.Request) -> httpx.Response:
-                    left = deadline_left()
-                    if left is None:
-                        return super().handle_request(request)
-                    if left <= 0:
-                        raise _deadline_reached()
-                    timeouts = dict(request.extensions.get("timeout") or {})
-                    request.extensions["timeout"] = {
-                        name: left if value is None else min(float(value), left) for name, value in timeouts.items()
-                    }
-                    response = super().handle_request(request)
-                    response.stream = DeadlineStream(response.stream)
-                    return response
-
-            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)  # the OpenAI client's
-            _http_client = httpx.Client(transport=DeadlineTransport(limits=limits), follow_redirects=True)
-        return _http_client
-
-
-_limiters: dict[tuple[str, float], Any] = {}
-_limiters_lock = threading.Lock()
-
-
-def rate_limiter(endpoint: str) -> Any:
-    """The process's ``InMemoryRateLimiter`` of ``endpoint`` under ``LONGDOC_REQUESTS_PER_SECOND`` (None: no limit).
-
-    One per endpoint, shared by every role and request that calls it.
-    """
-    rate = get_settings().requests_per_second
-    if rate <= 0:
-        return None
-    from langchain_core.rate_limiters import InMemoryRateLimiter
-
-    key = (endpoint.rstrip("/"), rate)
-    with _limiters_lock:
-        if key not in _limiters:
-            _limiters[key] = InMemoryRateLimiter(requests_per_second=rate, check_every_n_seconds=min(0.1, 0.5 / rate))
-        return _limiters[key]
 
 
 def run_config(config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -275,81 +169,9 @@ def _bundled_slots(model: BaseChatModel) -> threading.BoundedSemaphore | None:
     from stores.local_model import running_server
 
     server = running_server()
-    if server is None or not _is_openai(model) or _endpoint_of(model).rstrip("/") != server.base_url:
+    if server is None or not is_openai(model) or endpoint_of(model).rstrip("/") != server.base_url:
         return None
     return server.slots
-
-
-class EndpointGate:
-    """Endpoints that just failed, closed for a cool-down so that no layer retries them again.
-
-    The OpenAI client is the one layer that retries a request (``LONGDOC_MAX_RETRIES`` times,
-    with back-off and ``Retry-After``). When an endpoint is still unreachable, stalled or failing
-    (5xx, 429) after those retries, it is closed for ``LONGDOC_ENDPOINT_COOLDOWN`` seconds: every
-    call to it in that time (a graph node's retry, another request of the server) fails at once
-    with the same error instead of waiting out its timeouts again.
-    """
-
-    def __init__(self) -> None:
-        self._closed: dict[str, tuple[float, str]] = {}
-        self._lock = threading.Lock()
-
-    def check(self, endpoint: str) -> None:
-        """Raise the endpoint's last error while it is closed."""
-        with self._lock:
-            closed = self._closed.get(endpoint)
-        if closed is not None:
-            left = closed[0] - time.monotonic()
-            if left > 0:
-                raise ModelError(f"{closed[1]} (not retried for another {left:.0f} s)")
-
-    def close(self, endpoint: str, message: str) -> None:
-        cooldown = get_settings().cooldown
-        if cooldown > 0:
-            with self._lock:
-                self._closed[endpoint] = (time.monotonic() + cooldown, message)
-
-    def open(self, endpoint: str) -> None:
-        with self._lock:
-            self._closed.pop(endpoint, None)
-
-    def reset(self) -> None:
-        """Forget every failure (tests)."""
-        with self._lock:
-            self._closed.clear()
-
-
-endpoint_gate = EndpointGate()
-"""The process's gate (one for every role and request)."""
-
-
-_caches: dict[Path, BaseCache] = {}
-_caches_lock = threading.Lock()
-
-
-def response_cache() -> BaseCache:
-    """LangChain's ``SQLiteCache`` of the current ``LONGDOC_HOME`` (``llm_cache.sqlite``).
-
-    :class:`LLM` calls its ``lookup``/``update`` itself rather than setting it as the chat model's
-    ``cache``: the model's own cache would keep replies cut at ``max_tokens`` and knows nothing of
-    the parsed structured output, and a global ``set_llm_cache`` would hold for every role and test.
-    """
-    path = get_settings().home / "llm_cache.sqlite"
-    with _caches_lock:
-        if path not in _caches:
-            from langchain_community.cache import SQLiteCache
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _caches[path] = SQLiteCache(database_path=str(path))
-        return _caches[path]
-
-
-def _usage_of(message: BaseMessage, messages: Sequence[BaseMessage]) -> tuple[int, int]:
-    meta = getattr(message, "usage_metadata", None) or {}
-    if meta.get("input_tokens") is not None:
-        return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
-    prompt = sum(count_tokens(str(m.content)) for m in messages)
-    return prompt, count_tokens(str(message.content))
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"')\]\u201d]*(?=\s|$)|[\u3002\uff01\uff1f][\u201d\u300d\uff09]*")
@@ -423,15 +245,12 @@ class LLM:
         """One request: returns the reply text, the parsed object (schema calls) and usage."""
         key = self._key(messages, schema, max_tokens) if self.use_cache else None
         if key is not None:
-            hit = response_cache().lookup(*key)
-            kept = hit[0] if hit and isinstance(hit[0], ChatGeneration) else None
-            if kept is not None and isinstance(kept.message, AIMessage) and kept.message.usage_metadata:
-                counts = kept.message.usage_metadata
-                spent = {"input": counts["input_tokens"], "output": counts["output_tokens"], "calls": 1, "cached": 1}
-                return kept.text, (kept.generation_info or {}).get("parsed"), {self.role: spent}
+            hit = cached_reply(key, self.role)
+            if hit is not None:
+                return hit
         check_deadline()  # no model call starts after the run's deadline
         model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
-        endpoint = _endpoint_of(model)
+        endpoint = endpoint_of(model)
         if endpoint:
             endpoint_gate.check(endpoint)
         slots = _bundled_slots(model)
@@ -439,7 +258,7 @@ class LLM:
             # Sent only once the bundled server has a free slot: its read timeout starts then.
             left = deadline_left()
             if not slots.acquire(timeout=max(0.0, left) if left is not None else None):
-                raise RunTimeout(str(_deadline_reached()))
+                raise RunTimeout(str(deadline_reached()))
         try:
             return self._send(model, messages, schema, key)
         finally:
@@ -455,11 +274,11 @@ class LLM:
     ) -> tuple[str, Any, Usage]:
         import openai
 
-        endpoint = _endpoint_of(model)
+        endpoint = endpoint_of(model)
         parsed: Any = None
         raw: BaseMessage
         try:
-            if schema is not None and _is_openai(model):
+            if schema is not None and is_openai(model):
                 # A plain JSON schema (not the pydantic class): the server's grammar enforces the
                 # structure, and validation (bounds, enums) happens below, where it can be retried.
                 json_schema = {"title": schema.__name__, **schema.model_json_schema()}
@@ -495,27 +314,19 @@ class LLM:
                 n_in = int(getattr(spent, "prompt_tokens", 0) or 0)
                 n_out = int(getattr(spent, "completion_tokens", 0) or 0)
                 return "", None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
-            error = _model_error(exc, self.role, model)
-            if endpoint and _unavailable(exc):
+            error = model_error(exc, self.role, model)
+            if endpoint and unavailable(exc):
                 endpoint_gate.close(endpoint, str(error))
             raise error from exc
         if endpoint:
             endpoint_gate.open(endpoint)
-        n_in, n_out = _usage_of(raw, messages)
+        n_in, n_out = usage_of(raw, messages)
         if (raw.response_metadata or {}).get("finish_reason") == "length":
             return text, None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
         used = {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
         if key is not None and schema is None:
-            self._remember(key, text, None, used)  # a structured reply is kept once it validates
+            remember(key, self.role, text, None, used)  # a structured reply is kept once it validates
         return text, parsed, used
-
-    def _remember(self, key: tuple[str, str], text: str, parsed: Any, used: Usage) -> None:
-        """Keep a complete, accepted reply in the response cache with its token counts."""
-        n_in, n_out = used[self.role]["input"], used[self.role]["output"]
-        reply = AIMessage(
-            content=text, usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
-        )
-        response_cache().update(*key, [ChatGeneration(message=reply, generation_info={"parsed": parsed})])
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:
         """Plain text reply and its usage.
@@ -573,176 +384,13 @@ class LLM:
                 continue
             if self.use_cache and not used[self.role].get("cached"):
                 # Kept as the answer to the request asked, not to the retry that produced it.
-                self._remember(self._key(messages, schema, max_tokens), text, data, used)
+                remember(self._key(messages, schema, max_tokens), self.role, text, data, used)
             return result, usage
         raise ModelOutputError(
             f"the {self.role} model did not return valid {schema.__name__} JSON after "
             f"{self.max_retries + 1} attempts: {last_error}",
             usage,
         )
-
-
-def _is_openai(model: BaseChatModel) -> bool:
-    from langchain_openai import ChatOpenAI
-
-    return isinstance(model, ChatOpenAI)
-
-
-def _endpoint_of(model: Any) -> str:
-    """The base URL an OpenAI client (``ChatOpenAI``, ``OpenAIEmbeddings``) calls (empty for other models)."""
-    return str(getattr(model, "openai_api_base", "") or "")
-
-
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], ...]:
-    """Timeouts, connection failures and dropped replies, as the OpenAI client and its HTTP layers raise them.
-
-    ``openai`` wraps transport failures of a request in ``APITimeoutError`` / ``APIConnectionError``;
-    a streamed reply read after the request returned raises the HTTP library's own errors
-    (``httpx`` for the process's client, ``httpx2`` for the OpenAI client's default one).
-    """
-    import http.client
-
-    import httpx
-    import httpx2
-    import openai
-
-    timeouts = (openai.APITimeoutError, httpx.TimeoutException, httpx2.TimeoutException, TimeoutError)
-    connection = (openai.APIConnectionError, httpx.TransportError, httpx2.TransportError, ConnectionError)
-    dropped = (
-        httpx.RemoteProtocolError,
-        httpx.ReadError,
-        httpx2.RemoteProtocolError,
-        httpx2.ReadError,
-        http.client.IncompleteRead,
-    )
-    return timeouts, connection, dropped
-
-
-def _unavailable(exc: Exception) -> bool:
-    """True for failures that close the endpoint: unreachable, stalled, 5xx, rate-limited."""
-    import openai
-
-    timeouts, connection, _ = _transport_errors()
-    if isinstance(exc, (*timeouts, *connection, openai.RateLimitError)):
-        return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
-
-
-def _dropped_mid_reply(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) is a connection closed by the peer during a reply."""
-    _, _, dropped = _transport_errors()
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, dropped):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _model_error(exc: Exception, role: str, model: Any = None, reply: str = "chat completion") -> Exception:
-    if isinstance(exc, ModelError):
-        return exc
-    import openai
-
-    name = type(exc).__name__
-    endpoint = _endpoint_of(model) if model is not None else ""
-    where = f" {endpoint}" if endpoint else ""
-    attempts = int(getattr(model, "max_retries", None) or 0) + 1
-    timeouts, connection, _ = _transport_errors()
-    if isinstance(exc, timeouts):
-        timeout: Any = getattr(model, "request_timeout", None)
-        limits = ""
-        if getattr(timeout, "read", None) is not None:
-            limits = f", {timeout.connect:g} s to connect, {timeout.read:g} s to read"
-        return ModelError(
-            f"the {role} model endpoint{where} did not answer in time ({attempts} attempts{limits}); "
-            "check it, or raise LONGDOC_READ_TIMEOUT"
-        )
-    if isinstance(exc, connection) and _dropped_mid_reply(exc):
-        return ModelError(
-            f"the {role} model endpoint{where} dropped the connection before its reply was complete "
-            f"({attempts} attempts); check the endpoint or a proxy in front of it"
-        )
-    if isinstance(exc, connection):
-        return ModelError(
-            f"the {role} model endpoint{where} cannot be reached ({name}: {exc}); check LONGDOC_BASE_URL "
-            "or unset it to use the bundled model"
-        )
-    if isinstance(exc, openai.RateLimitError):
-        return ModelError(
-            f"the {role} model endpoint{where} kept refusing with 429 (rate limit) after {attempts} attempts"
-        )
-    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return ModelError(f"the {role} model endpoint refused the API key ({exc}); check LONGDOC_API_KEY")
-    if isinstance(exc, openai.NotFoundError):
-        return ModelError(f"the {role} model was not found at the endpoint ({exc}); check LONGDOC_MODEL")
-    text = str(exc)
-    # A 200 reply that is not JSON has no error type of its own: the client fails parsing it.
-    if "Unexpected response type" in text or "'str' object has no attribute" in text:
-        return ModelError(
-            f"the {role} model endpoint{where} answered with something that is not an OpenAI-compatible "
-            f"{reply} (an HTML page? check the endpoint's URL, which usually ends in /v1)"
-        )
-    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
-        return ModelError(
-            f"the {role} model endpoint{where} failed with HTTP {exc.status_code} after {attempts} attempts"
-        )
-    to = f" to {endpoint}" if endpoint else ""
-    return ModelError(f"the {role} model call{to} failed ({name}: {str(exc)[:300]})")
-
-
-class EndpointEmbeddings(Embeddings):
-    """An OpenAI-compatible ``/embeddings`` endpoint held to the rules of the chat calls.
-
-    ``OpenAIEmbeddings`` with the connect and read timeouts and the retries of ``LONGDOC_*``, the
-    process's deadline-aware HTTP client (:func:`http_client`) and the endpoint gate; a failure
-    is a :class:`ModelError` naming the endpoint (a :class:`RunTimeout` past the run's deadline),
-    and a reply without one vector per text is refused. A LangChain ``Embeddings``.
-    """
-
-    def __init__(self, base_url: str, api_key: str | None, model: str) -> None:
-        import httpx
-        from langchain_openai import OpenAIEmbeddings
-
-        settings = get_settings()
-        self.endpoint = base_url.rstrip("/")
-        self.embedder_id = f"openai-{re.sub(r'[^a-z0-9]+', '-', model.lower())}"
-        self.inner = OpenAIEmbeddings(
-            base_url=base_url,
-            api_key=api_key or "not-needed",  # type: ignore[arg-type]
-            model=model,
-            check_embedding_ctx_length=False,
-            max_retries=settings.max_retries,
-            timeout=httpx.Timeout(settings.read_timeout_for(base_url), connect=settings.connect_timeout),
-            http_client=http_client(),
-        )
-
-    def _run(self, texts: list[str], call: Callable[[], Any]) -> list[list[float]]:
-        check_deadline()
-        endpoint_gate.check(self.endpoint)
-        try:
-            vectors = call()
-        except DeadlineReached as exc:
-            raise RunTimeout(str(exc)) from None
-        except Exception as exc:
-            check_deadline()
-            error = _model_error(exc, "embedding", self.inner, reply="embeddings response")
-            if _unavailable(exc):
-                endpoint_gate.close(self.endpoint, str(error))
-            raise error from exc
-        endpoint_gate.open(self.endpoint)
-        if not isinstance(vectors, list) or len(vectors) != len(texts) or not all(vectors):
-            count = len(vectors) if isinstance(vectors, list) else 0
-            raise ModelError(
-                f"the embedding model endpoint {self.endpoint} answered with {count} vectors for {len(texts)} texts"
-            )
-        return vectors
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._run(texts, lambda: self.inner.embed_documents(texts))
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._run([text], lambda: [self.inner.embed_query(text)])[0]
 
 
 def llm_for(role: str, context: Any = None, *, model: str | None = None, **kwargs: Any) -> LLM:

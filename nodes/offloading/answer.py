@@ -15,9 +15,10 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.offloading.memory import Memory, Piece
-from stores.models import LLM, ModelOutputError, Usage, messages
+from stores.models import LLM, ModelOutputError, messages
 from stores.offload import OffloadStore, is_offload_id
 from stores.text import CITATION_TAG, count_tokens
+from stores.usage import Usage
 from stores.vectorstore import VectorStore
 
 _ID = re.compile(r"^\[?\s*([oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)

@@ -13,8 +13,9 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.canvas import content_terms
-from stores.models import LLM, ModelOutputError, Usage, messages
+from stores.models import LLM, ModelOutputError, messages
 from stores.text import overlap, split_sentences, truncate_tokens
+from stores.usage import Usage
 
 
 class OffloadNote(BaseModel):

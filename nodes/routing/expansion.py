@@ -30,8 +30,9 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.routing.model import Agent, Registry, Tool
-from stores.models import LLM, Usage, merge_usage, messages, usage_totals
+from stores.models import LLM, messages
 from stores.text import content_hash, truncate_tokens
+from stores.usage import Usage, merge_usage, usage_totals
 
 EXPANSION_VERSION = "expand-v1"
 """Version of the expansion step; part of every journal key, so a change writes new examples."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from graphs.summarize import graph
 from stores.documents import get_document
-from stores.models import usage_totals
+from stores.usage import usage_totals
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

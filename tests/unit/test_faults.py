@@ -21,7 +21,8 @@ from pydantic import BaseModel, Field
 from doubles import endpoint as fake_endpoint
 from graphs import cli
 from graphs.serve import create_app
-from stores.models import LLM, ModelError, ModelOutputError, endpoint_gate, messages
+from stores.endpoints import endpoint_gate
+from stores.models import LLM, ModelError, ModelOutputError, messages
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 READ_TIMEOUT = 0.5
@@ -541,7 +542,7 @@ def test_a_served_run_past_its_deadline_sends_no_more_model_requests(
 # --- route: its model step is the embedder, here an OpenAI-compatible endpoint ---------------------------
 @pytest.mark.parametrize("fault", EVERY_FAULT)
 def test_an_embedding_endpoint_fails_clearly_within_the_bound(fault: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stores.models import EndpointEmbeddings
+    from stores.endpoints import EndpointEmbeddings
 
     script = fake_endpoint.Script(fault="ok" if fault == "refuse" else fault, stall_seconds=30, retry_after=0.3)
     with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
@@ -557,7 +558,7 @@ def test_an_embedding_endpoint_fails_clearly_within_the_bound(fault: str, monkey
 
 
 def test_an_embedding_endpoint_that_answers_embeds(endpoint: fake_endpoint.Script) -> None:
-    from stores.models import EndpointEmbeddings
+    from stores.endpoints import EndpointEmbeddings
 
     endpoint.faults = ["rate_limited"]
     embedder = EndpointEmbeddings(endpoint.url, None, "scripted-embed")  # type: ignore[attr-defined]

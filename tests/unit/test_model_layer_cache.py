@@ -10,8 +10,9 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
-from stores import models
-from stores.models import LLM, ModelError, ModelOutputError, llm_for, messages, response_cache, use_chat_model
+from stores import llm_cache
+from stores.llm_cache import response_cache
+from stores.models import LLM, ModelError, ModelOutputError, llm_for, messages, use_chat_model
 
 
 class Answer(BaseModel):
@@ -27,7 +28,7 @@ def test_a_repeated_request_is_answered_from_the_sqlite_cache_with_its_original_
     fake = ScriptedChatModel(replies=["first", "second", "third"])
     with use_chat_model(fake):
         one, used1 = LLM("worker", cache=True).text(messages("s", "same question"))
-        models._caches.clear()  # a new process: the answer comes from the file
+        llm_cache._caches.clear()  # a new process: the answer comes from the file
         two, used2 = LLM("worker", cache=True).text(messages("s", "same question"))
         three, used3 = LLM("worker", cache=True).text(messages("s", "other question"))
     assert isinstance(response_cache(), SQLiteCache) and (longdoc_home / "llm_cache.sqlite").is_file()

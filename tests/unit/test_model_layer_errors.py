@@ -18,7 +18,8 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
-from stores.models import LLM, ModelError, endpoint_gate, messages, use_chat_model
+from stores.endpoints import endpoint_gate
+from stores.models import LLM, ModelError, messages, use_chat_model
 
 ENDPOINT = "http://models.example/v1"
 REQUEST = httpx2.Request("POST", f"{ENDPOINT}/chat/completions")

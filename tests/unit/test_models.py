@@ -8,8 +8,9 @@ from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
 from stores import local_model
-from stores.models import LLM, ModelOutputError, llm_for, merge_usage, messages, parse_json_object, use_chat_model
+from stores.models import LLM, ModelOutputError, llm_for, messages, parse_json_object, use_chat_model
 from stores.settings import InputError, ModelError, get_settings
+from stores.usage import merge_usage
 
 
 class Answer(BaseModel):
@@ -140,7 +141,7 @@ class CutOnce(ScriptedChatModel):
 def test_truncated_structured_reply_is_retried_with_a_larger_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     budgets: list[int | None] = []
     fake = CutOnce(default='{"answer": "Oslo", "confidence": 0.8}')
-    monkeypatch.setattr("stores.models._is_openai", lambda model: False)
+    monkeypatch.setattr("stores.models.is_openai", lambda model: False)
     original = LLM._call
 
     def spy(self, messages, schema, max_tokens):  # type: ignore[no-untyped-def]

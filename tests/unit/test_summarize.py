@@ -19,8 +19,9 @@ from graphs.summarize import graph
 from graphs.summarize_state import SummarizeContext
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
-from stores.models import ModelOutputError, usage_totals, use_chat_model
+from stores.models import ModelOutputError, use_chat_model
 from stores.settings import InputError, ModelError
+from stores.usage import usage_totals
 from tests.fakes import length_finish_error
 from tests.fakes import summarize_chat_model as fake_chat_model
 from tests.fakes import summarize_reply as scripted_reply
