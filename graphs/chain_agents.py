@@ -11,11 +11,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
-from graphs.context import stream_writer
 from nodes.chain import manager_answer, valid_citations, worker_step
-from stores.models import llm_for
+from stores.models import llm_for, merge_usage, usage_totals
 from stores.settings import InputError
-from stores.usage import merge_usage, usage_totals
 from stores.vectorstore import get_store
 
 
@@ -45,7 +43,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     if chunk_id not in read:
         read.append(chunk_id)
     skipped = [c for c in state.get("skipped", []) if c != chunk_id]
-    stream_writer()(
+    runtime.stream_writer(
         {
             "stage": "reading",
             "done": len(read),

@@ -19,7 +19,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
-from graphs.context import stream_writer, validate
+from graphs.context import validate
 from nodes.chain import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
 from nodes.ingest import input_namespace, resolve_document
 from nodes.ordering.traverse import multi_roots
@@ -36,7 +36,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     validate(ctx)
     question = check_question(state.get("question") or "")
     namespace = input_namespace(state, ctx)
-    doc_id = resolve_document(state, ctx, stream_writer())
+    doc_id = resolve_document(state, ctx, runtime.stream_writer)
     store = get_store(namespace, ctx.embedder)
     doc = document_vectors(store, doc_id)
     tree, cached = cached_tree(
@@ -59,7 +59,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
             roots=ctx.roots,
         )
         plan = [[ids[i] for i in o] for o in orders]
-    stream_writer()(
+    runtime.stream_writer(
         {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
     )
     return {
@@ -198,7 +198,7 @@ def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
             return update
         notes.append(chain_state["current"])
         stops.append(reason or "end")
-        stream_writer()({"stage": "reading", "message": _stop_message(reason or "end", state, chain, skipped)})
+        runtime.stream_writer({"stage": "reading", "message": _stop_message(reason or "end", state, chain, skipped)})
         chain += 1
         chain_state = fresh_chain()
         update = {"notes": notes, "stops": stops}

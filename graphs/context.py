@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
-from langgraph.config import get_stream_writer
-
 from stores.settings import InputError, get_settings
 
 C = TypeVar("C", bound="Context")
@@ -87,14 +85,6 @@ class Context:
         """Build from a mapping, ignoring keys that are not fields (e.g. ``thread_id``)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (values or {}).items() if k in names and v is not None})
-
-
-def stream_writer() -> Any:
-    """The run's custom stream writer; outside a run, one that drops every event."""
-    try:
-        return get_stream_writer()
-    except RuntimeError:
-        return lambda _event: None
 
 
 def field_descriptions(cls: type[Context]) -> dict[str, str]:

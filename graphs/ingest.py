@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, stream_writer
+from graphs.context import Context
 from nodes.ingest import index_for_context, input_namespace, read_source
 
 
@@ -77,7 +77,7 @@ def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
         state.get("filename", ""),
         state.get("encoding"),
     )
-    result = index_for_context(doc, namespace, ctx, stream_writer())
+    result = index_for_context(doc, namespace, ctx, runtime.stream_writer)
     return {**result.to_dict(), "namespace": namespace, "text": "", "data": ""}
 
 

@@ -11,15 +11,13 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 import prompts
-from graphs.context import stream_writer
 from graphs.offload_state import OffloadContext, OffloadState, call_record, session_context
 from nodes.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.offloading.answer import ask, citations_of, normalise_ids, resolve_recall
 from nodes.offloading.memory import OFFLOADING, Piece, build_memory
 from nodes.offloading.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
-from stores.models import llm_for
+from stores.models import llm_for, relabel_usage
 from stores.offload import get_offload_store
-from stores.usage import relabel_usage
 from stores.vectorstore import get_store
 
 
@@ -53,7 +51,9 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
         min_details=ctx.min_details,
         canvas_refs=canvas_refs,
     )
-    stream_writer()({"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")})
+    runtime.stream_writer(
+        {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
+    )
     return {"details": refs}
 
 
@@ -124,7 +124,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "input_tokens": calls[-1]["input"],
     }
     if memory.cut:
-        stream_writer()({"stage": "budget", "message": "token budget: " + "; ".join(memory.cut)})
+        runtime.stream_writer({"stage": "budget", "message": "token budget: " + "; ".join(memory.cut)})
     requested: list[str] = []
     if can_recall:
         shown_whole = {p.key for p in memory.pieces if p.section == "details" and not p.shortened}
@@ -157,5 +157,5 @@ def recall(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         lang=state.get("lang", "en"),
     )
     shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
-    stream_writer()({"stage": "recall", "message": f"recall: {shown}"})
+    runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
     return {"recalled": report, "recall_round": 1}

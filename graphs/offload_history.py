@@ -12,14 +12,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from graphs.context import stream_writer
 from graphs.offload_state import OffloadContext, OffloadState, call_record, session_context
 from nodes.offloading.memory import OFFLOADING
 from nodes.offloading.offloader import compress_turn, update_pinned
-from stores.models import llm_for
+from stores.models import llm_for, relabel_usage
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens, truncate_tokens
-from stores.usage import relabel_usage
 
 
 def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
@@ -83,7 +81,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
     message = f"offloaded {', '.join(o['id'] for o in offloaded)}: {conclusion}"
     if error:
         message += f" (offloader output invalid, kept the answer's first sentence: {error[:100]})"
-    stream_writer()({"stage": "offload", "message": message})
+    runtime.stream_writer({"stage": "offload", "message": message})
     return {
         "history": history,
         "pinned": pinned,

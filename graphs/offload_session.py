@@ -12,16 +12,14 @@ from typing import Any, Literal
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from graphs.context import stream_writer
 from graphs.offload_state import OffloadContext, OffloadState, call_record, check_context, session_context
 from nodes.canvas import ensure_canvas
 from nodes.ingest import resolve_document
 from stores.documents import get_document, index_identity
-from stores.models import llm_for
+from stores.models import llm_for, relabel_usage
 from stores.offload import check_session
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
-from stores.usage import relabel_usage
 from stores.vectorstore import get_store
 
 
@@ -70,7 +68,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             )
         if values.get("doc_id") == bound["doc_id"]:
             values.pop("doc_id")  # the session's own document, carried over in the thread
-    doc_id = resolve_document(values, ctx, stream_writer(), required=first)
+    doc_id = resolve_document(values, ctx, runtime.stream_writer, required=first)
     if not first:
         if doc_id and doc_id != bound["doc_id"]:
             raise InputError("a session is bound to one document; start a new session (thread) for another one")
@@ -134,7 +132,9 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             "namespace": ctx.namespace,
             "index": index,
         }
-    stream_writer()({"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {info.title or doc_id}"})
+    runtime.stream_writer(
+        {"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {info.title or doc_id}"}
+    )
     return update
 
 
@@ -162,7 +162,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     )
     summary = {**made.summary(), "cached": cached}
     how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
-    stream_writer()({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})
+    runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})
     calls = list(state.get("calls", []))
     if usage:
         calls.append(call_record("canvas", usage))

@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, stream_writer
+from graphs.context import Context
 from nodes.routing.entry import check_requests, route
 from nodes.routing.fusion import AGGREGATES, DEFAULT_PROFILE, PROFILES, RETRIEVALS, RouteSettings
 from nodes.routing.manifest import register, registered
@@ -191,10 +191,10 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
         registry = registered(namespace, name or ctx.registry)
     update: dict[str, Any] = {}
     if ctx.expand and (state.get("registry_path") or state.get("registry_data") is not None):
-        registry, stats = _expand(registry, namespace, ctx)
+        registry, stats = _expand(registry, namespace, ctx, runtime.stream_writer)
         update["expansion"] = stats.to_dict()
-    result = register(registry, get_store(namespace, ctx.embedder), progress=stream_writer())
-    stream_writer()(
+    result = register(registry, get_store(namespace, ctx.embedder), progress=runtime.stream_writer)
+    runtime.stream_writer(
         {"stage": "registry", "message": f"registry {registry.name}: {result.agents} agents, {result.tools} tools"}
     )
     return {
@@ -209,12 +209,12 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
     }
 
 
-def _expand(registry: Any, namespace: str, ctx: RouteContext) -> tuple[Any, Any]:
+def _expand(registry: Any, namespace: str, ctx: RouteContext, progress: Any) -> tuple[Any, Any]:
     from nodes.routing.expansion import expand_registry, journal_for, model_id
     from stores.models import llm_for
 
     llm = llm_for("router", ctx)
-    return expand_registry(registry, journal_for(namespace), llm, model_id=model_id(llm), progress=stream_writer())
+    return expand_registry(registry, journal_for(namespace), llm, model_id=model_id(llm), progress=progress)
 
 
 def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
-from graphs.context import stream_writer
 from graphs.summarize_state import SummarizeContext, SummarizeState, run_context, target_length
 from nodes.expert import citations_in
 from nodes.factcheck import Checks, FactcheckMode, check_sentences, factcheck_stats
@@ -25,8 +24,7 @@ from nodes.length import (
 from nodes.retrieval import hybrid_search
 from nodes.sentences import dedupe_sentences, parse_cited_sentences
 from stores.documents import get_document
-from stores.models import llm_for
-from stores.usage import Usage, merge_usage
+from stores.models import Usage, llm_for, merge_usage
 from stores.vectorstore import get_store
 
 REFILLS = 2
@@ -73,7 +71,7 @@ def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dic
         fitted += fill_to_length(fitted, _fill_candidates(state, ctx, [s["text"] for s in fitted]), length, lang)
     after = total_units(fitted, lang)
     added = sum(s["origin"] != "summary" for s in fitted)
-    stream_writer()(
+    runtime.stream_writer(
         {
             "stage": "length",
             "message": f"length {before} -> {after} {unit_name(lang)} (target {length})"
@@ -130,7 +128,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
         checked += extra
         usage = merge_usage(usage, used_more)
     stats = factcheck_stats(checked)
-    stream_writer()(
+    runtime.stream_writer(
         {
             "stage": "factcheck",
             "message": f"fact-check: {stats['supported']} supported, {stats['fixed']} fixed, "

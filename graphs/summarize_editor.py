@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from graphs.context import stream_writer
 from graphs.summarize_state import SummarizeContext, SummarizeState, run_context, target_length
 from nodes.editor import (
     build_overview,
@@ -30,9 +29,8 @@ from nodes.length import draft_fits, length_bounds, length_units
 from nodes.retrieval import hybrid_search
 from nodes.sentences import coverage, parse_cited_sentences
 from stores.documents import get_document
-from stores.models import llm_for
+from stores.models import llm_for, relabel_usage
 from stores.settings import ModelError
-from stores.usage import relabel_usage
 from stores.vectorstore import get_store
 
 
@@ -49,7 +47,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     ctx = run_context(state, runtime)
     rnd = state.get("round", 0) + 1
     asked = [a["question"] for a in state.get("answers", [])]
-    emit = stream_writer()
+    emit = runtime.stream_writer
     emit({"stage": "rounds", "done": rnd - 1, "total": ctx.max_rounds})
     draft, query, lang = state.get("draft", ""), state.get("query", ""), state["lang"]
     store = get_store(ctx.namespace, ctx.embedder)
@@ -147,11 +145,11 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
     else:
         stop = ""
     info["stop"] = stop
-    stream_writer()({"stage": "rounds", "done": rnd, "total": ctx.max_rounds})
+    runtime.stream_writer({"stage": "rounds", "done": rnd, "total": ctx.max_rounds})
     verdict = "no judgement"
     if judgement:
         verdict = ", ".join(f"{k} {judgement[k]}" for k in ("completeness", "accuracy", "coherence"))
-    stream_writer()(
+    runtime.stream_writer(
         {"stage": "editor", "message": f"round {rnd}: merged {len(usable)} answers; {verdict}; {stop or 'next round'}"}
     )
     return {**update, "draft": new_draft, "stop_reason": stop, "rounds_info": [info]}
@@ -177,7 +175,7 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     lang, length, query = state["lang"], target_length(state), state.get("query", "")
     fmt = state.get("format", "paragraphs")
     draft = state.get("draft", "").strip()
-    emit = stream_writer()
+    emit = runtime.stream_writer
     if state["kind"] == "direct" or not draft:
         store = get_store(ctx.namespace, ctx.embedder)
         hits = hybrid_search(store, state["doc_id"], query, 3) if query.strip() else store.by_doc(state["doc_id"])[:3]

@@ -8,14 +8,12 @@ from typing import Any, Literal, cast
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from graphs.context import stream_writer
 from graphs.summarize_state import ExpertTask, SummarizeContext, SummarizeState, run_context
 from nodes.expert import AnswerCache, answer_question, expert_prompt_version, question_key
 from nodes.retrieval import Rerank
 from stores.documents import get_document, index_identity
-from stores.models import llm_for, resolve_role
+from stores.models import Usage, llm_for, resolve_role
 from stores.settings import ModelError
-from stores.usage import Usage
 from stores.vectorstore import get_store
 
 
@@ -93,7 +91,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         result = {**result, "cached": False}
     record = {**item, "round": state["round"], **result}
     cites = f" [{', '.join(result['citations'])}]" if result["citations"] else ""
-    stream_writer()(
+    runtime.stream_writer(
         {
             "stage": "experts",
             "message": f"round {state['round']} · {name}: {result['status']} ({result['confidence']:.2f}){cites}",

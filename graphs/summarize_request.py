@@ -8,7 +8,6 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graphs.context import stream_writer
 from graphs.summarize_state import SummarizeContext, SummarizeState, check_context, run_context, target_length
 from nodes.editor import check_request
 from nodes.factcheck import factcheck_stats
@@ -31,7 +30,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     check_request(length, fmt, language, method)
     if state.get("query"):
         check_question(state["query"], "query")
-    doc_id = resolve_document(state, ctx, stream_writer())
+    doc_id = resolve_document(state, ctx, runtime.stream_writer)
     info = get_document(ctx.namespace, doc_id)
     store = get_store(ctx.namespace, ctx.embedder)
     chunks = store.by_doc(doc_id)
@@ -77,7 +76,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     else:
         kind, message = method, f"{method} over {len(chunks)} chunks"
     update["kind"] = kind
-    stream_writer()({"stage": "summarize", "message": f"{info.title or doc_id}: {message}"})
+    runtime.stream_writer({"stage": "summarize", "message": f"{info.title or doc_id}: {message}"})
     return update
 
 

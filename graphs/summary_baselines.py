@@ -25,14 +25,13 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 import prompts
-from graphs.context import Context, stream_writer
+from graphs.context import Context
 from nodes.editor import writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
 from nodes.ingest import in_namespace
 from nodes.length import tokens_for
-from stores.models import llm_for, messages, model_retry
+from stores.models import Usage, llm_for, merge_usage, messages, model_retry
 from stores.text import count_tokens, split_sentences, truncate_tokens
-from stores.usage import Usage, merge_usage
 from stores.vectorstore import get_store
 
 NONE_MARKERS = ("NONE", "无")
@@ -132,7 +131,9 @@ def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dic
     """List the document's chunk ids."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
-    stream_writer()({"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"})
+    runtime.stream_writer(
+        {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
+    )
     return {"chunk_ids": [h.chunk_id for h in hits], "collapses": 0}
 
 
@@ -165,7 +166,7 @@ def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, An
         "summarize/map_user", lang, chunk_id=hit.chunk_id, text=hit.text, query=focus_text(state["query"], lang)
     )
     text, usage = llm_for("worker", ctx).text(messages(system, user), max_tokens=ctx.map_max_tokens)
-    stream_writer()({"stage": "map", "message": f"map {hit.chunk_id}: {len(text.split())} words"})
+    runtime.stream_writer({"stage": "map", "message": f"map {hit.chunk_id}: {len(text.split())} words"})
     if is_none(text):
         return {"usage": usage}
     note = {"position": state["position"], "chunk_id": hit.chunk_id, "text": cite_chunk(text, hit.chunk_id)}
@@ -226,7 +227,7 @@ def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[s
         usage = merge_usage(usage, used)
         out.append(text.strip())
     n = state.get("collapses", 0) + 1
-    stream_writer()(
+    runtime.stream_writer(
         {"stage": "collapse", "message": f"collapse pass {n}: {len(state['collapsed'])} -> {len(out)} notes"}
     )
     return {"collapsed": out, "collapses": n, "usage": usage}
@@ -243,7 +244,7 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
     joined = truncate_tokens("\n".join(f"- {n}" for n in notes), max(ctx.collapse_token_limit, 400) * 2)
     user = prompts.render("summarize/reduce_user", lang, notes=joined, query=focus_text(state.get("query", ""), lang))
     text, usage = llm_for("manager", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
-    stream_writer()({"stage": "reduce", "message": f"reduce: {len(text.split())} words"})
+    runtime.stream_writer({"stage": "reduce", "message": f"reduce: {len(text.split())} words"})
     return {"final_text": text.strip(), "usage": usage}
 
 
@@ -304,7 +305,9 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     if is_none(text):
         text = state.get("final_text", "")
     total = len(state["chunk_ids"])
-    stream_writer()({"stage": "refine", "done": i + 1, "total": total, "message": f"refine {cid} ({i + 1}/{total})"})
+    runtime.stream_writer(
+        {"stage": "refine", "done": i + 1, "total": total, "message": f"refine {cid} ({i + 1}/{total})"}
+    )
     return {"final_text": text, "index": i + 1, "usage": usage}
 
 
