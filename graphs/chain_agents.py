@@ -12,8 +12,9 @@ from langgraph.runtime import Runtime
 
 from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
 from nodes.chain import manager_answer, valid_citations, worker_step
-from stores.models import llm_for, merge_usage, usage_totals
+from stores.models import llm_for
 from stores.settings import InputError
+from stores.usage import merge_usage, usage_totals
 from stores.vectorstore import get_store
 
 

@@ -16,8 +16,9 @@ from nodes.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.offloading.answer import ask, citations_of, normalise_ids, resolve_recall
 from nodes.offloading.memory import OFFLOADING, Piece, build_memory
 from nodes.offloading.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
-from stores.models import llm_for, relabel_usage
+from stores.models import llm_for
 from stores.offload import get_offload_store
+from stores.usage import relabel_usage
 from stores.vectorstore import get_store
 
 

@@ -15,9 +15,10 @@ import prompts
 from graphs.offload_state import OffloadContext, OffloadState, call_record, session_context
 from nodes.offloading.memory import OFFLOADING
 from nodes.offloading.offloader import compress_turn, update_pinned
-from stores.models import llm_for, relabel_usage
+from stores.models import llm_for
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens, truncate_tokens
+from stores.usage import relabel_usage
 
 
 def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:

@@ -16,10 +16,11 @@ from graphs.offload_state import OffloadContext, OffloadState, call_record, chec
 from nodes.canvas import ensure_canvas
 from nodes.ingest import resolve_document
 from stores.documents import get_document, index_identity
-from stores.models import llm_for, relabel_usage
+from stores.models import llm_for
 from stores.offload import check_session
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
+from stores.usage import relabel_usage
 from stores.vectorstore import get_store
 
 

@@ -24,7 +24,8 @@ from nodes.length import (
 from nodes.retrieval import hybrid_search
 from nodes.sentences import dedupe_sentences, parse_cited_sentences
 from stores.documents import get_document
-from stores.models import Usage, llm_for, merge_usage
+from stores.models import llm_for
+from stores.usage import Usage, merge_usage
 from stores.vectorstore import get_store
 
 REFILLS = 2

@@ -29,8 +29,9 @@ from nodes.length import draft_fits, length_bounds, length_units
 from nodes.retrieval import hybrid_search
 from nodes.sentences import coverage, parse_cited_sentences
 from stores.documents import get_document
-from stores.models import llm_for, relabel_usage
+from stores.models import llm_for
 from stores.settings import ModelError
+from stores.usage import relabel_usage
 from stores.vectorstore import get_store
 
 

@@ -12,8 +12,9 @@ from graphs.summarize_state import ExpertTask, SummarizeContext, SummarizeState,
 from nodes.expert import AnswerCache, answer_question, expert_prompt_version, question_key
 from nodes.retrieval import Rerank
 from stores.documents import get_document, index_identity
-from stores.models import Usage, llm_for, resolve_role
+from stores.models import llm_for, resolve_role
 from stores.settings import ModelError
+from stores.usage import Usage
 from stores.vectorstore import get_store
 
 

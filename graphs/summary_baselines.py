@@ -30,8 +30,9 @@ from nodes.editor import writing_prompt
 from nodes.expert import citations_in, focus_text, language_name, placeholder
 from nodes.ingest import in_namespace
 from nodes.length import tokens_for
-from stores.models import Usage, llm_for, merge_usage, messages, model_retry
+from stores.models import llm_for, messages, model_retry
 from stores.text import count_tokens, split_sentences, truncate_tokens
+from stores.usage import Usage, merge_usage
 from stores.vectorstore import get_store
 
 NONE_MARKERS = ("NONE", "无")
