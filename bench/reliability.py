@@ -89,12 +89,12 @@ def scratch_home() -> Iterator[Path]:
                     os.environ[key] = value
 
 
-def _client() -> Any:
+def _client(chat_model: Any = None) -> Any:
     from fastapi.testclient import TestClient
 
     from graphs.serve import create_app
 
-    return TestClient(create_app())
+    return TestClient(create_app(chat_model=chat_model))
 
 
 def _ingest(client: Any) -> str:
@@ -419,7 +419,8 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
         "summary length 0": ["summarize", doc, "--length", "0"],
     }
     rows = []
-    with use_chat_model(fake_chat_model()):
+    model = fake_chat_model()
+    with use_chat_model(model):
         for name, argv in cli_cases.items():
             err = io.StringIO()
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -445,7 +446,7 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
             "unknown document": ("/summarize/invoke", {"input": {"doc_id": "0" * 16}}),
             "summary length 0": ("/summarize/invoke", {"input": {"doc_id": "0" * 16, "length": 0}}),
         }
-        with _client() as client:
+        with _client(model) as client:
             for name, (route, body) in http_cases.items():
                 response = client.post(route, json=body)
                 detail = str(response.json().get("detail", ""))
@@ -465,13 +466,12 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
 # --- concurrency ----------------------------------------------------------------------------------
 def concurrency(requests: int) -> dict[str, Any]:
     """Concurrent ingests of one text and chat turns on their own threads, through the LangServe app."""
-    from stores.models import use_chat_model
     from tests.fakes import offload_chat_model as fake_chat_model
 
     text = FALCON.read_text(encoding="utf-8")
     latencies: list[float] = []
     errors: list[str] = []
-    with _client() as client, use_chat_model(fake_chat_model()):
+    with _client(fake_chat_model()) as client:
         doc_id = _ingest(client)
 
         def one(i: int) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langchain_core.runnables.config import get_config_list, get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
@@ -45,7 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graphs import registry, resume
 from graphs.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
 from graphs.resume import Plan
-from stores.models import run_config
+from stores.models import ChatFactory, run_config, use_chat_model
 from stores.settings import (
     InputError,
     ModelError,
@@ -135,6 +136,18 @@ class GuardMiddleware:
             if started:
                 raise
             await JSONResponse({"detail": exc.detail}, status_code=413)(scope, receive, send)
+
+
+class ChatModelMiddleware:
+    """Runs every request inside ``use_chat_model(model)``: the graph runs, and their worker threads, see it."""
+
+    def __init__(self, app: ASGIApp, model: ChatFactory | BaseChatModel) -> None:
+        self.app = app
+        self.model = model
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with use_chat_model(self.model):
+            await self.app(scope, receive, send)
 
 
 def _configs(body: Any) -> list[dict[str, Any]]:
@@ -420,8 +433,12 @@ async def _open_backend() -> AsyncIterator[BaseCheckpointSaver]:
         yield saver
 
 
-def create_app() -> FastAPI:
-    """Build the FastAPI app with every available workflow mounted."""
+def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI:
+    """Build the FastAPI app with every available workflow mounted.
+
+    ``chat_model`` (a model, or a factory of one per role) answers every model call of its requests
+    (tests, scripted benchmarks); unset, the roles' configured endpoints do.
+    """
     from langserve import add_routes
 
     access = Access.from_env()
@@ -442,6 +459,8 @@ def create_app() -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(GuardMiddleware, access=access)
+    if chat_model is not None:
+        app.add_middleware(ChatModelMiddleware, model=chat_model)
 
     @app.exception_handler(InputError)
     async def bad_input(_request: Request, exc: InputError) -> JSONResponse:

@@ -15,6 +15,7 @@ states merge with :func:`stores.usage.merge_usage`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import re
 import threading
@@ -62,24 +63,29 @@ class ModelOutputError(ModelError):
         """Tokens spent on the rejected attempts."""
 
 
-_override: ChatFactory | None = None
+_override: contextvars.ContextVar[ChatFactory | None] = contextvars.ContextVar("chat_model_override", default=None)
+"""The model factory of the current context: graph runs started inside ``use_chat_model`` see it
+(LangGraph runs sync nodes in threads with a copy of the caller's context); other threads do not."""
 
 
 @contextlib.contextmanager
 def use_chat_model(factory: ChatFactory | BaseChatModel) -> Iterator[None]:
-    """Route every role to ``factory(role)`` (or one model) inside the block; used by tests and benches."""
-    global _override
-    previous = _override
-    _override = factory if callable(factory) and not isinstance(factory, BaseChatModel) else (lambda _role: factory)  # type: ignore[assignment]
+    """Route every role to ``factory(role)`` (or one model) inside the block; used by tests and benches.
+
+    Scoped to the current context, not the process: a served app takes its model as
+    ``create_app(chat_model=...)``, since requests run in the server's threads.
+    """
+    chosen = factory if callable(factory) and not isinstance(factory, BaseChatModel) else (lambda _role: factory)
+    token = _override.set(chosen)  # type: ignore[arg-type]
     try:
         yield
     finally:
-        _override = previous
+        _override.reset(token)
 
 
 def model_overridden() -> bool:
     """True inside ``use_chat_model`` (tests, scripted benchmark runs)."""
-    return _override is not None
+    return _override.get() is not None
 
 
 def transient(exc: BaseException) -> bool:
@@ -134,8 +140,9 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     Requests to the bundled server are streamed with llama.cpp's prompt progress
     (``return_progress``), so the read timeout bounds every silence of the reply, not its length.
     """
-    if _override is not None:
-        return _override(role)
+    override = _override.get()
+    if override is not None:
+        return override(role)
     import httpx
     from langchain_openai import ChatOpenAI
 
@@ -229,7 +236,7 @@ class LLM:
         The ``llm_string`` is built here, not by ``BaseChatModel._get_llm_string``: that one leaves out
         the schema of a scripted model and includes settings that do not change a reply (timeouts, retries).
         """
-        spec = resolve_role(self.role, self.overrides) if _override is None else None
+        spec = resolve_role(self.role, self.overrides) if _override.get() is None else None
         llm = {
             "model": spec.model if spec else "override",
             "base_url": spec.base_url if spec else None,

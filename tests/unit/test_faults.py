@@ -242,16 +242,14 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
 
 
 def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    from stores.models import use_chat_model
     from tests.fakes import offload_chat_model as fake_chat_model
 
     monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(chat_model=fake_chat_model(delay=2.0))) as client:
         doc_id = _ingest(client)
-        with use_chat_model(fake_chat_model(delay=2.0)):
-            start = time.monotonic()
-            response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
-            took = time.monotonic() - start
+        start = time.monotonic()
+        response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
+        took = time.monotonic() - start
     assert response.status_code == 503 and "did not finish within 1 s" in response.json()["detail"]
     assert took < 2.0
 

@@ -184,3 +184,44 @@ def test_llm_for_names_a_model_for_one_use_over_the_roles() -> None:
     assert llm_for("editor", ctx, model="questions-m").overrides["editor_model"] == "questions-m"
     assert llm_for("editor", ctx, model="").overrides["editor_model"] == "editor-m"  # unset: the role's
     assert "expert_model" not in llm_for("expert", ctx, model=None).overrides
+
+
+def test_a_chat_model_override_holds_in_its_own_context_only() -> None:
+    import asyncio
+    import threading
+    from typing import Any, TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from stores.models import chat_model, model_overridden
+
+    class State(TypedDict, total=False):
+        reply: str
+        thread: int
+
+    def ask(_state: State) -> State:
+        return {"reply": str(chat_model("worker").invoke("hi").content), "thread": threading.get_ident()}
+
+    graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END).compile()
+    inside = threading.Barrier(3)  # both blocks entered before any run starts, and still open until all are done
+    seen: dict[str, Any] = {}
+
+    def run(name: str) -> None:
+        with use_chat_model(ScriptedChatModel(default=f"model {name}")):
+            inside.wait(timeout=30)
+            out = asyncio.run(graph.ainvoke({}))  # a sync node: LangGraph runs it in a worker thread
+            seen[name] = (out["reply"], out["thread"] != threading.get_ident())
+            inside.wait(timeout=30)
+
+    def outside() -> None:
+        inside.wait(timeout=30)
+        seen["outside"] = model_overridden()
+        inside.wait(timeout=30)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in "AB"] + [threading.Thread(target=outside)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert seen == {"A": ("model A", True), "B": ("model B", True), "outside": False}
+    assert not model_overridden()

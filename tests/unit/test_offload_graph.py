@@ -344,7 +344,7 @@ def test_langserve_route_answers_a_turn(doc_id: str) -> None:
     from graphs.serve import create_app
 
     config = {"configurable": {"policy": "offload", "min_score": -1.0, "offload_backend": "memory"}}
-    with use_chat_model(Model().chat), TestClient(create_app()) as client:
+    with TestClient(create_app(chat_model=Model().chat)) as client:
         schema = client.get("/offload/input_schema")
         assert schema.status_code == 200 and '"question"' in schema.text
         first = client.post(

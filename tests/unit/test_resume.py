@@ -102,7 +102,7 @@ def test_a_langserve_client_resending_the_same_input_resumes_the_run() -> None:
     model = _model()
     body = {"input": {"question": "Who manages procurement?", "doc_id": doc_id}}
     body["config"] = {"configurable": {"thread_id": "web-1"}}
-    with TestClient(create_app()) as client, use_chat_model(model):
+    with TestClient(create_app(chat_model=model)) as client:
         model.down = 2
         assert client.post("/offload/invoke", json=body).status_code == 503
         answered = _answers(model)
@@ -162,15 +162,14 @@ def test_a_langserve_client_resending_a_dead_chain_resumes_it_and_counts_calls_o
     }
     reference = Failing(default=_chain_reply)
     model = Failing(default=_chain_reply, fail_at="manager of a chain", down=2)  # the manager, and its retry
-    with TestClient(create_app()) as client:
-        with use_chat_model(reference):
-            expected = client.post("/chain/invoke", json=body)
-        assert expected.status_code == 200, expected.text
-        body["config"]["configurable"]["thread_id"] = "web-chain-1"
-        with use_chat_model(model):
-            assert client.post("/chain/invoke", json=body).status_code == 503
-            workers = len(model.calls)
-            again = client.post("/chain/invoke", json=body)  # what a LangServe client does: the same input
+    with TestClient(create_app(chat_model=reference)) as client:
+        expected = client.post("/chain/invoke", json=body)
+    assert expected.status_code == 200, expected.text
+    body["config"]["configurable"]["thread_id"] = "web-chain-1"
+    with TestClient(create_app(chat_model=model)) as client:
+        assert client.post("/chain/invoke", json=body).status_code == 503
+        workers = len(model.calls)
+        again = client.post("/chain/invoke", json=body)  # what a LangServe client does: the same input
     assert again.status_code == 200, again.text
     assert len(model.calls) == workers + 1  # only the manager is asked again
     out, want = again.json()["output"], expected.json()["output"]

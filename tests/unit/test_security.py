@@ -18,20 +18,20 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.language_models import BaseChatModel
 
 from doubles import endpoint as fake_endpoint
 from graphs import registry
 from graphs.access import SERVED_FIELDS, key_digest
 from graphs.serve import create_app
-from stores.models import use_chat_model
 from tests.fakes import offload_chat_model as fake_chat_model
 
 SECRET = "The launch code of Project Heron is 7-ALPHA-9."
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 
 
-def _client() -> TestClient:
-    return TestClient(create_app())
+def _client(chat_model: BaseChatModel | None = None) -> TestClient:
+    return TestClient(create_app(chat_model=chat_model))
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ FILE_REQUESTS = [
 
 @pytest.mark.parametrize(("route", "make"), FILE_REQUESTS)
 def test_paths_are_refused_without_an_ingest_root(route: str, make, outside: Path) -> None:  # type: ignore[no-untyped-def]
-    with _client() as client, use_chat_model(fake_chat_model()):
+    with _client(fake_chat_model()) as client:
         for given in (str(outside), "../../" + outside.name, "/etc/passwd", "missing.txt"):
             response = client.post(route, json={"input": make(given)})
             assert response.status_code == 400, response.text
@@ -206,7 +206,7 @@ def tenants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestCli
     )
     os.chmod(keys, 0o600)
     monkeypatch.setenv("LONGDOC_SERVER_KEYS", str(keys))
-    with _client() as client:
+    with _client(fake_chat_model()) as client:
         yield client
 
 
@@ -228,20 +228,19 @@ def test_a_key_fixes_the_namespace_in_config_and_input(tenants: TestClient) -> N
         assert response.status_code == 403, response.text
         assert SECRET not in response.text
     assert _ingest(client, BOB, {"text": "Bob's archive note."}, {"namespace": "bob-archive"}).status_code == 200
-    with use_chat_model(fake_chat_model()):
-        for route, body in (
-            ("/summarize/invoke", {"doc_id": doc_id}),
-            ("/offload/invoke", {"question": "What is the launch code?", "doc_id": doc_id}),
-        ):
-            stolen = client.post(route, json={"input": body}, headers=BOB)
-            assert stolen.status_code == 400 and "not ingested" in stolen.json()["detail"]
-            assert SECRET not in stolen.text
-            foreign = client.post(
-                route, json={"input": body, "config": {"configurable": {"namespace": "alice"}}}, headers=BOB
-            )
-            assert foreign.status_code == 403
-        own = client.post("/summarize/invoke", json={"input": {"doc_id": doc_id}}, headers=ALICE)
-        assert own.status_code == 200, own.text
+    for route, body in (
+        ("/summarize/invoke", {"doc_id": doc_id}),
+        ("/offload/invoke", {"question": "What is the launch code?", "doc_id": doc_id}),
+    ):
+        stolen = client.post(route, json={"input": body}, headers=BOB)
+        assert stolen.status_code == 400 and "not ingested" in stolen.json()["detail"]
+        assert SECRET not in stolen.text
+        foreign = client.post(
+            route, json={"input": body, "config": {"configurable": {"namespace": "alice"}}}, headers=BOB
+        )
+        assert foreign.status_code == 403
+    own = client.post("/summarize/invoke", json={"input": {"doc_id": doc_id}}, headers=ALICE)
+    assert own.status_code == 200, own.text
     batch = client.post("/ingest/batch", json={"inputs": [{"text": "a", "namespace": "alice"}]}, headers=BOB)
     assert batch.status_code == 403
 
@@ -260,32 +259,31 @@ def test_threads_are_bound_to_their_tenant_and_namespace(tenants: TestClient) ->
         }
         return client.post("/offload/invoke", json=body, headers=headers)
 
-    with use_chat_model(fake_chat_model()):
-        assert turn(ALICE, alice_doc, "alice-session").json()["output"]["turn"] == 1
-        hijack = turn(BOB, bob_doc, "alice-session")
-        assert hijack.status_code == 403 and "another API key" in hijack.json()["detail"]
-        stream = client.post(
-            "/offload/stream",
-            json={
-                "input": {"question": "q", "doc_id": bob_doc},
-                "config": {"configurable": {"thread_id": "alice-session"}},
-            },
-            headers=BOB,
-        )
-        assert stream.status_code == 403
-        batch = client.post(
-            "/offload/batch",
-            json={
-                "inputs": [{"question": "q", "doc_id": bob_doc}] * 2,
-                "config": {"configurable": {"thread_id": "alice-session"}},
-            },
-            headers=BOB,
-        )
-        assert batch.status_code == 403
-        assert turn(ALICE, alice_doc, "alice-session").json()["output"]["turn"] == 2
-        assert turn(BOB, bob_doc, "bob-session").json()["output"]["turn"] == 1
-        moved = turn(BOB, bob_doc, "bob-session", namespace="bob-archive")
-        assert moved.status_code == 403
+    assert turn(ALICE, alice_doc, "alice-session").json()["output"]["turn"] == 1
+    hijack = turn(BOB, bob_doc, "alice-session")
+    assert hijack.status_code == 403 and "another API key" in hijack.json()["detail"]
+    stream = client.post(
+        "/offload/stream",
+        json={
+            "input": {"question": "q", "doc_id": bob_doc},
+            "config": {"configurable": {"thread_id": "alice-session"}},
+        },
+        headers=BOB,
+    )
+    assert stream.status_code == 403
+    batch = client.post(
+        "/offload/batch",
+        json={
+            "inputs": [{"question": "q", "doc_id": bob_doc}] * 2,
+            "config": {"configurable": {"thread_id": "alice-session"}},
+        },
+        headers=BOB,
+    )
+    assert batch.status_code == 403
+    assert turn(ALICE, alice_doc, "alice-session").json()["output"]["turn"] == 2
+    assert turn(BOB, bob_doc, "bob-session").json()["output"]["turn"] == 1
+    moved = turn(BOB, bob_doc, "bob-session", namespace="bob-archive")
+    assert moved.status_code == 403
 
 
 def test_single_server_key_is_one_tenant_with_every_namespace(monkeypatch: pytest.MonkeyPatch) -> None:

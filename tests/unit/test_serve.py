@@ -7,7 +7,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from graphs.serve import create_app
-from stores.models import use_chat_model
 from tests.fakes import offload_chat_model as fake_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
@@ -15,7 +14,7 @@ FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md
 
 @pytest.fixture
 def client() -> TestClient:
-    with TestClient(create_app()) as c:
+    with TestClient(create_app(chat_model=fake_chat_model())) as c:
         yield c
 
 
@@ -77,33 +76,31 @@ def _turn(client: TestClient, doc_id: str, thread: str | None) -> int:
 
 
 def test_thread_id_resumes_a_checkpointed_session_across_requests(client: TestClient, falcon_id: str) -> None:
-    with use_chat_model(fake_chat_model()):
-        assert [_turn(client, falcon_id, "s1"), _turn(client, falcon_id, "s1")] == [1, 2]
-        assert _turn(client, falcon_id, "s2") == 1
-        assert _turn(client, falcon_id, None) == 1 and _turn(client, falcon_id, None) == 1  # fresh threads
-        assert _turn(client, falcon_id, "s1") == 3
+    assert [_turn(client, falcon_id, "s1"), _turn(client, falcon_id, "s1")] == [1, 2]
+    assert _turn(client, falcon_id, "s2") == 1
+    assert _turn(client, falcon_id, None) == 1 and _turn(client, falcon_id, None) == 1  # fresh threads
+    assert _turn(client, falcon_id, "s1") == 3
     schema = client.get("/offload/config_schema").json()
     assert "thread_id" in json.dumps(schema)
 
 
 def test_batch_runs_each_input_on_its_own_thread(client: TestClient, falcon_id: str) -> None:
     question = {"question": "Who manages procurement?", "doc_id": falcon_id}
-    with use_chat_model(fake_chat_model()):
-        own = client.post(
-            "/offload/batch",
-            json={
-                "inputs": [question, question],
-                "config": [{"configurable": {"thread_id": "b1"}}, {"configurable": {"thread_id": "b2"}}],
-            },
-        )
-        assert own.status_code == 200, own.text
-        assert [o["turn"] for o in own.json()["output"]] == [1, 1]
-        assert _turn(client, falcon_id, "b1") == 2 and _turn(client, falcon_id, "b2") == 2
-        for config in ({}, {"configurable": {"thread_id": "shared"}}):
-            response = client.post("/offload/batch", json={"inputs": [question, question], "config": config})
-            assert response.status_code == 200, response.text
-            assert [o["turn"] for o in response.json()["output"]] == [1, 1]
-        assert _turn(client, falcon_id, "shared-1") == 2
+    own = client.post(
+        "/offload/batch",
+        json={
+            "inputs": [question, question],
+            "config": [{"configurable": {"thread_id": "b1"}}, {"configurable": {"thread_id": "b2"}}],
+        },
+    )
+    assert own.status_code == 200, own.text
+    assert [o["turn"] for o in own.json()["output"]] == [1, 1]
+    assert _turn(client, falcon_id, "b1") == 2 and _turn(client, falcon_id, "b2") == 2
+    for config in ({}, {"configurable": {"thread_id": "shared"}}):
+        response = client.post("/offload/batch", json={"inputs": [question, question], "config": config})
+        assert response.status_code == 200, response.text
+        assert [o["turn"] for o in response.json()["output"]] == [1, 1]
+    assert _turn(client, falcon_id, "shared-1") == 2
 
 
 def test_batch_runs_each_input_with_the_settings_of_its_own_config(client: TestClient, falcon_id: str) -> None:
@@ -112,7 +109,16 @@ def test_batch_runs_each_input_with_the_settings_of_its_own_config(client: TestC
         {"configurable": {"thread_id": "p1", "policy": "last_k", "keep_turns": 2}},
         {"configurable": {"thread_id": "p2", "policy": "full"}},
     ]
-    with use_chat_model(fake_chat_model()):
-        response = client.post("/offload/batch", json={"inputs": [question, question], "config": configs})
+    response = client.post("/offload/batch", json={"inputs": [question, question], "config": configs})
     assert response.status_code == 200, response.text
     assert [o["policy"] for o in response.json()["output"]] == ["last_k", "full"]
+
+
+def test_a_streamed_run_is_answered_by_the_app_s_chat_model(falcon_id: str) -> None:
+    model = fake_chat_model()
+    body = {"input": {"question": "Who manages procurement?", "doc_id": falcon_id}}
+    with TestClient(create_app(chat_model=model)) as c:
+        response = c.post("/offload/stream", json=body)
+    assert response.status_code == 200, response.text
+    assert "event: end" in response.text and "event: error" not in response.text
+    assert model.calls  # the streamed run's worker threads used the injected model

@@ -527,7 +527,7 @@ def test_langserve_route_summarizes(monkeypatch: pytest.MonkeyPatch) -> None:
     from graphs.serve import create_app
 
     doc = ingest(str(FALCON), namespace="api")
-    with use_chat_model(fake_chat_model()), TestClient(create_app()) as client:
+    with TestClient(create_app(chat_model=fake_chat_model())) as client:
         payload = {
             "input": {"doc_id": doc.doc_id, "length": 60},
             "config": {"configurable": {"namespace": "api", "max_rounds": 1, "questions_per_round": 2}},
