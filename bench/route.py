@@ -16,8 +16,12 @@ an agent by the first fused node that reaches it):
 - ``wrrf``: type-weighted RRF with the write-up's agent:tool 1.5:1 (profile ``paper``), then the walk.
 - ``bm25``: BM25 lists only (agents and tools, 1:1).
 - ``hybrid``: vector and BM25 lists of agents and tools fused (1:1).
+- ``no_entities``: the default without the entity lists (the default before them).
+- ``clauses``: the default plus each clause's own lists at weight 0.25 (``clause_weight``).
 - ``default``: what ``longdoc route`` does without options: hybrid, 1:1, ``rrf_k`` 10, agents
-  scored by their own node plus their best tool node (``aggregate="sum"``).
+  scored by their own node plus their best tool node (``aggregate="sum"``), and for each kind of
+  entity the request carries (path, URL, quantity, time, ...) the tools whose parameters take it
+  (``entity_weight`` 1.5).
 
 ``sweep`` holds the grid retrieval (vector, hybrid) x aggregate (first, sum) x ``rrf_k`` (10, 30,
 60) x agent:tool (0.5 ... 2), all on the same candidates.
@@ -56,7 +60,7 @@ from typing import Any
 SEED_CLAIM = {"agent_recall@5": 0.83, "source": "Agent-as-a-Graph write-up (seed 002), text-embedding-ada-002"}
 KS = (1, 5, 10)
 EVAL_K = 10
-_PAPER = {"rrf_k": 60.0, "aggregate": "first"}
+_PAPER = {"rrf_k": 60.0, "aggregate": "first", "entity_weight": 0.0}
 METHODS: dict[str, dict[str, Any]] = {
     "agent_only": {"profile": "agents", "retrieval": "vector", **_PAPER},
     "tool_only": {"profile": "tools", "retrieval": "vector", **_PAPER},
@@ -64,6 +68,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "wrrf": {"profile": "paper", "retrieval": "vector", **_PAPER},
     "bm25": {"profile": "balanced", "retrieval": "bm25", **_PAPER},
     "hybrid": {"profile": "balanced", "retrieval": "hybrid", **_PAPER},
+    "no_entities": {"entity_weight": 0.0},
+    "clauses": {"clause_weight": 0.25},
     "default": {},
 }
 """Method -> routing settings. The first six follow the write-up's pipeline (``rrf_k`` 60, the walk
@@ -419,8 +425,15 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
         start = time.perf_counter()
         vectors.append(store.embedder.embed_query(text))
         embed_ms.append((time.perf_counter() - start) * 1000)
-    full = RouteSettings.from_profile("balanced", k=EVAL_K, retrieval="hybrid", top_tools=EVAL_K)
-    cands = gather_candidates(texts, registry, StoreIndex(registry, store), full, query_vectors=vectors)
+    full = _full_settings()
+    cands = gather_candidates(
+        texts,
+        registry,
+        StoreIndex(registry, store),
+        full,
+        query_vectors=vectors,
+        embed_query=store.embedder.embed_query,
+    )
     out: dict[str, Any] = {}
     for method in METHODS:
         settings = method_settings(method, k=EVAL_K, top_tools=EVAL_K)
@@ -510,6 +523,19 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
 
 
 SWEEP_BM25 = (0.5, 1.0, 2.0)
+SWEEP_ENTITY = (0.5, 1.0, 1.5, 2.0)
+SWEEP_CLAUSE = (0.0, 0.25, 0.5)
+SWEEP_FIELDS: tuple[tuple[float, ...] | None, ...] = (None, (1.0, 1.0, 1.0, 1.0), (1.0, 1.0, 0.0, 1.0))
+"""BM25 field weights (name, description, parameters, examples) the folds choose among; None: the joint document."""
+
+
+def _full_settings(**overrides: Any) -> Any:
+    """Settings that gather every candidate list a method may fuse (K = 10, BM25, entities, clauses)."""
+    from nodes.routing.fusion import RouteSettings
+
+    return RouteSettings.from_profile(
+        "balanced", k=EVAL_K, retrieval="hybrid", top_tools=EVAL_K, entity_weight=1.0, clause_weight=1.0, **overrides
+    )
 
 
 def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, Any]]:
@@ -610,8 +636,9 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
 
 
 def _grid() -> list[dict[str, Any]]:
-    """Every setting the folds choose among: RRF over each ``rrf_k``, and min-max score fusion (no ``k``)."""
-    rows = []
+    """Every setting the folds choose among: RRF over each ``rrf_k``, and min-max score fusion (no ``k``);
+    then the entity lists, clause lists and BM25 field weights over the region the folds chose before."""
+    rows: list[dict[str, Any]] = []
     for fusion in ("rrf", "minmax"):
         for retrieval in ("vector", "hybrid"):
             for aggregate in ("first", "sum"):
@@ -622,16 +649,39 @@ def _grid() -> list[dict[str, Any]]:
                                 {"fusion": fusion, "retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k,
                                  "agent_weight": ratio, "bm25_weight": bm25}
                             )  # fmt: skip
+    # The entity and clause lists and the field-weighted BM25 documents, over the region of the
+    # grid the folds chose before (reciprocal ranks, hybrid, rrf_k 10/30, agent:tool 0.5-1.5).
+    for fields in SWEEP_FIELDS:
+        for aggregate in ("first", "sum"):
+            for rrf_k in SWEEP_RRF_K[:2]:
+                for ratio in (0.5, 1.0, 1.5):
+                    for bm25 in SWEEP_BM25:
+                        for entity in (0.0, *SWEEP_ENTITY):
+                            for clause in SWEEP_CLAUSE:
+                                if fields is None and entity == 0 and clause == 0:
+                                    continue
+                                rows.append(
+                                    {"fusion": "rrf", "retrieval": "hybrid", "aggregate": aggregate,
+                                     "rrf_k": rrf_k, "agent_weight": ratio, "bm25_weight": bm25,
+                                     "entity_weight": entity, "clause_weight": clause, "bm25_fields": fields}
+                                )  # fmt: skip
     return rows
 
 
 def setting_label(registry_label: str, spec: dict[str, Any]) -> str:
     """A grid point's name, e.g. ``expanded hybrid sum k=10 a:t=1 bm25=1`` (``minmax`` in place of ``k=``)."""
     fused = "minmax" if spec.get("fusion") == "minmax" else f"k={spec['rrf_k']:g}"
-    return (
+    label = (
         f"{registry_label} {spec['retrieval']} {spec['aggregate']} {fused} "
         f"a:t={spec['agent_weight']:g} bm25={spec['bm25_weight']:g}"
     )
+    if spec.get("entity_weight"):
+        label += f" entities={spec['entity_weight']:g}"
+    if spec.get("clause_weight"):
+        label += f" clauses={spec['clause_weight']:g}"
+    if spec.get("bm25_fields") is not None:
+        label += " fields=" + ",".join(f"{w:g}" for w in spec["bm25_fields"])
+    return label
 
 
 def fold_protocol(
@@ -644,8 +694,14 @@ def fold_protocol(
     prefer: str,
     decomposed: dict[str, dict[str, Any]] | None = None,
     extra_queries: dict[str, list[float]] | None = None,
+    default_spec: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every grid setting on every registry (and decomposition on the expanded one), chosen by folds."""
+    """Every grid setting on every registry (and decomposition on the expanded one), chosen by folds.
+
+    With ``default_spec`` (the product default as a grid point), ``per_option`` also has the
+    folds choose each new option's value alone, everything else at the default: a choice among
+    a handful of values, which a fold of nine queries can carry, unlike one among thousands.
+    """
     from nodes.routing.entry import MERGES, merge_routes
     from nodes.routing.fusion import RouteSettings, rank
     from nodes.routing.indexes import StoreIndex, gather_candidates
@@ -656,7 +712,13 @@ def fold_protocol(
     rows = []
     for reg_label, registry in registries.items():
         index = StoreIndex(registry, store)
-        cands = gather_candidates(texts, registry, index, full, query_vectors=vectors)
+        embed = store.embedder.embed_query
+        cands_of = {
+            fields: gather_candidates(
+                texts, registry, index, _full_settings(bm25_fields=fields), query_vectors=vectors, embed_query=embed
+            )
+            for fields in SWEEP_FIELDS
+        }
         task_cands: dict[str, Any] = {}
         if decomposed is not None and reg_label == "expanded":
             tasks = sorted({t for q in queries for t in decomposed[q.id]["tasks"]})
@@ -666,6 +728,7 @@ def fold_protocol(
             )
         for spec in _grid():
             settings = RouteSettings(k=EVAL_K, top_tools=EVAL_K, tool_weight=1.0, **spec).checked()
+            cands = cands_of[settings.bm25_fields]
             results = [rank(t, c, registry, settings) for t, c in zip(texts, cands, strict=True)]
             label = setting_label(reg_label, spec)
             scores[label] = recall_per_query(results, queries)
@@ -684,10 +747,43 @@ def fold_protocol(
                     m = evaluate(merged, queries)
                     m.pop("top5_reached_via")
                     rows.append({"setting": dlabel, **m})
-    out = cross_validate(scores, folds_of(len(queries), folds), prefer=prefer)
+    fold = folds_of(len(queries), folds)
+    out = cross_validate(scores, fold, prefer=prefer)
+    if default_spec is not None:
+        out["per_option"] = _per_option(scores, fold, list(registries), default_spec)
     out["grid"] = rows
     out["prefer"] = prefer
     out["prefer_all_queries_recall@5"] = round(sum(scores[prefer]) / len(queries), 4) if prefer in scores else None
+    return out
+
+
+OPTIONS: dict[str, tuple[Any, ...]] = {
+    "entity_weight": (0.0, *SWEEP_ENTITY),
+    "clause_weight": SWEEP_CLAUSE,
+    "bm25_fields": SWEEP_FIELDS,
+}
+"""The options the folds also choose one at a time, and their values."""
+
+
+def _per_option(
+    scores: dict[str, list[float]], fold: Sequence[int], registries: Sequence[str], default_spec: dict[str, Any]
+) -> dict[str, Any]:
+    """For each registry and option: the folds choose that option's value, the rest at the default."""
+    out: dict[str, Any] = {}
+    for reg_label in registries:
+        prefer = setting_label(reg_label, default_spec)
+        for option, values in OPTIONS.items():
+            labels = [setting_label(reg_label, {**default_spec, option: v}) for v in values]
+            sub = {lb: scores[lb] for lb in labels if lb in scores}
+            if prefer not in sub:
+                continue
+            cv = cross_validate(sub, fold, prefer=prefer)
+            out[f"{reg_label} {option}"] = {
+                "held_out_agent_recall@5": cv["held_out_agent_recall@5"],
+                "default_recall@5": round(sum(sub[prefer]) / len(sub[prefer]), 4),
+                "chosen": [c["chosen"] for c in cv["per_fold"]],
+                "all_queries_recall@5": {lb: round(sum(v) / len(v), 4) for lb, v in sub.items()},
+            }
     return out
 
 
@@ -792,10 +888,20 @@ def run(
             "rrf_k": defaults.rrf_k,
             "agent_weight": defaults.agent_weight,
             "bm25_weight": defaults.bm25_weight,
+            "entity_weight": defaults.entity_weight,
+            "clause_weight": defaults.clause_weight,
+            "bm25_fields": defaults.bm25_fields,
         }
         prefer = setting_label("expanded" if "expanded" in registries else "plain", prefer_spec)
         out["folds"] = fold_protocol(
-            queries, registries, store, vectors, folds=folds, prefer=prefer, decomposed=decomposed
+            queries,
+            registries,
+            store,
+            vectors,
+            folds=folds,
+            prefer=prefer,
+            decomposed=decomposed,
+            default_spec=prefer_spec,
         )
     if scale > 0:
         out["scale"] = run_scale(registry, queries, namespace, scale, embedder, scale_embedder)

@@ -90,6 +90,27 @@ class RouteContext(Context):
             "scaled to 0-1, weighted and summed)."
         ),
     )
+    entity_weight: float = field(
+        default=_DEFAULTS.entity_weight,
+        metadata=_describe(
+            "Weight of the lists of tools whose input parameters take a kind of value the request carries (a file "
+            "path, URL, domain, e-mail address, quantity, date or time, code, repository; 0: off)."
+        ),
+    )
+    clause_weight: float = field(
+        default=_DEFAULTS.clause_weight,
+        metadata=_describe(
+            "Weight of each clause's own retrieval lists when a request has several clauses (sentences, 'then' "
+            "joints; one more query embedding per clause; 0: off)."
+        ),
+    )
+    bm25_fields: tuple[float, ...] | None = field(
+        default=_DEFAULTS.bm25_fields,
+        metadata=_describe(
+            "BM25 field weights (name, description, parameter names, examples) scored apart; empty: one joint "
+            "document per node."
+        ),
+    )
     index: str = field(
         default=_DEFAULTS.index,
         metadata=_describe(
@@ -238,6 +259,9 @@ def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[st
         aggregate=ctx.aggregate,
         index=ctx.index,
         fusion=ctx.fusion,
+        entity_weight=ctx.entity_weight,
+        clause_weight=ctx.clause_weight,
+        bm25_fields=ctx.bm25_fields,
     )
     store = get_store(state["namespace"], ctx.embedder)
     update: dict[str, Any] = {}

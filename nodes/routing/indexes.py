@@ -6,17 +6,40 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from nodes.routing.entities import clauses, kind_index
 from nodes.routing.fusion import Candidates, RouteSettings
-from nodes.routing.model import NodeId, PerRegistry, Ranked, Registry
+from nodes.routing.model import Agent, NodeId, PerRegistry, Ranked, Registry, Tool
 from stores.settings import InputError
+
+FIELDS: tuple[str, ...] = ("name", "description", "parameters", "examples")
+"""The fields of a node's document that field-weighted BM25 scores separately, in the order of
+``RouteSettings.bm25_fields`` (an agent has no parameters)."""
+
+
+def _fields(entry: Agent | Tool) -> tuple[str, str, str, str]:
+    from nodes.routing.entities import split_words
+
+    parameters = entry.parameters if isinstance(entry, Tool) else ()
+    return (
+        " ".join(split_words(entry.name)),
+        entry.description,
+        " ".join(w for p in parameters for w in split_words(p)),
+        " ".join(entry.examples),
+    )
 
 
 class BM25Index:
-    """BM25 over the agent texts and, separately, the tool texts of a registry (CJK-aware tokens)."""
+    """BM25 over the agent texts and, separately, the tool texts of a registry (CJK-aware tokens).
+
+    Besides the joint document of each node (its text and examples), each field (name,
+    description, parameter names, examples) is indexed on its own, for field-weighted scoring:
+    ``sum(weight_f * bm25_f)`` over the fields (the per-field sum of BM25F's simpler relatives).
+    """
 
     def __init__(self, registry: Registry) -> None:
         import bm25s
@@ -25,6 +48,10 @@ class BM25Index:
         self.tool_nodes = [t.node for t in registry.tools]
         self._agents = self._index(bm25s, [a.search_text for a in registry.agents])
         self._tools = self._index(bm25s, [t.search_text for t in registry.tools])
+        agent_fields = [_fields(a) for a in registry.agents]
+        tool_fields = [_fields(t) for t in registry.tools]
+        self._agent_fields = [self._index(bm25s, [f[i] for f in agent_fields]) for i in range(len(FIELDS))]
+        self._tool_fields = [self._index(bm25s, [f[i] for f in tool_fields]) for i in range(len(FIELDS))]
 
     @staticmethod
     def tokens(text: str) -> list[str]:
@@ -36,24 +63,43 @@ class BM25Index:
         return [t for t in lexical_tokens(text) if t not in STOPWORDS_EN]
 
     def _index(self, bm25s: Any, texts: list[str]) -> Any:
-        if not texts:
+        if not texts or not any(self.tokens(t) for t in texts):
             return None
         index = bm25s.BM25()
         index.index([self.tokens(t) or ["\x00"] for t in texts], show_progress=False)
         return index
 
     @staticmethod
-    def _top(index: Any, nodes: list[NodeId], tokens: list[str], n: int) -> Ranked:
-        if index is None or not tokens or n <= 0:
-            return []
-        scores = np.asarray(index.get_scores(tokens), dtype=np.float64)
+    def _scores(indexes: Sequence[Any], weights: Sequence[float], tokens: list[str], size: int) -> np.ndarray:
+        total = np.zeros(size, dtype=np.float64)
+        for index, weight in zip(indexes, weights, strict=True):
+            if index is not None and weight > 0:
+                total += weight * np.asarray(index.get_scores(tokens), dtype=np.float64)
+        return total
+
+    @staticmethod
+    def _top(scores: np.ndarray, nodes: list[NodeId], n: int) -> Ranked:
         order = np.argsort(-scores, kind="stable")[:n]
         return [(nodes[i], float(scores[i])) for i in order if scores[i] > 0]
 
-    def search(self, request: str, n: int) -> tuple[Ranked, Ranked]:
-        """Top ``n`` agents and top ``n`` tools for ``request`` (only those sharing a term with it)."""
+    def search(self, request: str, n: int, fields: Sequence[float] | None = None) -> tuple[Ranked, Ranked]:
+        """Top ``n`` agents and top ``n`` tools for ``request`` (only those sharing a term with it).
+
+        ``fields``: one weight per field of :data:`FIELDS` to score the fields apart; ``None``
+        scores each node's joint document.
+        """
         tokens = self.tokens(request)
-        return self._top(self._agents, self.agent_nodes, tokens, n), self._top(self._tools, self.tool_nodes, tokens, n)
+        if not tokens or n <= 0:
+            return [], []
+        if fields is None:
+            agents = self._scores([self._agents], [1.0], tokens, len(self.agent_nodes))
+            tools = self._scores([self._tools], [1.0], tokens, len(self.tool_nodes))
+        else:
+            if len(fields) != len(FIELDS):
+                raise InputError(f"give one BM25 field weight per field ({', '.join(FIELDS)})")
+            agents = self._scores(self._agent_fields, fields, tokens, len(self.agent_nodes))
+            tools = self._scores(self._tool_fields, fields, tokens, len(self.tool_nodes))
+        return self._top(agents, self.agent_nodes, n), self._top(tools, self.tool_nodes, n)
 
 
 bm25_index: PerRegistry[BM25Index] = PerRegistry(BM25Index)
@@ -207,7 +253,12 @@ def gather_candidates(
     embed_query: Callable[[str], Sequence[float]] | None = None,
     query_vectors: Sequence[Sequence[float]] | None = None,
 ) -> list[Candidates]:
-    """Run the retrievers the settings call for, for every request (vector search batched)."""
+    """Run the retrievers the settings call for, for every request (vector search batched).
+
+    With ``settings.clause_weight`` each request of several clauses also gets its clauses'
+    candidates (their vectors from ``embed_query``); with ``settings.entity_weight`` the tools
+    taking the kinds of entity it carries, ordered by its own retrieval among equals.
+    """
     n = settings.candidates
     out = [Candidates() for _ in requests]
     if settings.retrieval in ("vector", "hybrid"):
@@ -222,5 +273,34 @@ def gather_candidates(
     if settings.retrieval in ("bm25", "hybrid"):
         bm25 = bm25_index(registry)
         for cands, request in zip(out, requests, strict=True):
-            cands.bm25_agents, cands.bm25_tools = bm25.search(request, n)
+            cands.bm25_agents, cands.bm25_tools = bm25.search(request, n, settings.bm25_fields)
+    if settings.entity_weight > 0:
+        kinds = kind_index(registry)
+        for cands, request in zip(out, requests, strict=True):
+            seen = [node for node, _s in cands.tools] + [node for node, _s in cands.bm25_tools]
+            cands.entity_tools = kinds.search(request, list(dict.fromkeys(seen)), n)
+    if settings.clause_weight > 0:
+        _gather_clauses(requests, out, registry, index, settings, embed_query)
     return out
+
+
+def _gather_clauses(
+    requests: Sequence[str],
+    out: list[Candidates],
+    registry: Registry,
+    index: StoreIndex | MatrixIndex | None,
+    settings: RouteSettings,
+    embed_query: Callable[[str], Sequence[float]] | None,
+) -> None:
+    parts = [clauses(r) for r in requests]
+    flat = [c for p in parts for c in p]
+    if not flat:
+        return
+    if settings.retrieval != "bm25" and embed_query is None:
+        raise InputError("clause retrieval needs an embed_query function")
+    plain = replace(settings, clause_weight=0.0, entity_weight=0.0)
+    found = gather_candidates(flat, registry, index, plain, embed_query=embed_query)
+    start = 0
+    for cands, p in zip(out, parts, strict=True):
+        cands.clauses = found[start : start + len(p)]
+        start += len(p)
