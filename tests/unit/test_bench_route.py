@@ -67,3 +67,32 @@ def test_cross_validation_scores_each_query_under_a_choice_made_without_it() -> 
     # Ties go to the preferred setting.
     tie = cross_validate({"a": [1.0, 0.0], "b": [1.0, 0.0]}, [0, 1], prefer="b")
     assert {f["chosen"] for f in tie["per_fold"]} == {"b"}
+
+
+def test_per_option_folds_choose_one_option_with_the_rest_at_the_default() -> None:
+    from bench.route import _per_option, setting_label
+
+    default = {
+        "fusion": "rrf",
+        "retrieval": "hybrid",
+        "aggregate": "sum",
+        "rrf_k": 10.0,
+        "agent_weight": 1.0,
+        "bm25_weight": 1.0,
+        "entity_weight": 0.0,
+        "clause_weight": 0.0,
+        "bm25_fields": None,
+    }
+    fold = [0, 0, 1, 1]
+    on = setting_label("plain", {**default, "entity_weight": 1.5})
+    off = setting_label("plain", default)
+    other = setting_label("plain", {**default, "agent_weight": 2.0, "entity_weight": 1.5})
+    assert on == off + " entities=1.5"
+    scores = {off: [0.0, 0.5, 0.0, 0.5], on: [1.0, 0.5, 1.0, 0.5], other: [1.0, 1.0, 1.0, 1.0]}
+    out = _per_option(scores, fold, ["plain"], default)
+    entity = out["plain entity_weight"]
+    # Only the entity weight varies: the better-everywhere setting with another a:t is not a candidate.
+    assert entity["chosen"] == [on, on]
+    assert entity["held_out_agent_recall@5"] == 0.75 and entity["default_recall@5"] == 0.25
+    # Options with no grid point besides the default choose the default.
+    assert out["plain clause_weight"]["chosen"] == [off, off]
