@@ -62,8 +62,8 @@ def test_grounding_finds_each_kind_of_problem() -> None:
 def test_attribution_is_checked_only_when_asked() -> None:
     swapped = "Bob Chen leads the engineering team and owns the pump design."
     assert grounding_problems("Alice Moreau leads the engineering team.", TEAM, attribution_words=2) == []
-    assert grounding_problems(swapped, TEAM) == []
-    assert grounding_problems(swapped, TEAM, attribution_words=2) == [
+    assert grounding_problems(swapped, TEAM, attribution_ratio=0) == []
+    assert grounding_problems(swapped, TEAM, attribution_ratio=0, attribution_words=2) == [
         "name Bob Chen is in the cited chunks but not with this claim"
     ]
 
@@ -73,6 +73,71 @@ def test_acronyms_spelt_out_and_short_endings_still_match() -> None:
     assert grounding_problems("The Industrial Designer liked the LCD screen.", source) == []
     assert grounding_problems("The UI designer thinks the screen is nice.", source) == []
     assert grounding_problems("The PM thinks the screen is nice.", source) == ["name PM is not in the cited chunks"]
+
+
+MEETING = (
+    "Project Manager: Welcome. Today we decide on the buttons and the price.\n"
+    "Industrial Designer: Big buttons are easier to use, and rubber makes it bust-free.\n"
+    "Marketing: It should look nice, or we won't sell it. And it won't need many batteries.\n"
+    "User Interface: A small LED in the corner tells the users it works."
+)
+
+
+def test_paraphrased_words_are_matched_by_stem() -> None:
+    source = "Marketing: We recognize that the designs are colourful."
+    # no content word of the sentence is in the source as written; each is by stem
+    assert grounding_problems("Recognizing the design and colours.", source, min_coverage=0.5) == []
+    assert grounding_problems("A cheap titanium case.", source, min_coverage=0.5)[0].startswith("claim: 0%")
+
+
+def test_names_do_not_count_towards_the_claim() -> None:
+    # the speakers' names are in every meeting: they alone do not ground a claim
+    sentence = "Then Marketing and Industrial Designer wanted a solar-powered kinetic case."
+    assert grounding_problems(sentence, MEETING) == ["claim: 0% of its content words are in the cited chunks"]
+
+
+def test_a_claim_given_to_the_wrong_speaker_is_flagged() -> None:
+    assert grounding_problems("Industrial Designer said big buttons are easier to use and bust-free.", MEETING) == []
+    assert grounding_problems("Marketing said big buttons are easier to use and bust-free.", MEETING) == [
+        "name Marketing is in the cited chunks but not with this claim: another speaker says it"
+    ]
+    # either speaker of a sentence that names two may have said it
+    assert grounding_problems("Marketing asked Industrial Designer about rubber and big buttons.", MEETING) == []
+    # not in a source without speaker turns
+    assert grounding_problems("Marketing said big buttons are easier to use.", MEETING.replace(":", "")) == []
+
+
+def test_the_subject_of_a_report_must_be_a_speaker() -> None:
+    assert grounding_problems("LED also concluded that it tells the users it works.", MEETING) == [
+        "name LED is no speaker of the cited chunks"
+    ]
+    # a word the source writes in lower case is no name: "Users" is not checked as a speaker
+    assert grounding_problems("Users said a small LED tells them it works.", MEETING) == []
+    # a speaker label shortened or cut ("User Inter face") is still that speaker
+    assert grounding_problems("User Inter face suggested a small LED in the corner.", MEETING) == []
+
+
+def test_a_negation_must_be_on_the_same_words_in_the_source() -> None:
+    # the source negates near these words, but not the claim's own word ("look")
+    assert grounding_problems("Marketing said it should not look nice.", MEETING) == [
+        "negation: no passage of the cited chunks on this says no"
+    ]
+    assert grounding_problems("Marketing said it would not need many batteries.", MEETING) == []
+    assert grounding_problems("Marketing said they would not sell it otherwise.", MEETING) == []
+    # "unnecessary" says no to "necessary"
+    source = "Project Manager: Unnecessary functions go."
+    assert grounding_problems("The functions are not necessary.", source) == []
+    # a negated word the source lacks is left to the claim check
+    assert grounding_problems("Marketing said it should look nice, not expensive.", MEETING) == []
+
+
+def test_small_number_words_count_in_a_compound() -> None:
+    assert numbers_in("a three-point scale") == {"3"} and numbers_in("the three of us") == set()
+    source = "Marketing: We rate each criterion on a seven-point scale."
+    assert grounding_problems("Marketing used a seven-point scale for each criterion.", source) == []
+    assert grounding_problems("Marketing used a three-point scale for each criterion.", source) == [
+        "number 3 is not in the cited chunks"
+    ]
 
 
 def _store_doc() -> tuple[object, str]:
