@@ -40,6 +40,7 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
     from nodes.chain import document_vectors, query_similarity, read_and_answer
     from stores.models import llm_for
     from stores.text import count_tokens
+    from stores.usage import track_usage
     from stores.vectorstore import get_store
 
     store = get_store(namespace, embedder)
@@ -59,7 +60,8 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
         if total > FULL_WINDOW:
             return "", {"skipped": f"document of ~{total} tokens does not fit the window"}
         chosen = hits
-    answer, usage = read_and_answer(llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en")
+    with track_usage() as usage:
+        answer = read_and_answer(llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en")
     return answer.answer, {"usage": usage, "chunks": len(chosen)}
 
 

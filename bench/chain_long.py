@@ -178,6 +178,7 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
     from nodes.chain import document_vectors, query_similarity, read_and_answer
     from stores.models import llm_for
     from stores.text import count_tokens, truncate_tokens
+    from stores.usage import track_usage
     from stores.vectorstore import get_store
 
     store = get_store(NAMESPACE, embedder)
@@ -191,9 +192,10 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
             break
         chosen.append(hits[i])
         used += cost
-    answer, usage = read_and_answer(
-        llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en", chunk_tokens=CHUNK_TOKENS
-    )
+    with track_usage() as usage:
+        answer = read_and_answer(
+            llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en", chunk_tokens=CHUNK_TOKENS
+        )
     return answer.answer, {"usage": usage, "read": [h.chunk_id for h in chosen], "stopped": "budget"}
 
 

@@ -219,7 +219,7 @@ def check_cases(cases: list[dict[str, Any]], doc_ids: dict[str, str], context: d
             for start in range(0, len(group), batch):
                 part = group[start : start + batch]
                 sentences = [{"text": c["text"], "citations": c["citations"]} for c in part]
-                checked, _usage = check_sentences(
+                checked = check_sentences(
                     sentences, store=store, doc_id=doc_id, llm=llm, mode="mark", checks="both", batch_size=batch
                 )
                 cited = dict.fromkeys(f"{doc_id}:{c}" for p in part for c in p["citations"])

@@ -14,7 +14,7 @@ from graphs.chain_state import CHUNK_TOKENS, ChainContext, ChainState
 from nodes.chain import manager_answer, valid_citations, worker_step
 from stores.models import llm_for
 from stores.settings import InputError
-from stores.usage import merge_usage, usage_totals
+from stores.usage import merge_usage, track_usage, usage_totals
 from stores.vectorstore import get_store
 
 
@@ -26,16 +26,17 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     hits = store.get([f"{state['doc_id']}:{chunk_id}"])
     if not hits:
         raise InputError(f"chunk {chunk_id} of {state['doc_id']} is missing from the store; re-ingest the document")
-    result = worker_step(
-        llm_for("worker", ctx),
-        question=state["question"],
-        notes=state.get("current", ""),
-        chunk=hits[0],
-        lang=state.get("language", "en"),
-        words=ctx.note_words,
-        max_tokens=ctx.worker_max_tokens,
-        chunk_tokens=CHUNK_TOKENS,
-    )
+    with track_usage() as usage:
+        result = worker_step(
+            llm_for("worker", ctx),
+            question=state["question"],
+            notes=state.get("current", ""),
+            chunk=hits[0],
+            lang=state.get("language", "en"),
+            words=ctx.note_words,
+            max_tokens=ctx.worker_max_tokens,
+            chunk_tokens=CHUNK_TOKENS,
+        )
     order = [list(o) for o in state.get("order") or []]
     while len(order) <= chain:
         order.append([])
@@ -62,7 +63,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
         "missing": result.missing if result.relevant or not state.get("missing") else state["missing"],
         "streak": _streak(state.get("streak", 0), result),
         "spent": state.get("spent", 0) + result.chunk_tokens,
-        "usage": result.usage,
+        "usage": usage,
         "relevant": [chunk_id] if result.relevant else [],
     }
 
@@ -78,13 +79,14 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     """Write the final answer with citations from the chains' last notes."""
     ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
-    answer, usage = manager_answer(
-        llm_for("manager", ctx),
-        question=state["question"],
-        chain_notes=notes,
-        lang=state.get("language", "en"),
-        max_tokens=ctx.manager_max_tokens,
-    )
+    with track_usage() as usage:
+        answer = manager_answer(
+            llm_for("manager", ctx),
+            question=state["question"],
+            chain_notes=notes,
+            lang=state.get("language", "en"),
+            max_tokens=ctx.manager_max_tokens,
+        )
     known = list(state.get("read", []))
     total_usage = merge_usage(state.get("usage"), usage)
     return {

@@ -195,6 +195,7 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
     from nodes.canvas_render import mermaid_js_source, render_html
     from stores.documents import get_document, write_atomic
     from stores.models import llm_for
+    from stores.usage import track_usage
     from stores.vectorstore import get_store
 
     out_path = Path(args.out) if args.out else None
@@ -210,9 +211,9 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
     check_context(ctx)
     doc_id = document_id(args)
     info = get_document(ctx.namespace, doc_id)
-    with progress(args.quiet, "canvas") as handle:
+    with progress(args.quiet, "canvas") as handle, track_usage() as usage:
         handle({"stage": "canvas", "message": f"canvas of {info.title or doc_id}"})
-        canvas, usage, cached = ensure_canvas(
+        canvas, cached = ensure_canvas(
             get_store(ctx.namespace, ctx.embedder),
             info,
             llm_for("offloader", ctx, model=ctx.canvas_model),

@@ -18,7 +18,7 @@ from nodes.offloading.memory import OFFLOADING, Piece, build_memory
 from nodes.offloading.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
 from stores.models import llm_for
 from stores.offload import get_offload_store
-from stores.usage import relabel_usage
+from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
 
 
@@ -112,9 +112,10 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         pieces += recalled
     system = prompts.render("offload/answer_recall" if can_recall else "offload/answer", lang)
     memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
-    reply, usage, mode = ask(
-        llm_for("expert", ctx), memory, recall=can_recall, max_tokens=ctx.answer_max_tokens, lang=lang
-    )
+    with track_usage() as usage:
+        reply, mode = ask(
+            llm_for("expert", ctx), memory, recall=can_recall, max_tokens=ctx.answer_max_tokens, lang=lang
+        )
     step = "answer_after_recall" if round_ else "answer"
     calls = [*state.get("calls", []), call_record(step, usage, estimated=memory.tokens, mode=mode)]
     update: dict[str, Any] = {

@@ -18,7 +18,7 @@ from nodes.offloading.offloader import compress_turn, update_pinned
 from stores.models import llm_for
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens, truncate_tokens
-from stores.usage import relabel_usage
+from stores.usage import relabel_usage, track_usage
 
 
 def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
@@ -52,14 +52,15 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
             + " "
             + prompts.render("offload/shortened", lang, id=big.id)
         )
-    note, usage, error = compress_turn(
-        llm_for("offloader", ctx),
-        question=question,
-        answer=reply,
-        pinned=state.get("pinned") or {},
-        lang=lang,
-        max_tokens=ctx.offloader_max_tokens,
-    )
+    with track_usage() as usage:
+        note, error = compress_turn(
+            llm_for("offloader", ctx),
+            question=question,
+            answer=reply,
+            pinned=state.get("pinned") or {},
+            lang=lang,
+            max_tokens=ctx.offloader_max_tokens,
+        )
     conclusion = truncate_tokens(" ".join(note.conclusion.split()), ctx.conclusion_tokens)
     raw = prompts.render(
         "offload/turn_full",

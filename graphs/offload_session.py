@@ -20,7 +20,7 @@ from stores.models import llm_for
 from stores.offload import check_session
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
-from stores.usage import relabel_usage
+from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
 
 
@@ -152,15 +152,16 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     info = get_document(ctx.namespace, state["doc_id"])
-    made, usage, cached = ensure_canvas(
-        store,
-        info,
-        llm_for("offloader", ctx, model=ctx.canvas_model),
-        max_nodes=ctx.canvas_max_nodes,
-        input_tokens=ctx.canvas_input_tokens,
-        max_tokens=ctx.canvas_max_tokens,
-        lang=state.get("lang"),
-    )
+    with track_usage() as usage:
+        made, cached = ensure_canvas(
+            store,
+            info,
+            llm_for("offloader", ctx, model=ctx.canvas_model),
+            max_nodes=ctx.canvas_max_nodes,
+            input_tokens=ctx.canvas_input_tokens,
+            max_tokens=ctx.canvas_max_tokens,
+            lang=state.get("lang"),
+        )
     summary = {**made.summary(), "cached": cached}
     how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
     runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})

@@ -290,7 +290,7 @@ def _decomposed(
     llm = llm_for("router", ctx)
     routed, tasks_of = [], []
     for request in requests:
-        tasks, _usage = decompose(request, llm)
+        tasks = decompose(request, llm)
         tasks = [t for t in tasks if t != request]
         parts = route([request, *tasks], registry, store, settings)
         routed.append(merge_routes(request, parts, settings))

@@ -25,7 +25,7 @@ from nodes.retrieval import hybrid_search
 from nodes.sentences import dedupe_sentences, parse_cited_sentences
 from stores.documents import get_document
 from stores.models import llm_for
-from stores.usage import Usage, merge_usage
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 
 REFILLS = 2
@@ -101,8 +101,8 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     lang, length = state["lang"], target_length(state)
     store = get_store(ctx.namespace, ctx.embedder)
 
-    def check(sentences: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Usage]:
-        checked, usage = check_sentences(
+    def check(sentences: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        checked = check_sentences(
             sentences,
             store=store,
             doc_id=state["doc_id"],
@@ -114,20 +114,19 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             prefer=citations_in(state.get("draft", "")),
         )
         kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
-        return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)], usage
+        return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)]
 
-    checked, usage = check(state.get("fitted", []))
-    for _ in range(REFILLS if ctx.length_fit == "fill" and ctx.factcheck == "fix" else 0):
-        kept = [c for c in checked if c["verdict"] != "dropped"]
-        if not kept or total_units(kept, lang) >= length_bounds(length)[0]:
-            break
-        used = [c["text"] for c in kept] + [c["original"] for c in checked if c["verdict"] == "dropped"]
-        more = fill_to_length(kept, _fill_candidates(state, ctx, used), length, lang)
-        if not more:
-            break
-        extra, used_more = check(more)
-        checked += extra
-        usage = merge_usage(usage, used_more)
+    with track_usage() as usage:
+        checked = check(state.get("fitted", []))
+        for _ in range(REFILLS if ctx.length_fit == "fill" and ctx.factcheck == "fix" else 0):
+            kept = [c for c in checked if c["verdict"] != "dropped"]
+            if not kept or total_units(kept, lang) >= length_bounds(length)[0]:
+                break
+            used = [c["text"] for c in kept] + [c["original"] for c in checked if c["verdict"] == "dropped"]
+            more = fill_to_length(kept, _fill_candidates(state, ctx, used), length, lang)
+            if not more:
+                break
+            checked += check(more)
     stats = factcheck_stats(checked)
     runtime.stream_writer(
         {

@@ -31,7 +31,7 @@ from nodes.sentences import coverage, parse_cited_sentences
 from stores.documents import get_document
 from stores.models import llm_for
 from stores.settings import ModelError
-from stores.usage import relabel_usage
+from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
 
 
@@ -55,26 +55,34 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     focus = [h.chunk_id for h in hybrid_search(store, state["doc_id"], query, 6)] if query.strip() else []
     topics = uncovered_topics(store.by_doc(state["doc_id"]), draft, focus=focus)
     parts = missing_parts(draft, lang)
-    try:
-        raw, usage = write_questions(
-            llm_for("editor", ctx, model=ctx.question_model),
-            overview=state.get("overview", ""),
-            draft=draft,
-            asked=asked,
-            missing=state.get("missing", ""),
-            query=query,
-            experts=ctx.experts,
-            n=ctx.questions_per_round,
-            lang=lang,
-            parts=parts,
-            topics=topics,
-        )
-    except ModelError as exc:
-        if not bad_output(exc):
-            raise
-        emit({"stage": "editor", "message": f"round {rnd}: the editor's questions stayed invalid; stopping ({exc})"})
-        info = {"round": rnd, "questions": 0, "error": str(exc), "stop": "editor_output_invalid"}
-        return {"round": rnd, "questions": [], "stop_reason": "editor_output_invalid", "rounds_info": [info]}
+    with track_usage() as usage:
+        try:
+            raw = write_questions(
+                llm_for("editor", ctx, model=ctx.question_model),
+                overview=state.get("overview", ""),
+                draft=draft,
+                asked=asked,
+                missing=state.get("missing", ""),
+                query=query,
+                experts=ctx.experts,
+                n=ctx.questions_per_round,
+                lang=lang,
+                parts=parts,
+                topics=topics,
+            )
+        except ModelError as exc:
+            if not bad_output(exc):
+                raise
+            why = f"round {rnd}: the editor's questions stayed invalid; stopping ({exc})"
+            emit({"stage": "editor", "message": why})
+            info = {"round": rnd, "questions": 0, "error": str(exc), "stop": "editor_output_invalid"}
+            return {
+                "round": rnd,
+                "questions": [],
+                "stop_reason": "editor_output_invalid",
+                "rounds_info": [info],
+                "usage": relabel_usage(usage, "questioner"),
+            }
     fresh = new_questions(raw, asked)[: ctx.questions_per_round]
     items = [
         {"id": f"r{rnd}q{i}", **q, "expert": choose_expert(q, ctx.experts, ctx.expert_routing, ctx.namespace)}
@@ -109,14 +117,15 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
     new_draft, judgement = draft, None
     if usable:
         try:
-            result, usage = merge_answers(
-                llm_for("editor", ctx),
-                draft=draft,
-                answers=usable,
-                query=state.get("query", ""),
-                length=length,
-                lang=lang,
-            )
+            with track_usage() as update["usage"]:
+                result = merge_answers(
+                    llm_for("editor", ctx),
+                    draft=draft,
+                    answers=usable,
+                    query=state.get("query", ""),
+                    length=length,
+                    lang=lang,
+                )
             new_draft = result.draft.strip()
             judgement = result.model_dump(exclude={"draft"})
             sources = " ".join([draft, *(a["answer"] for a in usable)])
@@ -127,7 +136,6 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
             if left_out:
                 new_draft = fallback_merge(new_draft, left_out, length, lang)
             info["appended"] = len(left_out) - len(unmerged_answers(new_draft, usable))
-            update["usage"] = usage
             update["missing"] = result.missing
         except ModelError as exc:
             if not bad_output(exc):
@@ -182,15 +190,17 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
         hits = hybrid_search(store, state["doc_id"], query, 3) if query.strip() else store.by_doc(state["doc_id"])[:3]
         focus = query or get_document(ctx.namespace, state["doc_id"]).title
         evidence = evidence_block(hits, focus, ctx.direct_tokens)
-        text, usage = direct_summary(
-            llm_for("editor", ctx), evidence=evidence, query=query, length=length, fmt=fmt, lang=lang
-        )
+        with track_usage() as usage:
+            text = direct_summary(
+                llm_for("editor", ctx), evidence=evidence, query=query, length=length, fmt=fmt, lang=lang
+            )
         emit({"stage": "polish", "message": f"summarized {len(hits)} chunks in one call"})
         return {"final_text": text, "usage": usage}
     if draft_fits(draft, length, fmt, lang):
         emit({"stage": "polish", "message": "the draft already has the requested length, format and language"})
         return {"final_text": draft}
-    text, usage = polish(llm_for("editor", ctx), draft=draft, query=query, length=length, fmt=fmt, lang=lang)
+    with track_usage() as usage:
+        text = polish(llm_for("editor", ctx), draft=draft, query=query, length=length, fmt=fmt, lang=lang)
     if not parse_cited_sentences(text) or coverage(text, draft) < 0.5:
         emit({"stage": "polish", "message": "the polished text strays from the draft; keeping the draft"})
         return {"final_text": draft, "usage": usage}

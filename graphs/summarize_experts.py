@@ -14,7 +14,7 @@ from nodes.retrieval import Rerank
 from stores.documents import get_document, index_identity
 from stores.models import llm_for, resolve_role
 from stores.settings import ModelError
-from stores.usage import Usage
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 
 
@@ -60,36 +60,36 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         prompts=expert_prompt_version(lang),
     )
     hit = cache.get(key) if cache else None
-    usage: Usage = {}
-    if hit is not None:
-        result = {**hit, "cached": True}
-    else:
-        try:
-            result, usage = answer_question(
-                item["question"],
-                name,
-                ctx.experts[name],
-                store=get_store(ctx.namespace, ctx.embedder),
-                doc_id=state["doc_id"],
-                llm=llm,
-                lang=lang,
-                k=ctx.expert_k,
-                chunk_tokens=ctx.expert_chunk_tokens,
-                max_tokens=ctx.expert_max_tokens,
-                rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
-            )
-        except ModelError as exc:
-            result = {
-                "status": "failed",
-                "answer": "",
-                "citations": [],
-                "confidence": 0.0,
-                "chunks": [],
-                "error": str(exc),
-            }
-        if cache is not None and result["status"] != "failed":
-            cache.put(key, result)
-        result = {**result, "cached": False}
+    with track_usage() as usage:
+        if hit is not None:
+            result = {**hit, "cached": True}
+        else:
+            try:
+                result = answer_question(
+                    item["question"],
+                    name,
+                    ctx.experts[name],
+                    store=get_store(ctx.namespace, ctx.embedder),
+                    doc_id=state["doc_id"],
+                    llm=llm,
+                    lang=lang,
+                    k=ctx.expert_k,
+                    chunk_tokens=ctx.expert_chunk_tokens,
+                    max_tokens=ctx.expert_max_tokens,
+                    rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
+                )
+            except ModelError as exc:
+                result = {
+                    "status": "failed",
+                    "answer": "",
+                    "citations": [],
+                    "confidence": 0.0,
+                    "chunks": [],
+                    "error": str(exc),
+                }
+            if cache is not None and result["status"] != "failed":
+                cache.put(key, result)
+            result = {**result, "cached": False}
     record = {**item, "round": state["round"], **result}
     cites = f" [{', '.join(result['citations'])}]" if result["citations"] else ""
     runtime.stream_writer(

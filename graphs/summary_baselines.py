@@ -32,7 +32,7 @@ from nodes.ingest import in_namespace
 from nodes.length import tokens_for
 from stores.models import llm_for, messages, model_retry
 from stores.text import count_tokens, split_sentences, truncate_tokens
-from stores.usage import Usage, merge_usage
+from stores.usage import merge_usage, track_usage
 from stores.vectorstore import get_store
 
 NONE_MARKERS = ("NONE", "无")
@@ -166,7 +166,8 @@ def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, An
     user = prompts.render(
         "summarize/map_user", lang, chunk_id=hit.chunk_id, text=hit.text, query=focus_text(state["query"], lang)
     )
-    text, usage = llm_for("worker", ctx).text(messages(system, user), max_tokens=ctx.map_max_tokens)
+    with track_usage() as usage:
+        text = llm_for("worker", ctx).text(messages(system, user), max_tokens=ctx.map_max_tokens)
     runtime.stream_writer({"stage": "map", "message": f"map {hit.chunk_id}: {len(text.split())} words"})
     if is_none(text):
         return {"usage": usage}
@@ -214,19 +215,17 @@ def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[s
     if len(groups) == len(state["collapsed"]):
         groups = [state["collapsed"][i : i + 2] for i in range(0, len(state["collapsed"]), 2)]
     out: list[str] = []
-    usage: Usage = {}
     budget = max(60, ctx.collapse_token_limit // (2 * max(1, len(groups))))
-    for group in groups:
-        if len(group) == 1:
-            out.append(group[0])
-            continue
-        system = prompts.render("summarize/collapse", lang, language=language_name(lang), tokens=budget)
-        user = prompts.render(
-            "summarize/collapse_user", lang, notes="\n".join(group), query=focus_text(state.get("query", ""), lang)
-        )
-        text, used = llm.text(messages(system, user), max_tokens=budget + 40)
-        usage = merge_usage(usage, used)
-        out.append(text.strip())
+    with track_usage() as usage:
+        for group in groups:
+            if len(group) == 1:
+                out.append(group[0])
+                continue
+            system = prompts.render("summarize/collapse", lang, language=language_name(lang), tokens=budget)
+            user = prompts.render(
+                "summarize/collapse_user", lang, notes="\n".join(group), query=focus_text(state.get("query", ""), lang)
+            )
+            out.append(llm.text(messages(system, user), max_tokens=budget + 40).strip())
     n = state.get("collapses", 0) + 1
     runtime.stream_writer(
         {"stage": "collapse", "message": f"collapse pass {n}: {len(state['collapsed'])} -> {len(out)} notes"}
@@ -244,7 +243,8 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
     system = writing_prompt("summarize/reduce", lang, length=length, fmt=state.get("format", "paragraphs"))
     joined = truncate_tokens("\n".join(f"- {n}" for n in notes), max(ctx.collapse_token_limit, 400) * 2)
     user = prompts.render("summarize/reduce_user", lang, notes=joined, query=focus_text(state.get("query", ""), lang))
-    text, usage = llm_for("manager", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
+    with track_usage() as usage:
+        text = llm_for("manager", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
     runtime.stream_writer({"stage": "reduce", "message": f"reduce: {len(text.split())} words"})
     return {"final_text": text.strip(), "usage": usage}
 
@@ -301,8 +301,8 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
         text=hit.text,
         query=focus_text(state.get("query", ""), lang),
     )
-    text, usage = llm_for("worker", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
-    text = text.strip()
+    with track_usage() as usage:
+        text = llm_for("worker", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang)).strip()
     if is_none(text):
         text = state.get("final_text", "")
     total = len(state["chunk_ids"])

@@ -31,7 +31,6 @@ from stores.documents import DocumentInfo, cache_path, find_document, index_iden
 from stores.models import LLM, ModelOutputError, messages
 from stores.settings import InputError
 from stores.text import STOPWORDS, content_words, count_tokens, truncate_tokens
-from stores.usage import Usage
 from stores.vectorstore import Hit, Record, VectorStore
 
 CANVAS_VERSION = 1
@@ -231,7 +230,7 @@ def write_canvas(
     input_tokens: int,
     max_tokens: int,
     lang: str,
-) -> tuple[CanvasSpec, Usage]:
+) -> CanvasSpec:
     """Ask the model for the document's structure; raises :class:`ModelOutputError` when it stays invalid."""
     schema = canvas_schema(max_nodes)
     system = prompts.render("offload/canvas", lang, max_nodes=max_nodes)
@@ -242,12 +241,12 @@ def write_canvas(
         excerpts=chunk_briefs(hits, input_tokens),
         max_nodes=max_nodes,
     )
-    raw, usage = llm.structured(messages(system, user), schema, max_tokens=max_tokens)
+    raw = llm.structured(messages(system, user), schema, max_tokens=max_tokens)
     try:
         spec = CanvasSpec.model_validate(raw.model_dump())
     except ValidationError as exc:  # the subclass validated, so this is a bug in the schema mapping
         raise ModelOutputError(f"canvas JSON does not fit CanvasSpec: {exc}") from exc
-    return clean_spec(spec, {h.chunk_id for h in hits}, info.title or info.doc_id), usage
+    return clean_spec(spec, {h.chunk_id for h in hits}, info.title or info.doc_id)
 
 
 # --- cache ----------------------------------------------------------------------------------------
@@ -320,21 +319,20 @@ def ensure_canvas(
     max_tokens: int = 1000,
     lang: str | None = None,
     refresh: bool = False,
-) -> tuple[Canvas, Usage, bool]:
-    """The document's canvas and the usage of making it; ``cached`` is True when no model call was made."""
+) -> tuple[Canvas, bool]:
+    """The document's canvas; ``cached`` is True when no model call was made."""
     if not refresh:
         cached = load_canvas(store, info.doc_id)
         if cached is not None:
-            return cached, {}, True
+            return cached, True
     hits = store.by_doc(info.doc_id)
     if not hits:
         raise InputError(
             f"document {info.doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
         )
-    usage: Usage = {}
     error = ""
     try:
-        spec, usage = write_canvas(
+        spec = write_canvas(
             llm,
             info,
             hits,
@@ -361,7 +359,7 @@ def ensure_canvas(
         index=index_identity(info),
     )
     save_canvas(store, canvas)
-    return canvas, usage, False
+    return canvas, False
 
 
 # --- which nodes a question touches -----------------------------------------------------------------

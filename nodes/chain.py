@@ -29,7 +29,6 @@ from stores.loaders import load_text
 from stores.models import LLM, messages
 from stores.settings import InputError
 from stores.text import CITATION_TAG, count_tokens, truncate_tokens
-from stores.usage import Usage
 from stores.vectorstore import Hit, VectorStore, get_store
 
 _TAGS = re.compile(r"(\s*\[c\d+\])+$")  # chunk tags a worker copied from the notes
@@ -192,7 +191,6 @@ class WorkerResult:
     """What the worker says the question still needs ("" when nothing)."""
     complete: bool
     """The notes hold facts and the worker says nothing is missing."""
-    usage: Usage
     chunk_tokens: int
     """Tokens of chunk text the worker read (what the reading budget counts)."""
 
@@ -215,7 +213,7 @@ def worker_step(
     user = prompts.render(
         "chain/worker_user", lang, question=question, notes=notes or "(none yet)", chunk_id=chunk.chunk_id, chunk=text
     )
-    note, usage = llm.structured(messages(system, user), WorkerNote, max_tokens=max_tokens)
+    note = llm.structured(messages(system, user), WorkerNote, max_tokens=max_tokens)
     updated = compose_notes(notes, chunk.chunk_id, note, max_note_words)
     relevant = any(f"[{chunk.chunk_id}]" in ln for ln in updated.splitlines())
     missing = " ".join(note.missing.split())
@@ -223,7 +221,7 @@ def worker_step(
         missing = ""
     final = updated if relevant else notes
     has_facts = any(ln.startswith("- ") for ln in final.splitlines())
-    return WorkerResult(final, relevant, missing, has_facts and not missing, usage, count_tokens(text))
+    return WorkerResult(final, relevant, missing, has_facts and not missing, count_tokens(text))
 
 
 def manager_answer(
@@ -233,7 +231,7 @@ def manager_answer(
     chain_notes: Sequence[str],
     lang: str,
     max_tokens: int = 200,
-) -> tuple[Answer, Usage]:
+) -> Answer:
     """The manager's answer from the facts in the last notes of every chain.
 
     The workers' "Missing:" lines are left out: the small model reads them as "the answer is not
@@ -258,7 +256,7 @@ def manager_answer(
 
 def read_and_answer(
     llm: LLM, *, question: str, chunks: Sequence[Hit], lang: str, max_tokens: int = 200, chunk_tokens: int = 1200
-) -> tuple[Answer, Usage]:
+) -> Answer:
     """Single-call baseline: answer from the given chunks put in one prompt."""
     pieces = "\n\n".join(f"[{c.chunk_id}] {truncate_tokens(c.text, chunk_tokens)}" for c in chunks)
     system = prompts.render("chain/reader", lang)

@@ -27,7 +27,6 @@ from stores.documents import DocumentInfo
 from stores.models import LLM, messages
 from stores.settings import InputError
 from stores.text import jaccard, split_sentences, truncate_tokens
-from stores.usage import Usage
 from stores.vectorstore import Hit, VectorStore
 
 Format = Literal["paragraphs", "bullets"]
@@ -140,7 +139,7 @@ def write_questions(
     lang: str,
     parts: Sequence[str] = (),
     topics: Sequence[str] = (),
-) -> tuple[list[dict[str, str]], Usage]:
+) -> list[dict[str, str]]:
     """The editor's next questions (schema-enforced; ModelOutputError after retries).
 
     ``parts`` are the parts of the focus the draft does not answer yet (:func:`nodes.gaps.missing_parts`),
@@ -163,8 +162,8 @@ def write_questions(
         asked=asked_lines,
         n=n,
     )
-    reply, usage = llm.structured(messages(system, user), schema, max_tokens=60 * n + 60)
-    return [q.model_dump() for q in reply.questions], usage  # type: ignore[attr-defined]
+    reply = llm.structured(messages(system, user), schema, max_tokens=60 * n + 60)
+    return [q.model_dump() for q in reply.questions]  # type: ignore[attr-defined]
 
 
 def new_questions(candidates: Sequence[dict[str, Any]], asked: Sequence[str], threshold: float = 0.8) -> list[dict]:
@@ -228,7 +227,7 @@ def usable_answers(answers: Sequence[dict[str, Any]], position: dict[str, int], 
 
 def merge_answers(
     llm: LLM, *, draft: str, answers: Sequence[dict[str, Any]], query: str, length: int, lang: str
-) -> tuple[MergeResult, Usage]:
+) -> MergeResult:
     """The editor folds this round's answers into the draft and judges it (ModelOutputError after retries)."""
     system = prompts.render("summarize/merge", lang, length=length, unit=unit_name(lang), language=language_name(lang))
     lines = [
@@ -278,7 +277,7 @@ _ADVICE = {
 }
 
 
-def polish(llm: LLM, *, draft: str, query: str, length: int, fmt: str, lang: str) -> tuple[str, Usage]:
+def polish(llm: LLM, *, draft: str, query: str, length: int, fmt: str, lang: str) -> str:
     """Rewrite the draft to the requested length, format and language, keeping its citations.
 
     The prompt gives the draft's current length and the accepted range, and says which way to go.
@@ -310,7 +309,7 @@ def evidence_block(hits: Sequence[Hit], focus: str, budget: int) -> str:
     return "\n\n".join(f"[{h.chunk_id}] {focus_snippet(h.text, focus, share)}" for h in hits)
 
 
-def direct_summary(llm: LLM, *, evidence: str, query: str, length: int, fmt: str, lang: str) -> tuple[str, Usage]:
+def direct_summary(llm: LLM, *, evidence: str, query: str, length: int, fmt: str, lang: str) -> str:
     """Summarize a short document (or a few chunks) in one call, with citations."""
     system = writing_prompt("summarize/direct", lang, length=length, fmt=fmt)
     user = prompts.render("summarize/direct_user", lang, query=focus_text(query, lang), evidence=evidence)

@@ -25,7 +25,6 @@ from nodes.retrieval import Rerank, focus_snippet, hybrid_search
 from stores.documents import cache_path
 from stores.models import LLM, ModelOutputError, messages
 from stores.text import lexical_tokens
-from stores.usage import Usage
 from stores.vectorstore import VectorStore
 
 DEFAULT_EXPERTS: dict[str, str] = {
@@ -183,16 +182,16 @@ def answer_question(
     chunk_tokens: int = 160,
     max_tokens: int = 120,
     rerank: Rerank = "none",
-) -> tuple[dict[str, Any], Usage]:
+) -> dict[str, Any]:
     """One expert's answer to ``question`` from the chunks it retrieves.
 
-    Returns ``({status, answer, citations, confidence, chunks}, usage)``; ``status`` is
+    Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
     """
     hits = hybrid_search(store, doc_id, question, k, rerank=rerank)
     retrieved = [h.chunk_id for h in hits]
     if not hits:
-        return {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": []}, {}
+        return {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": []}
     excerpts = "\n\n".join(
         f"[{h.chunk_id}]{' (' + h.section + ')' if h.section else ''} {focus_snippet(h.text, question, chunk_tokens)}"
         for h in hits
@@ -201,7 +200,7 @@ def answer_question(
         "summarize/expert", lang, expert=expert, description=description, language=language_name(lang)
     )
     user = prompts.render("summarize/expert_user", lang, excerpts=excerpts, question=question)
-    reply, usage = llm.structured(messages(system, user), reply_schema(retrieved), max_tokens=max_tokens)
+    reply = llm.structured(messages(system, user), reply_schema(retrieved), max_tokens=max_tokens)
     cited = [c for c in citations_in(reply.answer) + [normalise_chunk_id(c) for c in reply.citations] if c]
     valid = [c for c in dict.fromkeys(cited) if c in retrieved]
     answer = CITATION.sub(
@@ -209,10 +208,7 @@ def answer_question(
     )
     answer = re.sub(r"\s{2,}", " ", answer).strip()
     if says_not_found(answer) or not valid:
-        return (
-            {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": retrieved},
-            usage,
-        )
+        return {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": retrieved}
     if not citations_in(answer):
         answer = f"{answer} [{', '.join(valid)}]"
     result = {
@@ -222,4 +218,4 @@ def answer_question(
         "confidence": round(float(reply.confidence), 3),
         "chunks": retrieved,
     }
-    return result, usage
+    return result

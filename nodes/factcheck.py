@@ -26,7 +26,6 @@ from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.sentences import clean_sentence, coverage
 from stores.models import LLM, messages
 from stores.settings import ModelError
-from stores.usage import Usage, merge_usage
 from stores.vectorstore import VectorStore
 
 FactcheckMode = Literal["fix", "mark", "off"]
@@ -86,7 +85,7 @@ def check_sentences(
     max_citations: int = 2,
     prefer: Sequence[str] = (),
     keep_coverage: float = 0.9,
-) -> tuple[list[dict[str, Any]], Usage]:
+) -> list[dict[str, Any]]:
     """Check every sentence against its cited chunks: by the checker model, by grounding, or both.
 
     The model reads the cited excerpts and judges each sentence; grounding
@@ -115,7 +114,7 @@ def check_sentences(
         entry.update({"verdict": "unchecked", "model_supported": None, "grounding": [], "flagged_by": []})
         results.append(entry)
     if mode == "off":
-        return results, {}
+        return results
     checkable = [r for r in results if r["citations"]]
     cited = dict.fromkeys(f"{doc_id}:{c}" for r in checkable for c in r["citations"])
     sources = {h.chunk_id: h.text for h in store.get(list(cited))}
@@ -123,7 +122,6 @@ def check_sentences(
         for entry in checkable:
             entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))
     fixes: dict[int, str] = {}
-    usage: Usage = {}
     if checks != "grounding":
         if llm is None:
             raise ValueError("the model check needs a model")
@@ -136,14 +134,13 @@ def check_sentences(
             evidence = evidence_for(store, doc_id, batch, chunk_tokens)
             user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
             try:
-                reply, used = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
+                reply = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
             except ModelError as exc:
                 if not bad_output(exc):
                     raise
                 for entry in batch:
                     entry["error"] = str(exc)[:300]
                 continue
-            usage = merge_usage(usage, used)
             by_n = {v.n: v for v in reply.verdicts}
             for i, entry in enumerate(batch, start=1):
                 verdict = by_n.get(i)
@@ -152,7 +149,7 @@ def check_sentences(
                     fixes[id(entry)] = verdict.fix
     for entry in checkable:
         _decide(entry, mode, checks, fixes.get(id(entry), ""), _source(entry, sources), keep_coverage)
-    return results, usage
+    return results
 
 
 def _source(entry: dict[str, Any], sources: dict[str, str]) -> str:

@@ -7,9 +7,9 @@ endpoint: the bundled llama.cpp server when no base URL is configured, anything 
 rules of :mod:`stores.endpoints` (deadline, rate limit, endpoint gate) and answered from
 :mod:`stores.llm_cache` when it was asked before.
 
-Nodes use :func:`llm_for` and get back results together with a usage dict
-``{role: {"input": n, "output": m, "calls": 1, "cached": 0}}`` (:mod:`stores.usage`) that graph
-states merge with :func:`stores.usage.merge_usage`.
+Nodes use :func:`llm_for`; each request's usage ``{role: {"input": n, "output": m, "calls": 1,
+"cached": 0}}`` is recorded with :func:`stores.usage.record_usage`, and the graph node that made it
+gathers it with :func:`stores.usage.track_usage`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from stores.settings import (
     deadline_left,
     get_settings,
 )
-from stores.usage import Usage, merge_usage, usage_of
+from stores.usage import Usage, merge_usage, record_usage, usage_of
 
 T = TypeVar("T", bound=BaseModel)
 ChatFactory = Callable[[str], BaseChatModel]
@@ -60,7 +60,7 @@ class ModelOutputError(ModelError):
     def __init__(self, message: str, usage: Usage | None = None) -> None:
         super().__init__(message)
         self.usage: Usage = usage or {}
-        """Tokens spent on the rejected attempts."""
+        """Tokens spent on the rejected attempts (also recorded, :func:`stores.usage.record_usage`)."""
 
 
 _override: contextvars.ContextVar[ChatFactory | None] = contextvars.ContextVar("chat_model_override", default=None)
@@ -212,7 +212,10 @@ def parse_json_object(text: str) -> Any:
 
 
 class LLM:
-    """One role's model with retries on bad output, the response cache and usage accounting."""
+    """One role's model with retries on bad output, the response cache and usage accounting.
+
+    Every request's usage is recorded (:func:`stores.usage.record_usage`), a rejected reply's too.
+    """
 
     def __init__(
         self,
@@ -335,8 +338,8 @@ class LLM:
             remember(key, self.role, text, None, used)  # a structured reply is kept once it validates
         return text, parsed, used
 
-    def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> tuple[str, Usage]:
-        """Plain text reply and its usage.
+    def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> str:
+        """Plain text reply.
 
         A reply cut at ``max_tokens`` is asked again with twice the budget; cut again, it keeps only
         its complete sentences, and with none it is a ModelOutputError: a half sentence is never
@@ -347,20 +350,19 @@ class LLM:
         text = ""
         for attempt in range(2):
             text, _, used = self._call(messages, None, budget)
+            record_usage(used)
             usage = merge_usage(usage, used)
             if not used.get(self.role, {}).get("truncated"):
-                return text.strip(), usage
+                return text.strip()
             if not budget or attempt == 1:
                 break
             budget = min(budget * 2, 4096)
         whole = complete_sentences(text)
         if not whole:
             raise ModelOutputError(f"the {self.role} model's reply was cut at {budget} tokens mid-sentence", usage)
-        return whole, usage
+        return whole
 
-    def structured(
-        self, messages: Sequence[BaseMessage], schema: type[T], *, max_tokens: int | None = None
-    ) -> tuple[T, Usage]:
+    def structured(self, messages: Sequence[BaseMessage], schema: type[T], *, max_tokens: int | None = None) -> T:
         """A reply validated against ``schema``; retried with the error shown, then ModelOutputError."""
         usage: Usage = {}
         convo = list(messages)
@@ -368,6 +370,7 @@ class LLM:
         budget = max_tokens
         for _attempt in range(self.max_retries + 1):
             text, parsed, used = self._call(convo, schema, budget)
+            record_usage(used)
             usage = merge_usage(usage, used)
             if used.get(self.role, {}).get("truncated") and budget:
                 last_error = f"the reply was cut at {budget} tokens"
@@ -392,7 +395,7 @@ class LLM:
             if self.use_cache and not used[self.role].get("cached"):
                 # Kept as the answer to the request asked, not to the retry that produced it.
                 remember(self._key(messages, schema, max_tokens), self.role, text, data, used)
-            return result, usage
+            return result
         raise ModelOutputError(
             f"the {self.role} model did not return valid {schema.__name__} JSON after "
             f"{self.max_retries + 1} attempts: {last_error}",

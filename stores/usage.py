@@ -1,17 +1,54 @@
 """Token accounting: a usage dict ``{role: {"input": n, "output": m, "calls": 1, "cached": 0}}`` per step.
 
-Graph states merge them with :func:`merge_usage`.
+:class:`stores.models.LLM` records each request's counts with :func:`record_usage`; a graph node
+gathers what its calls spent with :func:`track_usage` and puts it in its state update, which graph
+states merge with :func:`merge_usage`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator, Sequence
 
 from langchain_core.messages import BaseMessage
 
 from stores.text import count_tokens
 
 Usage = dict[str, dict[str, int]]
+
+_recorders: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("usage_recorders", default=())
+"""The open :func:`track_usage` dicts of the current context, outermost first."""
+_record_lock = threading.Lock()
+"""Held while adding to the recorders: an outer recorder is shared by the threads of a graph's parallel steps."""
+
+
+@contextlib.contextmanager
+def track_usage() -> Iterator[Usage]:
+    """Gather the usage of every model request made inside the block (this context and copies of it).
+
+    Recorders nest: each request is added to every open one, so a node's and an outer caller's both
+    count it. LangGraph runs each step with a copy of the caller's context, so a recorder opened
+    inside a node receives that step's requests only. Not ``langchain_core``'s
+    ``get_usage_metadata_callback``: it counts per model name, not per role, and never sees replies
+    answered from :mod:`stores.llm_cache` (no model runs) nor counts tokens an endpoint leaves out.
+    """
+    spent: Usage = {}
+    token = _recorders.set((*_recorders.get(), spent))
+    try:
+        yield spent
+    finally:
+        _recorders.reset(token)
+
+
+def record_usage(used: Usage) -> None:
+    """Add one request's counts to every open :func:`track_usage` recorder."""
+    with _record_lock:
+        for spent in _recorders.get():
+            merged = merge_usage(spent, used)
+            spent.clear()
+            spent.update(merged)
 
 
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:

@@ -18,7 +18,7 @@ from nodes.offloading.memory import Memory, Piece
 from stores.models import LLM, ModelOutputError, messages
 from stores.offload import OffloadStore, is_offload_id
 from stores.text import CITATION_TAG, count_tokens
-from stores.usage import Usage
+from stores.usage import track_usage
 from stores.vectorstore import VectorStore
 
 _ID = re.compile(r"^\[?\s*([oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
@@ -52,22 +52,22 @@ def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def ask(llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str) -> tuple[AnswerReply, Usage, str]:
+def ask(llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str) -> tuple[AnswerReply, str]:
     """One answering call: schema-enforced JSON, or plain text when the JSON stays invalid.
 
-    Returns the reply, the usage and ``"json"`` or ``"text"`` (how the answer was obtained); an empty
+    Returns the reply and ``"json"`` or ``"text"`` (how the answer was obtained); an empty
     plain-text answer is a ModelOutputError, never an answer.
     """
     schema: type[AnswerReply] = RecallReply if recall else AnswerReply
     try:
-        reply, usage = llm.structured(memory.messages(), schema, max_tokens=max_tokens)
-        return reply, usage, "json"
+        return llm.structured(memory.messages(), schema, max_tokens=max_tokens), "json"
     except ModelOutputError:
         system = prompts.render("offload/answer_plain", lang)
-        text, usage = llm.text(messages(system, memory.user), max_tokens=max_tokens)
+        with track_usage() as spent:
+            text = llm.text(messages(system, memory.user), max_tokens=max_tokens)
         if not text.strip():
-            raise ModelOutputError(f"the {llm.role} model gave no answer, as JSON or as text", usage) from None
-        return AnswerReply(answer=text.strip(), citations=[]), usage, "text"
+            raise ModelOutputError(f"the {llm.role} model gave no answer, as JSON or as text", spent) from None
+        return AnswerReply(answer=text.strip(), citations=[]), "text"
 
 
 def normalise_ids(raw: Sequence[str]) -> list[str]:

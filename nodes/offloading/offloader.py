@@ -15,7 +15,6 @@ import prompts
 from nodes.canvas import content_terms
 from stores.models import LLM, ModelOutputError, messages
 from stores.text import overlap, split_sentences, truncate_tokens
-from stores.usage import Usage
 
 
 class OffloadNote(BaseModel):
@@ -51,12 +50,12 @@ def compress_turn(
     lang: str,
     max_tokens: int,
     answer_tokens: int = 200,
-) -> tuple[OffloadNote, Usage, str]:
+) -> tuple[OffloadNote, str]:
     """The offloader's note on a finished turn; on invalid output, the answer's first sentence.
 
     The note is checked against the exchange: facts whose words are mostly absent from the
     question and answer are dropped, and an unsupported conclusion is replaced by the answer's first
-    sentence. Returns the note, the usage and an error message (empty when the model's note was used).
+    sentence. Returns the note and an error message (empty when the model's note was used).
     """
     none = "（无）" if lang == "zh" else "(none)"
     facts = "\n".join(f"- {f}" for f in pinned.get("facts", [])) or none
@@ -70,15 +69,15 @@ def compress_turn(
         answer=truncate_tokens(answer, answer_tokens),
     )
     try:
-        note, usage = llm.structured(messages(system, user), OffloadNote, max_tokens=max_tokens)
+        note = llm.structured(messages(system, user), OffloadNote, max_tokens=max_tokens)
     except ModelOutputError as exc:
-        return OffloadNote(conclusion=first_sentence(answer)), {}, str(exc)
+        return OffloadNote(conclusion=first_sentence(answer)), str(exc)
     source = f"{question} {answer}"
     conclusion = note.conclusion.strip()
     if not conclusion or not supported(conclusion, source, 0.5):
         conclusion = first_sentence(answer)
     kept = [f for f in note.facts if supported(f, source)]
-    return note.model_copy(update={"conclusion": conclusion, "facts": kept}), usage, ""
+    return note.model_copy(update={"conclusion": conclusion, "facts": kept}), ""
 
 
 def _norm(text: str) -> str:

@@ -32,7 +32,7 @@ import prompts
 from nodes.routing.model import Agent, Registry, Tool
 from stores.models import LLM, messages
 from stores.text import content_hash, truncate_tokens
-from stores.usage import Usage, merge_usage, usage_totals
+from stores.usage import Usage, merge_usage, track_usage, usage_totals
 
 EXPANSION_VERSION = "expand-v1"
 """Version of the expansion step; part of every journal key, so a change writes new examples."""
@@ -269,7 +269,8 @@ def expand_registry(
         while batches:
             batch = batches.pop(0)
             started = time.perf_counter()
-            reply, used = _ask(llm, agent, batch)
+            with track_usage() as used:
+                reply = _ask(llm, agent, batch)
             usage = merge_usage(usage, used)
             cost = {**usage_totals(used), "seconds": round(time.perf_counter() - started, 2)}
             if reply is None:
@@ -310,7 +311,7 @@ def expand_registry(
     return replace(registry, agents=tuple(agents)), stats
 
 
-def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool]) -> tuple[ExpansionReply | None, Usage]:
+def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool]) -> ExpansionReply | None:
     from stores.models import ModelOutputError
 
     system = prompts.render("route/expand", per_tool=PER_TOOL, per_agent=PER_AGENT)
@@ -325,22 +326,21 @@ def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool]) -> tuple[ExpansionReply 
     budget = 80 + 70 * PER_TOOL * max(1, len(batch))
     try:
         return llm.structured(messages(system, user), ExpansionReply, max_tokens=budget)
-    except ModelOutputError as exc:
-        return None, exc.usage
+    except ModelOutputError:
+        return None
 
 
-def decompose(request: str, llm: LLM) -> tuple[list[str], Usage]:
+def decompose(request: str, llm: LLM) -> list[str]:
     """The separate tasks of ``request`` (itself alone when it asks for one thing or the reply fails)."""
     from stores.models import ModelOutputError
 
     system = prompts.render("route/decompose", max=MAX_INTENTS)
     user = prompts.render("route/decompose_user", request=request)
     try:
-        reply, usage = llm.structured(messages(system, user), DecomposeReply, max_tokens=60 * MAX_INTENTS)
-    except ModelOutputError as exc:
-        return [request], exc.usage
-    tasks = clean_examples(reply.tasks, MAX_INTENTS)
-    return (tasks or [request]), usage
+        reply = llm.structured(messages(system, user), DecomposeReply, max_tokens=60 * MAX_INTENTS)
+    except ModelOutputError:
+        return [request]
+    return clean_examples(reply.tasks, MAX_INTENTS) or [request]
 
 
 def model_id(llm: LLM) -> str:

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from stores.local_model import running_server
 from stores.models import chat_model, llm_for, messages
+from stores.usage import track_usage
 
 
 class Capital(BaseModel):
@@ -15,9 +16,10 @@ class Capital(BaseModel):
 
 
 def test_bundled_model_answers_and_reports_usage() -> None:
-    text, usage = llm_for("worker").text(
-        messages("Answer with one word.", "What is the capital of France?"), max_tokens=10
-    )
+    with track_usage() as usage:
+        text = llm_for("worker").text(
+            messages("Answer with one word.", "What is the capital of France?"), max_tokens=10
+        )
     assert "paris" in text.lower()
     assert usage["worker"]["input"] > 5 and usage["worker"]["output"] >= 1
     server = running_server()
@@ -25,11 +27,12 @@ def test_bundled_model_answers_and_reports_usage() -> None:
 
 
 def test_bundled_model_returns_schema_valid_json() -> None:
-    result, usage = llm_for("expert").structured(
-        messages("Reply in JSON.", "Which city is the capital of Japan? Give a confidence between 0 and 1."),
-        Capital,
-        max_tokens=80,
-    )
+    with track_usage() as usage:
+        result = llm_for("expert").structured(
+            messages("Reply in JSON.", "Which city is the capital of Japan? Give a confidence between 0 and 1."),
+            Capital,
+            max_tokens=80,
+        )
     assert isinstance(result, Capital)
     assert "tokyo" in result.capital.lower()
     assert usage["expert"]["calls"] == 1

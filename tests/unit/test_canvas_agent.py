@@ -21,6 +21,7 @@ from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_merma
 from nodes.ingest import ingest
 from stores.documents import cache_path, get_document
 from stores.models import LLM, use_chat_model
+from stores.usage import track_usage
 from stores.vectorstore import Hit, get_store, reset_stores
 from tests.unit.test_canvas_render import needs_mermaid, validate
 
@@ -55,8 +56,8 @@ def test_model_canvas_is_cleaned_rendered_and_stored(doc: tuple[str, object]) ->
     doc_id, info = doc
     fake = model(json.dumps(GOOD))
     store = get_store("default")
-    with use_chat_model(fake):
-        canvas, usage, cached = ensure_canvas(store, info, LLM("offloader"), max_nodes=6)
+    with use_chat_model(fake), track_usage() as usage:
+        canvas, cached = ensure_canvas(store, info, LLM("offloader"), max_nodes=6)
     assert not cached and canvas.source == "llm" and canvas.error == ""
     assert usage["offloader"]["calls"] == 1 and usage["offloader"]["input"] > 0
     assert [n.chunk_ids for n in canvas.spec.nodes] == [["c0"], ["c1"], ["c2"], ["c3"]]
@@ -79,9 +80,10 @@ def test_second_request_makes_no_model_call(doc: tuple[str, object]) -> None:
     doc_id, info = doc
     fake = model(json.dumps(GOOD))
     with use_chat_model(fake):
-        first, _, _ = ensure_canvas(get_store("default"), info, LLM("offloader"))
+        first, _ = ensure_canvas(get_store("default"), info, LLM("offloader"))
         reset_stores()  # a new process: the record is read back from the persistent store
-        again, usage, cached = ensure_canvas(get_store("default"), info, LLM("offloader"))
+        with track_usage() as usage:
+            again, cached = ensure_canvas(get_store("default"), info, LLM("offloader"))
         assert cached and usage == {} and again.mermaid == first.mermaid and len(fake.calls) == 1
         # without the store record, the cache file serves it and restores the record
         get_store("default").delete(ids=[canvas_record_id(doc_id)])
@@ -89,16 +91,16 @@ def test_second_request_makes_no_model_call(doc: tuple[str, object]) -> None:
         assert from_file is not None and from_file.mermaid == first.mermaid
         assert get_store("default").count(doc_id=doc_id, kind="canvas") == 1
         # --rebuild asks again
-        _, _, cached = ensure_canvas(get_store("default"), info, LLM("offloader"), refresh=True)
+        _, cached = ensure_canvas(get_store("default"), info, LLM("offloader"), refresh=True)
         assert not cached and len(fake.calls) == 2
 
 
 def test_invalid_json_is_retried_then_outline_from_sections(doc: tuple[str, object]) -> None:
     doc_id, info = doc
     fake = model("Sure! Here is the diagram: graph TD; A-->B")
-    with use_chat_model(fake):
-        canvas, usage, cached = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=2))
-    assert len(fake.calls) == 3 and usage == {}  # LLM.structured reports no usage for output it rejects
+    with use_chat_model(fake), track_usage() as usage:
+        canvas, cached = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=2))
+    assert len(fake.calls) == 3 and usage["offloader"]["calls"] == 3  # the rejected replies' tokens are counted
     assert "does not match the required JSON schema" in str(fake.calls[1][-1].content)
     assert canvas.source == "outline" and "CanvasSpec" in canvas.error and not cached
     labels = [n.label for n in canvas.spec.nodes]
@@ -116,7 +118,7 @@ def test_too_many_nodes_fails_the_schema(doc: tuple[str, object]) -> None:
     }
     fake = model(json.dumps(many))
     with use_chat_model(fake):
-        canvas, _, _ = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=1), max_nodes=5)
+        canvas, _ = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=1), max_nodes=5)
     assert len(fake.calls) == 2 and canvas.source == "outline" and "CanvasSpec" in canvas.error
     assert "does not match the required JSON schema" in str(fake.calls[1][-1].content)
 
@@ -124,7 +126,7 @@ def test_too_many_nodes_fails_the_schema(doc: tuple[str, object]) -> None:
 def test_canvas_without_usable_nodes_falls_back(doc: tuple[str, object]) -> None:
     _, info = doc
     with use_chat_model(model(json.dumps({"title": "t", "nodes": [], "edges": []}))):
-        canvas, _, _ = ensure_canvas(get_store("default"), info, LLM("offloader"))
+        canvas, _ = ensure_canvas(get_store("default"), info, LLM("offloader"))
     assert canvas.source == "outline" and "no usable node" in canvas.error and canvas.spec.nodes
 
 
@@ -135,7 +137,7 @@ def test_outline_of_a_document_without_sections_uses_chunk_starts(tmp_path: Path
     info = get_document("default", doc_id)
     assert info.chunks >= 3
     with use_chat_model(model("no json here")):
-        canvas, _, _ = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=0))
+        canvas, _ = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=0))
     assert canvas.source == "outline"
     assert canvas.spec.nodes[0].label.startswith("c0: Sentence number 0")
     assert len(canvas.spec.nodes) == min(int(info.chunks), 15)
@@ -186,9 +188,9 @@ def test_map_text_and_touched_nodes() -> None:
 def test_model_and_outline_canvases_pass_mermaid_parser(doc: tuple[str, object]) -> None:
     _, info = doc
     with use_chat_model(model(json.dumps(GOOD))):
-        drawn, _, _ = ensure_canvas(get_store("default"), info, LLM("offloader"), refresh=True)
+        drawn, _ = ensure_canvas(get_store("default"), info, LLM("offloader"), refresh=True)
     with use_chat_model(model("not json")):
-        outline, _, _ = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=0), refresh=True)
+        outline, _ = ensure_canvas(get_store("default"), info, LLM("offloader", max_retries=0), refresh=True)
     results = validate([drawn.mermaid, outline.mermaid])
     assert [r["ok"] for r in results] == [True, True], results
     shown = [v["display"] for v in results[0]["vertices"]]

@@ -15,6 +15,7 @@ from nodes.factcheck import check_sentences, factcheck_stats
 from nodes.grounding import grounding_problems, names_in, numbers_in
 from nodes.ingest import ingest
 from stores.models import llm_for, use_chat_model
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 from tests.fakes import length_finish_error, summarize_reply
 
@@ -162,7 +163,8 @@ SENTENCES = [
 
 def test_grounding_only_needs_no_model_and_says_no() -> None:
     store, doc_id = _store_doc()
-    checked, usage = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=None, mode="mark", checks="grounding")
+    with track_usage() as usage:
+        checked = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=None, mode="mark", checks="grounding")
     assert usage == {}
     assert [c["verdict"] for c in checked] == ["supported", "unsupported", "supported"]
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"] == [
@@ -175,8 +177,8 @@ def test_combined_check_flags_what_either_check_flags_and_says_which() -> None:
     store, doc_id = _store_doc()
     with use_chat_model(_checker(True)):
         llm = llm_for("checker", None)
-        checked, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="both")
-        model_only, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="model")
+        checked = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="both")
+        model_only = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="model")
     # the model confirmed all three; grounding caught the wrong number, the name swap is not a grounding error
     assert [c["verdict"] for c in checked] == ["supported", "dropped", "supported"]
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["model_supported"] is True
@@ -184,7 +186,7 @@ def test_combined_check_flags_what_either_check_flags_and_says_which() -> None:
     stats = factcheck_stats(checked)
     assert stats["flagged_by"] == {"model": 0, "grounding": 1, "both": 0} and stats["dropped"] == 1
     with use_chat_model(_checker(False)):
-        both, _ = check_sentences(
+        both = check_sentences(
             SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="mark", checks="both"
         )
     assert [c["flagged_by"] for c in both] == [["model"], ["model", "grounding"], ["model"]]
@@ -195,7 +197,7 @@ def test_a_weak_grounding_flag_marks_a_sentence_without_dropping_it() -> None:
     store, doc_id = _store_doc()
     negated = [{"text": "The steering committee did not approve the budget in March.", "citations": ["c1"]}]
     with use_chat_model(_checker(True)):
-        checked, _ = check_sentences(negated, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+        checked = check_sentences(negated, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
     assert checked[0]["verdict"] == "disputed" and checked[0]["flagged_by"] == ["grounding"]
 
 
@@ -207,9 +209,7 @@ def test_a_fix_that_fails_grounding_is_not_accepted() -> None:
         return json.dumps({"verdicts": [{"n": 1, "supported": False, "fix": fix}]})
 
     with use_chat_model(ScriptedChatModel(default=reply)):
-        checked, _ = check_sentences(
-            SENTENCES[1:2], store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix"
-        )
+        checked = check_sentences(SENTENCES[1:2], store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
     assert checked[0]["verdict"] == "dropped" and checked[0]["flagged_by"] == ["model", "grounding"]
 
 
@@ -245,7 +245,7 @@ def test_a_failed_model_check_leaves_sentences_unchecked_with_their_grounding_pr
         raise length_finish_error()
 
     with use_chat_model(ScriptedChatModel(default=cut)):
-        checked, _ = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+        checked = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
     assert [c["verdict"] for c in checked] == ["unchecked"] * 3
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"]
     assert factcheck_stats(checked)["unchecked"] == 3

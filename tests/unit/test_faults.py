@@ -23,6 +23,7 @@ from graphs import cli
 from graphs.serve import create_app
 from stores.endpoints import endpoint_gate
 from stores.models import LLM, ModelError, ModelOutputError, messages
+from stores.usage import track_usage
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 READ_TIMEOUT = 0.5
@@ -99,14 +100,15 @@ def test_failing_replies_end_in_model_errors(endpoint: fake_endpoint.Script, mes
 def test_retry_after_is_honoured_then_the_call_succeeds(endpoint: fake_endpoint.Script) -> None:
     endpoint.faults = ["rate_limited"]
     start = time.monotonic()
-    text, usage = LLM("worker").text(messages("s", "hello"))
+    with track_usage() as usage:
+        text = LLM("worker").text(messages("s", "hello"))
     assert text == fake_endpoint.TEXT_REPLY and usage["worker"]["calls"] == 1
     assert time.monotonic() - start >= 0.3 and len(endpoint.requests) == 2
 
 
 def test_a_truncated_text_reply_is_asked_again_then_refused(endpoint: fake_endpoint.Script) -> None:
     endpoint.faults = ["truncated"]
-    text, _ = LLM("worker").text(messages("s", "hello"), max_tokens=50)
+    text = LLM("worker").text(messages("s", "hello"), max_tokens=50)
     assert text == fake_endpoint.TEXT_REPLY
     budgets = [r["body"].get("max_completion_tokens", r["body"].get("max_tokens")) for r in endpoint.requests]
     assert budgets == [50, 100]
@@ -121,8 +123,8 @@ def test_a_reply_cut_twice_keeps_only_its_complete_sentences() -> None:
     from tests.unit.test_model_layer_cache import AlwaysCut
 
     model = AlwaysCut(default="Bob Chen manages procurement [c2]. He joined the project in")
-    with use_chat_model(model):
-        text, usage = LLM("worker").text(messages("s", "who?"), max_tokens=20)
+    with use_chat_model(model), track_usage() as usage:
+        text = LLM("worker").text(messages("s", "who?"), max_tokens=20)
     assert text == "Bob Chen manages procurement [c2]." and usage["worker"]["truncated"] == 2
     assert len(model.calls) == 2
 
@@ -150,7 +152,8 @@ def test_the_json_schema_path_shows_a_schema_error_to_the_model_then_accepts_and
     """``ChatOpenAI.with_structured_output(json_schema, method="json_schema")``, not streamed, as in production."""
     endpoint.faults = ["non_json"]
     llm = LLM("checker", cache=True, max_retries=2)
-    verdict, usage = llm.structured(messages("s", "is it so?"), Verdict, max_tokens=80)
+    with track_usage() as usage:
+        verdict = llm.structured(messages("s", "is it so?"), Verdict, max_tokens=80)
     assert verdict == Verdict(verdict="supported", evidence=["c0"]) and usage["checker"]["calls"] == 2
     first, second = (r["body"] for r in endpoint.requests)
     for body in (first, second):
@@ -164,7 +167,8 @@ def test_the_json_schema_path_shows_a_schema_error_to_the_model_then_accepts_and
     assert "does not match the required JSON schema" in shown and "Reply again with one JSON object only" in shown
     assert second["messages"][-2]["role"] == "assistant"  # the refused reply, shown back
     # The accepted reply was cached with its parsed object: asked again, no request is sent.
-    again, cached = llm.structured(messages("s", "is it so?"), Verdict, max_tokens=80)
+    with track_usage() as cached:
+        again = llm.structured(messages("s", "is it so?"), Verdict, max_tokens=80)
     assert again == verdict and cached["checker"]["cached"] == 1 and len(endpoint.requests) == 2
 
 
@@ -232,7 +236,8 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
         assert chain.status_code == 503 and "JSON" in chain.json()["detail"]
         chat = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
         assert chat.status_code == 200
-        assert chat.json()["output"]["calls"][-1]["mode"] == "text"  # answered by the plain-text fallback, and says so
+        answered = [c for c in chat.json()["output"]["calls"] if c["step"] == "answer"]
+        assert answered[-1]["mode"] == "text"  # answered by the plain-text fallback, and says so
         summary = client.post("/summarize/invoke", json={"input": WORKFLOWS["summarize"](doc_id)}).json()["output"]
         assert summary["stop_reason"] == "editor_output_invalid"
         assert (
@@ -446,8 +451,9 @@ def test_a_long_prompt_on_the_bundled_server_outlasts_the_read_timeout_while_it_
     # Reading the prompt takes 4 read timeouts; a progress report comes every 0.2 s of it.
     bundled.prompt_seconds, bundled.progress_every = 4 * READ_TIMEOUT, 0.2
     start = time.monotonic()
-    text, usage = LLM("worker").text(messages("s", "hello"))
-    parsed, _ = LLM("worker").structured(messages("s", "capital?"), Answer)
+    with track_usage() as usage:
+        text = LLM("worker").text(messages("s", "hello"))
+    parsed = LLM("worker").structured(messages("s", "capital?"), Answer)
     assert text == fake_endpoint.TEXT_REPLY and parsed.answer and usage["worker"]["calls"] == 1
     assert len(bundled.requests) == 2 and time.monotonic() - start >= 2 * bundled.prompt_seconds
     bodies = [r["body"] for r in bundled.requests]

@@ -77,14 +77,14 @@ def test_canvas_cache_follows_the_index(doc_id: str) -> None:
     store = get_store()
     fake = ScriptedChatModel(default=json.dumps(CANVAS))
     with use_chat_model(fake):
-        made, _, cached = ensure_canvas(store, get_document("default", doc_id), LLM("offloader"))
+        made, cached = ensure_canvas(store, get_document("default", doc_id), LLM("offloader"))
         assert cached is False and made.index == index_identity(get_document("default", doc_id))
         reingest(FIRST)
-        _, _, cached = ensure_canvas(store, get_document("default", doc_id), LLM("offloader"))
+        _, cached = ensure_canvas(store, get_document("default", doc_id), LLM("offloader"))
         assert cached is True and len(fake.calls) == 1  # identical re-ingest: no canvas call
         reingest(OTHER)
         assert load_canvas(store, doc_id) is None  # its c1 now names other text
-        again, _, cached = ensure_canvas(store, get_document("default", doc_id), LLM("offloader"))
+        again, cached = ensure_canvas(store, get_document("default", doc_id), LLM("offloader"))
     assert cached is False and len(fake.calls) == 2
     assert again.index == index_identity(get_document("default", doc_id)) != made.index
     assert load_canvas(store, doc_id) is not None

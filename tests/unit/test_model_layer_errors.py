@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from doubles.chat import ScriptedChatModel
 from stores.endpoints import endpoint_gate
 from stores.models import LLM, ModelError, messages, use_chat_model
+from stores.usage import track_usage
 
 ENDPOINT = "http://models.example/v1"
 REQUEST = httpx2.Request("POST", f"{ENDPOINT}/chat/completions")
@@ -126,8 +127,8 @@ def test_openai_length_finish_reason_is_a_truncated_reply_asked_again_with_a_lar
     )
     cut = openai.LengthFinishReasonError(completion=completion)
     model = EndpointModel(replies=[raising(cut), '{"answer": "Oslo"}'])
-    with use_chat_model(model):
-        result, usage = LLM("manager", max_retries=2).structured(messages("s", "u"), Answer, max_tokens=50)
+    with use_chat_model(model), track_usage() as usage:
+        result = LLM("manager", max_retries=2).structured(messages("s", "u"), Answer, max_tokens=50)
     assert result.answer == "Oslo"
     assert usage["manager"]["truncated"] == 1 and usage["manager"]["calls"] == 2
     assert usage["manager"]["output"] >= 50  # the cut reply's tokens are counted

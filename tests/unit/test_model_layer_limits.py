@@ -50,7 +50,7 @@ def fan_out_graph() -> Any:
         return [Send("ask", {"questions": [q]}) for q in state["questions"]]
 
     def ask(state: Fan) -> dict[str, Any]:
-        text, _ = LLM("expert").text(messages("s", state["questions"][0]))
+        text = LLM("expert").text(messages("s", state["questions"][0]))
         return {"answers": [text]}
 
     builder = StateGraph(Fan)

@@ -10,7 +10,7 @@ from doubles.chat import ScriptedChatModel
 from stores import local_model
 from stores.models import LLM, ModelOutputError, llm_for, messages, parse_json_object, use_chat_model
 from stores.settings import InputError, ModelError, get_settings
-from stores.usage import merge_usage
+from stores.usage import merge_usage, track_usage
 
 
 class Answer(BaseModel):
@@ -43,8 +43,8 @@ def test_bundled_model_is_the_default() -> None:
 
 def test_structured_output_is_retried_then_accepted() -> None:
     fake = ScriptedChatModel(replies=["not json at all", '```json\n{"answer": "Paris", "confidence": 0.9}\n```'])
-    with use_chat_model(fake):
-        result, usage = LLM("expert", max_retries=2).structured(messages("sys", "capital?"), Answer)
+    with use_chat_model(fake), track_usage() as usage:
+        result = LLM("expert", max_retries=2).structured(messages("sys", "capital?"), Answer)
     assert result == Answer(answer="Paris", confidence=0.9)
     assert usage["expert"]["calls"] == 2
     assert "does not match the required JSON schema" in str(fake.calls[1][-1].content)
@@ -68,9 +68,11 @@ def test_response_cache_answers_repeated_requests() -> None:
     fake = ScriptedChatModel(replies=["first", "second"])
     with use_chat_model(fake):
         llm = LLM("worker", cache=True)
-        one, used1 = llm.text(messages("s", "same question"))
-        two, used2 = llm.text(messages("s", "same question"))
-        three, _ = llm.text(messages("s", "other question"))
+        with track_usage() as used1:
+            one = llm.text(messages("s", "same question"))
+        with track_usage() as used2:
+            two = llm.text(messages("s", "same question"))
+        three = llm.text(messages("s", "other question"))
     assert (one, two, three) == ("first", "first", "second")
     assert used2["worker"]["cached"] == 1 and used2["worker"]["input"] == used1["worker"]["input"]
     assert len(fake.calls) == 2
@@ -149,8 +151,8 @@ def test_truncated_structured_reply_is_retried_with_a_larger_budget(monkeypatch:
         return original(self, messages, schema, max_tokens)
 
     monkeypatch.setattr(LLM, "_call", spy)
-    with use_chat_model(fake):
-        result, usage = LLM("manager", max_retries=2).structured(messages("s", "u"), Answer, max_tokens=50)
+    with use_chat_model(fake), track_usage() as usage:
+        result = LLM("manager", max_retries=2).structured(messages("s", "u"), Answer, max_tokens=50)
     assert result.answer == "Oslo"
     assert budgets == [50, 100]
     assert usage["manager"]["calls"] == 2 and usage["manager"]["truncated"] == 1
@@ -168,7 +170,7 @@ def test_a_run_deadline_keeps_the_earlier_of_two_and_no_call_starts_after_it() -
         left = deadline_left()
         assert left is not None and left <= 0.2  # the inner, later deadline does not extend the outer one
         with use_chat_model(model):
-            assert LLM("worker").text(messages("s", "q"))[0] == "fine"
+            assert LLM("worker").text(messages("s", "q")) == "fine"
             time.sleep(0.25)
             with pytest.raises(RunTimeout, match=r"did not finish within 0\.2 s") as caught:
                 LLM("worker").text(messages("s", "q"))

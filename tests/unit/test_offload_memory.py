@@ -17,6 +17,7 @@ from nodes.offloading.pieces import detail_pieces, history_pieces, pinned_piece,
 from stores.models import LLM, use_chat_model
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 
 LONG = " ".join(f"Sentence {i} is about the budget of the pump project and item {i}." for i in range(40))
@@ -146,9 +147,14 @@ def test_pinned_state_is_small_and_kept() -> None:
 
 def test_offloader_note_and_its_fallback() -> None:
     good = ScriptedChatModel(replies=[json.dumps({"conclusion": "Bob Chen manages procurement.", "facts": ["Bob"]})])
-    with use_chat_model(good):
-        note, usage, error = compress_turn(
-            LLM("offloader"), question="Who?", answer="Bob Chen does.", pinned={"goal": "g"}, lang="en", max_tokens=50
+    with use_chat_model(good), track_usage() as usage:
+        note, error = compress_turn(
+            LLM("offloader"),
+            question="Who?",
+            answer="Bob Chen does.",
+            pinned={"goal": "g"},
+            lang="en",
+            max_tokens=50,
         )
     assert note.conclusion == "Bob Chen manages procurement." and error == "" and usage["offloader"]["calls"] == 1
     user = str(good.calls[0][-1].content)
@@ -156,7 +162,7 @@ def test_offloader_note_and_its_fallback() -> None:
 
     bad = ScriptedChatModel(default="not json")
     with use_chat_model(bad):
-        note, usage, error = compress_turn(
+        note, error = compress_turn(
             LLM("offloader", max_retries=1),
             question="Who?",
             answer="Bob Chen manages procurement. He also signs contracts.",
@@ -172,9 +178,9 @@ def test_offloader_note_and_its_fallback() -> None:
 def test_answer_falls_back_to_plain_text() -> None:
     memory = build_memory(SYSTEM, [], "Who?", "en", budget=0)
     fake = ScriptedChatModel(replies=["{broken", "{broken", "Bob Chen [c2]."])
-    with use_chat_model(fake):
-        reply, usage, mode = ask(LLM("expert", max_retries=1), memory, recall=False, max_tokens=50, lang="en")
-    assert mode == "text" and reply.answer == "Bob Chen [c2]." and usage["expert"]["calls"] == 1
+    with use_chat_model(fake), track_usage() as usage:
+        reply, mode = ask(LLM("expert", max_retries=1), memory, recall=False, max_tokens=50, lang="en")
+    assert mode == "text" and reply.answer == "Bob Chen [c2]." and usage["expert"]["calls"] == 3  # 2 refused JSON
     assert str(fake.calls[-1][0].content) == prompts.render("offload/answer_plain", "en")
     assert citations_of(reply, chunks=3) == ["c2"] and citations_of(reply, chunks=2) == []
     reply = AnswerReply(answer="See [c1] and [c7].", citations=["C3", "[c1]", "chunk 2", "c40"])
@@ -251,7 +257,7 @@ def test_offloader_keeps_only_what_the_exchange_supports() -> None:
         "goal": "",
     }
     with use_chat_model(ScriptedChatModel(replies=[json.dumps(note)])):
-        kept, _, error = compress_turn(
+        kept, error = compress_turn(
             LLM("offloader"),
             question="Who manages procurement?",
             answer="Bob Chen manages procurement and the supplier contracts.",

@@ -21,6 +21,7 @@ from nodes.routing.mcp import parse_registry
 from nodes.routing.model import example_record_id, record_id
 from stores.models import LLM, ModelError, use_chat_model
 from stores.settings import InputError
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 from tests.unit.test_router import SERVERS
 
@@ -190,12 +191,12 @@ def test_examples_must_be_strings() -> None:
 
 def test_decompose_splits_and_falls_back_to_the_whole_request() -> None:
     reply = json.dumps({"tasks": ["read the sales sheet", "plot it as a bar chart", "email the chart to Ann"]})
-    with use_chat_model(ScriptedChatModel(default=reply)):
-        tasks, usage = decompose("read the sales sheet, plot it and email it to Ann", LLM("router", cache=False))
+    with use_chat_model(ScriptedChatModel(default=reply)), track_usage() as usage:
+        tasks = decompose("read the sales sheet, plot it and email it to Ann", LLM("router", cache=False))
     assert tasks == ["read the sales sheet", "plot it as a bar chart", "email the chart to Ann"]
     assert usage["router"]["calls"] == 1
     with use_chat_model(ScriptedChatModel(default="I cannot")):
-        tasks, _ = decompose("what is the weather", LLM("router", cache=False, max_retries=1))
+        tasks = decompose("what is the weather", LLM("router", cache=False, max_retries=1))
     assert tasks == ["what is the weather"]
 
 

@@ -24,6 +24,7 @@ from nodes.ingest import ingest
 from nodes.length import draft_fits, length_units, trim_to_length
 from nodes.sentences import parse_cited_sentences, render_summary, text_blocks, with_citations
 from stores.models import LLM, ModelOutputError, use_chat_model
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
@@ -192,8 +193,8 @@ def test_expert_answer_keeps_only_citations_of_retrieved_chunks() -> None:
     doc = ingest(str(FALCON))
     reply = json.dumps({"answer": "The budget is 40,000 euros [c1] [c9].", "citations": ["c1"], "confidence": 0.9})
     fake = ScriptedChatModel(default=reply)
-    with use_chat_model(fake):
-        result, usage = answer_question(
+    with use_chat_model(fake), track_usage() as usage:
+        result = answer_question(
             "What budget did the committee approve?",
             "fact",
             DEFAULT_EXPERTS["fact"],
@@ -215,7 +216,7 @@ def test_expert_not_found_and_citations_outside_the_retrieved_chunks() -> None:
     kwargs = {"store": get_store(), "doc_id": doc.doc_id, "llm": LLM("expert", max_retries=1)}
     not_found = {"answer": "not found", "citations": ["c1"], "confidence": 0}
     with use_chat_model(ScriptedChatModel(default=json.dumps(not_found))):
-        result, _ = answer_question("Who won the 1998 world cup?", "fact", "facts", **kwargs)
+        result = answer_question("Who won the 1998 world cup?", "fact", "facts", **kwargs)
     assert result["status"] == "not_found" and result["citations"] == [] and result["confidence"] == 0.0
     invented = {"answer": "The moon is made of cheese [c42].", "citations": ["c42"], "confidence": 0.7}
     fake = ScriptedChatModel(default=json.dumps(invented))
