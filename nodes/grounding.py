@@ -110,6 +110,10 @@ _REPORTING_VERBS = frozenset(_STEMMER.stem(w) for w in _REPORTING_TEXT.split())
 """Verbs that report what someone said or thought: their subject, in a transcript, is a speaker."""
 
 
+_NOT_SCOPE = STOPWORDS | {"many", "much", "more", "less", "enough", "quite", "really", "only", "just", "even"}
+"""Words a negation passes over to reach what it negates: function words, degree, quantity ("not as many buttons")."""
+
+
 def _number_text(value: float) -> str:
     return format(value, "f").rstrip("0").rstrip(".") if value != int(value) else str(int(value))
 
@@ -284,7 +288,7 @@ def _negated(text: str, width: int, known: set[str] | None = None) -> list[list[
     out = []
     for match in _NEGATION.finditer(text):
         clause = re.split(r"[,.;:!?]", text[match.end() :], maxsplit=1)[0]
-        words = [_stem(w) for w in lexical_tokens(clause) if w not in STOPWORDS and w.isalpha()]
+        words = [_stem(w) for w in lexical_tokens(clause) if w not in _NOT_SCOPE and w.isalpha()]
         out.append([w for w in words if known is None or w in known][:width])
     return out
 

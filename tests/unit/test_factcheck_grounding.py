@@ -130,6 +130,9 @@ def test_a_negation_must_be_on_the_same_words_in_the_source() -> None:
     assert grounding_problems("The functions are not necessary.", source) == []
     # a negated word the source lacks is left to the claim check
     assert grounding_problems("Marketing said it should look nice, not expensive.", MEETING) == []
+    # a negation reaches past degree and quantity words to what it negates: "buttons", not "many"
+    source = "Industrial Designer: Not too much buttons, please.\nMarketing: Many users like it."
+    assert grounding_problems("Industrial Designer wanted not as many buttons.", source) == []
 
 
 def test_small_number_words_count_in_a_compound() -> None:
