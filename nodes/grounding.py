@@ -53,6 +53,21 @@ _AMBIGUOUS_NUMBERS = frozenset({"zero", "one", "two", "three"})
 summary infers ("two reasons", "the other three members"); they count next to another number word or
 before a hyphen ("a three-point scale")."""
 _NEGATION = re.compile(r"\b(?:not|no|never|nothing|none|neither|nor|cannot)\b|n't\b|不|没|未|无|非", re.IGNORECASE)
+_SAYS_NO = re.compile(
+    _NEGATION.pattern + r"|\b(?:without|hardly|barely|against|instead|rather than|lack\w*|refus\w*|reject\w*|avoid\w*"
+    r"|disagree\w*|dislike\w*|doubt\w*)\b",
+    re.IGNORECASE,
+)
+"""A source's ways to say no: a negation, or a word that denies what follows it ("without a screen",
+"rejected the idea"): a summary writes them as "not"."""
+_NEGATIVE_PREFIXES = ("un", "dis", "non")
+
+
+def _prefixed(word: str, prefix: str) -> bool:
+    """Whether ``word`` is a negative-prefixed word ("unnecessary", "disagree", "non-functional")."""
+    return word.startswith(prefix) and len(word) - len(prefix) >= 4
+
+
 _NAME = re.compile(r"[A-Z][A-Za-z]*(?:[-'’][A-Za-z]+)*|[a-z]{1,4}\d{2,}")
 _NOT_NAMES = frozenset(
     [
@@ -282,11 +297,13 @@ def _attribution(sentence: str, names: set[str], turns: dict[str, set[str]], min
     return next(iter(named)) if best >= 1 and mine < min_ratio * best else ""
 
 
-def _negated(text: str, width: int, known: set[str] | None = None) -> list[list[str]]:
-    """For each negation of ``text``, the stems of the (at most ``width``) content words after it in its clause
-    (only those in ``known`` when given)."""
+def _negated(
+    text: str, width: int, known: set[str] | None = None, cues: re.Pattern[str] = _NEGATION
+) -> list[list[str]]:
+    """For each negation of ``text`` (a match of ``cues``), the stems of the (at most ``width``) content words
+    after it in its clause (only those in ``known`` when given)."""
     out = []
-    for match in _NEGATION.finditer(text):
+    for match in cues.finditer(text):
         clause = re.split(r"[,.;:!?]", text[match.end() :], maxsplit=1)[0]
         words = [_stem(w) for w in lexical_tokens(clause) if w not in _NOT_SCOPE and w.isalpha()]
         out.append([w for w in words if known is None or w in known][:width])
@@ -357,8 +374,8 @@ def grounding_problems(
     if share < min_coverage:
         problems.append(f"claim: {share:.0%} of its content words are in the cited chunks")
     if negation_scope:
-        said_no = {_stem(w[2:]) for w in lexical_tokens(source) if w.startswith("un") and len(w) > 5}
-        said_no.update(w for scope in _negated(source, negation_window) for w in scope)
+        said_no = {_stem(w[len(p) :]) for w in lexical_tokens(source) for p in _NEGATIVE_PREFIXES if _prefixed(w, p)}
+        said_no.update(w for scope in _negated(source, negation_window, cues=_SAYS_NO) for w in scope)
         if any(scope and not set(scope) & said_no for scope in _negated(sentence, negation_scope, stems(source))):
             problems.append("negation: no passage of the cited chunks on this says no")
     return problems

@@ -130,6 +130,10 @@ def test_a_negation_must_be_on_the_same_words_in_the_source() -> None:
     assert grounding_problems("The functions are not necessary.", source) == []
     # a negated word the source lacks is left to the claim check
     assert grounding_problems("Marketing said it should look nice, not expensive.", MEETING) == []
+    # a source says no in other words too: "without", "rejected", "disagree"
+    source = "Industrial Designer: We go without a screen, it costs too much.\nMarketing: Fine, I disagree on colour."
+    assert grounding_problems("Industrial Designer said the remote will not have a screen.", source) == []
+    assert grounding_problems("Marketing did not agree on the colour.", source) == []
     # a negation reaches past degree and quantity words to what it negates: "buttons", not "many"
     source = "Industrial Designer: Not too much buttons, please.\nMarketing: Many users like it."
     assert grounding_problems("Industrial Designer wanted not as many buttons.", source) == []
