@@ -600,7 +600,7 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
     from nodes.routing.expansion import decompose
     from stores.models import LLM
     from stores.text import content_hash
-    from stores.usage import track_usage, usage_totals
+    from stores.usage import usage_totals
 
     version = content_hash(prompts.load("route/decompose").template + prompts.load("route/decompose_user").template)
     done: dict[str, dict[str, Any]] = {}
@@ -617,8 +617,7 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
         if q.id in done:
             continue
         start = time.perf_counter()
-        with track_usage() as usage:
-            tasks = decompose(q.query, llm)
+        tasks, usage = decompose(q.query, llm)
         totals = usage_totals(usage)
         row = {
             "id": q.id,
@@ -648,7 +647,8 @@ def _grid() -> list[dict[str, Any]]:
                         for bm25 in SWEEP_BM25 if retrieval == "hybrid" else (1.0,):
                             rows.append(
                                 {"fusion": fusion, "retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k,
-                                 "agent_weight": ratio, "bm25_weight": bm25}
+                                 "agent_weight": ratio, "bm25_weight": bm25, "entity_weight": 0.0,
+                                 "clause_weight": 0.0, "bm25_fields": None}
                             )  # fmt: skip
     # The entity and clause lists and the field-weighted BM25 documents, over the region of the
     # grid the folds chose before (reciprocal ranks, hybrid, rrf_k 10/30, agent:tool 0.5-1.5).

@@ -96,3 +96,17 @@ def test_per_option_folds_choose_one_option_with_the_rest_at_the_default() -> No
     assert entity["held_out_agent_recall@5"] == 0.75 and entity["default_recall@5"] == 0.25
     # Options with no grid point besides the default choose the default.
     assert out["plain clause_weight"]["chosen"] == [off, off]
+
+
+def test_every_grid_label_names_exactly_the_options_its_settings_use() -> None:
+    from bench.route import _grid, setting_label
+
+    labels = set()
+    for spec in _grid():
+        label = setting_label("plain", spec)
+        settings = RouteSettings(**spec).checked()
+        assert ("entities=" in label) == (settings.entity_weight > 0), label
+        assert ("clauses=" in label) == (settings.clause_weight > 0), label
+        assert ("fields=" in label) == (settings.bm25_fields is not None), label
+        labels.add(label)
+    assert len(labels) == len(_grid())  # no two grid points share a label
