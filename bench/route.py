@@ -600,7 +600,7 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
     from nodes.routing.expansion import decompose
     from stores.models import LLM
     from stores.text import content_hash
-    from stores.usage import usage_totals
+    from stores.usage import track_usage, usage_totals
 
     version = content_hash(prompts.load("route/decompose").template + prompts.load("route/decompose_user").template)
     done: dict[str, dict[str, Any]] = {}
@@ -617,7 +617,8 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
         if q.id in done:
             continue
         start = time.perf_counter()
-        tasks, usage = decompose(q.query, llm)
+        with track_usage() as usage:
+            tasks = decompose(q.query, llm)
         totals = usage_totals(usage)
         row = {
             "id": q.id,
