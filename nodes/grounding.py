@@ -60,6 +60,8 @@ _SAYS_NO = re.compile(
 )
 """A source's ways to say no: a negation, or a word that denies what follows it ("without a screen",
 "rejected the idea"): a summary writes them as "not"."""
+_NOT_A_DENIAL = re.compile(r"(?:not|n't)\s+(?:only|just|merely|to mention)\b|no\s+(?:doubt|matter)\b", re.IGNORECASE)
+"""Negation words that deny nothing: "not only ... but also", "no doubt"."""
 _NEGATIVE_PREFIXES = ("un", "dis", "non")
 
 
@@ -304,6 +306,8 @@ def _negated(
     after it in its clause (only those in ``known`` when given)."""
     out = []
     for match in cues.finditer(text):
+        if _NOT_A_DENIAL.match(text, match.start()):
+            continue
         clause = re.split(r"[,.;:!?]", text[match.end() :], maxsplit=1)[0]
         words = [_stem(w) for w in lexical_tokens(clause) if w not in _NOT_SCOPE and w.isalpha()]
         out.append([w for w in words if known is None or w in known][:width])

@@ -130,6 +130,8 @@ def test_a_negation_must_be_on_the_same_words_in_the_source() -> None:
     assert grounding_problems("The functions are not necessary.", source) == []
     # a negated word the source lacks is left to the claim check
     assert grounding_problems("Marketing said it should look nice, not expensive.", MEETING) == []
+    # "not only ... but also" denies nothing
+    assert grounding_problems("Marketing said it should not only look nice but also sell.", MEETING) == []
     # a source says no in other words too: "without", "rejected", "disagree"
     source = "Industrial Designer: We go without a screen, it costs too much.\nMarketing: Fine, I disagree on colour."
     assert grounding_problems("Industrial Designer said the remote will not have a screen.", source) == []
