@@ -43,6 +43,7 @@ FLUSH = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2}
 def record_requests(item: QAItem, embedder: str) -> list[dict[str, Any]]:
     """Run the anytime chain on ``item`` and return the JSON bodies it sent to the model server."""
     from graphs.chain import graph
+    from graphs.chain_state import ChainContext
     from nodes.ingest import ingest
 
     doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
@@ -55,11 +56,11 @@ def record_requests(item: QAItem, embedder: str) -> list[dict[str, Any]]:
             bodies.append(json.loads(request.content))
         return real_send(client, request, **kwargs)
 
-    httpx.Client.send = send  # type: ignore[method-assign]
+    httpx.Client.send = send  # type: ignore[method-assign,assignment]
     try:
         graph.invoke(
             {"question": item.question, "doc_id": doc_id},
-            context={"namespace": NAMESPACE, "embedder": embedder, "llm_cache": False},
+            context=ChainContext(namespace=NAMESPACE, embedder=embedder, llm_cache=False),
         )
     finally:
         httpx.Client.send = real_send  # type: ignore[method-assign]

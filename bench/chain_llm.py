@@ -41,14 +41,15 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
     from stores.models import llm_for
     from stores.text import count_tokens
     from stores.usage import track_usage
-    from stores.vectorstore import get_store
+    from stores.vectorstore import Hit, get_store
 
     store = get_store(namespace, embedder)
     doc = document_vectors(store, doc_id)
     hits = store.by_doc(doc_id)
     if method == "topk":
         ranked = np.argsort(-query_similarity(store, doc, question), kind="stable").tolist()
-        chosen, used = [], 0
+        chosen: list[Hit] = []
+        used = 0
         for i in ranked:
             cost = count_tokens(hits[i].text)
             if chosen and used + cost > CHUNK_BUDGET:
@@ -68,10 +69,11 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
 def _answer(method: str, doc_id: str, question: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
     """One method on one question: a full chain in that order, or a single reader call."""
     from graphs.chain import graph
+    from graphs.chain_state import ChainContext
 
     if method not in CHAIN_METHODS:
         return _reader(doc_id, question, method, namespace, embedder)
-    context = {"order": method, "read_all": True, "namespace": namespace, "embedder": embedder, "llm_cache": True}
+    context = ChainContext(order=method, read_all=True, namespace=namespace, embedder=embedder, llm_cache=True)
     out = graph.invoke({"question": question, "doc_id": doc_id}, context=context)
     return out["answer"], {"usage": out["usage"], "chunks": len(out["order"][0])}
 

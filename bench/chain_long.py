@@ -179,13 +179,14 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
     from stores.models import llm_for
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import track_usage
-    from stores.vectorstore import get_store
+    from stores.vectorstore import Hit, get_store
 
     store = get_store(NAMESPACE, embedder)
     doc = document_vectors(store, doc_id)
     hits = store.by_doc(doc_id)
     ranked = np.argsort(-query_similarity(store, doc, question), kind="stable").tolist()
-    chosen, used = [], 0
+    chosen: list[Hit] = []
+    used = 0
     for i in ranked:
         cost = count_tokens(truncate_tokens(hits[i].text, CHUNK_TOKENS))
         if chosen and used + cost > budget:
@@ -202,11 +203,13 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
 def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost."""
     from graphs.chain import graph
+    from graphs.chain_state import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder)
-    context = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": True, "budget": budget}
-    out = graph.invoke({"question": question, "doc_id": doc_id}, context={**context, **CHAIN_CONTEXT[method]})
+    settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": True, "budget": budget}
+    context = ChainContext.from_mapping({**settings, **CHAIN_CONTEXT[method]})
+    out = graph.invoke({"question": question, "doc_id": doc_id}, context=context)
     return out["answer"], {
         "usage": out["usage"],
         "read": out["read"],

@@ -113,17 +113,20 @@ def run_session(
     doc_id: str, session: dict[str, Any], policy: str, args: argparse.Namespace, saver: Any
 ) -> list[dict[str, Any]]:
     """Ask one meeting's queries in one thread under ``policy``; one row per turn."""
+    from langchain_core.runnables import RunnableConfig
+
     from graphs.offload import builder
+    from graphs.offload_state import OffloadContext, OffloadInput
 
     graph = builder.compile(checkpointer=saver)
     meeting = session["meeting"]["id"]
     thread = f"bench-{meeting}-{policy}"
     fresh_session(args.namespace, thread, doc_id)
-    config = {"configurable": {"thread_id": thread}}
-    context = policy_context(policy, args)
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    context = OffloadContext.from_mapping(policy_context(policy, args))
     rows = []
     for turn, item in enumerate(session["queries"], start=1):
-        request: dict[str, Any] = {"question": item["query"]}
+        request: OffloadInput = {"question": item["query"]}
         if turn == 1:
             request["doc_id"] = doc_id
         start = time.perf_counter()

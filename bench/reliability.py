@@ -450,7 +450,7 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
             for name, (route, body) in http_cases.items():
                 response = client.post(route, json=body)
                 detail = str(response.json().get("detail", ""))
-                clear = response.status_code in (400, 403, 422) and detail and "\n" not in detail
+                clear = response.status_code in (400, 403, 422) and bool(detail) and "\n" not in detail
                 rows.append(
                     {
                         "surface": "http",
