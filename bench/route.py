@@ -227,7 +227,7 @@ def cross_validate(scores: dict[str, list[float]], fold: Sequence[int], prefer: 
     labels = list(scores)
     n_folds = max(fold) + 1 if fold else 0
     held: list[float] = [0.0] * len(fold)
-    chosen = []
+    chosen: list[dict[str, Any]] = []
     for f in range(n_folds):
         train = [i for i, g in enumerate(fold) if g != f]
 
@@ -737,7 +737,7 @@ def fold_protocol(
             m = evaluate(results, queries)
             m.pop("top5_reached_via")
             rows.append({"setting": label, **m})
-            if task_cands and label == prefer:
+            if decomposed is not None and task_cands and label == prefer:
                 for how in MERGES:
                     merged = []
                     for q, whole in zip(queries, results, strict=True):
