@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nodes.routing.model import NodeId, PerRegistry, Ranked, Registry
+from stores.text import split_sentences
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,6 @@ kind_index: PerRegistry[KindIndex] = PerRegistry(KindIndex)
 """The (cached) parameter kinds of a registry's tools."""
 
 
-_SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|\n+|(?<=[。！？；])")
 _JOINT = re.compile(r",\s*(?:and\s+)?then\b,?\s*|,\s*and\s+|\s+and\s+then\s+|\s+then\s+|^then\b,?\s*", re.IGNORECASE)
 
 
@@ -167,7 +167,7 @@ def clauses(request: str, min_words: int = 3) -> list[str]:
     A request that is one clause gives ``[]``: it has no parts besides itself.
     """
     pieces: list[str] = []
-    for sentence in _SENTENCE.split(request):
+    for sentence in (part for line in request.splitlines() for part in split_sentences(line)):
         for piece in _JOINT.split(sentence):
             piece = piece.strip(" ,.;")
             if not piece:
