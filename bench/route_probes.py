@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ from bench.route import (
     _reusing_embed,
     _score,
     agent_gains,
+    decompositions,
     expand_for_bench,
     folds_of,
     load_queries,
@@ -131,8 +131,10 @@ def nested_cv(values: Sequence[Any], score: Scorer, fold: Sequence[int]) -> dict
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)) or 1.0)
+    import numpy as np
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y) or 1.0))
 
 
 def probe_registry(
@@ -270,11 +272,8 @@ def run(servers: Path, queries_path: Path, *, expansions: Path | None, decompose
         register(expanded, store, embed=_reusing_embed(store, _known_vectors(store, registry)))
         registries["expanded"] = expanded
     decomposed = None
-    if decompose is not None and decompose.is_file():
-        decomposed = {}
-        for line in decompose.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            decomposed[row["id"]] = row["tasks"]
+    if decompose is not None and "expanded" in registries:
+        decomposed = {qid: row["tasks"] for qid, row in decompositions(queries, decompose).items()}
     vectors = [store.embedder.embed_query(q.query) for q in queries]
     fold = folds_of(len(queries), 5)
     out: dict[str, Any] = {
@@ -321,8 +320,10 @@ def main(argv: list[str] | None = None) -> int:
         decompose=None if args.decompose == none else args.decompose,
         second=args.second_embedder,
     )
+    from stores.documents import write_atomic
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_atomic(args.out, json.dumps(results, indent=1, ensure_ascii=False))
     for label in ("plain", "expanded"):
         for probe, res in results.get(label, {}).items():
             print(f"{label:9} {probe:16} held-out R@5 {res['held_out_agent_recall@5']:.3f}  all: {res['all_queries']}")
