@@ -29,7 +29,8 @@ sentences flagged; a sentence the model gave no verdict for counts as not flagge
 ``--fake`` uses the scripted model (it confirms every sentence) and the hash embedder: the pipeline
 in seconds, and the grounding figures as the real run will have them.
 The grounding settings are chosen on ``--items 0:10`` (tuning) and reported on ``--items 10:20``
-(held out).
+(held out). ``--grid wide`` also scores 140 grounding settings and reports the recall / false-alarm
+frontier: what any setting of the check can reach on the items run.
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ GRID: tuple[dict[str, Any], ...] = (
 """Grounding settings scored on the same cases (no model call): the defaults of ``grounding_problems`` (first,
 chosen on ``--items 0:10``), then one change each (a stricter negation scope, claim coverage, attribution
 ratio, attribution or negation off, both off): how recall trades against false alarms."""
+WIDE_GRID: tuple[dict[str, Any], ...] = (
+    GRID[0],
+    *(
+        {"min_coverage": c, "attribution_ratio": a, "negation_scope": s, "negation_window": w}
+        for c in (0.2, 0.25, 0.3, 0.35)
+        for a in (0.0, 0.4, 0.5, 0.6, 0.7)
+        for s in (0, 1, 2)
+        for w in ((1, 2, 3) if s else (2,))
+        if (c, a, s, w) != tuple(GRID[0].values())
+    ),
+)
+"""``--grid wide``: the defaults first, then every combination of claim coverage, attribution ratio and
+negation scope and window (140 settings), for the recall / false-alarm frontier of the grounding check."""
 _AUX = re.compile(
     r"\b(is|are|was|were|will|would|can|could|should|must|has|have|had|does|do|did|might|may)\b(?!\s+not\b)"
 )
@@ -201,8 +215,15 @@ def build_cases(
 
 
 # --- checking and scores ------------------------------------------------------------------------
-def check_cases(cases: list[dict[str, Any]], doc_ids: dict[str, str], context: dict[str, Any], batch: int) -> None:
-    """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems)."""
+def check_cases(
+    cases: list[dict[str, Any]],
+    doc_ids: dict[str, str],
+    context: dict[str, Any],
+    batch: int,
+    grid: Sequence[dict[str, Any]] = GRID,
+) -> None:
+    """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems;
+    ``grid``: the grounding flag under each setting of ``grid``)."""
     from graphs.summarize_state import SummarizeContext
     from nodes.factcheck import check_sentences
     from nodes.grounding import grounding_problems
@@ -231,7 +252,7 @@ def check_cases(cases: list[dict[str, Any]], doc_ids: dict[str, str], context: d
                     case["combined"] = case["model"] or case["grounding"]
                     case["problems"] = entry["grounding"]
                     source = " ".join(sources.get(c, "") for c in case["citations"])
-                    case["grid"] = [bool(grounding_problems(case["text"], source, **opts)) for opts in GRID]
+                    case["grid"] = [bool(grounding_problems(case["text"], source, **opts)) for opts in grid]
         print(f"checked {len(mine)} sentences of {meeting}", file=sys.stderr, flush=True)
 
 
@@ -257,13 +278,24 @@ def scores(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def grid_scores(cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Grounding alone and combined with the model, for each setting of ``GRID``."""
+def grid_scores(cases: Sequence[dict[str, Any]], grid: Sequence[dict[str, Any]] = GRID) -> list[dict[str, Any]]:
+    """Grounding alone and combined with the model, for each setting of ``grid`` (the one ``check_cases`` used)."""
     out = []
-    for i, opts in enumerate(GRID):
+    for i, opts in enumerate(grid):
         view = [{**c, "grounding": c["grid"][i], "combined": c["model"] or c["grid"][i]} for c in cases if "grid" in c]
         figures = scores(view)
         out.append({"settings": opts, "grounding": figures["grounding"], "combined": figures["combined"]})
+    return out
+
+
+def frontier(results: Sequence[dict[str, Any]], check: str = "grounding") -> list[dict[str, Any]]:
+    """The settings of ``grid_scores`` results that no other beats on both recall and false alarms (by ``check``),
+    from the fewest false alarms up."""
+    points = [(r[check]["false_alarms"] or 0.0, r[check]["recall"] or 0.0, r["settings"]) for r in results]
+    out: list[dict[str, Any]] = []
+    for alarms, recall, settings in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not out or recall > out[-1]["recall"]:
+            out.append({"settings": settings, "recall": recall, "false_alarms": alarms})
     return out
 
 
@@ -303,19 +335,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             chunks[meeting["id"]] = [(h.chunk_id, h.text) for h in store.by_doc(doc_id)]
     cases = build_cases(items, everything, chunks, args.seed)
     context = {"namespace": args.namespace, "embedder": args.embedder, "llm_cache": not args.fake}
+    grid = WIDE_GRID if args.grid == "wide" else GRID
     with use_chat_model(summarize_chat_model()) if args.fake else nullcontext():
-        check_cases(cases, doc_ids, context, args.batch)
+        check_cases(cases, doc_ids, context, args.batch, grid)
     figures = scores(cases)
+    results = grid_scores(cases, grid)
+    extra: dict[str, Any] = {}
+    if args.grid == "wide":  # 140 flags per case: the frontier instead of the whole grid and the flags
+        extra = {"grounding_frontier": frontier(results), "combined_frontier": frontier(results, "combined")}
+        results = results[:1]
+        for case in cases:
+            case.pop("grid", None)
     return {
         "figures": figures,
         "table": markdown_table(figures),
-        "grounding_grid": grid_scores(cases),
+        "grounding_grid": results,
+        **extra,
         "config": {
             "data": str(args.data),
             "items": args.items,
             "item_ids": [i["id"] for i in items],
             "seed": args.seed,
             "batch": args.batch,
+            "grid": args.grid,
             "model": model_label(args.fake),
             "embedder": args.embedder,
         },
@@ -332,6 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-meeting", type=int, default=3, help="specific queries taken per meeting (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the planted errors (default 0)")
     parser.add_argument("--batch", type=int, default=6, help="sentences per checker call (default 6, as shipped)")
+    parser.add_argument(
+        "--grid",
+        choices=("fixed", "wide"),
+        default="fixed",
+        help="grounding settings also scored: the defaults and one change each (fixed), or 140 (wide: the frontier)",
+    )
     args = parse_arguments(parser, argv)
     report = run(args)
     write_atomic(Path(args.out), json.dumps(report, ensure_ascii=False, indent=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Sequence
@@ -77,6 +78,18 @@ def test_scores_recall_per_kind_and_false_alarms() -> None:
     assert "| combined | 1.00 | 0.00 | 1.00 | n/a | 0.75 | 0.50 (2) |" in bench.markdown_table(figures)
 
 
+def test_the_frontier_keeps_the_settings_nothing_beats_on_both_counts() -> None:
+    def result(name: str, recall: float, alarms: float) -> dict:
+        return {"settings": {"name": name}, "grounding": {"recall": recall, "false_alarms": alarms}}
+
+    results = [result("a", 0.6, 0.0), result("b", 0.5, 0.1), result("c", 0.8, 0.2), result("d", 0.7, 0.0)]
+    results.append(result("e", 0.9, 0.2))
+    points = bench.frontier(results)
+    assert [p["settings"]["name"] for p in points] == ["d", "e"]
+    assert points[0] == {"settings": {"name": "d"}, "recall": 0.7, "false_alarms": 0.0}
+    assert bench.frontier([]) == []
+
+
 def _data(tmp_path: Path) -> Path:
     def meeting(m: int) -> dict:
         colour = ("red", "blue", "green")[m]
@@ -130,6 +143,24 @@ def test_the_benchmark_runs_with_the_scripted_model_and_is_seeded(tmp_path: Path
     assert [c["text"] for c in third["cases"]] != [c["text"] for c in first["cases"]]
 
 
+def test_the_wide_grid_reports_the_frontier_of_the_grounding_check(tmp_path: Path) -> None:
+    data = _data(tmp_path)
+    out = tmp_path / "wide.json"
+    assert bench.main(["--data", str(data), "--items", "0:3", "--fake", "--grid", "wide", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["config"]["grid"] == "wide" and len(bench.WIDE_GRID) == 140
+    assert report["grounding_grid"][0]["settings"] == bench.GRID[0]
+    assert report["grounding_grid"][0]["grounding"] == report["figures"]["grounding"]
+    points = report["grounding_frontier"]
+    assert points and all(p["settings"] in bench.WIDE_GRID for p in points)
+    assert [p["false_alarms"] for p in points] == sorted(p["false_alarms"] for p in points)
+    assert all(a["recall"] < b["recall"] for a, b in itertools.pairwise(points))
+    # the default is on the frontier or beaten by a point of it
+    default = report["figures"]["grounding"]
+    assert any(p["recall"] >= default["recall"] and p["false_alarms"] <= default["false_alarms"] for p in points)
+    assert all("grid" not in c for c in report["cases"])
+
+
 def test_a_checker_that_says_no_is_scored_as_the_model(tmp_path: Path) -> None:
     def no(messages: Sequence[BaseMessage]) -> str:
         count = str(messages[-1].content).split("Sentences:")[1].count("(cites ")
@@ -141,6 +172,7 @@ def test_a_checker_that_says_no_is_scored_as_the_model(tmp_path: Path) -> None:
         per_meeting=3,
         seed=0,
         batch=6,
+        grid="fixed",
         namespace="t",
         embedder="hash",
         fake=False,
