@@ -65,12 +65,12 @@ ratio, attribution or negation off, both off): how recall trades against false a
 WIDE_GRID: tuple[dict[str, Any], ...] = (
     GRID[0],
     *(
-        {"min_coverage": c, "attribution_ratio": a, "negation_scope": s, "negation_window": w}
+        opts
         for c in (0.2, 0.25, 0.3, 0.35)
         for a in (0.0, 0.4, 0.5, 0.6, 0.7)
         for s in (0, 1, 2)
         for w in ((1, 2, 3) if s else (2,))
-        if (c, a, s, w) != tuple(GRID[0].values())
+        if (opts := {"min_coverage": c, "attribution_ratio": a, "negation_scope": s, "negation_window": w}) != GRID[0]
     ),
 )
 """``--grid wide``: the defaults first, then every combination of claim coverage, attribution ratio and
@@ -341,9 +341,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     figures = scores(cases)
     results = grid_scores(cases, grid)
     extra: dict[str, Any] = {}
-    if args.grid == "wide":  # 140 flags per case: the frontier instead of the whole grid and the flags
+    if args.grid == "wide":  # 140 flags per case: the scores and their frontier, not the flags
         extra = {"grounding_frontier": frontier(results), "combined_frontier": frontier(results, "combined")}
-        results = results[:1]
         for case in cases:
             case.pop("grid", None)
     return {

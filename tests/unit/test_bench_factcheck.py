@@ -149,7 +149,7 @@ def test_the_wide_grid_reports_the_frontier_of_the_grounding_check(tmp_path: Pat
     assert bench.main(["--data", str(data), "--items", "0:3", "--fake", "--grid", "wide", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["config"]["grid"] == "wide" and len(bench.WIDE_GRID) == 140
-    assert report["grounding_grid"][0]["settings"] == bench.GRID[0]
+    assert [r["settings"] for r in report["grounding_grid"]] == list(bench.WIDE_GRID)
     assert report["grounding_grid"][0]["grounding"] == report["figures"]["grounding"]
     points = report["grounding_frontier"]
     assert points and all(p["settings"] in bench.WIDE_GRID for p in points)
