@@ -4,34 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from doubles.files import docx_bomb, docx_bytes, pdf_with_text
 from stores.loaders import decode_bytes, load_path, load_text
 from stores.settings import InputError
 
 
 def _pdf_with_text(path: Path, text: str, pages: int = 1) -> None:
-    """Write a PDF of ``pages`` pages, each drawing ``text`` from one shared content stream (a real text layer)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    kids = " ".join(f"{6 + i} 0 R" for i in range(pages))
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
-        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Font << /F1 4 0 R >> >>",
-    ]
-    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources 5 0 R >>"
-    objects += [page] * pages
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    for off in offsets:
-        out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_with_text(text, pages))
 
 
 def test_markdown_and_text(tmp_path: Path) -> None:
@@ -253,47 +232,15 @@ def test_a_pdf_of_3000_pages_is_refused_before_its_text_is_read(tmp_path: Path) 
     assert time.monotonic() - start < 5
 
 
-def _docx_bytes(paragraphs: list[str], extra: dict[str, bytes] | None = None) -> bytes:
-    import io
-    import zipfile
-
-    import docx
-
-    good = io.BytesIO()
-    document = docx.Document()
-    for text in paragraphs:
-        document.add_paragraph(text)
-    document.save(good)
-    if not extra:
-        return good.getvalue()
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(good.getvalue())) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-        for item in src.infolist():
-            dst.writestr(item.filename, src.read(item.filename))
-        for name, data in extra.items():
-            dst.writestr(name, data)
-    return out.getvalue()
-
-
 def test_a_docx_that_unpacks_to_30_mb_of_xml_is_refused_fast(tmp_path: Path) -> None:
-    import io
     import time
     import tracemalloc
-    import zipfile
 
     from stores.settings import TooLarge
 
-    plain = _docx_bytes(["Hello"])
-    padding = b"<w:p><w:r><w:t>spam</w:t></w:r></w:p>" * (30 * 1024 * 1024 // 38)
-    bomb = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(plain)) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
-        for item in src.infolist():
-            data = src.read(item.filename)
-            if item.filename == "word/document.xml":
-                data = data.replace(b"<w:body>", b"<w:body>" + padding)
-            dst.writestr(item.filename, data, compresslevel=9)
+    bomb = docx_bomb(30)
     path = tmp_path / "bomb.docx"
-    path.write_bytes(bomb.getvalue())
+    path.write_bytes(bomb)
     assert path.stat().st_size < 200_000
     tracemalloc.start()
     start = time.monotonic()
@@ -311,7 +258,7 @@ def test_docx_archive_members_and_unpacked_size_are_bounded(tmp_path: Path, monk
     from stores.loaders import load_bytes
     from stores.settings import TooLarge
 
-    many = _docx_bytes(["Hello."], {f"extra/item{i}.xml": b"<a/>" for i in range(30)})
+    many = docx_bytes(["Hello."], {f"extra/item{i}.xml": b"<a/>" for i in range(30)})
     monkeypatch.setenv("LONGDOC_MAX_ARCHIVE_MEMBERS", "20")
     with pytest.raises(TooLarge, match=r"holds \d+ files, over the limit of 20"):
         load_bytes(many, "many.docx")
@@ -319,4 +266,4 @@ def test_docx_archive_members_and_unpacked_size_are_bounded(tmp_path: Path, monk
     assert load_bytes(many, "many.docx").text == "Hello."
     monkeypatch.setenv("LONGDOC_MAX_UNPACKED_BYTES", "20000")
     with pytest.raises(TooLarge, match=r"unpacks to \d+ bytes, over the 20000 byte limit"):
-        load_bytes(_docx_bytes(["Some text. " * 3000]), "big.docx")
+        load_bytes(docx_bytes(["Some text. " * 3000]), "big.docx")
