@@ -523,8 +523,10 @@ def _foreign_thread_id() -> dict[str, Any]:
         with _client(fake_chat_model()) as client:
 
             def turn(key: str, thread: str, doc_id: str) -> Any:
-                body = {"input": {"question": QUESTION, "doc_id": doc_id}}
-                body["config"] = {"configurable": {"thread_id": thread}}
+                body = {
+                    "input": {"question": QUESTION, "doc_id": doc_id},
+                    "config": {"configurable": {"thread_id": thread}},
+                }
                 return client.post("/offload/invoke", json=body, headers={"X-API-Key": key})
 
             docs = {}
