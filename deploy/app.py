@@ -51,6 +51,7 @@ from graphs.access import (
     json_media_type,
     presented_key,
     read_body,
+    replay_body,
     served_fields,
     thread_key,
 )
@@ -248,7 +249,7 @@ class TenantGuard:
                 # Ids are the server's to choose: one answer, whether or not another tenant holds the id.
                 await _answer(send, 400, "thread ids are chosen by the server: create the thread without thread_id")
                 return
-            await self.app(scope, _replay(raw, receive), send)
+            await self.app(scope, replay_body(raw, receive), send)
             return
         try:
             if not isinstance(body, dict):
@@ -268,21 +269,7 @@ class TenantGuard:
         # The run's task is created inside this call and copies the context: every model call of the
         # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
         with run_deadline(run_timeout()):
-            await self.app(scope, _replay(payload, receive), send)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
+            await self.app(scope, replay_body(payload, receive), send)
 
 
 def _without_details(send: Send) -> Send:

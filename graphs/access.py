@@ -205,6 +205,20 @@ async def read_body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes 
     return b"".join(chunks)
 
 
+def replay_body(body: bytes, receive: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 def thread_key(tenant: str, thread_id: str) -> str:
     """The checkpoint thread that ``thread_id`` names for ``tenant``: its own, whoever else uses the id.
 

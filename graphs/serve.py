@@ -45,7 +45,7 @@ from langchain_core.runnables.utils import gather_with_concurrency
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, create_model
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from graphs import registry, resume
 from graphs.access import (
@@ -57,6 +57,7 @@ from graphs.access import (
     json_media_type,
     presented_key,
     read_body,
+    replay_body,
     served_fields,
     thread_key,
 )
@@ -139,16 +140,7 @@ class GuardMiddleware:
         except InputError as exc:
             await JSONResponse({"detail": str(exc)}, status_code=400)(scope, receive, send)
             return
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay_body(body, receive), send)
 
 
 class ChatModelMiddleware:

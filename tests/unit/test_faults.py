@@ -274,12 +274,13 @@ def test_the_command_line_refuses_a_cut_reply_that_claims_it_finished(
 ) -> None:
     script = tmp_path / "questions.json"
     script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
-    assert cli.main(["ask", str(FALCON), "Who manages procurement?", "-q", "--json"]) == 3
-    out = capsys.readouterr()
-    assert "cut off" in out.err and "The document states this in its" not in out.out
-    assert cli.main(["chat", str(FALCON), "--script", str(script), "-q"]) == 3
-    out = capsys.readouterr()
-    assert "cut off" in out.err and "The document" not in out.out
+    for argv in (
+        ["ask", str(FALCON), "Who manages procurement?", "--json"],
+        ["chat", str(FALCON), "--script", str(script)],
+    ):
+        assert cli.main([*argv, "-q"]) == 3
+        out = capsys.readouterr()
+        assert "cut off" in out.err and "The document" not in out.out
 
 
 @pytest.mark.parametrize("endpoint", ["truncated", "cut_stop", "empty"], indirect=True)
