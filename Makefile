@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
 
-.PHONY: install system test unit lint format demo serve dev bench scaleout bench-serve
+.PHONY: install system test unit lint format demo serve dev bench scaleout bench-serve plots notebooks
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -65,3 +65,7 @@ bench-serve: install
 
 bench: install
 	$(PY) -m bench.ingest --data $(DATA)/summ/qmsum_val.jsonl --out bench/results/ingest.json
+
+# The benchmark plots in docs/img, drawn from the committed results in bench/results (no model, seconds).
+plots: install
+	$(PY) -m bench.plots --results bench/results --out docs/img
