@@ -69,3 +69,8 @@ bench: install
 # The benchmark plots in docs/img, drawn from the committed results in bench/results (no model, seconds).
 plots: install
 	$(PY) -m bench.plots --results bench/results --out docs/img
+
+# The notebooks, run on the bundled model, their outputs written into the committed .ipynb files
+# with the digest of their code (a unit test fails when a notebook's code changed after its run).
+notebooks: install
+	$(PY) -m bench.notebooks
