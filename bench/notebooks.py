@@ -74,7 +74,7 @@ def notebook_environment(scratch: Path) -> Iterator[Path]:
     shutil.copytree(NOTEBOOK_DIR / "data", work / "data")
     (scratch / "tmp").mkdir()
     (scratch / "home").mkdir()
-    changes = {
+    changes: dict[str, str | None] = {
         "LONGDOC_HOME": str(scratch / "home"),
         "LONGDOC_EMBEDDER": None,  # run as a reader would: the bundled embedder
         "JUPYTER_PATH": None,
@@ -84,20 +84,22 @@ def notebook_environment(scratch: Path) -> Iterator[Path]:
         "TMPDIR": str(scratch / "tmp"),  # pages the notebooks write to temporary files end up here
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
     }
-    saved = {name: os.environ.get(name) for name in changes}
+    saved = _set_environment(changes)
     try:
-        for name, value in changes.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         yield work
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(saved)
+
+
+def _set_environment(values: dict[str, str | None]) -> dict[str, str | None]:
+    """Set (or, for None, remove) each variable; returns what they were."""
+    before = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    return before
 
 
 def execute(notebook: Any, work: Path) -> Any:
