@@ -54,7 +54,7 @@ dev: install
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --port 2025 --no-browser
 
 # The scale-out deployment on 127.0.0.1: PostgreSQL, a Chroma server and two Aegra instances
-# (README "Scale out"); the model and keys come from LONGDOC_* in the environment. Ctrl-C stops all.
+# (docs/deployment.md, "Scale out"); the model and keys come from LONGDOC_* in the environment. Ctrl-C stops all.
 scaleout: install
 	$(PY) -m deploy.cluster up --instances 2
 
