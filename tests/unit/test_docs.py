@@ -24,10 +24,23 @@ README_MAX_LINES = 300
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.S | re.M)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-TOP_LEVEL = ("graphs", "nodes", "stores", "prompts", "bench", "deploy", "doubles", "tests", "notebooks", "docs", ".ci")
+TOP_LEVEL = (
+    "graphs",
+    "nodes",
+    "surfaces",
+    "stores",
+    "prompts",
+    "bench",
+    "deploy",
+    "doubles",
+    "tests",
+    "notebooks",
+    "docs",
+    ".ci",
+)
 FILE_PATH = re.compile(r"`((?:" + "|".join(re.escape(t) for t in TOP_LEVEL) + r")/[\w./-]*?)`")
 INLINE_COMMAND = re.compile(r"`((?:\.venv/bin/)?python -m [^`]+)`")
-DOTTED = re.compile(r"`((?:graphs|nodes|stores|prompts|bench|deploy|doubles)(?:\.\w+)+)`")
+DOTTED = re.compile(r"`((?:graphs|nodes|surfaces|stores|prompts|bench|deploy|doubles)(?:\.\w+)+)`")
 
 
 def _rel(page: Path) -> str:
@@ -174,7 +187,7 @@ def _parses(parser: argparse.ArgumentParser, args: list[str]) -> str | None:
 def _check(command: list[str], makefile: str) -> str | None:
     head, args = command[0], command[1:]
     if head == "longdoc":
-        from graphs.cli import build_parser
+        from surfaces.cli import build_parser
 
         return _parses(build_parser(), args)
     if head.endswith("python") and args[:1] == ["-m"]:
