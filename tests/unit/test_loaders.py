@@ -178,7 +178,7 @@ def test_an_unknown_or_non_text_encoding_is_an_input_error(tmp_path: Path, encod
 
 
 def test_ingest_command_takes_an_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from graphs import cli
+    from surfaces import cli
 
     path = tmp_path / "notes.txt"
     path.write_bytes("Café crème. ".encode() * 20 + b"\xff")
