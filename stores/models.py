@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -39,6 +38,7 @@ from stores.endpoints import (
     unavailable,
 )
 from stores.llm_cache import cached_reply, remember
+from stores.replies import complete_sentences, parse_json_object
 from stores.settings import (
     InputError,
     ModelError,
@@ -179,36 +179,6 @@ def _bundled_slots(model: BaseChatModel) -> threading.BoundedSemaphore | None:
     if server is None or not is_openai(model) or endpoint_of(model).rstrip("/") != server.base_url:
         return None
     return server.slots
-
-
-_SENTENCE_END = re.compile(r"[.!?][\"')\]\u201d]*(?=\s|$)|[\u3002\uff01\uff1f][\u201d\u300d\uff09]*")
-
-
-def complete_sentences(text: str) -> str:
-    """``text`` up to the end of its last complete sentence (empty when it has none)."""
-    ends = list(_SENTENCE_END.finditer(text.strip()))
-    return text.strip()[: ends[-1].end()] if ends else ""
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def parse_json_object(text: str) -> Any:
-    """Parse the first JSON object or array in ``text`` (code fences and chatter around it allowed)."""
-    cleaned = _FENCE.sub("", text.strip()).strip()
-    try:
-        return json.loads(cleaned)
-    except json.JSONDecodeError:
-        pass
-    decoder = json.JSONDecoder()
-    for i, ch in enumerate(cleaned):
-        if ch in "{[":
-            try:
-                value, _ = decoder.raw_decode(cleaned[i:])
-                return value
-            except json.JSONDecodeError:
-                continue
-    raise ValueError("no JSON object found in the reply")
 
 
 class LLM:

@@ -10,7 +10,6 @@ sees another's records and vectors of different spaces never mix. Every record h
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from chromadb.api.types import Embeddings as ChromaEmbeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 from langchain_core.embeddings import Embeddings
 
+from stores.cache import ProcessCache
 from stores.embedders import embedder_id, get_embedder
 from stores.settings import InputError, get_settings
 from stores.text import check_name
@@ -117,8 +117,7 @@ class Hit:
         return str(self.metadata.get("section", ""))
 
 
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
+_clients: ProcessCache[str, Any] = ProcessCache("chroma clients", 8)
 
 
 def get_client() -> Any:
@@ -127,10 +126,8 @@ def get_client() -> Any:
     from chromadb.config import Settings as ChromaSettings
 
     settings = get_settings()
-    key = settings.chroma_url or str(settings.home / "chroma")
-    with _clients_lock:
-        if key in _clients:
-            return _clients[key]
+
+    def build() -> Any:
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if settings.chroma_url:
             url = urlparse(settings.chroma_url)
@@ -146,14 +143,14 @@ def get_client() -> Any:
             path = settings.home / "chroma"
             path.mkdir(parents=True, exist_ok=True)
             client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
-        _clients[key] = client
         return client
+
+    return _clients.get_or_build(settings.chroma_url or str(settings.home / "chroma"), build, exclusive=True)
 
 
 def reset_clients() -> None:
     """Forget cached clients (tests switch ``LONGDOC_HOME`` between cases)."""
-    with _clients_lock:
-        _clients.clear()
+    _clients.clear()
 
 
 def _where(**conds: Any) -> dict[str, Any] | None:
@@ -269,7 +266,10 @@ class VectorStore:
         cond = _where(kind=kind, doc_id=doc_id)
         if where:
             cond = {"$and": [cond, where]} if cond else where
-        available = self.count(doc_id=doc_id, kind=kind) if cond else self.collection.count()
+        # Chroma refuses more results than records match: ask how many, up to k (not every matching id).
+        available = (
+            len(self.collection.get(where=cond, include=[], limit=k)["ids"]) if cond else self.collection.count()
+        )
         if available == 0:
             return []
         res = self.collection.query(
@@ -351,7 +351,7 @@ def shared_files(namespace: str) -> SharedFiles | None:
     return SharedFiles(namespace) if get_settings().chroma_url else None
 
 
-_stores: dict[tuple[str, str, str], VectorStore] = {}
+_stores: ProcessCache[tuple[str, str, str], VectorStore] = ProcessCache("vector stores", 256)
 
 
 def get_store(namespace: str = "default", embedder: str | None = None) -> VectorStore:
@@ -359,9 +359,7 @@ def get_store(namespace: str = "default", embedder: str | None = None) -> Vector
     settings = get_settings()
     name = (embedder or settings.embedder).lower()
     key = (settings.chroma_url or str(settings.home), check_namespace(namespace), name)
-    if key not in _stores:
-        _stores[key] = VectorStore(namespace, name)
-    return _stores[key]
+    return _stores.get_or_build(key, lambda: VectorStore(namespace, name), exclusive=True)
 
 
 def reset_stores() -> None:

@@ -247,7 +247,7 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
 
 
 def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes import offload_chat_model as fake_chat_model
+    from doubles.replies import offload_chat_model as fake_chat_model
 
     monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
     with TestClient(create_app(chat_model=fake_chat_model(delay=2.0))) as client:

@@ -33,7 +33,7 @@ def _workflow(name: str) -> Callable[[], Any]:
 
 
 def _baseline(factory: str) -> Callable[[], Any]:
-    return lambda: getattr(importlib.import_module("nodes.summarize.baselines"), factory)()
+    return lambda: getattr(importlib.import_module("graphs.summarize.baselines"), factory)()
 
 
 GRAPHS: dict[str, Callable[[], Any]] = {
