@@ -203,8 +203,8 @@ def _session(model: ScriptedChatModel, doc_id: str, thread: str, *, resend: bool
 
 def interruptions(count: int, seed: int = 7) -> dict[str, Any]:
     """Chat turns that die at a random model call, then are sent again."""
+    from doubles.replies import offload_reply as scripted_reply
     from nodes.ingest import ingest
-    from tests.fakes import offload_reply as scripted_reply
 
     doc_id = ingest(str(FALCON)).doc_id
     reference_model = DiesAt(default=scripted_reply)
@@ -405,9 +405,9 @@ def _broken_docx(path: Path) -> None:
 
 def bad_inputs(folder: Path) -> dict[str, Any]:
     """Malformed files and requests: the exit code or status and whether the message is one clear line."""
+    from doubles.replies import offload_chat_model as fake_chat_model
     from stores.models import use_chat_model
     from surfaces import cli
-    from tests.fakes import offload_chat_model as fake_chat_model
 
     (folder / "empty.txt").write_text("   \n", encoding="utf-8")
     (folder / "binary.txt").write_bytes(bytes(range(256)) * 8)
@@ -562,7 +562,7 @@ def _foreign_thread_id() -> dict[str, Any]:
 # --- concurrency ----------------------------------------------------------------------------------
 def concurrency(requests: int) -> dict[str, Any]:
     """Concurrent ingests of one text and chat turns on their own threads, through the LangServe app."""
-    from tests.fakes import offload_chat_model as fake_chat_model
+    from doubles.replies import offload_chat_model as fake_chat_model
 
     text = FALCON.read_text(encoding="utf-8")
     latencies: list[float] = []

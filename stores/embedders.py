@@ -27,13 +27,13 @@ import hashlib
 import json
 import re
 import threading
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from stores.cache import lru_cache
 from stores.settings import InputError, ModelError, get_settings
 from stores.text import lexical_tokens
 

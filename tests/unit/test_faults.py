@@ -177,13 +177,13 @@ def test_a_reply_cut_although_the_endpoint_said_it_finished_is_a_failed_call(end
     ],
 )
 def test_visibly_cut_plain_text_is_told_from_a_finished_reply(reply: str, cut: bool) -> None:
-    from stores.models import cut_reply
+    from stores.replies import cut_reply
 
     assert bool(cut_reply(reply)) is cut
 
 
 def test_a_cut_object_is_never_parsed_nor_an_object_inside_it() -> None:
-    from stores.models import parse_json_object
+    from stores.replies import parse_json_object
 
     for text in ('{"answer": "The document states this in its', '{"a": {"b": 1}, "c": "cut', 'Sure: {"answer": "x'):
         with pytest.raises(ValueError, match="cut off before it closes"):
@@ -312,7 +312,7 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
 
 
 def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes import offload_chat_model as fake_chat_model
+    from doubles.replies import offload_chat_model as fake_chat_model
 
     monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
     with TestClient(create_app(chat_model=fake_chat_model(delay=2.0))) as client:

@@ -122,3 +122,23 @@ def test_the_document_registry_is_shared_through_a_server(
         assert list_documents("team") == []
         with pytest.raises(InputError):
             get_document("team", "abc123")
+
+
+def test_a_filtered_search_asks_for_at_most_k_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = get_store("default")
+    store.add(
+        [Record(id=f"d:c{i}", text=f"chunk {i} about pumps", kind="chunk", doc_id="d", position=i) for i in range(30)]
+    )
+    asked: list[dict] = []
+    get = store.collection.get
+
+    def spy(*args: object, **kwargs: object) -> dict:
+        asked.append(dict(kwargs))
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(store.collection, "get", spy)
+    monkeypatch.setattr(store, "count", lambda **_: pytest.fail("search counted every record"))
+    hits = store.search("pumps", k=3, doc_id="d")
+    assert len(hits) == 3
+    assert asked and all(a.get("limit") == 3 for a in asked)
+    assert store.search("pumps", k=5, doc_id="nothing") == []
