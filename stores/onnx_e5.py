@@ -216,6 +216,10 @@ class OnnxE5(WindowedE5):
     ``LONGDOC_THREADS``, at most the cores this process may use.
     """
 
+    max_tokens = 2048
+    """Padded tokens per forward pass: four full windows, whose attention scores (12 heads x 512 x 512
+    each) stay near 50 MB a tensor, so the process stays well under 1 GB."""
+
     def __init__(
         self,
         overlap: int = 0,

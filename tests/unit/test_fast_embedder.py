@@ -112,7 +112,7 @@ def test_auto_runtime_loads_onnx_only_for_large_batches(
     emb.embed_query("when is the budget vote")
     assert emb._fast is None  # a note and a query never wait for a load
     assert np.allclose(small, nano.passage(SAMPLE[:2]), atol=1e-6)
-    big = [LONG, SAMPLE[0]]
+    big = [LONG + TAIL, SAMPLE[0]]
     assert sum(map(len, big)) >= emb.fast_path_chars
     vectors = np.asarray(emb.embed_documents(big))
     assert emb._fast is not None
