@@ -141,7 +141,7 @@ def test_embed_records_replaces_changed_and_stale_chunks() -> None:
 
 
 def test_cli_ingests_a_directory(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from graphs.cli import main
+    from surfaces.cli import main
 
     assert main(["ingest", str(folder), "--quiet", "--json"]) == 0
     out = capsys.readouterr().out
