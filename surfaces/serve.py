@@ -26,6 +26,7 @@ again, and rolled back to its last finished step when another input comes (:mod:
 from __future__ import annotations
 
 import asyncio
+import threading
 import typing
 import uuid
 import warnings
@@ -463,6 +464,10 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from stores.embedders import warm_embedder
+
+        # the first large upload should not wait for the embedder's load
+        threading.Thread(target=warm_embedder, name="embedder-warm-up", daemon=True).start()
         async with _open_backend() as backend:
             saver.target = backend
             try:
