@@ -143,7 +143,7 @@ def _run_on_thread(
     (finished workers are not asked again, ``calls`` counts each once); another one starts over
     from the thread's last finished step."""
     from graphs.chain import RECURSION_LIMIT, builder
-    from graphs.resume import plan
+    from graphs.resume import forget_refused, plan
     from stores.checkpoint import open_checkpointer
 
     with open_checkpointer() as saver:
@@ -152,9 +152,10 @@ def _run_on_thread(
         graph_input, config = plan(checkpointed, request, config)
         if graph_input is None and not quiet:
             print(f"resuming the unfinished run of thread {thread_id}", file=sys.stderr)
-        return run_graph(
-            checkpointed, graph_input, context=context, on_event=handle, config=dict(config), printer=printer
-        )
+        with forget_refused(checkpointed, config):
+            return run_graph(
+                checkpointed, graph_input, context=context, on_event=handle, config=dict(config), printer=printer
+            )
 
 
 def _page_path(value: str | None) -> Path | None:

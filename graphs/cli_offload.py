@@ -143,7 +143,7 @@ def _interactive() -> Any:
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     from graphs.offload import builder
-    from graphs.resume import plan
+    from graphs.resume import forget_refused, plan
     from stores.checkpoint import open_checkpointer
 
     questions = read_script(args.script) if args.script else None
@@ -170,7 +170,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             # A turn that died half-way is resumed when asked again, rolled back when another comes.
             turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
             # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.
-            with progress(args.quiet or bool(args.script), "chat") as handle, deadline(turn_seconds):
+            with (
+                progress(args.quiet or bool(args.script), "chat") as handle,
+                deadline(turn_seconds),
+                forget_refused(graph, turn_config),
+            ):
                 out = run_graph(
                     graph, turn_input, context=context, on_event=handle, config=dict(turn_config), printer=printer
                 )

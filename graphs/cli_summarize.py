@@ -74,7 +74,7 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
     with progress(args.quiet, "summarize") as handle:
         if not args.thread_id:
             return run_graph(graph, request, context=context, on_event=handle)
-        from graphs.resume import plan
+        from graphs.resume import forget_refused, plan
         from stores.checkpoint import open_checkpointer
 
         with open_checkpointer() as saver:
@@ -84,7 +84,8 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
             graph_input, config = plan(checkpointed, request, config)
             if graph_input is None and not args.quiet:
                 print(f"resuming the unfinished run of thread {args.thread_id}", file=sys.stderr)
-            return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
+            with forget_refused(checkpointed, config):
+                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
 
 
 def json_result(out: dict[str, Any]) -> dict[str, Any]:
