@@ -700,6 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         "--kills", type=int, default=20, help="chat, summarize, ask and ingest processes killed with SIGKILL mid-run"
     )
     parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
+    parser.add_argument("--suites", default="", help="comma-separated suites to run (default: every one)")
     parser.add_argument(
         "--rechunk-rounds", type=int, default=2, help="rounds of six concurrent re-chunks of one document"
     )
