@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from graphs import registry
-from graphs.serve import ServedGraph
 from stores.checkpoint import open_checkpointer
+from surfaces import registry
+from surfaces.serve import ServedGraph
 
 
 def db_holds(home: Path, needle: str) -> list[str]:

@@ -63,7 +63,7 @@ def test_refused_requests_leave_no_checkpoint(served: Any, longdoc_home: Path) -
 
 
 def test_a_refused_command_line_run_leaves_no_checkpoint(tmp_path: Path, longdoc_home: Path) -> None:
-    from graphs.cli import main
+    from surfaces.cli import main
 
     doc = tmp_path / "archive.md"
     doc.write_text(TEXT, encoding="utf-8")

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from graphs.cli import main
-from graphs.retention import forget_document, forget_thread
 from nodes.ingest import ingest
 from stores.documents import cache_path, doc_dir, list_documents, namespace_dir
 from stores.models import use_chat_model
 from stores.settings import InputError
 from stores.vectorstore import get_client, get_store
+from surfaces.cli import main
+from surfaces.retention import forget_document, forget_thread
 from tests.checkpoint_checks import config, db_holds, served, thread_rows
 from tests.fakes import offload_chat_model
 from tests.unit.test_checkpoint_privacy import TEXT
