@@ -678,7 +678,7 @@ def failures(report: dict[str, Any]) -> list[str]:
     index = report.get("index", {})
     if index.get("consistent_rounds", 0) < index.get("rechunk_rounds", 0):
         found.append(
-            f"index: {index['rechunk_rounds'] - index['consistent_rounds']} re-chunk rounds left a mixed index"
+            f"index: {index['rechunk_rounds'] - index.get('consistent_rounds', 0)} re-chunk rounds left a mixed index"
         )
     for key in ("whole_after_kill", "clean_after_next_ingest"):
         if index.get(key, 0) < index.get("kills", 0):

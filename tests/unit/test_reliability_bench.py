@@ -28,8 +28,16 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     monkeypatch.setattr(reliability, "faults", lambda: {"injected": 0, "runs": []})
     killed = {"kills": 1, "clean_resumes": 1, "repeated_calls": 0, "runs": []}
     monkeypatch.setattr(reliability, "kills", lambda points, folder: killed)
-    monkeypatch.setattr(reliability, "index_integrity", lambda folder, rounds: {"rechunk_rounds": rounds})
-    monkeypatch.setattr(reliability, "retention", lambda folder: {})
+    index = {
+        "rechunk_rounds": 1,
+        "consistent_rounds": 1,
+        "kills": 4,
+        "whole_after_kill": 4,
+        "clean_after_next_ingest": 4,
+    }
+    monkeypatch.setattr(reliability, "index_integrity", lambda folder, rounds: index)
+    kept = {"requests_ok": 2, "refused_status": 400, "leaks": 0, "left_after_forget": 0}
+    monkeypatch.setattr(reliability, "retention", lambda folder: kept)
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
