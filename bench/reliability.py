@@ -22,7 +22,11 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
   chunks, and a third ingest finding it fully indexed) equals an uninterrupted run's,
   ``repeated_calls`` the requests answered before the kill and sent again;
 * ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
-  HTTP (400 or 403 expected): ``clear_errors`` counts the one-line messages with the right code;
+  HTTP (400, 403, 413, 415 or 422 expected): a stray byte, an unknown encoding, text of only
+  headings or zero-width characters, a .docx zip bomb, a PDF of 3,000 pages, a batch of 2,000
+  inputs, ``NaN``, JSON nested 1,000 deep, a body that is not JSON; and a tenant naming another
+  tenant's thread id (expected: the answer an unused id gets). ``clear_errors`` counts the
+  one-line messages with the right code (and that thread case when it held);
 * ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
   p50/p95 latency and the process's peak RSS;
 * ``index``: six concurrent re-chunks of one document over HTTP (chunk sizes 900, 300, 600) per
@@ -39,6 +43,7 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import io
 import json
@@ -57,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from doubles.chat import ScriptedChatModel
+from doubles.files import docx_bomb, pdf_with_text
 from stores.documents import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +128,10 @@ ROUTES = {"ask": "chain", "summarize": "summarize", "chat": "offload"}
 
 
 # --- faults --------------------------------------------------------------------------------------
+NO_ANSWER = ("truncated", "cut_stop", "empty")
+"""Fault modes whose reply holds no answer (cut at the token limit, cut although it said it finished, empty)."""
+
+
 def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
     """Each fault mode x workflow over HTTP."""
     from doubles import endpoint as fake_endpoint
@@ -150,13 +160,15 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
                     seconds = time.monotonic() - start
                     healthy = client.get("/health").status_code == 200
                 detail = response.json().get("detail", "") if response.status_code != 200 else ""
+                # A cut or empty reply is never an answer: those runs survive only as a clear 503.
+                answers = (503,) if mode in NO_ANSWER else (200, 503)
                 rows.append(
                     {
                         "fault": mode,
                         "workflow": workflow,
                         "status": response.status_code,
                         "seconds": round(seconds, 2),
-                        "survived": response.status_code in (200, 503) and seconds < bound and healthy,
+                        "survived": response.status_code in answers and seconds < bound and healthy,
                         "clear_error": response.status_code == 503 and "model" in detail,
                         "detail": detail[:200],
                     }
@@ -414,6 +426,12 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
     (folder / "long.json").write_text(json.dumps(["why " * 1500]), encoding="utf-8")
     (folder / "out.html").mkdir()
     _broken_docx(folder / "broken.docx")
+    (folder / "prices.txt").write_bytes(b"The pump costs 10\xff euros.\n")
+    (folder / "invisible.txt").write_text("\u200b\u200c\u200d\ufeff" * 100, encoding="utf-8")
+    (folder / "headings.md").write_text("# Title\n\n## Part one\n\n## Part two\n", encoding="utf-8")
+    bomb, pages = docx_bomb(30), pdf_with_text("A page.", pages=3000)
+    (folder / "bomb.docx").write_bytes(bomb)
+    (folder / "pages.pdf").write_bytes(pages)
     doc = str(FALCON)
     cli_cases = {
         "missing file": ["ingest", str(folder / "nope.md")],
@@ -427,6 +445,12 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
         "too long question": ["chat", doc, "--script", str(folder / "long.json")],
         "canvas --out on a folder": ["canvas", doc, "--out", str(folder / "out.html")],
         "summary length 0": ["summarize", doc, "--length", "0"],
+        "stray byte in an ASCII .txt": ["ingest", str(folder / "prices.txt")],
+        "unknown encoding": ["ingest", str(folder / "prices.txt"), "--encoding", "klingon"],
+        "only zero-width characters": ["ingest", str(folder / "invisible.txt")],
+        "only headings": ["ingest", str(folder / "headings.md")],
+        "92 KB .docx of 30 MB XML": ["ingest", str(folder / "bomb.docx")],
+        "PDF of 3,000 pages": ["ingest", str(folder / "pages.pdf")],
     }
     rows = []
     model = fake_chat_model()
@@ -441,8 +465,27 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
             message = err.getvalue().strip()
             clear = code == 2 and message.count("\n") == 0 and "Traceback" not in message
             rows.append({"surface": "cli", "case": name, "code": code, "clear": clear, "message": message[:200]})
+        as_json = {"content-type": "application/json"}
         http_cases: dict[str, tuple[str, dict[str, Any]]] = {
             "empty text": ("/ingest/invoke", {"input": {"text": "  "}}),
+            "only zero-width characters": ("/ingest/invoke", {"input": {"text": "\u200b\u200d" * 100}}),
+            "stray byte in an ASCII .txt": ("/ingest/invoke", _upload(b"The pump costs 10\xff euros.", "prices.txt")),
+            "unknown encoding": ("/ingest/invoke", _upload(b"caf\xe9.", "a.txt", encoding="klingon")),
+            "92 KB .docx of 30 MB XML": ("/ingest/invoke", _upload(bomb, "bomb.docx")),
+            "PDF of 3,000 pages": ("/ingest/invoke", _upload(pages, "pages.pdf")),
+            "batch of 2,000 inputs": ("/ingest/batch", {"inputs": [{"text": "Otters."}] * 2000}),
+            "NaN in configurable": (
+                "/ingest/invoke",
+                {"content": b'{"input": {"text": "x"}, "config": {"configurable": {"chunk_size": NaN}}}'},
+            ),
+            "JSON nested 1,000 deep": (
+                "/ingest/invoke",
+                {"content": b'{"input": {"text": "x", "title": ' + b"[" * 1000 + b"]" * 1000 + b"}}"},
+            ),
+            "Content-Type text/plain": (
+                "/ingest/invoke",
+                {"content": b'{"input": {"text": "x"}}', "headers": {"content-type": "text/plain"}},
+            ),
             "server path": ("/ingest/invoke", {"input": {"path": "/etc/passwd"}}),
             "model endpoint in config": (
                 "/ingest/invoke",
@@ -458,9 +501,11 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
         }
         with _client(model) as client:
             for name, (route, body) in http_cases.items():
-                response = client.post(route, json=body)
+                raw = "content" in body
+                sent = {"headers": as_json, **body} if raw else {"json": body}
+                response = client.post(route, **sent)
                 detail = str(response.json().get("detail", ""))
-                clear = response.status_code in (400, 403, 422) and bool(detail) and "\n" not in detail
+                clear = response.status_code in (400, 403, 413, 415, 422) and bool(detail) and "\n" not in detail
                 rows.append(
                     {
                         "surface": "http",
@@ -470,7 +515,58 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
                         "message": detail[:200],
                     }
                 )
+    rows.append(_foreign_thread_id())
     return {"tried": len(rows), "clear_errors": sum(r["clear"] for r in rows), "cases": rows}
+
+
+def _upload(data: bytes, filename: str, **extra: str) -> dict[str, Any]:
+    return {"input": {"data": base64.b64encode(data).decode(), "filename": filename, **extra}}
+
+
+def _foreign_thread_id() -> dict[str, Any]:
+    """A tenant naming another tenant's thread gets the answer an unused id gets (nothing tells it the id is taken)."""
+    from tests.fakes import offload_chat_model as fake_chat_model
+
+    saved = os.environ.get("LONGDOC_SERVER_KEYS")
+    os.environ["LONGDOC_SERVER_KEYS"] = json.dumps({"alice": "alice-key", "bob": "bob-key"})
+    try:
+        with _client(fake_chat_model()) as client:
+
+            def turn(key: str, thread: str, doc_id: str) -> Any:
+                body = {
+                    "input": {"question": QUESTION, "doc_id": doc_id},
+                    "config": {"configurable": {"thread_id": thread}},
+                }
+                return client.post("/offload/invoke", json=body, headers={"X-API-Key": key})
+
+            docs = {}
+            for key in ("alice-key", "bob-key"):
+                ingested = client.post(
+                    "/ingest/invoke",
+                    json={"input": {"text": FALCON.read_text(encoding="utf-8")}},
+                    headers={"X-API-Key": key},
+                )
+                docs[key] = ingested.json()["output"]["doc_id"]
+            turn("alice-key", "alice-session", docs["alice-key"])
+            taken, unused = (
+                turn("bob-key", "alice-session", docs["bob-key"]),
+                turn("bob-key", "unused", docs["bob-key"]),
+            )
+    finally:
+        if saved is None:
+            os.environ.pop("LONGDOC_SERVER_KEYS", None)
+        else:
+            os.environ["LONGDOC_SERVER_KEYS"] = saved
+    same = taken.status_code == unused.status_code == 200 and all(
+        taken.json()["output"][k] == unused.json()["output"][k] for k in ("turn", "answer", "citations")
+    )
+    return {
+        "surface": "http",
+        "case": "another tenant's thread id",
+        "code": taken.status_code,
+        "clear": bool(same),
+        "message": "" if same else f"{taken.status_code} vs {unused.status_code} for an unused id",
+    }
 
 
 # --- concurrency ----------------------------------------------------------------------------------

@@ -191,10 +191,40 @@ def complete_sentences(text: str) -> str:
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+_OPENERS = {"}": "{", "]": "["}
+
+
+def _unclosed(text: str) -> bool:
+    """True when JSON ``text`` ends inside a string or with an object or array still open.
+
+    The standard library's decoder says only that a text does not parse; this tells a reply cut
+    before it closed from one that is malformed in another way.
+    """
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return in_string or depth > 0
 
 
 def parse_json_object(text: str) -> Any:
-    """Parse the first JSON object or array in ``text`` (code fences and chatter around it allowed)."""
+    """Parse the JSON object or array of ``text`` (code fences and chatter around it allowed).
+
+    Strict: a reply that is a JSON object cut before it closes is a ValueError, whatever the
+    endpoint said about how it finished (never a part of it, nor an object nested inside it).
+    """
     cleaned = _FENCE.sub("", text.strip()).strip()
     try:
         return json.loads(cleaned)
@@ -207,8 +237,42 @@ def parse_json_object(text: str) -> Any:
                 value, _ = decoder.raw_decode(cleaned[i:])
                 return value
             except json.JSONDecodeError:
+                if _unclosed(cleaned[i:]) and (i == 0 or ch == "{"):
+                    raise ValueError("the reply is a JSON object cut off before it closes") from None
                 continue
     raise ValueError("no JSON object found in the reply")
+
+
+_TERMINAL = set(".!?\u2026\u3002\uff01\uff1f)]}\"'\u201d\u2019\u00bb\u300d\u300f\uff09*`")
+"""Characters a finished plain-text reply may end with: a sentence's end, or a closing bracket or quote."""
+_LIST_LINE = re.compile(r"^\s*(?:[-*+#|>]|\d+[.)])\s")
+
+
+def cut_reply(text: str) -> str:
+    """Why plain-text ``text`` is visibly cut short (empty when it is not).
+
+    A JSON object or string left open, a bracket left open at the end, or a last sentence that
+    stops without its final punctuation (a list item or heading as the last line is left alone).
+    """
+    cleaned = _FENCE.sub("", text.strip()).strip()
+    if not cleaned:
+        return ""
+    if cleaned[0] in "{[":
+        try:
+            json.loads(cleaned)
+        except json.JSONDecodeError:
+            if _unclosed(cleaned):
+                return "a JSON object cut off before it closes"
+        return ""
+    last_line = cleaned.splitlines()[-1]
+    if _LIST_LINE.match(last_line):
+        return ""
+    tail = last_line[-12:]
+    if tail.rfind("[") > tail.rfind("]") or tail.rfind("(") > tail.rfind(")"):
+        return "a bracket left open at the end"
+    if cleaned[-1] not in _TERMINAL:
+        return "a sentence cut off mid-way"
+    return ""
 
 
 class LLM:
@@ -252,7 +316,7 @@ class LLM:
     def _call(
         self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None
     ) -> tuple[str, Any, Usage]:
-        """One request: returns the reply text, the parsed object (schema calls) and usage."""
+        """One request: returns the reply text, the parsed object (a cached structured reply's) and usage."""
         key = self._key(messages, schema, max_tokens) if self.use_cache else None
         if key is not None:
             hit = cached_reply(key, self.role)
@@ -285,7 +349,6 @@ class LLM:
         import openai
 
         endpoint = endpoint_of(model)
-        parsed: Any = None
         raw: BaseMessage
         try:
             if schema is not None and is_openai(model):
@@ -308,8 +371,6 @@ class LLM:
                     out = cast(dict[str, Any], runnable.invoke(list(messages)))  # include_raw: a dict
                     raw = out["raw"]
                     text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
-                    if isinstance(out.get("parsed"), dict):
-                        parsed = out["parsed"]
             else:
                 raw = model.invoke(list(messages))
                 text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
@@ -334,27 +395,40 @@ class LLM:
         if (raw.response_metadata or {}).get("finish_reason") == "length":
             return text, None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
         used = {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
-        if key is not None and schema is None:
+        if key is not None and schema is None and not cut_reply(text):
             remember(key, self.role, text, None, used)  # a structured reply is kept once it validates
-        return text, parsed, used
+        return text, None, used
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> str:
         """Plain text reply.
 
         A reply cut at ``max_tokens`` is asked again with twice the budget; cut again, it keeps only
         its complete sentences, and with none it is a ModelOutputError: a half sentence is never
-        returned.
+        returned. A reply that is visibly cut although the endpoint said it finished (:func:`cut_reply`)
+        is a failed call: asked again up to ``max_retries`` times, then a ModelOutputError.
         """
         usage: Usage = {}
         budget = max_tokens
         text = ""
-        for attempt in range(2):
+        grown = refused = 0
+        while True:
             text, _, used = self._call(messages, None, budget)
             record_usage(used)
             usage = merge_usage(usage, used)
             if not used.get(self.role, {}).get("truncated"):
-                return text.strip()
-            if not budget or attempt == 1:
+                cut = cut_reply(text)
+                if not cut:
+                    return text.strip()
+                refused += 1
+                if refused > self.max_retries:
+                    raise ModelOutputError(
+                        f"the {self.role} model's reply is {cut}, although the endpoint said it finished "
+                        f"({refused} attempts); check the endpoint or a proxy in front of it",
+                        usage,
+                    )
+                continue
+            grown += 1
+            if not budget or grown == 2:
                 break
             budget = min(budget * 2, 4096)
         whole = complete_sentences(text)
@@ -369,7 +443,7 @@ class LLM:
         last_error = ""
         budget = max_tokens
         for _attempt in range(self.max_retries + 1):
-            text, parsed, used = self._call(convo, schema, budget)
+            text, _, used = self._call(convo, schema, budget)
             record_usage(used)
             usage = merge_usage(usage, used)
             if used.get(self.role, {}).get("truncated") and budget:
@@ -377,7 +451,8 @@ class LLM:
                 budget = min(budget * 2, 4096)
                 continue
             try:
-                data = parsed if parsed is not None else parse_json_object(text)
+                # Parsed here, strictly: the client's own parser completes a cut object.
+                data = parse_json_object(text)
                 result = schema.model_validate(data)
             except (ValidationError, ValueError) as exc:
                 last_error = str(exc).splitlines()[0][:300]

@@ -164,9 +164,11 @@ def summarize_chat_model(delay: float = 0.0) -> ScriptedChatModel:
 
 
 def _cut_words(text: str, words: int) -> str:
-    """``text`` cut to its first ``words`` words, keeping the citations of the words kept."""
+    """``text`` cut to its first ``words`` words and ended as a sentence, keeping the citations of the words kept."""
     kept = re.sub(r"\s+", " ", text).strip().split(" ")[:words]
     cut = " ".join(kept)
+    if not cut.endswith((".", "]")):
+        cut = cut.rstrip(",;:") + "."  # a whole sentence still, as a model that writes short would end it
     if re.search(r"\[c\d+\]", cut):
         return cut
     first = re.findall(r"\[c\d+\]", text)[:1]
