@@ -243,8 +243,8 @@ def check_cases(
                 checked = check_sentences(
                     sentences, store=store, doc_id=doc_id, llm=llm, mode="mark", checks="both", batch_size=batch
                 )
-                cited = dict.fromkeys(f"{doc_id}:{c}" for p in part for c in p["citations"])
-                sources = {h.chunk_id: h.text for h in store.get(list(cited))}
+                cited = dict.fromkeys(c for p in part for c in p["citations"])
+                sources = {h.chunk_id: h.text for h in store.chunks(doc_id, list(cited))}
                 for case, entry in zip(part, checked, strict=True):
                     case["model"] = entry["model_supported"] is False
                     case["model_unchecked"] = entry["model_supported"] is None

@@ -1,6 +1,7 @@
 """Reliability benchmark: faults survived, interrupted runs resumed, bad inputs refused, concurrent load.
 
     python -m bench.reliability --out bench/results/reliability.json [--interruptions 20] [--concurrency 40]
+        [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
 ``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app and the
@@ -27,7 +28,16 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
   tenant's thread id (expected: the answer an unused id gets). ``clear_errors`` counts the
   one-line messages with the right code (and that thread case when it held);
 * ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
-  p50/p95 latency and the process's peak RSS.
+  p50/p95 latency and the process's peak RSS;
+* ``index``: six concurrent re-chunks of one document over HTTP (chunk sizes 900, 300, 600) per
+  round, ``consistent_rounds`` when its record, visible and stored chunks agree after them; and a
+  re-index at chunk size 300 of a document indexed at 900 killed with SIGKILL at four points (half-way
+  through its first or second batch of chunks, just before or just after its record is written):
+  ``whole_after_kill`` when a whole index is in use (the previous one until the record switched),
+  ``clean_after_next_ingest`` when the next ingest leaves the new index and nothing else;
+* ``retention``: an upload, a chat named by its ``text`` and a refused oversized question over HTTP:
+  ``leaks`` counts checkpoint rows holding any of them; then ``forget`` of their namespace:
+  ``left_after_forget`` what remains.
 """
 
 from __future__ import annotations
@@ -597,16 +607,145 @@ def concurrency(requests: int) -> dict[str, Any]:
     }
 
 
+# --- index integrity and retention ---------------------------------------------------------------
+RECHUNK_SIZES = (900, 300, 600, 900, 300, 600)
+
+
+def _index_kills(document: Path) -> list[dict[str, Any]]:
+    """A re-index at chunk size 300 of a document indexed at 900, its process killed with SIGKILL at each
+    point of :data:`tests.index_checks.KILL_POINTS` (half-way through its first or second batch of chunks,
+    just before its record is written, just after); then the same ingest again."""
+    from nodes.ingest import index_state, ingest
+    from stores.vectorstore import reset_stores
+    from tests.index_checks import KILL_POINTS, kill_reindex
+
+    text = document.read_text(encoding="utf-8")
+    rows = []
+    for point in KILL_POINTS:
+        namespace = f"index-killed-{point}"
+        doc_id = ingest(text=text, namespace=namespace, chunk_size=900).doc_id
+        code = kill_reindex(document, namespace, 300, point)
+        reset_stores()  # read what the killed process left, not a cached view
+        left = index_state(namespace, doc_id)
+        again = ingest(text=text, namespace=namespace, chunk_size=300)
+        after = index_state(namespace, doc_id)
+        rows.append(
+            {
+                "point": point,
+                "killed": code == -signal.SIGKILL,
+                "whole_after_kill": left["whole"] and left["chunk_size"] == (300 if point == "cleanup" else 900),
+                "clean_after_next_ingest": again.doc_id == doc_id and after["clean"] and after["chunk_size"] == 300,
+            }
+        )
+    return rows
+
+
+def index_integrity(folder: Path, rounds: int, seed: int = 13) -> dict[str, Any]:
+    """Six concurrent re-chunks of one document over HTTP (``configurable.chunk_size`` 900, 300, 600) per
+    round, then re-indexes killed half-way: ``consistent`` rounds end with one whole index (record, visible
+    and stored chunks agree); a killed re-index leaves a whole index in use and the next ingest a clean one."""
+    from nodes.ingest import index_state
+
+    document = _large_document(folder, sections=20, seed=seed)
+    text = document.read_text(encoding="utf-8")
+    rows = []
+    with _client() as client:
+        for r in range(rounds):
+            body = {"input": {"text": f"{text}\nRound {r}.\n", "namespace": "rechunk"}}
+
+            def one(size: int, body: dict[str, Any] = body) -> Any:
+                return client.post("/ingest/invoke", json={**body, "config": {"configurable": {"chunk_size": size}}})
+
+            with ThreadPoolExecutor(max_workers=len(RECHUNK_SIZES)) as pool:
+                replies = list(pool.map(one, RECHUNK_SIZES))
+            ok = [reply.json()["output"]["doc_id"] for reply in replies if reply.status_code == 200]
+            state = index_state("rechunk", ok[0]) if ok else {"clean": False}
+            rows.append({"round": r, "ok": len(ok), "consistent": len(ok) == len(RECHUNK_SIZES) and state["clean"]})
+    killed = _index_kills(document)
+    return {
+        "rechunk_rounds": rounds,
+        "consistent_rounds": sum(row["consistent"] for row in rows),
+        "kills": sum(row["killed"] for row in killed),
+        "whole_after_kill": sum(row["whole_after_kill"] for row in killed if row["killed"]),
+        "clean_after_next_ingest": sum(row["clean_after_next_ingest"] for row in killed if row["killed"]),
+        "rounds": rows,
+        "runs": killed,
+    }
+
+
+def retention(folder: Path) -> dict[str, Any]:
+    """What stays of a caller's data: an upload, a chat named by ``text`` and an oversized question over HTTP,
+    then ``forget`` of their namespace. ``leaks`` counts the checkpoint database's rows (or file) holding the
+    upload, the whole text or the refused question; ``left_after_forget`` what remains of the namespace."""
+    import base64
+
+    from stores.vectorstore import namespace_collections
+    from surfaces.retention import forget_namespace
+    from tests.checkpoint_checks import db_holds, thread_rows
+    from tests.fakes import offload_chat_model
+
+    home = Path(os.environ["LONGDOC_HOME"])
+    text = _large_document(folder, sections=8, seed=17).read_text(encoding="utf-8")
+    upload = "# Ledger\n\nLedger entry 4417-HERON-MAPLE closes the account.\n"
+    data = base64.b64encode(upload.encode()).decode()
+    huge = "why " * 1500
+    namespace = "retention"
+    with _client(offload_chat_model()) as client:
+        codes = [
+            client.post(
+                "/ingest/invoke", json={"input": {"data": data, "filename": "ledger.md", "namespace": namespace}}
+            ),
+            client.post(
+                "/offload/invoke",
+                json={
+                    "input": {"question": QUESTION, "text": text, "namespace": namespace},
+                    "config": {"configurable": {"thread_id": "kept-chat"}},
+                },
+            ),
+        ]
+        refused = client.post(
+            "/offload/invoke",
+            json={"input": {"question": huge, "text": text}, "config": {"configurable": {"thread_id": "refused"}}},
+        )
+    needles = ("4417-HERON-MAPLE", data[:40], text[:6000], "why why why")
+    leaks = sum(len(db_holds(home, needle)) for needle in needles) + thread_rows(home, "refused")
+    kept = thread_rows(home, "kept-chat")
+    forget_namespace(namespace)
+    left = thread_rows(home, "kept-chat") + len(namespace_collections(namespace))
+    left += (
+        sum(1 for _ in (home / "namespaces" / namespace).rglob("*"))
+        if (home / "namespaces" / namespace).exists()
+        else 0
+    )
+    return {
+        "requests_ok": sum(reply.status_code == 200 for reply in codes),
+        "refused_status": refused.status_code,
+        "leaks": leaks,
+        "checkpointed_rows": kept,
+        "left_after_forget": left,
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every suite, in a scratch data folder."""
+    """The suites asked for (every one by default), in a scratch data folder."""
+    suites: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "faults": lambda _tmp: faults(),
+        "interruptions": lambda _tmp: interruptions(args.interruptions),
+        "kills": lambda tmp: kills(args.kills, tmp),
+        "bad_inputs": bad_inputs,
+        "concurrency": lambda _tmp: concurrency(args.concurrency),
+        "index": lambda tmp: index_integrity(tmp, args.rechunk_rounds),
+        "retention": retention,
+    }
+    wanted = args.suites.split(",") if getattr(args, "suites", "") else list(suites)
+    unknown = sorted(set(wanted) - set(suites))
+    if unknown:
+        raise SystemExit(f"unknown suite {', '.join(unknown)}; one of {', '.join(suites)}")
     report: dict[str, Any] = {}
     with scratch_home() as tmp:
         started = time.perf_counter()
-        report["faults"] = faults()
-        report["interruptions"] = interruptions(args.interruptions)
-        report["kills"] = kills(args.kills, tmp)
-        report["bad_inputs"] = bad_inputs(tmp)
-        report["concurrency"] = concurrency(args.concurrency)
+        for name in wanted:
+            report[name] = suites[name](tmp)
         report["seconds"] = round(time.perf_counter() - started, 1)
     return report
 
@@ -632,6 +771,19 @@ def failures(report: dict[str, Any]) -> list[str]:
         found.append(f"bad inputs: {bad['tried'] - bad['clear_errors']} without a clear one-line error")
     if report.get("concurrency", {}).get("errors", 0):
         found.append(f"concurrency: {report['concurrency']['errors']} requests failed")
+    index = report.get("index", {})
+    if index.get("consistent_rounds", 0) < index.get("rechunk_rounds", 0):
+        found.append(
+            f"index: {index['rechunk_rounds'] - index.get('consistent_rounds', 0)} re-chunk rounds left a mixed index"
+        )
+    for key in ("whole_after_kill", "clean_after_next_ingest"):
+        if index.get(key, 0) < index.get("kills", 0):
+            found.append(f"index: {index['kills'] - index.get(key, 0)} killed re-indexes not {key.replace('_', ' ')}")
+    kept = report.get("retention", {})
+    if kept and (
+        kept["leaks"] or kept["left_after_forget"] or kept["refused_status"] != 400 or kept["requests_ok"] < 2
+    ):
+        found.append(f"retention: {kept['leaks']} leaks, {kept['left_after_forget']} left after forget")
     return found
 
 
@@ -644,6 +796,10 @@ def main(argv: list[str] | None = None) -> int:
         "--kills", type=int, default=20, help="chat, summarize, ask and ingest processes killed with SIGKILL mid-run"
     )
     parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
+    parser.add_argument("--suites", default="", help="comma-separated suites to run (default: every one)")
+    parser.add_argument(
+        "--rechunk-rounds", type=int, default=2, help="rounds of six concurrent re-chunks of one document"
+    )
     args = parser.parse_args(argv)
     report = run(args)
     write_atomic(Path(args.out), json.dumps(report, ensure_ascii=False, indent=1))

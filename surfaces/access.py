@@ -432,6 +432,19 @@ class ThreadOwners:
         if tuple(row) != (tenant, namespace):
             raise AccessError(f"thread {thread_id!r} belongs to another API key or namespace")
 
+    def forget(self, thread_id: str) -> None:
+        """Drop the owner record of ``thread_id`` (the thread is being deleted)."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            db.execute(f"DELETE FROM {self.table} WHERE thread_id = {mark}", (thread_id,))
+
+    def in_namespace(self, namespace: str) -> list[str]:
+        """Ids of the threads bound to ``namespace``."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            rows = db.execute(f"SELECT thread_id FROM {self.table} WHERE namespace = {mark}", (namespace,)).fetchall()
+        return [str(row[0]) for row in rows]
+
 
 @dataclass
 class Access:

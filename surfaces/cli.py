@@ -1,6 +1,6 @@
 """``longdoc``: the command line of the product.
 
-Commands: ``ingest``, ``models``, ``serve`` here, and one module per workflow
+Commands: ``ingest``, ``models``, ``serve``, ``forget`` here, and one module per workflow
 (``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
 ``summarize``, ``chat``, ``canvas`` and ``route``.
 
@@ -282,7 +282,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     if Path(args.path).is_dir():
         return _cmd_ingest_directory(args)
-    out = ensure_document(args, args.path, encoding=args.encoding)
+    chunking = {"chunk_size": args.chunk_size} if args.chunk_size else {}
+    out = ensure_document(args, args.path, encoding=args.encoding, **chunking)
     if args.json:
         print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
     else:
@@ -317,6 +318,21 @@ def describe_models() -> dict[str, Any]:
         "chroma": settings.chroma_url or str(settings.home / "chroma"),
         "checkpoints": checkpoint_location(),
     }
+
+
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from surfaces.retention import forget_document, forget_namespace, forget_thread
+
+    if args.thread and not (args.doc or args.namespace):
+        report = forget_thread(args.thread)
+    elif args.doc and not args.thread:
+        report = forget_document(args.namespace or "default", args.doc)
+    elif args.namespace and not args.thread:
+        report = forget_namespace(args.namespace)
+    else:
+        raise InputError("give --thread ID, --doc ID (with --namespace NS) or --namespace NS alone")
+    print_json(report)
+    return EXIT_OK
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -358,8 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="txt, md, pdf, docx or html file, or a folder: its files of those types, unchanged ones skipped",
     )
     p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
+    p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens (default 900)")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("forget", help="delete a thread, a document or a namespace and everything kept about it")
+    p.add_argument("--thread", default="", help="a thread: its checkpoints, chat items and owner record")
+    p.add_argument("--doc", default="", help="a document (of --namespace, default 'default') and its threads")
+    p.add_argument("--namespace", default="", help="alone: the whole namespace, its documents and threads")
+    p.set_defaults(func=_cmd_forget)
 
     p = sub.add_parser("models", help="show the active chat model, embedder and data locations")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -135,7 +135,7 @@ def _interactive() -> Any:
 def _cmd_chat(args: argparse.Namespace) -> int:
     from graphs.offload.graph import builder
     from stores.checkpoint import open_checkpointer
-    from surfaces.resume import plan
+    from surfaces.resume import forget_refused, plan
 
     questions = read_script(args.script) if args.script else None
     doc_id = document_id(args)
@@ -161,7 +161,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             # A turn that died half-way is resumed when asked again, rolled back when another comes.
             turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
             # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.
-            with progress(args.quiet or bool(args.script), "chat") as handle, deadline(turn_seconds):
+            with (
+                progress(args.quiet or bool(args.script), "chat") as handle,
+                deadline(turn_seconds),
+                forget_refused(graph, turn_config),
+            ):
                 out = run_graph(
                     graph, turn_input, context=context, on_event=handle, config=dict(turn_config), printer=printer
                 )

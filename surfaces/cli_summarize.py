@@ -63,7 +63,7 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
         if not args.thread_id:
             return run_graph(graph, request, context=context, on_event=handle)
         from stores.checkpoint import open_checkpointer
-        from surfaces.resume import plan
+        from surfaces.resume import forget_refused, plan
 
         with open_checkpointer() as saver:
             checkpointed = builder.compile(checkpointer=saver)
@@ -72,7 +72,8 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
             graph_input, config = plan(checkpointed, request, config)
             if graph_input is None and not args.quiet:
                 print(f"resuming the unfinished run of thread {args.thread_id}", file=sys.stderr)
-            return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
+            with forget_refused(checkpointed, config):
+                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
 
 
 def json_result(out: dict[str, Any]) -> dict[str, Any]:

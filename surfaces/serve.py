@@ -48,6 +48,7 @@ from pydantic import BaseModel, create_model
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nodes.ingest import check_input_sizes, detach_text
 from stores.models import ChatFactory, run_config, use_chat_model
 from stores.settings import (
     InputError,
@@ -73,7 +74,7 @@ from surfaces.access import (
     served_fields,
     thread_key,
 )
-from surfaces.resume import Plan
+from surfaces.resume import Plan, aforget_refused, forget_refused
 
 
 @asynccontextmanager
@@ -287,8 +288,14 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return create_model(base.__name__, **fields_)  # type: ignore[call-overload, no-any-return]
 
     def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
+        """The input and config a run starts from: checked, the tenant's, and without document text.
+
+        Oversized questions are refused and a document's ``text`` is ingested here, before the run
+        writes its first checkpoint: the thread keeps the ``doc_id``, never the text.
+        """
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
+        check_input_sizes(value)
         if self.access is not None:
             tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
             value = self.access.check_input(value, tenant)
@@ -300,6 +307,9 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             # The tenant's own thread of that id: another tenant's id names another thread.
             configurable["thread_id"] = thread_key(tenant.name, str(configurable["thread_id"]))
             self.access.threads.claim(configurable["thread_id"], tenant.name, namespace)
+        schema = getattr(self.bound, "context_schema", None)
+        if schema is not None and getattr(self.bound, "checkpointer", None) is not None:
+            value = detach_text(value, schema.from_mapping(configurable))
         return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
 
     @staticmethod
@@ -339,32 +349,34 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = self._planned(input, config)
-        return super().invoke(value, config, **self._context(config, kwargs))
+        with forget_refused(self.bound, config):
+            return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         value, config = self._planned(input, config)
-        yield from super().stream(value, config, **self._context(config, kwargs))
+        with forget_refused(self.bound, config):
+            yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             async for chunk in super().astream(value, config, **self._context(config, kwargs)):
                 yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
                 yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             async for event in super().astream_events(value, config, **self._context(config, kwargs)):
                 yield event
 
@@ -378,7 +390,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
         def one(plan: Plan) -> Any:
             try:
-                return run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                with forget_refused(self.bound, plan[1]):
+                    return run(plan[0], plan[1], **self._context(plan[1], kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
@@ -396,7 +409,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
         async def one(plan: Plan) -> Any:
             try:
-                return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                async with aforget_refused(self.bound, plan[1]):
+                    return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc

@@ -104,7 +104,7 @@ def resolve_recall(
     """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report."""
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
     chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
-    hits = {h.chunk_id: h for h in chunk_store.get([f"{doc_id}:{c}" for c in chunk_ids])}
+    hits = {h.chunk_id: h for h in chunk_store.chunks(doc_id, chunk_ids)}
     known = [i.id for i in offload_store.list(session)]
     pieces: list[Piece] = []
     report: list[dict[str, Any]] = []

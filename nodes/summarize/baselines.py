@@ -82,7 +82,7 @@ def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, An
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     store = get_store(ctx.namespace, ctx.embedder)
-    hit = store.get([f"{state['doc_id']}:{state['chunk_id']}"])[0]
+    hit = store.chunks(state["doc_id"], [state["chunk_id"]])[0]
     lang = state["lang"]
     system = prompts.render("summarize/map", lang, language=language_name(lang))
     user = prompts.render(
@@ -186,7 +186,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
-    hit = get_store(ctx.namespace, ctx.embedder).get([f"{state['doc_id']}:{cid}"])[0]
+    hit = get_store(ctx.namespace, ctx.embedder).chunks(state["doc_id"], [cid])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
     system = writing_prompt("summarize/refine", lang, length=length, fmt=state.get("format", "paragraphs"))
     user = prompts.render(

@@ -63,7 +63,7 @@ def evidence_for(store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]
     for sentence in batch:
         for cid in sentence["citations"]:
             claims.setdefault(cid, []).append(sentence["text"])
-    hits = store.get([f"{doc_id}:{cid}" for cid in claims])
+    hits = store.chunks(doc_id, list(claims))
     blocks = [f"[{h.chunk_id}] {focus_snippet(h.text, ' '.join(claims[h.chunk_id]), chunk_tokens)}" for h in hits]
     return "\n\n".join(blocks)
 
@@ -126,8 +126,8 @@ def check_sentences(
     if mode == "off":
         return results
     checkable = [r for r in results if r["citations"]]
-    cited = dict.fromkeys(f"{doc_id}:{c}" for r in checkable for c in r["citations"])
-    sources = {h.chunk_id: h.text for h in store.get(list(cited))}
+    cited = dict.fromkeys(c for r in checkable for c in r["citations"])
+    sources = {h.chunk_id: h.text for h in store.chunks(doc_id, list(cited))}
     if checks != "model":
         for entry in checkable:
             entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))

@@ -123,21 +123,17 @@ def test_a_cut_short_ingest_resumes_without_reembedding(monkeypatch: pytest.Monk
     assert store.count(doc_id=result.doc_id, kind="chunk") == len(chunks)
 
 
-def test_embed_records_replaces_changed_and_stale_chunks() -> None:
+def test_embed_records_writes_every_record_in_batches() -> None:
     embedder = CountingEmbeddings()
-    store = VectorStore("stale", embedder)
+    store = VectorStore("batches", embedder)
     doc_id = "0123456789abcdef"
     paragraphs = [PARAGRAPH.format(day="Sunday", n=i) * 2 for i in range(10)]
-    old = chunk_records(doc_id, chunk_text("\n\n".join(paragraphs), chunk_size=50, chunk_overlap=0))
-    assert embed_records(store, old) == len(old) > 5
-    edited = [*paragraphs[:5], "A new paragraph about the valve."]
-    new = chunk_records(doc_id, chunk_text("\n\n".join(edited), chunk_size=50, chunk_overlap=0))
-    same = sum(1 for a, b in zip(old, new, strict=False) if a.id == b.id and a.text == b.text)
-    assert 0 < same < len(new) < len(old)
-    assert embed_records(store, new) == len(new) - same
-    assert embedder.embedded == len(old) + len(new) - same
-    assert sorted(h.id for h in store.by_doc(doc_id)) == sorted(r.id for r in new)
-    assert {h.text for h in store.by_doc(doc_id)} == {r.text for r in new}
+    records = chunk_records(doc_id, chunk_text("\n\n".join(paragraphs), chunk_size=50, chunk_overlap=0), "i1")
+    events: list[dict] = []
+    assert embed_records(store, records, progress=events.append, done=3, total=len(records) + 3) == len(records) > 5
+    assert embedder.embedded == len(records)
+    assert store.count(doc_id=doc_id, kind="chunk", index="i1") == len(records)
+    assert events[0]["done"] == 3 and events[-1]["done"] == events[-1]["total"] == len(records) + 3
 
 
 def test_cli_ingests_a_directory(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from deploy.cluster import chroma_binary, chroma_server
 from stores.documents import DocumentInfo, document_text, get_document, list_documents, save_document
 from stores.settings import InputError
-from stores.vectorstore import Record, VectorStore, check_namespace, get_client, get_store, reset_stores
+from stores.vectorstore import Record, VectorStore, check_namespace, get_store, reset_stores
+from tests.backends import backend, chroma_url
 
-
-@pytest.fixture(scope="module")
-def chroma_url() -> Iterator[str]:
-    if chroma_binary() is None:
-        pytest.skip("the chroma command is not installed (make install)")
-    with tempfile.TemporaryDirectory(prefix="longdoc-chroma-") as folder, chroma_server(Path(folder)) as url:
-        yield url
-
-
-@pytest.fixture(
-    autouse=True, params=["local", pytest.param("server", marks=[pytest.mark.enable_socket, pytest.mark.integration])]
-)
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Every test once on the local directory, once on a Chroma server (emptied after each test)."""
-    if request.param == "local":
-        yield "local"
-        return
-    monkeypatch.setenv("LONGDOC_CHROMA_URL", request.getfixturevalue("chroma_url"))
-    reset_stores()
-    yield "server"
-    client = get_client()
-    for collection in client.list_collections():
-        client.delete_collection(collection.name)
-    reset_stores()
+__all__ = ["backend", "chroma_url"]  # fixtures
 
 
 def _records(doc_id: str, texts: list[str]) -> list[Record]:
