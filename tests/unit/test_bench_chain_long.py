@@ -21,6 +21,7 @@ from bench.chain_long import (
 from bench.qa_data import Paragraph, QAItem
 from doubles.chat import ScriptedChatModel
 from stores.models import use_chat_model
+from tests.fakes import quoting
 
 
 def item(n: int, words: int = 30) -> QAItem:
@@ -63,10 +64,7 @@ def test_supporting_chunks_and_recall() -> None:
 
 
 def scripted() -> ScriptedChatModel:
-    def worker(messages: list) -> str:
-        piece = str(messages[-1].content).split("Your piece", 1)[1]
-        found = [w.rstrip(".") for w in piece.split() if w.startswith("River")]
-        return json.dumps({"facts": [f"It lies on {found[0]}."] if found else [], "missing": "" if found else "river"})
+    worker = quoting([("River", "")], otherwise="river")
 
     def answer(messages: list) -> str:
         text = " ".join(str(m.content) for m in messages)

@@ -3,11 +3,9 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
 from graphs.chain import graph
@@ -228,7 +226,9 @@ def test_anytime_reading_stops_when_nothing_is_missing(falcon: str) -> None:
 def test_one_worker_reads_the_best_passages_of_several_chunks(falcon: str) -> None:
     model = fake()
     with use_chat_model(model):
-        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"floor": -9.0, "confirm": 0})
+        out = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon}, context={"floor": -9.0, "confirm": 0}
+        )
     shown = shown_sentences(model.calls[0])
     assert len({label.split(".")[0] for label, _ in shown}) >= 3  # one call, passages of several chunks
     assert out["usage"]["worker"]["calls"] == 1 and out["stopped"] == "complete"
@@ -302,9 +302,7 @@ def test_chunks_below_the_floor_are_skipped_without_a_call(falcon: str) -> None:
 
 
 def test_best_first_follows_what_the_quotes_say_is_missing(falcon: str) -> None:
-    reply = quoting(
-        [("procurement", ""), ("euros", "who manages procurement")], otherwise="who manages procurement"
-    )
+    reply = quoting([("procurement", ""), ("euros", "who manages procurement")], otherwise="who manages procurement")
     model = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=reply)
     context = {"floor": -9.0, "confirm": 0, "batch_tokens": 20, "passage_tokens": 20, "tree_weight": 0.0}
     with use_chat_model(model):

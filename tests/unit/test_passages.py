@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import numpy as np
+
+from bench.chain_long import SentenceMap, answer_policy
+from bench.qa_data import Paragraph
+from nodes.chain import Answer, is_inferred, supporting_quotes, valid_citations
+from nodes.ordering.tree import ChowLiuTree
+from nodes.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
+from nodes.reading import ReadingPolicy, chunk_bonus, next_batch
+
+CHUNKS = [
+    ("c0", "Alpha is one. Beta is two.\n\nGamma is three."),
+    ("c1", "Gamma is three. Delta is four.\n\nEpsilon is five."),  # opens with the overlap of c0
+]
+
+
+def test_passages_number_sentences_per_chunk_and_leave_out_the_overlap() -> None:
+    passages = split_passages(CHUNKS, passage_tokens=120)
+    assert [(p.chunk_id, p.labels) for p in passages] == [
+        ("c0", ["c0.1", "c0.2"]),
+        ("c0", ["c0.3"]),
+        ("c1", ["c1.2"]),  # c1.1 repeats c0.3: left out, but the numbering keeps it
+        ("c1", ["c1.3"]),
+    ]
+    assert passages[0].labelled() == "[c0.1] Alpha is one. [c0.2] Beta is two."
+    assert passages[2].span == "c1.2-2" and span_labels("c0.1-3") == ["c0.1", "c0.2", "c0.3"]
+
+
+def test_a_chunk_that_only_repeats_the_previous_one_is_kept() -> None:
+    passages = split_passages([("c0", "Same words here."), ("c1", "Same words here.")])
+    assert [p.chunk_id for p in passages] == ["c0", "c1"]
+
+
+def test_passages_stay_within_their_size_and_long_sentences_are_cut() -> None:
+    text = " ".join(f"word{i}" for i in range(200)) + "."
+    passages = split_passages([("c0", f"Short one. Short two. {text}")], passage_tokens=30)
+    assert all(p.tokens <= 40 for p in passages)
+    assert " ".join(p.text for p in passages).split() == f"Short one. Short two. {text}".split()
+    labels = [label for p in passages for label in p.labels]
+    assert labels == [f"c0.{i}" for i in range(1, len(labels) + 1)]
+
+
+def test_quotes_are_checked_against_the_sentences_shown() -> None:
+    shown = sentence_index(split_passages(CHUNKS)[:2])
+    checked = check_quotes(["c0.2", "[c0.1]", "c9.9", "c0.2", "Gamma is three", "Zeta is six, said nobody."], shown)
+    assert checked.kept == ["c0.2", "c0.1", "c0.3"]
+    assert checked.dropped == 2  # a label never shown and a text that is in no sentence
+
+
+def test_next_batch_takes_the_best_passages_that_fit_best_first() -> None:
+    scores = np.array([0.1, 2.0, -1.0, 1.5, 0.9])
+    tokens = [10, 30, 10, 30, 10]
+    assert next_batch(scores, tokens, [], 50, floor=-0.5) == [1, 4, 0]
+    assert next_batch(scores, tokens, [1], 50, floor=-0.5) == [3, 4, 0]
+    assert next_batch(scores, tokens, [], 20, floor=-0.5) == [4, 0]
+    assert next_batch(scores, tokens, [], 5, floor=-0.5) == []
+    assert next_batch(scores, tokens, [], 5, floor=-0.5, at_least_one=True) == [1]
+    assert next_batch(scores, tokens, [], 100, floor=None) == [1, 3, 4, 0, 2]
+
+
+def test_chunk_bonus_favours_tree_neighbours_of_what_was_read() -> None:
+    tree = ChowLiuTree(n=4, edges=[(0, 1, 0.9), (1, 2, 0.5), (2, 3, 0.1)])
+    policy = ReadingPolicy(tree_weight=1.0, jump_penalty=2.0)
+    assert chunk_bonus(tree, [], policy).tolist() == [0, 0, 0, 0]
+    bonus = chunk_bonus(tree, [1], policy)
+    assert bonus[1] == 0 and bonus[3] == -2.0
+    assert bonus[0] > bonus[2] > -2.0  # the stronger edge gives the larger bonus
+
+
+def test_citations_quotes_and_inference_come_from_the_labels() -> None:
+    notes = ["[c0.1] Alpha is one.\n[c1.2] Delta is four."]
+    answer = Answer(answer="four", evidence=["c1.2", "c7.1"], explanation="Delta [c1.2].")
+    assert valid_citations(answer, ["c0", "c1"], notes) == ["c1"]
+    assert supporting_quotes(answer, notes) == ["[c1.2] Delta is four."]
+    assert not is_inferred("four", supporting_quotes(answer, notes))
+    assert is_inferred("Alpha and Delta are siblings", supporting_quotes(answer, notes))
+    unknown = Answer(answer="unknown")
+    assert valid_citations(unknown, ["c0", "c1"], notes) == [] and supporting_quotes(unknown, notes) == []
+    assert not is_inferred("unknown", [])
+    bare = Answer(answer="one")  # cites nothing: credited to every quoted chunk
+    assert valid_citations(bare, ["c0", "c1"], notes) == ["c0", "c1"]
+
+
+def test_bench_evidence_counts_the_sentences_a_run_read() -> None:
+    paragraphs = [Paragraph("A", "Alpha is one. Beta is two.", True), Paragraph("B", "Gamma is three.", False)]
+    chunks = [("c0", "A: Alpha is one. Beta is two.\n\nB: Gamma is three.")]
+    sentences = SentenceMap(chunks)
+    assert sentences.recall(paragraphs, {"passages": ["c0.1-2"]}) == 1.0
+    assert sentences.recall(paragraphs, {"passages": ["c0.3-3"]}) == 0.0
+    assert sentences.recall(paragraphs, {"passages": None, "read": ["c0"]}) == 1.0  # a whole chunk read
+    assert sentences.recall([paragraphs[1]], {"passages": []}) is None
+
+
+def test_answer_policy_reports_both_sides() -> None:
+    rows = [
+        {"prediction": "Paris", "answers": ["Paris"], "evidence": 1.0, "inferred": False, "dropped": 1},
+        {"prediction": "Lyon", "answers": ["Paris"], "evidence": 0.5, "inferred": True, "dropped": 0},
+        {"prediction": "unknown", "answers": ["Paris"], "evidence": 1.0, "dropped": 0},
+        {"prediction": "unknown", "answers": ["Paris"], "evidence": 0.0, "dropped": 2},
+    ]
+    policy = answer_policy(rows)
+    assert policy["answered"] == 0.5 and policy["f1_answered"] == 0.5
+    assert policy["unknown_with_evidence"] == 0.5 and policy["inferred"] == 1 and policy["dropped_quotes"] == 3
+
+
+def test_passage_index_scores_by_bm25() -> None:
+    index = build_passage_index(CHUNKS)
+    scores = index.lexical("delta four")
+    assert int(np.argmax(scores)) == 2 and index.chunks.tolist() == [0, 0, 1, 1]
+    assert index.of_chunk(1) == [2, 3] and index.lexical("").tolist() == [0, 0, 0, 0]
