@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
         "--budget",
         type=int,
         default=None,
-        help=f"tokens of document text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
+        help=f"tokens of text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
     )
     p.add_argument(
         "--hop-budget",
