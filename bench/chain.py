@@ -276,6 +276,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         markdown_table,
         ordering_recall,
         paired,
+        passage_recall,
         read_journal,
         run_long,
         setup_version,
@@ -296,7 +297,12 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     if methods:
         for words in [0, *_sizes(args.sizes)]:
             run_long(items, pool, journal, methods, budget=budget, words=words, embedder=args.embedder)
-    ordering = ordering_recall(items, embedder=args.embedder) if args.long_ordering else None
+    ordering = None
+    if args.long_ordering:
+        ordering = {
+            **ordering_recall(items, embedder=args.embedder),
+            "passages": passage_recall(items, budget, embedder=args.embedder),
+        }
     current = {m: setup_version(m) for m in METHODS}
     rows = [
         r

