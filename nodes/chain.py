@@ -13,10 +13,10 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 import prompts
 from nodes.ingest import index_document
@@ -151,10 +151,18 @@ def plan_orders(
     return orders
 
 
+SentenceLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^c[0-9]+[.][0-9]+$"})]
+"""A sentence label such as ``c3.2``: the schema shown to the model asks for labels only (a grammar-constrained
+endpoint can then write nothing else, and no sentence is copied out token by token); what comes back is still
+read leniently by :func:`nodes.passages.check_quotes`."""
+
+
 class WorkerQuotes(BaseModel):
     """What one worker adds to the evidence: the sentences it quotes, and what is still missing."""
 
-    quotes: list[str] = Field(default_factory=list, description="labels of the sentences that help, e.g. c3.2")
+    quotes: list[SentenceLabel] = Field(
+        default_factory=list, description="labels of the sentences that help, e.g. c3.2"
+    )
     missing: str = Field(default="", description="what is still needed to answer the question")
 
 

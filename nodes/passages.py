@@ -24,6 +24,7 @@ import numpy as np
 from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
 
 _LABEL = re.compile(r"^\s*\[?\s*(c\d+\.\d+)\s*\]?\s*$")
+_LABELS_IN = re.compile(r"\[(c\d+\.\d+)\]")
 _SPACE = re.compile(r"\s+")
 
 
@@ -164,16 +165,15 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
     dropped = 0
     normalised = {label: _norm(text) for label, text in shown.items()}
     for reply in replies:
-        match = _LABEL.match(reply)
-        if match:
-            label = match.group(1)
-            if label in shown:
-                if label not in kept:
+        labels = [m.group(1) for m in (_LABEL.match(reply),) if m] or _LABELS_IN.findall(reply)
+        if labels:  # a label, or sentences copied behind their labels: the labels say which
+            for label in labels:
+                if label not in shown:
+                    dropped += 1
+                elif label not in kept:
                     kept.append(label)
-            else:
-                dropped += 1
             continue
-        quote = _norm(re.sub(r"^\s*\[c\d+\.\d+\]\s*", "", reply)).strip(" .\"'")
+        quote = _norm(reply).strip(" .\"'")
         hits = [label for label, text in normalised.items() if len(quote) >= 12 and (quote in text or text in quote)]
         if not hits:
             dropped += 1

@@ -46,6 +46,8 @@ def test_quotes_are_checked_against_the_sentences_shown() -> None:
     checked = check_quotes(["c0.2", "[c0.1]", "c9.9", "c0.2", "Gamma is three", "Zeta is six, said nobody."], shown)
     assert checked.kept == ["c0.2", "c0.1", "c0.3"]
     assert checked.dropped == 2  # a label never shown and a text that is in no sentence
+    copied = check_quotes(["[c0.3] Gamma is three. [c0.1] Alpha is one.", "[c4.4] Made up."], shown)
+    assert copied.kept == ["c0.3", "c0.1"] and copied.dropped == 1  # sentences copied behind their labels
 
 
 def test_next_batch_takes_the_best_passages_that_fit_best_first() -> None:
