@@ -161,9 +161,13 @@ class WorkerQuotes(BaseModel):
     """What one worker adds to the evidence: the sentences it quotes, and what is still missing."""
 
     quotes: list[SentenceLabel] = Field(
-        default_factory=list, description="labels of the sentences that help, e.g. c3.2"
+        default_factory=list,
+        description="labels of the sentences that help, e.g. c3.2",
+        json_schema_extra={"maxItems": 12},  # schema only: a longer list is cut, not refused
     )
-    missing: str = Field(default="", description="what is still needed to answer the question")
+    missing: str = Field(
+        default="", description="what is still needed to answer the question", json_schema_extra={"maxLength": 300}
+    )
 
 
 def compose_evidence(previous: str, labels: Sequence[str], shown: dict[str, str], max_tokens: int) -> str:
@@ -204,6 +208,18 @@ class WorkerResult:
     """Quotes that named no sentence the worker was shown."""
 
 
+def with_context(labels: Sequence[str], passages: Sequence[Passage]) -> list[str]:
+    """The quoted labels, each preceded by the first sentence of its passage (which names what the
+    passage is about, so a quote that says "it" or "he" keeps its subject)."""
+    opening = {label: p.labels[0] for p in passages for label in p.labels}
+    out: list[str] = []
+    for label in labels:
+        for one in (opening.get(label, label), label):
+            if one not in out:
+                out.append(one)
+    return out
+
+
 def worker_step(
     llm: LLM,
     *,
@@ -227,7 +243,7 @@ def worker_step(
     )
     reply = llm.structured(messages(system, user), WorkerQuotes, max_tokens=max_tokens)
     checked = check_quotes(reply.quotes[: max(quotes, 1) * 2], shown)
-    updated = compose_evidence(notes, checked.kept, shown, max_evidence_tokens)
+    updated = compose_evidence(notes, with_context(checked.kept, passages), shown, max_evidence_tokens)
     relevant = updated != notes
     missing = " ".join(reply.missing.split())
     if nothing_missing(missing):

@@ -311,7 +311,8 @@ def test_best_first_follows_what_the_quotes_say_is_missing(falcon: str) -> None:
     assert any("euros" in s for _, s in first) and not any("procurement" in s for _, s in first)
     assert any("procurement" in s for _, s in second)  # reached through the missing text
     assert out["stopped"] == "complete" and out["usage"]["worker"]["calls"] == 2
-    assert [q.split("]")[0] for q in out["notes"][0].splitlines()] == ["[c1.1", "[c2.2"]
+    # the quote and the opening sentence of its passage
+    assert [q.split("]")[0] for q in out["notes"][0].splitlines()] == ["[c1.1", "[c2.1", "[c2.2"]
 
 
 def test_the_manager_sees_the_quotes_not_what_was_missing(falcon: str) -> None:

@@ -4,7 +4,7 @@ import numpy as np
 
 from bench.chain_long import SentenceMap, answer_policy
 from bench.qa_data import Paragraph
-from nodes.chain import Answer, is_inferred, supporting_quotes, valid_citations
+from nodes.chain import Answer, is_inferred, supporting_quotes, valid_citations, with_context
 from nodes.ordering.tree import ChowLiuTree
 from nodes.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
 from nodes.reading import ReadingPolicy, chunk_bonus, next_batch
@@ -128,3 +128,9 @@ def test_passage_recall_reaches_more_evidence_than_whole_chunks_in_one_budget() 
     )
     result = passage_recall([item], budget=200, embedder="hash", sizes=(60,))
     assert result["items"] == 1 and result["passages-60"] == 1.0 and result["chunks"] < 1.0
+
+
+def test_a_quote_keeps_the_opening_sentence_of_its_passage() -> None:
+    passages = split_passages(CHUNKS)
+    assert with_context(["c0.2", "c1.3", "c0.1"], passages) == ["c0.1", "c0.2", "c1.3"]
+    assert with_context(["c9.9"], passages) == ["c9.9"]
