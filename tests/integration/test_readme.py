@@ -52,7 +52,7 @@ def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[st
     if "127.0.0.1:8000" in code:
         api = free_port()
         server, _server_log = spawn(
-            [sys.executable, "-m", "uvicorn", "graphs.serve:app", "--host", "127.0.0.1", "--port", str(api)], env
+            [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(api)], env
         )
         wait_http(f"http://127.0.0.1:{api}/health", timeout=120, proc=server)
         code = code.replace("127.0.0.1:8000", f"127.0.0.1:{api}")

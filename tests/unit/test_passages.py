@@ -2,12 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.chain_long import SentenceMap, answer_policy
-from bench.qa_data import Paragraph
-from nodes.chain import Answer, is_inferred, supporting_quotes, valid_citations, with_context
-from nodes.ordering.tree import ChowLiuTree
-from nodes.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
-from nodes.reading import ReadingPolicy, chunk_bonus, next_batch
+from nodes.chain.core import Answer, is_inferred, supporting_quotes, valid_citations, with_context
+from nodes.chain.ordering.tree import ChowLiuTree
+from nodes.chain.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
+from nodes.chain.reading import ReadingPolicy, chunk_bonus, next_batch
 
 CHUNKS = [
     ("c0", "Alpha is one. Beta is two.\n\nGamma is three."),
@@ -84,50 +82,11 @@ def test_citations_quotes_and_inference_come_from_the_labels() -> None:
     assert valid_citations(bare, ["c0", "c1"], notes) == ["c0", "c1"]
 
 
-def test_bench_evidence_counts_the_sentences_a_run_read() -> None:
-    paragraphs = [Paragraph("A", "Alpha is one. Beta is two.", True), Paragraph("B", "Gamma is three.", False)]
-    chunks = [("c0", "A: Alpha is one. Beta is two.\n\nB: Gamma is three.")]
-    sentences = SentenceMap(chunks)
-    assert sentences.recall(paragraphs, {"passages": ["c0.1-2"]}) == 1.0
-    assert sentences.recall(paragraphs, {"passages": ["c0.3-3"]}) == 0.0
-    assert sentences.recall(paragraphs, {"passages": None, "read": ["c0"]}) == 1.0  # a whole chunk read
-    assert sentences.recall([paragraphs[1]], {"passages": []}) is None
-
-
-def test_answer_policy_reports_both_sides() -> None:
-    rows = [
-        {"prediction": "Paris", "answers": ["Paris"], "evidence": 1.0, "inferred": False, "dropped": 1},
-        {"prediction": "Lyon", "answers": ["Paris"], "evidence": 0.5, "inferred": True, "dropped": 0},
-        {"prediction": "unknown", "answers": ["Paris"], "evidence": 1.0, "dropped": 0},
-        {"prediction": "unknown", "answers": ["Paris"], "evidence": 0.0, "dropped": 2},
-    ]
-    policy = answer_policy(rows)
-    assert policy["answered"] == 0.5 and policy["f1_answered"] == 0.5
-    assert policy["unknown_with_evidence"] == 0.5 and policy["inferred"] == 1 and policy["dropped_quotes"] == 3
-
-
 def test_passage_index_scores_by_bm25() -> None:
     index = build_passage_index(CHUNKS)
     scores = index.lexical("delta four")
     assert int(np.argmax(scores)) == 2 and index.chunks.tolist() == [0, 0, 1, 1]
     assert index.of_chunk(1) == [2, 3] and index.lexical("").tolist() == [0, 0, 0, 0]
-
-
-def test_passage_recall_reaches_more_evidence_than_whole_chunks_in_one_budget() -> None:
-    from bench.chain_long import passage_recall
-    from bench.qa_data import QAItem
-
-    filler = [Paragraph(f"Filler {i}", " ".join(f"f{i}w{j}" for j in range(120)) + ".", False) for i in range(12)]
-    gold = [
-        Paragraph("Lyon", "Lyon lies on the Rhone river in France.", True),
-        Paragraph("Rhone", "The Rhone river rises in the Alps of Switzerland.", True),
-    ]
-    paragraphs = [filler[0], gold[0], *filler[1:7], gold[1], *filler[7:]]
-    item = QAItem(
-        id="x", source="t", question="Where does the river of Lyon rise?", answers=["Alps"], paragraphs=paragraphs
-    )
-    result = passage_recall([item], budget=200, embedder="hash", sizes=(60,))
-    assert result["items"] == 1 and result["passages-60"] == 1.0 and result["chunks"] < 1.0
 
 
 def test_a_quote_keeps_the_opening_sentence_of_its_passage() -> None:

@@ -1,0 +1,323 @@
+"""The orderer and the planner: which chunk each chain reads next, and when reading stops.
+
+The orderer resolves the document (``doc_id``, or a ``path`` or ``text`` it ingests), loads (or
+builds and caches) the Chow-Liu tree over its chunks and, for fixed orders, plans the order(s).
+Before every worker the planner chooses the next chunk (best-first along the tree, scored by the
+question and by what the notes say is still missing; or the next chunk of a fixed order) or ends
+the chain: when the notes answer the question (``complete``), when the next chunk would exceed the
+reading budget (``budget``), or when nothing above the relevance floor is left (``end``). See
+:mod:`nodes.chain.reading` for the scores.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from langgraph.runtime import Runtime
+
+from graphs.chain.state import CHUNK_TOKENS, ChainContext, ChainState
+from graphs.context import validate
+from nodes.chain.core import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
+from nodes.chain.ordering.traverse import multi_roots
+from nodes.chain.passages import PassageIndex, build_passage_index
+from nodes.chain.reading import ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
+from nodes.ingest import input_namespace, resolve_document
+from nodes.retrieval import index_key, lexical_index
+from stores.settings import InputError, check_question
+from stores.text import truncate_tokens
+from stores.vectorstore import get_store
+
+
+def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
+    """Ingest if needed, load or build the Chow-Liu tree, and plan the chains."""
+    ctx = runtime.context or ChainContext()
+    validate(ctx)
+    question = check_question(state.get("question") or "")
+    namespace = input_namespace(state, ctx)
+    doc_id = resolve_document(state, ctx, runtime.stream_writer)
+    store = get_store(namespace, ctx.embedder)
+    doc = document_vectors(store, doc_id)
+    tree, cached = cached_tree(
+        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
+    )
+    sims = query_similarity(store, doc, question)
+    ids = doc.chunk_ids
+    if ctx.order == "best-first":
+        starts = multi_roots(tree, sims, n_roots=ctx.roots) if ctx.roots > 1 else []
+        plan = [[ids[r]] for r in starts] or [[]]
+    else:
+        orders = plan_orders(
+            ctx.order,
+            tree=tree,
+            doc=doc,
+            query_sim=sims,
+            root=ctx.root,
+            children=ctx.children,
+            seed=ctx.seed,
+            roots=ctx.roots,
+        )
+        plan = [[ids[i] for i in o] for o in orders]
+    runtime.stream_writer(
+        {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
+    )
+    return {
+        "question": question,
+        "doc_id": doc_id,
+        "path": "",
+        "text": "",
+        "namespace": namespace,
+        "language": doc.info.language,
+        "chunk_ids": ids,
+        "plan": plan,
+        "order": [],
+        "read": [],
+        "passages": [],
+        "skipped": [],
+        "stops": [],
+        "dropped": 0,
+        "batch": [],
+        "tree": [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges],
+        "chain": 0,
+        "notes": [],
+        **fresh_chain(),
+    }
+
+
+def fresh_chain() -> dict[str, Any]:
+    return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0, "extended": 0, "taken": []}
+
+
+def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:
+    """Cosine similarity of every chunk to ``text`` (query vectors kept per process: a chain re-asks them)."""
+    key = (store.space, text)
+    q = _VECTORS.get(key)
+    if q is None:
+        if len(_VECTORS) >= _VECTORS_MAX:
+            _VECTORS.clear()
+        q = _VECTORS[key] = np.asarray(store.embedder.embed_query(text), dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    norms[norms == 0] = 1.0
+    return (matrix @ q) / norms
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}
+_VECTORS_MAX = 512
+
+
+@dataclass
+class Reading:
+    """What the planner reads a document with: its vectors, tree, BM25 index and passages."""
+
+    store: Any
+    doc: DocumentVectors
+    tree: Any
+    passages: PassageIndex
+
+    def chunk_match(self, text: str) -> np.ndarray:
+        """Standardised dense + BM25 match of every chunk to ``text``."""
+        lexical = lexical_index(self.store, self.doc.info.doc_id).scores(text)
+        return match(_similarity(self.store, self.doc.matrix, text), np.asarray(lexical, dtype=np.float64))
+
+    def passage_match(self, text: str) -> np.ndarray:
+        """Per passage: its chunk's standardised cosine to ``text`` averaged with its own standardised BM25 score."""
+        dense = _similarity(self.store, self.doc.matrix, text)[self.passages.chunks]
+        return match(dense, self.passages.lexical(text))
+
+    def relevance(self, state: ChainState, missing: str, *, passages: bool) -> np.ndarray:
+        """Relevance to the question and to what is missing (per passage, or per chunk)."""
+        score = self.passage_match if passages else self.chunk_match
+        return relevance(*(score(text) for text in (state["question"], missing) if text))
+
+
+def _choose(state: ChainState, ctx: ChainContext, chain: int, chain_state: dict[str, Any], reading: Reading) -> Choice:
+    """The next batch of passages of one chain, or why it stops."""
+    ids = state["chunk_ids"]
+    order = state.get("order") or []
+    read = order[chain] if chain < len(order) else []
+    if ctx.early_stop and not ctx.read_all and read and chain_state["streak"] > ctx.confirm:
+        return Choice([], "complete")
+    if ctx.max_chunks and len(read) >= ctx.max_chunks:
+        return Choice([], "budget")
+    index = {cid: i for i, cid in enumerate(ids)}
+    floor = None if ctx.read_all else ctx.floor
+    passages = reading.passages
+    if ctx.order == "best-first":
+        return _best_first(state, ctx, chain, chain_state, reading, [index[c] for c in read], floor)
+    rel = reading.relevance(state, chain_state["missing"], passages=False)
+    nxt, chain_state["pos"], passed = next_in_plan(
+        [index[c] for c in state["plan"][chain]], chain_state["pos"], rel, floor
+    )
+    skipped = [ids[i] for i in passed]
+    if nxt is None:
+        return Choice([], "end", skipped)
+    batch = [i for i in passages.of_chunk(nxt) if i not in set(chain_state["taken"])]
+    cost = sum(passages.tokens[i] for i in batch)
+    if ctx.budget and not ctx.read_all and read and chain_state["spent"] + cost > ctx.budget:
+        return Choice([], "budget", skipped)
+    return Choice(batch, None, skipped)
+
+
+def _best_first(
+    state: ChainState,
+    ctx: ChainContext,
+    chain: int,
+    chain_state: dict[str, Any],
+    reading: Reading,
+    read: list[int],
+    floor: float | None,
+) -> Choice:
+    """Best-first reading: the most relevant passages of the whole document, the tree favouring
+    the chunks next to those read; the budget extended once while a worker names a missing piece."""
+    passages = reading.passages
+    rel = reading.relevance(state, chain_state["missing"], passages=True)
+    policy = ReadingPolicy(ctx.tree_weight, ctx.jump_penalty, floor)
+    scores = rel + chunk_bonus(reading.tree, read, policy)[passages.chunks]
+    plan = state["plan"][chain]
+    if not read and plan:  # multi-root voting: this chain starts in its own root's chunk
+        start = state["chunk_ids"].index(plan[0])
+        scores = np.where(passages.chunks == start, scores + 10.0, scores)
+    room = ctx.batch_tokens
+    limit = ctx.budget + chain_state["extended"] if ctx.budget and not ctx.read_all else 0
+    reason = "budget" if not chain_state["extended"] else "hop-budget"
+    if limit:
+        left = limit - chain_state["spent"]
+        if left < room and chain_state["missing"] and not chain_state["extended"] and ctx.hop_budget:
+            chain_state["extended"] = ctx.hop_budget
+            left += ctx.hop_budget
+            reason = "hop-budget"
+        room = min(room, left)
+    batch = next_batch(scores, passages.tokens, chain_state["taken"], room, floor, at_least_one=not read)
+    if ctx.max_chunks:
+        batch = _within_chunks(batch, passages.chunks, read, ctx.max_chunks)
+    if batch:
+        return Choice(batch, None, [])
+    untaken = [i for i in range(len(passages.passages)) if i not in set(chain_state["taken"])]
+    above = [i for i in untaken if floor is None or scores[i] >= floor]
+    if not above:
+        return Choice([], "end", _unread_chunks(state, read, passages.chunks))
+    return Choice([], reason if limit else "end", [])
+
+
+def _within_chunks(batch: list[int], chunks: np.ndarray, read: list[int], most: int) -> list[int]:
+    """The passages of ``batch`` (best first) whose chunks keep the chunks read at ``most``."""
+    seen = set(read)
+    kept = []
+    for i in batch:
+        chunk = int(chunks[i])
+        if chunk not in seen and len(seen) >= most:
+            continue
+        seen.add(chunk)
+        kept.append(i)
+    return kept
+
+
+def _unread_chunks(state: ChainState, read: list[int], chunks: np.ndarray) -> list[str]:
+    """Chunks none of whose passages were read (passed over when a chain ends for lack of anything relevant)."""
+    ids = state["chunk_ids"]
+    return [ids[i] for i in range(len(ids)) if i not in set(read)]
+
+
+@dataclass
+class Choice:
+    """The planner's choice for one chain: the passages to read next, or why the chain stops."""
+
+    batch: list[int]
+    reason: str | None
+    skipped: list[str] = field(default_factory=list)
+
+
+_READING: OrderedDict[tuple[Any, ...], Reading] = OrderedDict()
+_READING_MAX = 8
+_READING_LOCK = threading.Lock()
+
+
+def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
+    """The document's vectors, Chow-Liu tree and passages, kept per process between the planner's steps
+    (keyed by the chunk count and chunking of the document, so a re-ingest is seen)."""
+    count = store.count(doc_id=doc_id, kind="chunk")
+    key = (
+        *index_key(store, doc_id, count),
+        ctx.sharpen,
+        tuple(ctx.extra_embedders),
+        ctx.exact_max,
+        ctx.passage_tokens,
+    )
+    with _READING_LOCK:
+        if key in _READING:
+            _READING.move_to_end(key)
+            return _READING[key]
+    doc = document_vectors(store, doc_id)
+    tree, _ = cached_tree(
+        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
+    )
+    hits = lexical_index(store, doc_id).hits
+    chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
+    reading = Reading(store, doc, tree, build_passage_index(chunks, ctx.passage_tokens))
+    with _READING_LOCK:
+        _READING[key] = reading
+        while len(_READING) > _READING_MAX:
+            _READING.popitem(last=False)
+    return reading
+
+
+def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
+    """Choose the next passages of the current chain, or end it (and start the next chain, or hand over)."""
+    ctx = runtime.context or ChainContext()
+    store = get_store(state["namespace"], ctx.embedder)
+    reading = reading_inputs(store, state["doc_id"], ctx)
+    if reading.doc.chunk_ids != state["chunk_ids"]:
+        raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
+    chain = state["chain"]
+    chain_state: dict[str, Any] = {k: state.get(k, v) for k, v in fresh_chain().items()}
+    notes, stops = list(state.get("notes", [])), list(state.get("stops", []))
+    skipped = list(state.get("skipped", []))
+    read = set(state.get("read", []))
+    update: dict[str, Any] = {}
+    while chain < len(state["plan"]):
+        choice = _choose(state, ctx, chain, chain_state, reading)
+        skipped += [c for c in choice.skipped if c not in skipped and c not in read]
+        if choice.batch:
+            update.update({"chain": chain, **chain_state, "batch": choice.batch, "skipped": skipped})
+            return update
+        notes.append(chain_state["current"])
+        stops.append(choice.reason or "end")
+        runtime.stream_writer(
+            {"stage": "reading", "message": _stop_message(choice.reason or "end", state, chain, skipped)}
+        )
+        chain += 1
+        chain_state = fresh_chain()
+        update = {"notes": notes, "stops": stops}
+    return {**update, "chain": chain, **chain_state, "batch": [], "skipped": skipped, "stopped": _overall(stops)}
+
+
+def _overall(stops: list[str]) -> str:
+    """One stop reason for the run: budget if any chain ran out of it, else complete if any was, else end."""
+    for reason in ("budget", "hop-budget", "complete", "end"):
+        if reason in stops:
+            return reason
+    return "end"
+
+
+def _stop_message(reason: str, state: ChainState, chain: int, skipped: list[str]) -> str:
+    order = state.get("order") or []
+    read = len(order[chain]) if chain < len(order) else 0
+    what = {
+        "complete": "nothing is missing",
+        "budget": "reading budget reached",
+        "hop-budget": "reading budget and its extension for a missing piece reached",
+        "end": "nothing left",
+    }
+    prefix = f"chain {chain + 1}: " if len(state["plan"]) > 1 else ""
+    return (
+        f"{prefix}stopped ({reason}: {what[reason]}) after reading {read} of {len(state['chunk_ids'])} chunks, "
+        f"{len(skipped)} skipped"
+    )
+
+
+def next_step(state: ChainState) -> Literal["worker", "manager"]:
+    """Passages were chosen, or hand over to the manager."""
+    return "worker" if state.get("batch") else "manager"
