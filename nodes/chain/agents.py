@@ -37,6 +37,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
             quotes=ctx.quotes,
             max_tokens=ctx.worker_max_tokens,
             max_evidence_tokens=ctx.evidence_tokens,
+            previous_missing=state.get("missing", ""),
         )
     touched = list(dict.fromkeys(reading.passages.passages[i].chunk_id for i in batch))  # best passage first
     order = [list(o) for o in state.get("order") or []]

@@ -163,7 +163,7 @@ class WorkerQuotes(BaseModel):
     quotes: list[SentenceLabel] = Field(
         default_factory=list,
         description="labels of the sentences that help, e.g. c3.2",
-        json_schema_extra={"maxItems": 12},  # schema only: a longer list is cut, not refused
+        json_schema_extra={"maxItems": 8},  # schema only: a longer list is cut, not refused
     )
     missing: str = Field(
         default="", description="what is still needed to answer the question", json_schema_extra={"maxLength": 300}
@@ -208,6 +208,15 @@ class WorkerResult:
     """Quotes that named no sentence the worker was shown."""
 
 
+def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str], most: int) -> list[str]:
+    """At most ``most`` of the quoted labels, those whose sentences share a content word with the question
+    or with what is missing, the most overlapping first (a small model quotes unrelated sentences too)."""
+    words = set().union(*(content_words(t) for t in topics if t))
+    scored = [(len(content_words(shown[label]) & words), i, label) for i, label in enumerate(labels)]
+    chosen = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))[: max(most, 1)]
+    return [label for _, _, label in sorted(chosen, key=lambda x: x[1])]
+
+
 def with_context(labels: Sequence[str], passages: Sequence[Passage]) -> list[str]:
     """The quoted labels, each preceded by the first sentence of its passage (which names what the
     passage is about, so a quote that says "it" or "he" keeps its subject)."""
@@ -230,6 +239,7 @@ def worker_step(
     quotes: int = 6,
     max_tokens: int = 160,
     max_evidence_tokens: int = 700,
+    previous_missing: str = "",
 ) -> WorkerResult:
     """One worker: read a batch of passages with the evidence so far; quote what bears on the question."""
     shown = sentence_index(passages)
@@ -242,12 +252,13 @@ def worker_step(
         passages="\n\n".join(p.labelled() for p in passages),
     )
     reply = llm.structured(messages(system, user), WorkerQuotes, max_tokens=max_tokens)
-    checked = check_quotes(reply.quotes[: max(quotes, 1) * 2], shown)
-    updated = compose_evidence(notes, with_context(checked.kept, passages), shown, max_evidence_tokens)
-    relevant = updated != notes
+    checked = check_quotes(reply.quotes, shown)
     missing = " ".join(reply.missing.split())
     if nothing_missing(missing):
         missing = ""
+    kept = on_topic(checked.kept, shown, [question, missing, previous_missing], quotes)
+    updated = compose_evidence(notes, with_context(kept, passages), shown, max_evidence_tokens)
+    relevant = updated != notes
     has_quotes = bool(updated.strip())
     read = sum(count_tokens(p.text) for p in passages)
     return WorkerResult(updated, relevant, missing, has_quotes and not missing, read, checked.dropped)

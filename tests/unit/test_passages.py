@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nodes.chain.core import Answer, is_inferred, supporting_quotes, valid_citations, with_context
+from nodes.chain.core import Answer, is_inferred, on_topic, supporting_quotes, valid_citations, with_context
 from nodes.chain.ordering.tree import ChowLiuTree
 from nodes.chain.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
 from nodes.chain.reading import ReadingPolicy, chunk_bonus, next_batch
@@ -93,3 +93,13 @@ def test_a_quote_keeps_the_opening_sentence_of_its_passage() -> None:
     passages = split_passages(CHUNKS)
     assert with_context(["c0.2", "c1.3", "c0.1"], passages) == ["c0.1", "c0.2", "c1.3"]
     assert with_context(["c9.9"], passages) == ["c9.9"]
+
+
+def test_quotes_off_the_question_and_the_missing_piece_are_left_out() -> None:
+    shown = {"c0.1": "Alice leads the team.", "c0.2": "The airline was founded in 1946.", "c1.1": "Alice married Bob."}
+    assert on_topic(["c0.1", "c0.2", "c1.1"], shown, ["Who leads the team?", ""], 6) == ["c0.1"]
+    assert on_topic(["c0.1", "c0.2", "c1.1"], shown, ["Who leads the team?", "whom Alice married"], 6) == [
+        "c0.1",
+        "c1.1",
+    ]
+    assert on_topic(["c0.1", "c1.1"], shown, ["Alice team"], 1) == ["c0.1"]  # the most overlapping first
