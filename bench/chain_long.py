@@ -181,6 +181,10 @@ LEGACY_SETUPS = {"topk": "e25db8fc", "chain": "8c8f3845"}
 """Setups of journal rows written before keys named one: the prompts and defaults of that time."""
 
 
+READING_MODULES = ("core", "planner", "passages", "reading", "agents")
+"""Modules of ``nodes.chain`` whose source is part of a chain method's setup."""
+
+
 def setup_version(method: str) -> str:
     """Short hash of what a method's answers depend on besides the item: its prompts and, for the
     chains, the reading defaults. Part of every journal key, so a changed prompt or default is run
@@ -195,6 +199,8 @@ def setup_version(method: str) -> str:
         folder.joinpath(f"{name}.{lang}.txt").read_bytes() for name in names for lang in ("en", "zh")
     ]
     if method != "topk":
+        # the reading code itself: a change to how passages are chosen or quotes kept runs the questions afresh
+        parts += [resources.files("nodes.chain").joinpath(f"{name}.py").read_bytes() for name in READING_MODULES]
         ctx = ChainContext()
         parts.append(json.dumps([ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]))
         reading = [ctx.batch_tokens, ctx.passage_tokens, ctx.hop_budget, ctx.quotes, ctx.evidence_tokens]
