@@ -217,6 +217,15 @@ def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str]
     return [label for _, _, label in sorted(chosen, key=lambda x: x[1])]
 
 
+def closest(shown: dict[str, str], topics: Sequence[str], most: int = 2, least: int = 2) -> list[str]:
+    """The ``most`` shown sentences that share the most content words (at least ``least``) with the question
+    or the missing piece: what the worker is shown is quoted by its words too, not only by the model's choice."""
+    words = set().union(*(content_words(t) for t in topics if t))
+    scored = [(len(content_words(text) & words), i, label) for i, (label, text) in enumerate(shown.items())]
+    best = sorted((x for x in scored if x[0] >= least), key=lambda x: (-x[0], x[1]))[:most]
+    return [label for _, _, label in best]
+
+
 def with_context(labels: Sequence[str], passages: Sequence[Passage]) -> list[str]:
     """The quoted labels, each preceded by the first sentence of its passage (which names what the
     passage is about, so a quote that says "it" or "he" keeps its subject)."""
@@ -256,7 +265,8 @@ def worker_step(
     missing = " ".join(reply.missing.split())
     if nothing_missing(missing):
         missing = ""
-    kept = on_topic(checked.kept, shown, [question, missing, previous_missing], quotes)
+    topics = [question, missing, previous_missing]
+    kept = on_topic([*checked.kept, *closest(shown, topics)], shown, topics, quotes)
     updated = compose_evidence(notes, with_context(kept, passages), shown, max_evidence_tokens)
     relevant = updated != notes
     has_quotes = bool(updated.strip())

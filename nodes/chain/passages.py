@@ -26,6 +26,7 @@ from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_
 _LABEL = re.compile(r"^\s*\[?\s*(c\d+\.\d+)\s*\]?\s*$")
 _LABELS_IN = re.compile(r"\[(c\d+\.\d+)\]")
 _SPACE = re.compile(r"\s+")
+_OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,33 @@ def _norm(text: str) -> str:
 
 
 def chunk_paragraphs(text: str, max_tokens: int = 120) -> list[list[str]]:
-    """The sentences of a chunk, grouped by paragraph (blank lines), every line split into sentences;
+    """The sentences of a chunk, grouped by paragraph (blank lines), every line split into sentences
+    (hard-wrapped lines joined first);
     a sentence longer than ``max_tokens`` is cut into pieces of about that size (each a sentence of its own)."""
     out: list[list[str]] = []
     for block in re.split(r"\n\s*\n", text):
         sentences: list[str] = []
-        for line in block.split("\n"):
-            for sentence in split_sentences(line.strip()):
+        for line in _lines(block):
+            for sentence in split_sentences(line):
                 sentences.extend(_pieces(sentence, max_tokens))
         if sentences:
             out.append(sentences)
     return out
+
+
+def _lines(block: str) -> list[str]:
+    """The lines of a paragraph, a hard-wrapped line joined to the one before it: only a line that opens
+    a list item, a heading or a speaker's turn (``Name: ...``) starts a line of its own."""
+    lines: list[str] = []
+    for line in block.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        if lines and not _OPENS_LINE.match(line):
+            lines[-1] = f"{lines[-1]} {line}"
+        else:
+            lines.append(line)
+    return lines
 
 
 def _pieces(sentence: str, max_tokens: int) -> list[str]:

@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from nodes.chain.core import Answer, is_inferred, on_topic, supporting_quotes, valid_citations, with_context
+from nodes.chain.core import (
+    Answer,
+    closest,
+    is_inferred,
+    on_topic,
+    supporting_quotes,
+    valid_citations,
+    with_context,
+)
 from nodes.chain.ordering.tree import ChowLiuTree
 from nodes.chain.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
 from nodes.chain.reading import ReadingPolicy, chunk_bonus, next_batch
@@ -103,3 +111,29 @@ def test_quotes_off_the_question_and_the_missing_piece_are_left_out() -> None:
         "c1.1",
     ]
     assert on_topic(["c0.1", "c1.1"], shown, ["Alice team"], 1) == ["c0.1"]  # the most overlapping first
+
+
+def test_hard_wrapped_lines_are_joined_but_lists_and_turns_are_not() -> None:
+    text = "Bob Chen manages\nprocurement and the contracts. Ann\nleads.\n\n"
+    text += "- one item\n- two items\nAnn: hello there.\nBob: hi."
+    passages = split_passages([("c0", text)])
+    assert passages[0].sentences == ("Bob Chen manages procurement and the contracts.", "Ann leads.")
+    assert [s for p in passages[1:] for s in p.sentences] == [
+        "- one item",
+        "- two items",
+        "Ann: hello there.",
+        "Bob: hi.",
+    ]
+
+
+def test_the_sentences_closest_to_the_question_are_quoted_by_their_words() -> None:
+    shown = {
+        "c0.1": "Bob Chen manages procurement and the supplier contracts.",
+        "c0.2": "Alice leads the team.",
+        "c1.1": "Bob Chen did find a supplier of coatings.",
+        "c1.2": "Procurement is hard.",
+    }
+    question = "Who manages procurement, and what supplier did they find?"
+    assert closest(shown, [question, ""]) == ["c0.1", "c1.1"]  # 3 and 2 shared words; c1.2 only one
+    assert closest(shown, [question], most=1) == ["c0.1"]
+    assert closest(shown, ["Where is Oslo?"]) == []
