@@ -26,6 +26,7 @@ from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_
 _LABEL = re.compile(r"^\s*\[?\s*(c\d+\.\d+)\s*\]?\s*$")
 _LABELS_IN = re.compile(r"\[(c\d+\.\d+)\]")
 _SPACE = re.compile(r"\s+")
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
 _OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
 
@@ -74,7 +75,7 @@ def chunk_paragraphs(text: str, max_tokens: int = 120) -> list[list[str]]:
     for block in re.split(r"\n\s*\n", text):
         sentences: list[str] = []
         for line in _lines(block):
-            for sentence in split_sentences(line):
+            for sentence in _rejoin(split_sentences(line)):
                 sentences.extend(_pieces(sentence, max_tokens))
         if sentences:
             out.append(sentences)
@@ -94,6 +95,17 @@ def _lines(block: str) -> list[str]:
         else:
             lines.append(line)
     return lines
+
+
+def _rejoin(sentences: list[str]) -> list[str]:
+    """Sentences cut after an initial or a title ("G. Stanley Hall", "Dr. Chen") joined again."""
+    out: list[str] = []
+    for sentence in sentences:
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] = f"{out[-1]} {sentence}"
+        else:
+            out.append(sentence)
+    return out
 
 
 def _pieces(sentence: str, max_tokens: int) -> list[str]:

@@ -137,3 +137,8 @@ def test_the_sentences_closest_to_the_question_are_quoted_by_their_words() -> No
     assert closest(shown, [question, ""]) == ["c0.1", "c1.1"]  # 3 and 2 shared words; c1.2 only one
     assert closest(shown, [question], most=1) == ["c0.1"]
     assert closest(shown, ["Where is Oslo?"]) == []
+
+
+def test_initials_and_titles_do_not_end_a_sentence() -> None:
+    passages = split_passages([("c0", "It began with G. Stanley Hall in 1904. Dr. Chen agreed. The end.")])
+    assert passages[0].sentences == ("It began with G. Stanley Hall in 1904.", "Dr. Chen agreed.", "The end.")
