@@ -162,6 +162,24 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
+def with_evidence(rows: Sequence[dict[str, Any]], items: Sequence[QAItem], embedder: str) -> list[dict[str, Any]]:
+    """Journal rows (of items of ``items``, full length) with the evidence recall of :class:`SentenceMap`."""
+    from nodes.ingest import ingest
+    from stores.vectorstore import get_store
+
+    by_id = {item.id: item for item in items}
+    maps: dict[str, SentenceMap] = {}
+    out = []
+    for row in rows:
+        item = by_id[row["item"]]
+        if item.id not in maps:
+            doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+            chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
+            maps[item.id] = SentenceMap(chunks)
+        out.append({**row, "evidence": maps[item.id].recall(item.paragraphs, row)})
+    return out
+
+
 def timed(answer: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any], float]:
     """Run one method: prediction, what it cost, wall seconds; a reply that never fits the schema is a failed answer."""
     from stores.models import ModelOutputError
