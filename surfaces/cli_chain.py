@@ -38,10 +38,16 @@ def register(sub: Any) -> None:
         "--budget",
         type=int,
         default=None,
-        help=f"tokens of chunk text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
+        help=f"tokens of text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
     )
     p.add_argument(
-        "--confirm", type=int, default=None, help="further informative workers that must agree the notes are complete"
+        "--hop-budget",
+        type=int,
+        default=None,
+        help="tokens a chain may read past the budget, once, while a worker names a missing piece (0: never)",
+    )
+    p.add_argument(
+        "--confirm", type=int, default=None, help="further informative workers that must find nothing missing"
     )
     p.add_argument("--read-all", action="store_true", help="read every chunk: no budget, no skipping, no early stop")
     p.add_argument("--root", default="query", choices=ROOT_STRATEGIES, help="root of the Chow-Liu tree")
@@ -79,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
         if args.budget < 0:
             raise InputError("--budget must not be negative")
         context["budget"] = args.budget
+    if args.hop_budget is not None:
+        if args.hop_budget < 0:
+            raise InputError("--hop-budget must not be negative")
+        context["hop_budget"] = args.hop_budget
     if args.confirm is not None:
         context["confirm"] = args.confirm
     ingest_context: dict[str, Any] = {}
@@ -100,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
             {
                 "answer": out["answer"],
                 "citations": out["citations"],
+                "quotes": out.get("quotes", []),
+                "inferred": out.get("inferred", False),
                 "order": out["order"][0] if len(out["order"]) == 1 else out["order"],
                 "read": out["read"],
                 "skipped": out["skipped"],
@@ -120,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if out.get("explanation"):
         print(out["explanation"])
     cited = ", ".join(out["citations"]) or "none"
-    print(f"\ncitations: {cited}")
+    print(f"\ncitations: {cited}{' (inferred from the quotes)' if out.get('inferred') else ''}")
+    for quote in out.get("quotes", []):
+        print(f"  {quote}")
     chunks = len({cid for edge in out["tree"] for cid in edge[:2]}) or len(out["read"])
     print(f"read ({args.order}): {' -> '.join(out['order'][0]) if out['order'] else 'nothing'}")
     print(f"stopped: {out['stopped']} after {len(out['read'])} of {chunks} chunks, {len(out['skipped'])} skipped")

@@ -1,4 +1,5 @@
-"""Test-only model doubles: a model that ignores length instructions, and openai's error for a cut-off reply."""
+"""Test-only model doubles: a model that ignores length instructions, openai's error for a cut-off reply, and a
+chain worker that quotes the sentences holding a keyword."""
 
 from __future__ import annotations
 
@@ -60,3 +61,29 @@ def length_finish_error(partial: str = '{"verdicts": [') -> Exception:
         }
     )
     return openai.LengthFinishReasonError(completion=completion)
+
+
+# --- a scripted chain worker: quotes the shown sentences that hold a keyword ---------------------
+_LABELLED = re.compile(r"\[(c\d+\.\d+)\] (.+?)(?= \[c\d+\.\d+\] |$)")
+
+
+def shown_sentences(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """``(label, sentence)`` of every sentence a chain worker's prompt shows it."""
+    user = str(messages[-1].content)
+    part = re.split(r"^(?:Passages|段落)[:：]$", user, flags=re.M)[-1]
+    return [(m.group(1), m.group(2)) for line in part.splitlines() for m in _LABELLED.finditer(line)]
+
+
+def quoting(rules: Sequence[tuple[str, str]], otherwise: str = "") -> Any:
+    """A worker reply function: quote every shown sentence holding a rule's keyword, with that rule's
+    ``missing``; when no keyword is shown, quote nothing and say ``otherwise`` is missing."""
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        shown = shown_sentences(messages)
+        for keyword, missing in rules:
+            labels = [label for label, text in shown if keyword in text]
+            if labels:
+                return json.dumps({"quotes": labels, "missing": missing})
+        return json.dumps({"quotes": [], "missing": otherwise})
+
+    return reply

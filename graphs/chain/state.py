@@ -10,11 +10,11 @@ from typing_extensions import TypedDict
 from graphs.context import Context, describe
 from nodes.chain.ordering.orders import ORDERS
 from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
-from nodes.chain.reading import DEFAULT_BUDGET, DEFAULT_FLOOR
+from nodes.chain.reading import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_HOP, DEFAULT_PASSAGE
 from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
-"""Most tokens of one chunk a worker reads (longer chunks are cut)."""
+"""Most tokens of one chunk a reader takes (longer chunks are cut)."""
 
 
 @dataclass(kw_only=True)
@@ -26,7 +26,25 @@ class ChainContext(Context):
     )
     budget: int = field(
         default=DEFAULT_BUDGET,
-        metadata=describe("Tokens of chunk text each chain may read (0 = no limit); then the manager answers.", min=0),
+        metadata=describe(
+            "Tokens of document text each chain may read (0 = no limit); then the manager answers.", min=0
+        ),
+    )
+    batch_tokens: int = field(
+        default=DEFAULT_BATCH,
+        metadata=describe(
+            "best-first: tokens of passages one worker reads (the most relevant, from any chunk).", min=20
+        ),
+    )
+    passage_tokens: int = field(
+        default=DEFAULT_PASSAGE,
+        metadata=describe("Most tokens of one passage (consecutive sentences of one paragraph).", min=20),
+    )
+    hop_budget: int = field(
+        default=DEFAULT_HOP,
+        metadata=describe(
+            "Tokens a chain may read past the budget, once, while a worker names a missing piece (0 = never).", min=0
+        ),
     )
     floor: float = field(
         default=DEFAULT_FLOOR,
@@ -72,7 +90,10 @@ class ChainContext(Context):
         metadata=describe("Other embedders whose similarities are averaged into the tree weights."),
     )
     seed: int = field(default=0, metadata=describe("Seed of the random order."))
-    note_words: int = field(default=50, metadata=describe("Word budget of each worker's new facts."))
+    quotes: int = field(default=6, metadata=describe("Most sentences one worker may quote.", min=1))
+    evidence_tokens: int = field(
+        default=700, metadata=describe("Tokens of quoted sentences a chain carries at most.", min=50)
+    )
     worker_max_tokens: int = field(default=160, metadata=describe("Most tokens a worker may write."))
     manager_max_tokens: int = field(default=200, metadata=describe("Most tokens the manager may write."))
     exact_max: int = field(
@@ -109,18 +130,27 @@ class ChainOutput(TypedDict):
     """One sentence of justification with citations."""
     citations: list[str]
     """Chunk ids that support the answer."""
+    quotes: list[str]
+    """The quoted sentences the answer rests on, each behind its label ``[c3.2]`` (sentence 2 of chunk c3)."""
+    inferred: bool
+    """The answer is not stated in its quotes word for word (the manager joined or read between them)."""
     order: list[list[str]]
     """Chunk ids in the order the workers read them, one list per chain."""
     read: list[str]
-    """Chunk ids read by any chain, in first-read order."""
+    """Chunk ids read (wholly or in part) by any chain, in first-read order."""
+    passages: list[str]
+    """Passages read by any chain, as chunk id and sentence range (``c3.4-7``), in reading order."""
     skipped: list[str]
     """Chunk ids passed over without a model call (relevance below the floor)."""
     stopped: str
-    """Why reading ended: complete (the notes answer the question), budget, or end (nothing left worth reading)."""
+    """Why reading ended: complete (a worker found nothing missing), budget, hop-budget (the budget and its
+    extension for a missing piece were spent), or end (nothing left worth reading)."""
     tree: list[list[Any]]
     """Chow-Liu tree edges as [chunk id, chunk id, weight]."""
     notes: list[str]
-    """Last notes of every chain."""
+    """The quotes every chain gathered, one ``[label] sentence`` line each."""
+    dropped: int
+    """Quotes the workers gave that named no sentence they were shown (left out)."""
     usage: Annotated[Usage, merge_usage]
     """Tokens in/out and calls per role."""
     calls: int
@@ -143,16 +173,20 @@ class ChainState(ChainRequest, ChainOutput, total=False):
     pos: int
     """Position in the current chain's plan (fixed orders)."""
     current: str
-    """Notes of the chain being read."""
+    """Quotes of the chain being read."""
     missing: str
     """What the current chain's last informative worker said is missing."""
     streak: int
     """Workers in a row that found the notes complete."""
     spent: int
-    """Tokens of chunk text the current chain has read."""
-    next: str
-    """Chunk the next worker reads ("" when the chains are done)."""
+    """Tokens of document text the current chain has read."""
+    extended: int
+    """Tokens the current chain's budget was extended by for a missing piece."""
+    taken: list[int]
+    """Passages (document-wide numbers) the current chain has read."""
+    batch: list[int]
+    """Passages the next worker reads (empty when the chains are done)."""
     relevant: Annotated[list[str], lambda a, b: (a or []) + (b or [])]
-    """Chunk ids whose workers found something relevant."""
+    """Chunk ids whose sentences a worker quoted."""
     language: str
     """Prompt language (the document's)."""

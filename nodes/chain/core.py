@@ -13,25 +13,27 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 import prompts
 from nodes.chain.ordering.orders import order_chunks
 from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
+from nodes.chain.passages import Passage, check_quotes, label_order, sentence_index
 from nodes.chain.reading import nothing_missing
 from nodes.ingest import index_document
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
 from stores.loaders import load_text
 from stores.models import LLM, messages
 from stores.settings import InputError
-from stores.text import CITATION_TAG, count_tokens, truncate_tokens
+from stores.text import content_words, count_tokens, truncate_tokens
 from stores.vectorstore import Hit, VectorStore, get_store
 
-_TAGS = re.compile(r"(\s*\[c\d+\])+$")  # chunk tags a worker copied from the notes
+_QUOTE_LINE = re.compile(r"^\[(c\d+\.\d+)\] ")
+_REF = re.compile(r"\[(c\d+(?:\.\d+)?)\]")
 
 
 class Answer(BaseModel):
@@ -149,34 +151,43 @@ def plan_orders(
     return orders
 
 
-class WorkerNote(BaseModel):
-    """What one worker adds to the communication unit."""
+SentenceLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^c[0-9]+[.][0-9]+$"})]
+"""A sentence label such as ``c3.2``: the schema shown to the model asks for labels only (a grammar-constrained
+endpoint can then write nothing else, and no sentence is copied out token by token); what comes back is still
+read leniently by :func:`nodes.chain.passages.check_quotes`."""
 
-    facts: list[str] = Field(default_factory=list, description="facts from the piece that help answer the question")
-    missing: str = Field(default="", description="what is still needed to answer the question")
+
+class WorkerQuotes(BaseModel):
+    """What one worker adds to the evidence: the sentences it quotes, and what is still missing."""
+
+    quotes: list[SentenceLabel] = Field(
+        default_factory=list,
+        description="labels of the sentences that help, e.g. c3.2",
+        json_schema_extra={"maxItems": 8},  # schema only: a longer list is cut, not refused
+    )
+    missing: str = Field(
+        default="", description="what is still needed to answer the question", json_schema_extra={"maxLength": 300}
+    )
 
 
-def compose_notes(previous: str, chunk_id: str, note: WorkerNote, max_words: int) -> str:
-    """The next communication unit: earlier facts, this worker's new facts tagged ``[chunk_id]``, what is missing.
+def compose_evidence(previous: str, labels: Sequence[str], shown: dict[str, str], max_tokens: int) -> str:
+    """The next evidence: earlier quotes and the new ones, one ``[label] sentence`` line each, in document order.
 
-    Facts already present are not repeated; once the facts fill ``max_words`` words, later facts
-    are kept only while they fit, so the unit stays bounded however long the chain is.
+    A quote already present is not repeated; once the quotes fill ``max_tokens`` tokens, later
+    ones are kept only while they fit, so the evidence stays bounded however long the chain is.
     """
-    lines = [ln for ln in previous.splitlines() if ln.startswith("- ")]
-    seen = {ln.rsplit(" [", 1)[0][2:].strip().lower() for ln in lines}
-    used = sum(len(ln.split()) for ln in lines)
-    for fact in note.facts:
-        fact = _TAGS.sub("", " ".join(fact.split())).strip()
-        if not fact or fact.lower() in seen:
+    lines = {m.group(1): ln for ln in previous.splitlines() if (m := _QUOTE_LINE.match(ln))}
+    used = sum(count_tokens(ln) for ln in lines.values())
+    for label in labels:
+        if label in lines or label not in shown:
             continue
-        cost = len(fact.split()) + 1
-        if used + cost > max_words and lines:
+        line = f"[{label}] {shown[label]}"
+        cost = count_tokens(line)
+        if lines and used + cost > max_tokens:
             continue
-        lines.append(f"- {fact} [{chunk_id}]")
-        seen.add(fact.lower())
+        lines[label] = line
         used += cost
-    missing = " ".join(note.missing.split())
-    return "\n".join(lines + ([] if nothing_missing(missing) else [f"Missing: {missing}"]))
+    return "\n".join(lines[label] for label in sorted(lines, key=label_order))
 
 
 @dataclass
@@ -184,15 +195,47 @@ class WorkerResult:
     """What one worker step gives the chain."""
 
     notes: str
-    """The communication unit passed on (unchanged when the chunk added nothing)."""
+    """The evidence passed on: quoted sentences behind their labels (unchanged when nothing was quoted)."""
     relevant: bool
-    """Whether the chunk added a fact."""
+    """Whether the worker quoted a sentence not yet in the evidence."""
     missing: str
     """What the worker says the question still needs ("" when nothing)."""
     complete: bool
-    """The notes hold facts and the worker says nothing is missing."""
+    """The evidence holds quotes and the worker says nothing is missing."""
     chunk_tokens: int
-    """Tokens of chunk text the worker read (what the reading budget counts)."""
+    """Tokens of document text the worker read (what the reading budget counts)."""
+    dropped: int = 0
+    """Quotes that named no sentence the worker was shown."""
+
+
+def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str], most: int) -> list[str]:
+    """At most ``most`` of the quoted labels, those whose sentences share a content word with the question
+    or with what is missing, the most overlapping first (a small model quotes unrelated sentences too)."""
+    words = set().union(*(content_words(t) for t in topics if t))
+    scored = [(len(content_words(shown[label]) & words), i, label) for i, label in enumerate(labels)]
+    chosen = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))[: max(most, 1)]
+    return [label for _, _, label in sorted(chosen, key=lambda x: x[1])]
+
+
+def closest(shown: dict[str, str], topics: Sequence[str], most: int = 2, least: int = 2) -> list[str]:
+    """The ``most`` shown sentences that share the most content words (at least ``least``) with the question
+    or the missing piece: what the worker is shown is quoted by its words too, not only by the model's choice."""
+    words = set().union(*(content_words(t) for t in topics if t))
+    scored = [(len(content_words(text) & words), i, label) for i, (label, text) in enumerate(shown.items())]
+    best = sorted((x for x in scored if x[0] >= least), key=lambda x: (-x[0], x[1]))[:most]
+    return [label for _, _, label in best]
+
+
+def with_context(labels: Sequence[str], passages: Sequence[Passage]) -> list[str]:
+    """The quoted labels, each preceded by the first sentence of its passage (which names what the
+    passage is about, so a quote that says "it" or "he" keeps its subject)."""
+    opening = {label: p.labels[0] for p in passages for label in p.labels}
+    out: list[str] = []
+    for label in labels:
+        for one in (opening.get(label, label), label):
+            if one not in out:
+                out.append(one)
+    return out
 
 
 def worker_step(
@@ -200,28 +243,35 @@ def worker_step(
     *,
     question: str,
     notes: str,
-    chunk: Hit,
+    passages: Sequence[Passage],
     lang: str,
-    words: int = 50,
+    quotes: int = 6,
     max_tokens: int = 160,
-    chunk_tokens: int = 1200,
-    max_note_words: int = 200,
+    max_evidence_tokens: int = 700,
+    previous_missing: str = "",
 ) -> WorkerResult:
-    """One worker: read a chunk with the notes so far and return the new notes and what is missing."""
-    text = truncate_tokens(chunk.text, chunk_tokens)
-    system = prompts.render("chain/worker", lang, words=words)
+    """One worker: read a batch of passages with the evidence so far; quote what bears on the question."""
+    shown = sentence_index(passages)
+    system = prompts.render("chain/worker", lang, quotes=quotes)
     user = prompts.render(
-        "chain/worker_user", lang, question=question, notes=notes or "(none yet)", chunk_id=chunk.chunk_id, chunk=text
+        "chain/worker_user",
+        lang,
+        question=question,
+        evidence=notes or "(none yet)",
+        passages="\n\n".join(p.labelled() for p in passages),
     )
-    note = llm.structured(messages(system, user), WorkerNote, max_tokens=max_tokens)
-    updated = compose_notes(notes, chunk.chunk_id, note, max_note_words)
-    relevant = any(f"[{chunk.chunk_id}]" in ln for ln in updated.splitlines())
-    missing = " ".join(note.missing.split())
+    reply = llm.structured(messages(system, user), WorkerQuotes, max_tokens=max_tokens)
+    checked = check_quotes(reply.quotes, shown)
+    missing = " ".join(reply.missing.split())
     if nothing_missing(missing):
         missing = ""
-    final = updated if relevant else notes
-    has_facts = any(ln.startswith("- ") for ln in final.splitlines())
-    return WorkerResult(final, relevant, missing, has_facts and not missing, count_tokens(text))
+    topics = [question, missing, previous_missing]
+    kept = on_topic([*checked.kept, *closest(shown, topics)], shown, topics, quotes)
+    updated = compose_evidence(notes, with_context(kept, passages), shown, max_evidence_tokens)
+    relevant = updated != notes
+    has_quotes = bool(updated.strip())
+    read = sum(count_tokens(p.text) for p in passages)
+    return WorkerResult(updated, relevant, missing, has_quotes and not missing, read, checked.dropped)
 
 
 def manager_answer(
@@ -232,22 +282,15 @@ def manager_answer(
     lang: str,
     max_tokens: int = 200,
 ) -> Answer:
-    """The manager's answer from the facts in the last notes of every chain.
-
-    The workers' "Missing:" lines are left out: the small model reads them as "the answer is not
-    there" even when a later fact supplies it.
-    """
-    chain_notes = ["\n".join(ln for ln in n.splitlines() if not ln.startswith("Missing:")) for n in chain_notes]
+    """The manager's answer from the quotes every chain gathered."""
     if len(chain_notes) == 1:
-        body = "Worker notes:\n" + (chain_notes[0] or "(the workers found nothing relevant)")
+        body = "Quotes:\n" + (chain_notes[0] or "(the readers quoted nothing)")
         reconcile = ""
     else:
-        body = "\n\n".join(
-            f"Notes of chain {i}:\n{n or '(nothing relevant found)'}" for i, n in enumerate(chain_notes, 1)
-        )
+        body = "\n\n".join(f"Quotes of chain {i}:\n{n or '(nothing quoted)'}" for i, n in enumerate(chain_notes, 1))
         reconcile = (
-            "Several chains read the document in different orders; reconcile their notes: prefer facts "
-            "that several chains found or that carry evidence ids, and ignore unsupported claims."
+            "Several chains read the document in different orders; reconcile their quotes: prefer what "
+            "several chains quoted, and ignore quotes that contradict the others."
         )
     system = prompts.render("chain/manager", lang, reconcile=reconcile)
     user = prompts.render("chain/manager_user", lang, question=question, notes=body)
@@ -265,16 +308,57 @@ def read_and_answer(
 
 
 def valid_citations(answer: Answer, known: Sequence[str], notes: Sequence[str] = ()) -> list[str]:
-    """Cited chunk ids that exist, from the evidence list and the explanation, in first-seen order."""
+    """Cited chunk ids that were read, from the evidence list and the explanation, in first-seen order.
+
+    Sentence labels (``c3.2``) count for their chunk. An answer that cites nothing (and is not
+    "unknown") is credited to every chunk its chains quoted.
+    """
     allowed = set(known)
     found: list[str] = []
-    for cid in [*answer.evidence, *CITATION_TAG.findall(answer.explanation)]:
-        cid = cid.strip().strip("[]")
+    for ref in [*answer.evidence, *_REF.findall(answer.explanation)]:
+        cid = ref.strip().strip("[]").split(".")[0]
         if cid in allowed and cid not in found:
             found.append(cid)
-    if not found and answer.answer.strip().lower() != "unknown":
-        for text in notes:
-            for cid in CITATION_TAG.findall(text):
-                if cid in allowed and cid not in found:
-                    found.append(cid)
+    if not found and not is_unknown(answer.answer):
+        for label in quoted_labels(notes):
+            cid = label.split(".")[0]
+            if cid in allowed and cid not in found:
+                found.append(cid)
     return found
+
+
+def quoted_labels(notes: Sequence[str]) -> list[str]:
+    """Labels of every quote in the chains' evidence, first-seen order."""
+    out: list[str] = []
+    for text in notes:
+        for line in text.splitlines():
+            m = _QUOTE_LINE.match(line)
+            if m and m.group(1) not in out:
+                out.append(m.group(1))
+    return out
+
+
+def supporting_quotes(answer: Answer, notes: Sequence[str]) -> list[str]:
+    """The quote lines (``[label] sentence``) the answer rests on: those it cites, else all of them."""
+    lines = {m.group(1): ln for text in notes for ln in text.splitlines() if (m := _QUOTE_LINE.match(ln))}
+    cited = [ref.strip().strip("[]") for ref in [*answer.evidence, *_REF.findall(answer.explanation)]]
+    chosen = [lines[label] for label in dict.fromkeys(cited) if label in lines]
+    if not chosen and not is_unknown(answer.answer):
+        chosen = list(lines.values())
+    return chosen
+
+
+def is_unknown(answer: str) -> bool:
+    """Whether an answer says it does not know."""
+    return answer.strip().strip(".").lower() in {"unknown", "未知", ""}
+
+
+def is_inferred(answer: str, quotes: Sequence[str]) -> bool:
+    """Whether an answer is not stated in its quotes: some of its content words appear in none of them."""
+    if is_unknown(answer):
+        return False
+    words = content_words(answer)
+    if not words:
+        return False
+    stated = set().union(*(content_words(q) for q in quotes)) if quotes else set()
+    return not words <= stated

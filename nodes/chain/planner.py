@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -22,11 +23,12 @@ from graphs.chain.state import CHUNK_TOKENS, ChainContext, ChainState
 from graphs.context import validate
 from nodes.chain.core import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
 from nodes.chain.ordering.traverse import multi_roots
-from nodes.chain.reading import ReadingPolicy, best_first, match, next_in_plan, relevance
+from nodes.chain.passages import PassageIndex, build_passage_index
+from nodes.chain.reading import ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.ingest import input_namespace, resolve_document
 from nodes.retrieval import index_key, lexical_index
 from stores.settings import InputError, check_question
-from stores.text import count_tokens, truncate_tokens
+from stores.text import truncate_tokens
 from stores.vectorstore import get_store
 
 
@@ -73,8 +75,11 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         "plan": plan,
         "order": [],
         "read": [],
+        "passages": [],
         "skipped": [],
         "stops": [],
+        "dropped": 0,
+        "batch": [],
         "tree": [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges],
         "chain": 0,
         "notes": [],
@@ -83,11 +88,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
 
 
 def fresh_chain() -> dict[str, Any]:
-    return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0}
-
-
-_VECTORS: dict[tuple[str, str], np.ndarray] = {}
-_VECTORS_MAX = 512
+    return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0, "extended": 0, "taken": []}
 
 
 def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:
@@ -103,64 +104,148 @@ def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:
     return (matrix @ q) / norms
 
 
-def _match(context: dict[str, Any], text: str) -> np.ndarray:
-    """Standardised dense + BM25 match of every chunk to ``text``."""
-    store, doc = context["store"], context["doc"]
-    lexical = lexical_index(store, doc.info.doc_id).scores(text)
-    return match(_similarity(store, doc.matrix, text), np.asarray(lexical, dtype=np.float64))
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}
+_VECTORS_MAX = 512
 
 
-def _choose(
-    state: ChainState, ctx: ChainContext, chain: int, chain_state: dict[str, Any], context: dict[str, Any]
-) -> tuple[str | None, str | None, list[str]]:
-    """(next chunk, stop reason, chunks passed over) for one chain."""
+@dataclass
+class Reading:
+    """What the planner reads a document with: its vectors, tree, BM25 index and passages."""
+
+    store: Any
+    doc: DocumentVectors
+    tree: Any
+    passages: PassageIndex
+
+    def chunk_match(self, text: str) -> np.ndarray:
+        """Standardised dense + BM25 match of every chunk to ``text``."""
+        lexical = lexical_index(self.store, self.doc.info.doc_id).scores(text)
+        return match(_similarity(self.store, self.doc.matrix, text), np.asarray(lexical, dtype=np.float64))
+
+    def passage_match(self, text: str) -> np.ndarray:
+        """Per passage: its chunk's standardised cosine to ``text`` averaged with its own standardised BM25 score."""
+        dense = _similarity(self.store, self.doc.matrix, text)[self.passages.chunks]
+        return match(dense, self.passages.lexical(text))
+
+    def relevance(self, state: ChainState, missing: str, *, passages: bool) -> np.ndarray:
+        """Relevance to the question and to what is missing (per passage, or per chunk)."""
+        score = self.passage_match if passages else self.chunk_match
+        return relevance(*(score(text) for text in (state["question"], missing) if text))
+
+
+def _choose(state: ChainState, ctx: ChainContext, chain: int, chain_state: dict[str, Any], reading: Reading) -> Choice:
+    """The next batch of passages of one chain, or why it stops."""
     ids = state["chunk_ids"]
     order = state.get("order") or []
     read = order[chain] if chain < len(order) else []
     if ctx.early_stop and not ctx.read_all and read and chain_state["streak"] > ctx.confirm:
-        return None, "complete", []
+        return Choice([], "complete")
     if ctx.max_chunks and len(read) >= ctx.max_chunks:
-        return None, "budget", []
-    if "rel" not in context:
-        context["rel"] = relevance(
-            *(_match(context, text) for text in (state["question"], chain_state["missing"]) if text)
-        )
-    rel = context["rel"]
-    floor = None if ctx.read_all else ctx.floor
+        return Choice([], "budget")
     index = {cid: i for i, cid in enumerate(ids)}
-    plan = state["plan"][chain]
-    passed: list[int]
+    floor = None if ctx.read_all else ctx.floor
+    passages = reading.passages
     if ctx.order == "best-first":
-        if not read and plan:
-            nxt: int | None = index[plan[0]]
-            passed = []
-        else:
-            policy = ReadingPolicy(ctx.tree_weight, ctx.jump_penalty, floor)
-            nxt, passed = best_first(context["tree"], [index[c] for c in read], rel, policy)
-    else:
-        nxt, chain_state["pos"], passed = next_in_plan([index[c] for c in plan], chain_state["pos"], rel, floor)
+        return _best_first(state, ctx, chain, chain_state, reading, [index[c] for c in read], floor)
+    rel = reading.relevance(state, chain_state["missing"], passages=False)
+    nxt, chain_state["pos"], passed = next_in_plan(
+        [index[c] for c in state["plan"][chain]], chain_state["pos"], rel, floor
+    )
     skipped = [ids[i] for i in passed]
     if nxt is None:
-        return None, "end", skipped
-    if ctx.budget and not ctx.read_all and read:
-        # the lexical index holds the chunks in the order of ``ids`` (both from ``by_doc``), as ``_match`` relies on
-        text = lexical_index(context["store"], state["doc_id"]).hits[nxt].text
-        cost = count_tokens(truncate_tokens(text, CHUNK_TOKENS))
-        if chain_state["spent"] + cost > ctx.budget:
-            return None, "budget", skipped
-    return ids[nxt], None, skipped
+        return Choice([], "end", skipped)
+    batch = [i for i in passages.of_chunk(nxt) if i not in set(chain_state["taken"])]
+    cost = sum(passages.tokens[i] for i in batch)
+    if ctx.budget and not ctx.read_all and read and chain_state["spent"] + cost > ctx.budget:
+        return Choice([], "budget", skipped)
+    return Choice(batch, None, skipped)
 
 
-_READING: OrderedDict[tuple[Any, ...], tuple[DocumentVectors, Any]] = OrderedDict()
+def _best_first(
+    state: ChainState,
+    ctx: ChainContext,
+    chain: int,
+    chain_state: dict[str, Any],
+    reading: Reading,
+    read: list[int],
+    floor: float | None,
+) -> Choice:
+    """Best-first reading: the most relevant passages of the whole document, the tree favouring
+    the chunks next to those read; the budget extended once while a worker names a missing piece."""
+    passages = reading.passages
+    rel = reading.relevance(state, chain_state["missing"], passages=True)
+    policy = ReadingPolicy(ctx.tree_weight, ctx.jump_penalty, floor)
+    scores = rel + chunk_bonus(reading.tree, read, policy)[passages.chunks]
+    plan = state["plan"][chain]
+    if not read and plan:  # multi-root voting: this chain starts in its own root's chunk
+        start = state["chunk_ids"].index(plan[0])
+        scores = np.where(passages.chunks == start, scores + 10.0, scores)
+    room = ctx.batch_tokens
+    limit = ctx.budget + chain_state["extended"] if ctx.budget and not ctx.read_all else 0
+    reason = "budget" if not chain_state["extended"] else "hop-budget"
+    if limit:
+        left = limit - chain_state["spent"]
+        if left < room and chain_state["missing"] and not chain_state["extended"] and ctx.hop_budget:
+            chain_state["extended"] = ctx.hop_budget
+            left += ctx.hop_budget
+            reason = "hop-budget"
+        room = min(room, left)
+    batch = next_batch(scores, passages.tokens, chain_state["taken"], room, floor, at_least_one=not read)
+    if ctx.max_chunks:
+        batch = _within_chunks(batch, passages.chunks, read, ctx.max_chunks)
+    if batch:
+        return Choice(batch, None, [])
+    untaken = [i for i in range(len(passages.passages)) if i not in set(chain_state["taken"])]
+    above = [i for i in untaken if floor is None or scores[i] >= floor]
+    if not above:
+        return Choice([], "end", _unread_chunks(state, read, passages.chunks))
+    return Choice([], reason if limit else "end", [])
+
+
+def _within_chunks(batch: list[int], chunks: np.ndarray, read: list[int], most: int) -> list[int]:
+    """The passages of ``batch`` (best first) whose chunks keep the chunks read at ``most``."""
+    seen = set(read)
+    kept = []
+    for i in batch:
+        chunk = int(chunks[i])
+        if chunk not in seen and len(seen) >= most:
+            continue
+        seen.add(chunk)
+        kept.append(i)
+    return kept
+
+
+def _unread_chunks(state: ChainState, read: list[int], chunks: np.ndarray) -> list[str]:
+    """Chunks none of whose passages were read (passed over when a chain ends for lack of anything relevant)."""
+    ids = state["chunk_ids"]
+    return [ids[i] for i in range(len(ids)) if i not in set(read)]
+
+
+@dataclass
+class Choice:
+    """The planner's choice for one chain: the passages to read next, or why the chain stops."""
+
+    batch: list[int]
+    reason: str | None
+    skipped: list[str] = field(default_factory=list)
+
+
+_READING: OrderedDict[tuple[Any, ...], Reading] = OrderedDict()
 _READING_MAX = 8
 _READING_LOCK = threading.Lock()
 
 
-def _reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> tuple[DocumentVectors, Any]:
-    """The document's vectors and Chow-Liu tree, kept per process between the planner's steps
+def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
+    """The document's vectors, Chow-Liu tree and passages, kept per process between the planner's steps
     (keyed by the chunk count and chunking of the document, so a re-ingest is seen)."""
     count = store.count(doc_id=doc_id, kind="chunk")
-    key = (*index_key(store, doc_id, count), ctx.sharpen, tuple(ctx.extra_embedders), ctx.exact_max)
+    key = (
+        *index_key(store, doc_id, count),
+        ctx.sharpen,
+        tuple(ctx.extra_embedders),
+        ctx.exact_max,
+        ctx.passage_tokens,
+    )
     with _READING_LOCK:
         if key in _READING:
             _READING.move_to_end(key)
@@ -169,19 +254,22 @@ def _reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> tuple[Documen
     tree, _ = cached_tree(
         store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
     )
+    hits = lexical_index(store, doc_id).hits
+    chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
+    reading = Reading(store, doc, tree, build_passage_index(chunks, ctx.passage_tokens))
     with _READING_LOCK:
-        _READING[key] = (doc, tree)
+        _READING[key] = reading
         while len(_READING) > _READING_MAX:
             _READING.popitem(last=False)
-    return doc, tree
+    return reading
 
 
 def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
-    """Choose the next chunk of the current chain, or end it (and start the next chain, or hand over)."""
+    """Choose the next passages of the current chain, or end it (and start the next chain, or hand over)."""
     ctx = runtime.context or ChainContext()
     store = get_store(state["namespace"], ctx.embedder)
-    doc, tree = _reading_inputs(store, state["doc_id"], ctx)
-    if doc.chunk_ids != state["chunk_ids"]:
+    reading = reading_inputs(store, state["doc_id"], ctx)
+    if reading.doc.chunk_ids != state["chunk_ids"]:
         raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
     chain = state["chain"]
     chain_state: dict[str, Any] = {k: state.get(k, v) for k, v in fresh_chain().items()}
@@ -190,24 +278,25 @@ def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     read = set(state.get("read", []))
     update: dict[str, Any] = {}
     while chain < len(state["plan"]):
-        context: dict[str, Any] = {"store": store, "doc": doc, "tree": tree}
-        nxt, reason, passed = _choose(state, ctx, chain, chain_state, context)
-        skipped += [c for c in passed if c not in skipped and c not in read]
-        if nxt is not None:
-            update.update({"chain": chain, **chain_state, "next": nxt, "skipped": skipped})
+        choice = _choose(state, ctx, chain, chain_state, reading)
+        skipped += [c for c in choice.skipped if c not in skipped and c not in read]
+        if choice.batch:
+            update.update({"chain": chain, **chain_state, "batch": choice.batch, "skipped": skipped})
             return update
         notes.append(chain_state["current"])
-        stops.append(reason or "end")
-        runtime.stream_writer({"stage": "reading", "message": _stop_message(reason or "end", state, chain, skipped)})
+        stops.append(choice.reason or "end")
+        runtime.stream_writer(
+            {"stage": "reading", "message": _stop_message(choice.reason or "end", state, chain, skipped)}
+        )
         chain += 1
         chain_state = fresh_chain()
         update = {"notes": notes, "stops": stops}
-    return {**update, "chain": chain, **chain_state, "next": "", "skipped": skipped, "stopped": _overall(stops)}
+    return {**update, "chain": chain, **chain_state, "batch": [], "skipped": skipped, "stopped": _overall(stops)}
 
 
 def _overall(stops: list[str]) -> str:
     """One stop reason for the run: budget if any chain ran out of it, else complete if any was, else end."""
-    for reason in ("budget", "complete", "end"):
+    for reason in ("budget", "hop-budget", "complete", "end"):
         if reason in stops:
             return reason
     return "end"
@@ -216,7 +305,12 @@ def _overall(stops: list[str]) -> str:
 def _stop_message(reason: str, state: ChainState, chain: int, skipped: list[str]) -> str:
     order = state.get("order") or []
     read = len(order[chain]) if chain < len(order) else 0
-    what = {"complete": "the notes answer the question", "budget": "reading budget reached", "end": "nothing left"}
+    what = {
+        "complete": "nothing is missing",
+        "budget": "reading budget reached",
+        "hop-budget": "reading budget and its extension for a missing piece reached",
+        "end": "nothing left",
+    }
     prefix = f"chain {chain + 1}: " if len(state["plan"]) > 1 else ""
     return (
         f"{prefix}stopped ({reason}: {what[reason]}) after reading {read} of {len(state['chunk_ids'])} chunks, "
@@ -225,5 +319,5 @@ def _stop_message(reason: str, state: ChainState, chain: int, skipped: list[str]
 
 
 def next_step(state: ChainState) -> Literal["worker", "manager"]:
-    """A chunk was chosen, or hand over to the manager."""
-    return "worker" if state.get("next") else "manager"
+    """Passages were chosen, or hand over to the manager."""
+    return "worker" if state.get("batch") else "manager"

@@ -33,10 +33,16 @@ import numpy as np
 
 from nodes.chain.ordering.tree import ChowLiuTree
 
-STOP_REASONS = ("complete", "budget", "end")
+STOP_REASONS = ("complete", "budget", "hop-budget", "end")
 
 DEFAULT_BUDGET = 3000
-"""Tokens of chunk text a chain reads at most by default (about three 900-token chunks)."""
+"""Tokens of document text a chain reads at most by default (about three 900-token chunks)."""
+DEFAULT_BATCH = 1000
+"""Tokens of passages one best-first worker reads by default."""
+DEFAULT_PASSAGE = 200
+"""Most tokens of one passage by default (about one paragraph)."""
+DEFAULT_HOP = 1000
+"""Tokens a chain may read past its budget, once, while a missing piece is named."""
 DEFAULT_FLOOR = -0.5
 """Relevance (standard deviations from the document's mean) below which a chunk is skipped."""
 
@@ -161,3 +167,45 @@ def best_first_order(
             break
         read.append(nxt)
     return read
+
+
+def chunk_bonus(tree: ChowLiuTree, read: Sequence[int], policy: ReadingPolicy) -> np.ndarray:
+    """Per chunk, what the tree adds to the relevance of its passages once some chunks are read.
+
+    A chunk already read: 0; a tree neighbour of one: ``tree_weight`` times its best standardised
+    edge to them; any other chunk: ``-jump_penalty``. Nothing read yet: 0 everywhere.
+    """
+    bonus = np.zeros(tree.n, dtype=np.float64)
+    if not read:
+        return bonus
+    bonus -= policy.jump_penalty
+    for i, weight in frontier(edge_scores(tree), read).items():
+        bonus[i] = policy.tree_weight * weight
+    bonus[list(set(read))] = 0.0
+    return bonus
+
+
+def next_batch(
+    scores: np.ndarray,
+    tokens: Sequence[int],
+    taken: Sequence[int],
+    room: int,
+    floor: float | None,
+    *,
+    at_least_one: bool = False,
+) -> list[int]:
+    """The passages a worker reads next: the best-scoring untaken ones above the floor that fit in ``room``
+    tokens, best first (empty when none fits or none is left above the floor). With
+    ``at_least_one`` the best passage is taken even when it alone is larger than ``room``."""
+    done = set(taken)
+    low = -np.inf if floor is None else floor
+    batch: list[int] = []
+    used = 0
+    for i in np.argsort(-scores, kind="stable").tolist():
+        if i in done or scores[i] < low:
+            continue
+        if used + tokens[i] > room and not (at_least_one and not batch):
+            continue
+        batch.append(i)
+        used += tokens[i]
+    return batch

@@ -26,6 +26,7 @@ from nodes.ingest import ingest
 from stores.checkpoint import checkpoint_location, open_checkpointer
 from stores.models import ModelError, use_chat_model
 from surfaces.resume import plan
+from tests.fakes import quoting
 from tests.unit.test_resume import Failing as DiesAt
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
@@ -89,14 +90,14 @@ MANAGER = json.dumps({"answer": "Bob Chen", "evidence": ["c1"], "explanation": "
 
 
 def _worker(messages: Sequence[BaseMessage]) -> str:
-    piece = str(messages[-1].content).split("Your piece", 1)[-1]
-    facts = ["Bob Chen manages procurement."] if "procurement" in piece else []
-    return json.dumps({"facts": facts, "missing": "nothing" if facts else "who manages procurement"})
+    return quoting([("procurement", "nothing")], otherwise="who manages procurement")(messages)
 
 
 def _pieces(model: ScriptedChatModel) -> list[str]:
-    """The chunk each worker call read, in call order."""
-    return [str(c[-1].content).split("Your piece", 1)[-1] for c in model.calls if "Your piece" in str(c[-1].content)]
+    """The passages each worker call read, in call order."""
+    return [
+        str(c[-1].content).split("Passages:", 1)[-1] for c in model.calls if "Evidence so far:" in str(c[-1].content)
+    ]
 
 
 def test_a_chain_run_stopped_half_way_resumes_on_a_reopened_saver(saver_url: str | None) -> None:

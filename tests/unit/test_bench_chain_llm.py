@@ -7,6 +7,7 @@ from bench.chain_llm import METHODS, as_document, run_llm
 from bench.qa_data import Paragraph, QAItem
 from doubles.chat import ScriptedChatModel
 from stores.models import use_chat_model
+from tests.fakes import quoting
 
 ITEM = QAItem(
     id="q1",
@@ -30,7 +31,7 @@ def test_document_has_one_section_per_paragraph() -> None:
 
 def test_run_llm_scores_every_method_and_replays_from_the_journal(tmp_path: Path) -> None:
     answer = json.dumps({"answer": "Seine", "evidence": ["c0"], "explanation": "It flows through Paris [c0]."})
-    worker = json.dumps({"facts": ["The Seine flows through Paris."], "missing": ""})
+    worker = quoting([("Seine", "")])
     model = ScriptedChatModel(
         rules=[("manager of a chain", answer), ("Answer the question using only", answer)], default=worker
     )

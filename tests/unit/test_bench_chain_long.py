@@ -9,11 +9,14 @@ from bench.chain import main as bench_main
 from bench.chain_long import (
     METHODS,
     ORDERINGS,
+    SentenceMap,
+    answer_policy,
     as_text,
     evidence_recall,
     ordering_recall,
     pad_document,
     paired,
+    passage_recall,
     run_long,
     summarise,
     supporting_chunks,
@@ -21,6 +24,7 @@ from bench.chain_long import (
 from bench.qa_data import Paragraph, QAItem
 from doubles.chat import ScriptedChatModel
 from stores.models import use_chat_model
+from tests.fakes import quoting
 
 
 def item(n: int, words: int = 30) -> QAItem:
@@ -63,10 +67,7 @@ def test_supporting_chunks_and_recall() -> None:
 
 
 def scripted() -> ScriptedChatModel:
-    def worker(messages: list) -> str:
-        piece = str(messages[-1].content).split("Your piece", 1)[1]
-        found = [w.rstrip(".") for w in piece.split() if w.startswith("River")]
-        return json.dumps({"facts": [f"It lies on {found[0]}."] if found else [], "missing": "" if found else "river"})
+    worker = quoting([("River", "")], otherwise="river")
 
     def answer(messages: list) -> str:
         text = " ".join(str(m.content) for m in messages)
@@ -179,3 +180,39 @@ def test_the_setup_version_follows_the_prompts(monkeypatch: pytest.MonkeyPatch) 
 
     assert chain_long.setup_version("anytime") == chain_long.setup_version("chow-liu-bfs")
     assert chain_long.setup_version("anytime") != chain_long.setup_version("topk")
+
+
+def test_bench_evidence_counts_the_sentences_a_run_read() -> None:
+    paragraphs = [Paragraph("A", "Alpha is one. Beta is two.", True), Paragraph("B", "Gamma is three.", False)]
+    chunks = [("c0", "A: Alpha is one. Beta is two.\n\nB: Gamma is three.")]
+    sentences = SentenceMap(chunks)
+    assert sentences.recall(paragraphs, {"passages": ["c0.1-2"]}) == 1.0
+    assert sentences.recall(paragraphs, {"passages": ["c0.3-3"]}) == 0.0
+    assert sentences.recall(paragraphs, {"passages": None, "read": ["c0"]}) == 1.0  # a whole chunk read
+    assert sentences.recall([paragraphs[1]], {"passages": []}) is None
+
+
+def test_answer_policy_reports_both_sides() -> None:
+    rows = [
+        {"prediction": "Paris", "answers": ["Paris"], "evidence": 1.0, "inferred": False, "dropped": 1},
+        {"prediction": "Lyon", "answers": ["Paris"], "evidence": 0.5, "inferred": True, "dropped": 0},
+        {"prediction": "unknown", "answers": ["Paris"], "evidence": 1.0, "dropped": 0},
+        {"prediction": "unknown", "answers": ["Paris"], "evidence": 0.0, "dropped": 2},
+    ]
+    policy = answer_policy(rows)
+    assert policy["answered"] == 0.5 and policy["f1_answered"] == 0.5
+    assert policy["unknown_with_evidence"] == 0.5 and policy["inferred"] == 1 and policy["dropped_quotes"] == 3
+
+
+def test_passage_recall_reaches_more_evidence_than_whole_chunks_in_one_budget() -> None:
+    filler = [Paragraph(f"Filler {i}", " ".join(f"f{i}w{j}" for j in range(120)) + ".", False) for i in range(12)]
+    gold = [
+        Paragraph("Lyon", "Lyon lies on the Rhone river in France.", True),
+        Paragraph("Rhone", "The Rhone river rises in the Alps of Switzerland.", True),
+    ]
+    paragraphs = [filler[0], gold[0], *filler[1:7], gold[1], *filler[7:]]
+    item = QAItem(
+        id="x", source="t", question="Where does the river of Lyon rise?", answers=["Alps"], paragraphs=paragraphs
+    )
+    result = passage_recall([item], budget=200, embedder="hash", sizes=(60,))
+    assert result["items"] == 1 and result["passages-60"] == 1.0 and result["chunks"] < 1.0

@@ -3,33 +3,28 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
 from graphs.chain.graph import graph
 from nodes.chain import core as chain_nodes
-from nodes.chain.core import WorkerNote, compose_notes
+from nodes.chain.core import compose_evidence
 from nodes.ingest import ingest
 from stores.models import use_chat_model
 from stores.settings import InputError, ModelError
 from stores.text import count_tokens
 from stores.vectorstore import get_store
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
+from tests.fakes import quoting, shown_sentences
 
+BUDGET = "[c1.1] The committee approved a budget of 40,000 euros in March."
 MANAGER = json.dumps({"answer": "40,000 euros", "evidence": ["c1", "c99"], "explanation": "Approved in March [c1]."})
 
 
-def worker_reply(messages: Sequence[BaseMessage]) -> str:
-    """Facts only from pieces that mention money; nothing from the others."""
-    text = str(messages[-1].content)
-    piece = text.split("Your piece", 1)[1]
-    if "euros" in piece:
-        return json.dumps({"facts": ["The budget is 40,000 euros."], "missing": "nothing"})
-    return json.dumps({"facts": [], "missing": "the budget"})
+worker_reply = quoting([("euros", "nothing")], otherwise="the budget")
+"""Quotes only the sentences that mention money."""
 
 
 def fake() -> ScriptedChatModel:
@@ -57,19 +52,22 @@ def test_chain_reads_every_chunk_in_tree_order(falcon: str) -> None:
     assert out["usage"]["worker"]["calls"] == len(order)
     assert out["usage"]["manager"]["calls"] == 1
     assert out["calls"] == len(order) + 1
-    assert "The budget is 40,000 euros. [c1]" in out["notes"][0]
+    assert out["notes"] == [BUDGET]
+    assert out["quotes"] == [BUDGET] and out["inferred"] is False and out["dropped"] == 0
     assert out["read"] == order and out["skipped"] == [] and out["stopped"] == "end"
-    # the manager saw the notes of the chain
-    assert "[c1]" in str(model.calls[-1][-1].content)
+    assert [p.split(".")[0] for p in out["passages"]] == order  # the full chain reads every chunk whole
+    # the manager saw the quotes of the chain
+    assert BUDGET in str(model.calls[-1][-1].content)
 
 
-def test_irrelevant_workers_pass_the_notes_on_unchanged(falcon: str) -> None:
+def test_irrelevant_workers_pass_the_quotes_on_unchanged(falcon: str) -> None:
     model = fake()
     with use_chat_model(model):
         graph.invoke({"question": "What budget?", "doc_id": falcon}, context={"order": "original", "read_all": True})
     worker_prompts = [str(c[-1].content) for c in model.calls[:-1]]
-    after_budget = [p for p in worker_prompts if "Your piece [c1]" not in p][1:]
-    assert all("40,000 euros. [c1]" in p for p in after_budget)
+    found = next(i for i, p in enumerate(worker_prompts) if "[c1.1]" in p.split("Passages:")[1])
+    assert found >= 1 and BUDGET not in worker_prompts[found - 1]
+    assert all(p.split("Passages:")[0].count(BUDGET) == 1 for p in worker_prompts[found + 1 :])
 
 
 def test_orders_and_budget(falcon: str) -> None:
@@ -82,7 +80,7 @@ def test_orders_and_budget(falcon: str) -> None:
         )
     assert original["order"][0] == sorted(original["order"][0], key=lambda c: int(c[1:]))
     assert reverse["order"][0] == original["order"][0][::-1]
-    assert len(short["order"][0]) == 2 and short["usage"]["worker"]["calls"] == 2 and short["stopped"] == "budget"
+    assert len(short["order"][0]) == 2 and short["stopped"] == "budget"
 
 
 def test_multi_root_voting_runs_several_chains(falcon: str) -> None:
@@ -91,7 +89,7 @@ def test_multi_root_voting_runs_several_chains(falcon: str) -> None:
         out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"roots": 2})
     assert len(out["order"]) == 2 and out["order"][0][0] != out["order"][1][0]
     assert len(out["notes"]) == 2
-    assert "Notes of chain 2" in str(model.calls[-1][-1].content)
+    assert "Quotes of chain 2" in str(model.calls[-1][-1].content)
 
 
 def test_tree_is_cached_per_document(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,13 +151,13 @@ def test_manager_output_that_never_fits_is_a_model_error(falcon: str) -> None:
         graph.invoke({"question": "budget?", "doc_id": falcon}, context={"max_chunks": 1})
 
 
-def test_compose_notes_dedupes_and_stays_bounded() -> None:
-    notes = compose_notes("", "c1", WorkerNote(facts=["Alpha is one.", "Beta is two."], missing="gamma"), 50)
-    assert notes.splitlines() == ["- Alpha is one. [c1]", "- Beta is two. [c1]", "Missing: gamma"]
-    notes = compose_notes(notes, "c2", WorkerNote(facts=["alpha is one.", "Gamma is three."], missing=""), 50)
-    assert notes.splitlines() == ["- Alpha is one. [c1]", "- Beta is two. [c1]", "- Gamma is three. [c2]"]
-    long = compose_notes(notes, "c3", WorkerNote(facts=["word " * 60]), 20)
-    assert "[c3]" not in long
+def test_compose_evidence_keeps_document_order_dedupes_and_stays_bounded() -> None:
+    shown = {"c1.1": "Alpha is one.", "c1.2": "Beta is two.", "c2.1": "Gamma is three.", "c3.1": "word " * 60}
+    notes = compose_evidence("", ["c2.1", "c1.1"], shown, 50)
+    assert notes.splitlines() == ["[c1.1] Alpha is one.", "[c2.1] Gamma is three."]
+    again = compose_evidence(notes, ["c1.1", "c1.2", "c9.9"], shown, 50)
+    assert again.splitlines() == ["[c1.1] Alpha is one.", "[c1.2] Beta is two.", "[c2.1] Gamma is three."]
+    assert compose_evidence(again, ["c3.1"], shown, 50) == again  # over the bound: left out
 
 
 def test_cli_ask_json(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -196,7 +194,8 @@ def test_cli_ask_streams_the_answer_on_a_terminal(sample_markdown: Path, monkeyp
     with use_chat_model(fake()):
         assert main(["ask", str(sample_markdown), "What budget was approved?", "-q", "--chunk-size", "50"]) == EXIT_OK
     text = out.getvalue()
-    assert text.startswith("40,000 euros\n") and text.count("40,000 euros") == 1
+    assert text.startswith("40,000 euros\n") and text.split("citations:")[0].count("40,000 euros") == 1
+    assert "  [c1.1] The committee approved a budget of 40,000 euros in March." in text  # the quote it rests on
     # written piece by piece as the model's reply arrived, never the JSON around it
     pieces = out.parts[: out.parts.index("\n")]
     assert len(pieces) >= 2 and "".join(pieces) == "40,000 euros"
@@ -212,56 +211,81 @@ def test_cli_ask_no_stream_prints_once(sample_markdown: Path, monkeypatch: pytes
     assert "40,000 euros" in out.parts  # the whole answer in one write
 
 
-def test_anytime_reading_stops_when_the_notes_answer_the_question(falcon: str) -> None:
+def test_anytime_reading_stops_when_nothing_is_missing(falcon: str) -> None:
     model = fake()
     with use_chat_model(model):
-        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"confirm": 0})
-    # the most relevant chunk holds the budget and its worker says nothing is missing
-    assert out["order"] == [["c1"]] and out["read"] == ["c1"]
+        out = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon}, context={"confirm": 0, "batch_tokens": 50}
+        )
+    # the most relevant passage holds the budget and its worker says nothing is missing
+    assert out["passages"][0].startswith("c1.1-") and "c1" in out["read"] and len(out["read"]) < 4
     assert out["stopped"] == "complete" and out["calls"] == 2
-    assert out["answer"] == "40,000 euros"
+    assert out["answer"] == "40,000 euros" and out["quotes"] == [BUDGET]
+
+
+def test_one_worker_reads_the_best_passages_of_several_chunks(falcon: str) -> None:
+    model = fake()
+    with use_chat_model(model):
+        out = graph.invoke(
+            {"question": "What budget was approved?", "doc_id": falcon}, context={"floor": -9.0, "confirm": 0}
+        )
+    shown = shown_sentences(model.calls[0])
+    assert len({label.split(".")[0] for label, _ in shown}) >= 3  # one call, passages of several chunks
+    assert out["usage"]["worker"]["calls"] == 1 and out["stopped"] == "complete"
 
 
 def test_confirm_waits_for_a_second_informative_worker(falcon: str) -> None:
-    def reply(messages: Sequence[BaseMessage]) -> str:
-        piece = str(messages[-1].content).split("Your piece", 1)[1]
-        if "euros" in piece:
-            return json.dumps({"facts": ["The budget is 40,000 euros."], "missing": ""})
-        if "procurement" in piece:
-            return json.dumps({"facts": ["Bob Chen manages procurement."], "missing": "none"})
-        return json.dumps({"facts": [], "missing": ""})  # adds nothing: neither confirms nor resets
-
+    reply = quoting([("euros", ""), ("procurement", "none")])  # elsewhere: adds nothing, neither confirms nor resets
     hits = {h.chunk_id: h.text for h in get_store("default", None).by_doc(falcon)}
-    context = {"floor": -9.0, "budget": 0}
+    context = {"floor": -9.0, "budget": 0, "order": "relevance"}
     with use_chat_model(ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=reply)):
-        once = graph.invoke(
-            {"question": "What budget was approved?", "doc_id": falcon}, context={**context, "confirm": 0}
-        )
-        twice = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context=context)
+        question = {"question": "What budget was approved, and who manages procurement?", "doc_id": falcon}
+        once = graph.invoke(question, context={**context, "confirm": 0})
+        twice = graph.invoke(question, context=context)
     assert len(once["read"]) == 1 and once["stopped"] == "complete"
     assert twice["stopped"] == "complete" and len(twice["read"]) >= 2
-    assert "procurement" in hits[twice["read"][-1]]  # stopped at the second informative worker
+    informative = [c for c in twice["read"] if "procurement" in hits[c] or "euros" in hits[c]]
+    assert len(informative) == 2 and twice["read"][-1] in informative  # stopped at the second informative worker
 
 
 def test_budget_ends_the_chain_and_the_manager_answers_from_what_was_read(falcon: str) -> None:
-    never_done = ScriptedChatModel(
-        rules=[("manager of a chain", MANAGER)],
-        default=json.dumps({"facts": ["Something about the project."], "missing": "the budget"}),
-    )
+    never_done = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=quoting([("", "the budget")]))
     hits = get_store("default", None).by_doc(falcon)
-    sizes = {h.chunk_id: count_tokens(h.text) for h in hits}
-    budget = max(sizes.values()) + 1
+    budget = 40
+    context = {"budget": budget, "batch_tokens": 50, "passage_tokens": 20, "hop_budget": 0, "floor": -9.0}
     with use_chat_model(never_done):
-        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"budget": budget})
+        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context=context)
     assert out["stopped"] == "budget"
     assert 1 <= len(out["read"]) < len(hits)
-    assert sum(sizes[c] for c in out["read"]) <= budget
-    assert out["calls"] == len(out["read"]) + 1 and out["answer"] == "40,000 euros"
+    read = [s for call in never_done.calls[:-1] for _, s in shown_sentences(call)]
+    assert 0 < sum(count_tokens(s) for s in read) <= budget
+    assert out["calls"] == out["usage"]["worker"]["calls"] + 1 and out["answer"] == "40,000 euros"
+
+
+def test_a_named_missing_piece_extends_the_budget_once(falcon: str) -> None:
+    never_done = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=quoting([("", "the budget")]))
+    context = {"budget": 40, "batch_tokens": 50, "passage_tokens": 20, "floor": -9.0}
+    with use_chat_model(never_done):
+        plain = graph.invoke({"question": "What budget?", "doc_id": falcon}, context={**context, "hop_budget": 0})
+        extended = graph.invoke({"question": "What budget?", "doc_id": falcon}, context={**context, "hop_budget": 30})
+    assert plain["stopped"] == "budget" and extended["stopped"] == "hop-budget"
+    assert len(extended["passages"]) > len(plain["passages"])
+    read = [s for call in never_done.calls for _, s in shown_sentences(call)]
+    assert read  # both chains quoted what they read
+
+
+def test_no_extension_when_nothing_is_named_missing(falcon: str) -> None:
+    done = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=quoting([("", "")], otherwise=""))
+    context = {"budget": 40, "batch_tokens": 50, "passage_tokens": 20, "hop_budget": 500, "early_stop": False}
+    context["floor"] = -9.0
+    with use_chat_model(done):
+        out = graph.invoke({"question": "What budget?", "doc_id": falcon}, context=context)
+    assert out["stopped"] == "budget"
 
 
 def test_chunks_below_the_floor_are_skipped_without_a_call(falcon: str) -> None:
     model = ScriptedChatModel(
-        rules=[("manager of a chain", MANAGER)], default=json.dumps({"facts": [], "missing": "the budget"})
+        rules=[("manager of a chain", MANAGER)], default=json.dumps({"quotes": [], "missing": "the budget"})
     )
     with use_chat_model(model):
         out = graph.invoke(
@@ -274,44 +298,36 @@ def test_chunks_below_the_floor_are_skipped_without_a_call(falcon: str) -> None:
     assert out["usage"]["worker"]["calls"] == len(out["read"])
     # the skipped chunks were never shown to a worker
     shown = " ".join(str(c[-1].content) for c in model.calls)
-    assert not any(f"[{cid}]" in shown for cid in out["skipped"])
+    assert not any(f"[{cid}." in shown for cid in out["skipped"])
 
 
-def test_best_first_follows_what_the_notes_say_is_missing(falcon: str) -> None:
-    def reply(messages: Sequence[BaseMessage]) -> str:
-        piece = str(messages[-1].content).split("Your piece", 1)[1]
-        if "euros" in piece:
-            return json.dumps({"facts": ["The budget is 40,000 euros."], "missing": "who manages procurement"})
-        if "procurement" in piece:
-            return json.dumps({"facts": ["Bob Chen manages procurement."], "missing": ""})
-        return json.dumps({"facts": [], "missing": "who manages procurement"})
-
+def test_best_first_follows_what_the_quotes_say_is_missing(falcon: str) -> None:
+    reply = quoting([("procurement", ""), ("euros", "who manages procurement")], otherwise="who manages procurement")
     model = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=reply)
+    context = {"floor": -9.0, "confirm": 0, "batch_tokens": 20, "passage_tokens": 20, "tree_weight": 0.0}
     with use_chat_model(model):
-        out = graph.invoke(
-            {"question": "What budget was approved?", "doc_id": falcon}, context={"floor": -9.0, "confirm": 0}
-        )
-    hits = {h.chunk_id: h.text for h in get_store("default", None).by_doc(falcon)}
-    assert "euros" in hits[out["read"][0]]
-    assert "procurement" in hits[out["read"][1]]  # reached through the missing text
-    assert out["stopped"] == "complete" and len(out["read"]) == 2
+        out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context=context)
+    first, second = (shown_sentences(call) for call in model.calls[:2])
+    assert any("euros" in s for _, s in first) and not any("procurement" in s for _, s in first)
+    assert any("procurement" in s for _, s in second)  # reached through the missing text
+    assert out["stopped"] == "complete" and out["usage"]["worker"]["calls"] == 2
+    # the quote and the opening sentence of its passage
+    assert [q.split("]")[0] for q in out["notes"][0].splitlines()] == ["[c1.1", "[c2.1", "[c2.2"]
 
 
-def test_the_manager_sees_facts_not_the_missing_lines(falcon: str) -> None:
+def test_the_manager_sees_the_quotes_not_what_was_missing(falcon: str) -> None:
     model = fake()
     with use_chat_model(model):
         graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"read_all": True})
     manager_prompt = str(model.calls[-1][-1].content)
-    assert "40,000 euros. [c1]" in manager_prompt and "Missing:" not in manager_prompt
+    assert BUDGET in manager_prompt and "the budget" not in manager_prompt.split("Quotes:")[1]
 
 
 def test_cli_ask_budget_flag(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    never_done = ScriptedChatModel(
-        rules=[("manager of a chain", MANAGER)], default=json.dumps({"facts": ["A fact."], "missing": "more"})
-    )
+    never_done = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=quoting([("", "more")]))
     args = ["ask", str(sample_markdown), "What budget was approved?", "--json", "-q", "--chunk-size", "50"]
     with use_chat_model(never_done):
-        assert main([*args, "--budget", "1"]) == EXIT_OK
+        assert main([*args, "--budget", "1", "--hop-budget", "0"]) == EXIT_OK
         one = json.loads(capsys.readouterr().out)
         assert main([*args, "--read-all"]) == EXIT_OK
         every = json.loads(capsys.readouterr().out)

@@ -23,6 +23,7 @@ from stores.settings import MAX_QUESTION_CHARS, InputError
 from stores.text import content_hash
 from surfaces import cli
 from surfaces.registry import compile_with
+from tests.fakes import quoting
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 LONG = "why " * (MAX_QUESTION_CHARS // 4 + 1)
@@ -91,7 +92,7 @@ def test_ask_has_the_same_question_limit_and_refuses_a_negative_chunk_cap(
 
 # --- which document: one rule in every workflow ------------------------------------------------
 CHAIN_ANSWER = '{"answer": "40,000 euros", "evidence": ["c0"], "explanation": "Approved [c0]."}'
-CHAIN_NOTE = '{"facts": ["The budget is 40,000 euros."], "missing": "nothing"}'
+CHAIN_NOTE = quoting([("euros", "nothing")])
 WORKFLOWS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "chain": ({"question": "What budget was approved?"}, {"order": "original", "max_chunks": 1}),
     "summarize": ({"length": 200}, {}),
@@ -105,7 +106,7 @@ OTHER_TEXT = "# Otters\n\nOtters hold hands while they sleep so that they do not
 def every_role_model() -> ScriptedChatModel:
     """One scripted model for the three workflows (chain workers and manager, summarize, offload)."""
     return ScriptedChatModel(
-        rules=[("manager of a chain", CHAIN_ANSWER), ("Your piece", CHAIN_NOTE)],
+        rules=[("manager of a chain", CHAIN_ANSWER), ("Evidence so far:", CHAIN_NOTE)],
         default=lambda messages: (
             offload_reply(messages) if "conclusion" in str(messages[0].content).lower() else summarize_reply(messages)
         ),

@@ -22,6 +22,7 @@ from stores.models import ModelError, use_chat_model
 from surfaces import cli
 from surfaces.resume import plan
 from surfaces.serve import create_app
+from tests.fakes import quoting
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 OFFLOADER = "turn it into a note"
@@ -130,7 +131,7 @@ def test_the_chat_command_resumes_a_failed_turn(tmp_path: Path, capsys: pytest.C
 def _chain_reply(messages: Any) -> str:
     if "manager of a chain" in str(messages[0].content):
         return json.dumps({"answer": "Bob Chen", "evidence": ["c1"], "explanation": "He manages procurement [c1]."})
-    return json.dumps({"facts": ["Bob Chen manages procurement."], "missing": "nothing"})
+    return quoting([("procurement", "nothing")], otherwise="who manages procurement")(messages)
 
 
 def test_the_ask_command_resumes_a_dead_chain_without_asking_finished_workers_again(

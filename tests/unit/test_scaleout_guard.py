@@ -206,7 +206,7 @@ def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sam
     graph = builder.compile(checkpointer=saver)
     question = {"question": "What budget was approved?", "doc_id": doc_id}
     body = {"assistant_id": "chain", "input": question, "context": {"namespace": "default"}}
-    model = Failing(default='{"facts": [], "missing": "the budget"}', fail_at="Your piece", down=2)
+    model = Failing(default='{"quotes": [], "missing": "the budget"}', fail_at="Evidence so far:", down=2)
     with use_chat_model(model), pytest.raises(ModelError):
         graph.invoke(question, {"configurable": {"thread_id": "dead"}}, context={"read_all": True})
     assert graph.get_state({"configurable": {"thread_id": "dead"}}).next  # stopped half-way
@@ -220,7 +220,7 @@ def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sam
 
     second = {"configurable": {"thread_id": "second"}}
     manager = json.dumps({"answer": "40,000 euros", "evidence": ["c1"], "explanation": "Approved [c1]."})
-    worker = '{"facts": [], "missing": "the budget"}'
+    worker = '{"quotes": [], "missing": "the budget"}'
     with use_chat_model(Failing(rules=[("manager of a chain", manager)], default=worker)):
         graph.invoke(question, second, context={"read_all": True})
     model.down = 2

@@ -19,6 +19,7 @@ from nodes.canvas_render import mermaid_js_source
 from nodes.chain.tree_view import tree_html, tree_mermaid
 from stores.models import use_chat_model
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
+from tests.fakes import quoting
 
 REPO = Path(__file__).resolve().parents[2]
 JS_DIR = REPO / "tests" / "js"
@@ -44,7 +45,7 @@ SECTIONS = {
 }
 
 MANAGER = json.dumps({"answer": "40,000 euros", "evidence": ["c1"], "explanation": "Approved in March [c1]."})
-WORKER = json.dumps({"facts": ["The budget is 40,000 euros."], "missing": "nothing"})
+WORKER = quoting([("euros", "nothing")])
 
 
 def fake() -> ScriptedChatModel:
