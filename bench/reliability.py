@@ -613,11 +613,11 @@ RECHUNK_SIZES = (900, 300, 600, 900, 300, 600)
 
 def _index_kills(document: Path) -> list[dict[str, Any]]:
     """A re-index at chunk size 300 of a document indexed at 900, its process killed with SIGKILL at each
-    point of :data:`tests.index_checks.KILL_POINTS` (half-way through its first or second batch of chunks,
+    point of :data:`doubles.index_checks.KILL_POINTS` (half-way through its first or second batch of chunks,
     just before its record is written, just after); then the same ingest again."""
+    from doubles.index_checks import KILL_POINTS, kill_reindex
     from nodes.ingest import index_state, ingest
     from stores.vectorstore import reset_stores
-    from tests.index_checks import KILL_POINTS, kill_reindex
 
     text = document.read_text(encoding="utf-8")
     rows = []
@@ -679,10 +679,10 @@ def retention(folder: Path) -> dict[str, Any]:
     upload, the whole text or the refused question; ``left_after_forget`` what remains of the namespace."""
     import base64
 
+    from doubles.checkpoint_checks import db_holds, thread_rows
+    from doubles.replies import offload_chat_model
     from stores.vectorstore import namespace_collections
     from surfaces.retention import forget_namespace
-    from tests.checkpoint_checks import db_holds, thread_rows
-    from doubles.replies import offload_chat_model
 
     home = Path(os.environ["LONGDOC_HOME"])
     text = _large_document(folder, sections=8, seed=17).read_text(encoding="utf-8")

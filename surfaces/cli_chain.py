@@ -9,9 +9,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from nodes.chain.ordering.orders import ORDERS
-from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
-from nodes.chain.reading import DEFAULT_BUDGET
+from graphs.chain.state import ChainContext
 from stores.settings import InputError
 from stores.usage import usage_totals
 from surfaces.cli import (
@@ -26,6 +24,21 @@ from surfaces.cli import (
     run_graph,
     wants_stream,
 )
+from surfaces.options import context_option
+
+CHAIN_OPTIONS = (
+    "order",
+    "budget",
+    "hop_budget",
+    "batch_tokens",
+    "confirm",
+    "read_all",
+    "root",
+    "children",
+    "roots",
+    "max_chunks",
+)
+"""The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields."""
 
 
 def register(sub: Any) -> None:
@@ -33,27 +46,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("ask", help="answer a question with a Chow-Liu ordered chain of worker agents")
     p.add_argument("path", help="document to ask about (ingested first if needed)")
     p.add_argument("question", help="the question")
-    p.add_argument("--order", default="best-first", choices=ORDERS, help="order the workers read the chunks in")
-    p.add_argument(
-        "--budget",
-        type=int,
-        default=None,
-        help=f"tokens of text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
-    )
-    p.add_argument(
-        "--hop-budget",
-        type=int,
-        default=None,
-        help="tokens a chain may read past the budget, once, while a worker names a missing piece (0: never)",
-    )
-    p.add_argument(
-        "--confirm", type=int, default=None, help="further informative workers that must find nothing missing"
-    )
-    p.add_argument("--read-all", action="store_true", help="read every chunk: no budget, no skipping, no early stop")
-    p.add_argument("--root", default="query", choices=ROOT_STRATEGIES, help="root of the Chow-Liu tree")
-    p.add_argument("--children", default="weight", choices=CHILD_ORDERS, help="child visiting order")
-    p.add_argument("--roots", type=int, default=1, help="chains from several roots, reconciled by the manager")
-    p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = no limit)")
+    for name in CHAIN_OPTIONS:
+        context_option(p, ChainContext, name)
     p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
     p.add_argument("--thread-id", default=None, help="checkpoint under this id; run again with it to resume")
     p.add_argument(
@@ -72,25 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from graphs.chain.graph import graph
 
     page = _page_path(args.tree_html)
-    context: dict[str, Any] = {
-        **context_values(args),
-        "order": args.order,
-        "root": args.root,
-        "children": args.children,
-        "roots": args.roots,
-        "max_chunks": args.max_chunks,
-        "read_all": args.read_all,
-    }
-    if args.budget is not None:
-        if args.budget < 0:
-            raise InputError("--budget must not be negative")
-        context["budget"] = args.budget
-    if args.hop_budget is not None:
-        if args.hop_budget < 0:
-            raise InputError("--hop-budget must not be negative")
-        context["hop_budget"] = args.hop_budget
-    if args.confirm is not None:
-        context["confirm"] = args.confirm
+    context: dict[str, Any] = {**context_values(args), **context_values(args, ChainContext)}
     ingest_context: dict[str, Any] = {}
     if args.chunk_size:
         context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
@@ -136,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     for quote in out.get("quotes", []):
         print(f"  {quote}")
     chunks = len({cid for edge in out["tree"] for cid in edge[:2]}) or len(out["read"])
-    print(f"read ({args.order}): {' -> '.join(out['order'][0]) if out['order'] else 'nothing'}")
+    print(f"read ({args.order or ChainContext().order}): {' -> '.join(out['order'][0]) if out['order'] else 'nothing'}")
     print(f"stopped: {out['stopped']} after {len(out['read'])} of {chunks} chunks, {len(out['skipped'])} skipped")
     print(f"tokens: {totals['input']} in, {totals['output']} out, {totals['calls']} LLM calls")
     if page is not None:

@@ -56,7 +56,7 @@ class ChainContext(Context):
     confirm: int = field(
         default=1,
         metadata=describe(
-            "Further informative workers that must also find the notes complete before reading stops.", min=0
+            "Further workers that added a quote and must also find nothing missing before reading stops.", min=0
         ),
     )
     read_all: bool = field(

@@ -12,11 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes.ingest import ingest
-from stores.text import content_hash
-from stores.vectorstore import reset_stores
-from tests.backends import backend, chroma_url
-from tests.index_checks import (
+from doubles.index_checks import (
     KILL_POINTS,
     SIZES,
     assert_whole,
@@ -26,6 +22,10 @@ from tests.index_checks import (
     long_text,
     stored_chunks,
 )
+from nodes.ingest import ingest
+from stores.text import content_hash
+from stores.vectorstore import reset_stores
+from tests.backends import backend, chroma_url
 
 __all__ = ["backend", "chroma_url"]  # fixtures
 

@@ -29,7 +29,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 SCHEMA_MODULES = ("state", "context")
 """The modules of ``graphs`` that ``nodes`` may import: the workflows' schemas, never their wiring."""
 
-BENCH_TESTS = ("test_bench_*.py", "test_offload_bench.py", "test_reliability_bench.py")
+BENCH_TESTS = (
+    "test_bench_*.py",
+    "test_offload_bench.py",
+    "test_reliability_bench.py",
+    "test_notebooks.py",
+    "test_notebook_outputs.py",
+    "test_fast_embedder.py",
+)
 """Test modules that test benchmark code, and so may import it."""
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from doubles.checkpoint_checks import config, db_holds, served, thread_rows
+from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.documents import cache_path, doc_dir, list_documents, namespace_dir
 from stores.models import use_chat_model
@@ -17,8 +19,6 @@ from stores.settings import InputError
 from stores.vectorstore import get_client, get_store
 from surfaces.cli import main
 from surfaces.retention import forget_document, forget_thread
-from tests.checkpoint_checks import config, db_holds, served, thread_rows
-from tests.fakes import offload_chat_model
 from tests.unit.test_checkpoint_privacy import TEXT
 
 __all__ = ["served"]  # the fixture
