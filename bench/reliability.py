@@ -438,7 +438,7 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
         "empty file": ["ingest", str(folder / "empty.txt")],
         "binary .txt": ["ingest", str(folder / "binary.txt")],
         "unsupported type": ["ingest", str(folder / "data.xyz")],
-        "folder as document": ["ingest", str(folder)],
+        "folder as document": ["ask", str(folder), "What is in it?"],
         "malformed .docx": ["ingest", str(folder / "broken.docx")],
         "invalid namespace": ["ingest", doc, "--namespace", "../x"],
         "binary chat script": ["chat", doc, "--script", str(folder / "script.bin")],
