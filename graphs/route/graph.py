@@ -2,7 +2,9 @@
 
 ``register`` reads the registry (a JSON file, inline JSON, or a name registered earlier in the
 namespace; ``longdoc`` is built in), validates it and embeds it into the shared store, embedding
-nothing when it is unchanged. ``route`` runs vector (and optionally BM25) retrieval over agents and
+nothing when it is unchanged. ``route`` embeds the requests before it opens the store (a failing
+embedder leaves the store untouched), embeds again any of the registry's records the store lost,
+then runs vector (and optionally BM25) retrieval over agents and
 tools, type-weighted reciprocal rank fusion and the walk to the top-K agents, for one request or a
 batch. No chat model is involved unless asked for: with ``expand`` the router model writes a few
 requests each tool serves at registration (once per tool, journalled by content hash in the

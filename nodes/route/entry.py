@@ -32,6 +32,13 @@ def check_requests(requests: Sequence[str]) -> list[str]:
     return out
 
 
+def embed_requests(requests: Sequence[str], store: Any, settings: RouteSettings) -> list[list[float]] | None:
+    """The requests' vectors in the store's space (None for BM25 alone), from its embedder; the store stays closed."""
+    if settings.retrieval == "bm25":
+        return None
+    return [list(store.embedder.embed_query(r)) for r in requests]
+
+
 def route(
     requests: Sequence[str],
     registry: Registry,
@@ -50,6 +57,8 @@ def route(
     requests = check_requests(requests)
     if query_vectors is not None and len(query_vectors) != len(requests):
         raise InputError("give one query vector per request")
+    if query_vectors is None:
+        query_vectors = embed_requests(requests, store, settings)  # before the index is opened
     index: StoreIndex | MatrixIndex | None = None
     if settings.retrieval != "bm25":
         index = memory_index(registry, store) if settings.index == "memory" else StoreIndex(registry, store)

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from graphs.route.context import RouteContext
 from graphs.route.state import RouteState
-from nodes.route.entry import check_requests, route
+from nodes.route.entry import check_requests, embed_requests, route
 from nodes.route.fusion import RouteSettings
 from nodes.route.manifest import register, registered
 from nodes.route.mcp import load_registry, parse_registry
@@ -46,7 +46,10 @@ def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict
     if ctx.expand and (state.get("registry_path") or state.get("registry_data") is not None):
         registry, stats = _expand(registry, namespace, ctx, runtime.stream_writer)
         update["expansion"] = stats.to_dict()
-    result = register(registry, get_store(namespace, ctx.embedder), progress=runtime.stream_writer)
+    # An unchanged registry is not checked against the store here: the route node does it after
+    # embedding the requests, so a run whose embedder fails leaves the store as it found it.
+    store = get_store(namespace, ctx.embedder)
+    result = register(registry, store, progress=runtime.stream_writer, check_records=False)
     runtime.stream_writer(
         {"stage": "registry", "message": f"registry {registry.name}: {result.agents} agents, {result.tools} tools"}
     )
@@ -94,11 +97,15 @@ def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[st
         retrieval=state.get("retrieval") or ctx.retrieval,
     )
     store = get_store(state["namespace"], ctx.embedder)
+    vectors = embed_requests(requests, store, settings)  # before the store is opened
     update: dict[str, Any] = {}
+    checked = register(registry, store)  # records lost since the registered copy was written are embedded again
+    if not checked.cached:
+        update.update(embedded=(state.get("embedded") or 0) + checked.embedded, cached=False)
     if ctx.decompose:
-        routed, update["tasks"] = _decomposed(requests, registry, store, settings, ctx)
+        routed, update["tasks"] = _decomposed(requests, vectors, registry, store, settings, ctx)
     else:
-        routed = route(requests, registry, store, settings)
+        routed = route(requests, registry, store, settings, query_vectors=vectors)
     results = [r.to_dict() for r in routed]
     single = len(results) == 1 and state.get("requests") is None
     return {
@@ -110,7 +117,12 @@ def route_requests(state: RouteState, runtime: Runtime[RouteContext]) -> dict[st
 
 
 def _decomposed(
-    requests: list[str], registry: Any, store: Any, settings: RouteSettings, ctx: RouteContext
+    requests: list[str],
+    vectors: list[list[float]] | None,
+    registry: Any,
+    store: Any,
+    settings: RouteSettings,
+    ctx: RouteContext,
 ) -> tuple[list[Any], list[list[str]]]:
     """Each request routed with its tasks (one router-model call each), the lists fused."""
     from nodes.route.entry import merge_routes
@@ -119,10 +131,11 @@ def _decomposed(
 
     llm = llm_for("router", ctx)
     routed, tasks_of = [], []
-    for request in requests:
+    for i, request in enumerate(requests):
         tasks = decompose(request, llm)
         tasks = [t for t in tasks if t != request]
-        parts = route([request, *tasks], registry, store, settings)
+        own = None if vectors is None else [vectors[i], *(store.embedder.embed_query(t) for t in tasks)]
+        parts = route([request, *tasks], registry, store, settings, query_vectors=own)
         routed.append(merge_routes(request, parts, settings))
         tasks_of.append(tasks or [request])
     return routed, tasks_of

@@ -59,6 +59,19 @@ def test_graph_registers_once_and_routes(registry_file: Path) -> None:
     assert by_name["cached"] is True and by_name["agents"][0]["name"] == "Files Server"
 
 
+def test_records_lost_from_the_store_are_embedded_again_after_the_request(registry_file: Path) -> None:
+    """The register step takes an unchanged registered copy at its word; routing checks the records."""
+    from stores.vectorstore import get_store
+
+    request = {"request": "read a file at a path", "registry_path": str(registry_file)}
+    graph.invoke(request, context=RouteContext(k=1))
+    get_store("default").delete(["registry-servers:tool:Files Server:read_file"])
+    again = graph.invoke(request, context=RouteContext(k=1))
+    assert (again["embedded"], again["cached"]) == (1, False)
+    assert again["agents"][0]["name"] == "Files Server" and again["agents"][0]["tools"] == ["read_file"]
+    assert get_store("default").count(doc_id="registry-servers") == 7
+
+
 def test_batch_requests_with_a_dict_context(registry_file: Path) -> None:
     out = graph.invoke(
         {"requests": ["weather forecast rain", "read a file at a path"], "registry_path": str(registry_file)},
