@@ -16,6 +16,7 @@ from nodes.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.offloading.answer import ask, citations_of, normalise_ids, resolve_recall
 from nodes.offloading.memory import OFFLOADING, Piece, build_memory
 from nodes.offloading.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
+from stores.chat_stream import streamed_field
 from stores.models import llm_for
 from stores.offload import get_offload_store
 from stores.usage import relabel_usage, track_usage
@@ -70,7 +71,11 @@ def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
 
 
 def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Assemble the working memory within the budget and ask the model (answer, or ids to recall)."""
+    """Assemble the working memory within the budget and ask the model (answer, or ids to recall).
+
+    The only model call of a turn that LangGraph's ``messages`` stream shows: the answer's text
+    as it is written (:func:`stores.chat_stream.streamed_field`), as the AI message ``reply_id``.
+    """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
@@ -112,7 +117,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         pieces += recalled
     system = prompts.render("offload/answer_recall" if can_recall else "offload/answer", lang)
     memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
-    with track_usage() as usage:
+    with track_usage() as usage, streamed_field("answer") as shown:
         reply, mode = ask(
             llm_for("expert", ctx), memory, recall=can_recall, max_tokens=ctx.answer_max_tokens, lang=lang
         )
@@ -124,6 +129,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "memory": {**memory.parts, "total": memory.tokens},
         "cut": memory.cut,
         "input_tokens": calls[-1]["input"],
+        "reply_id": shown.message_id,
     }
     if memory.cut:
         runtime.stream_writer({"stage": "budget", "message": "token budget: " + "; ".join(memory.cut)})
