@@ -103,6 +103,7 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "answer_max_tokens",
         "offloader_max_tokens",
         "offload_backend",
+        "doc_id",
     },
     "route": COMMON_FIELDS
     | {
