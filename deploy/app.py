@@ -21,6 +21,9 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
+The app also serves ``/mcp`` (:mod:`deploy.mcp`): the workflows as MCP tools, whose calls are
+runs made through this guard with the caller's key.
+
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
 """
 
@@ -30,13 +33,16 @@ import contextlib
 import functools
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid5
 
 import anyio
 from fastapi import FastAPI
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deploy import mcp
 from graphs.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
 from graphs.resume import plan
 from graphs.serve import _max_request_bytes as max_request_bytes
@@ -271,5 +277,14 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-app = FastAPI(title="longdoc on Aegra")
+@contextlib.asynccontextmanager
+async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own)."""
+    async with mcp.route.running():
+        yield
+
+
+app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
 app.add_middleware(TenantGuard)
+app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
+"""The workflows as MCP tools (:mod:`deploy.mcp`), behind the guard like every other path."""

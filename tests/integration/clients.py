@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -68,8 +67,10 @@ def check_chat_turn(turn: dict[str, Any], number: int) -> dict[str, Any]:
     return reply
 
 
-def mcp_session(url: str, doc_id: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """The official MCP client: initialize, list tools, call ``chain``, then call it with a bad argument."""
+def mcp_session(
+    url: str, calls: list[tuple[str, dict[str, Any]]], headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The official MCP client: initialize, list tools, then each ``(tool, arguments)`` call; what each returned."""
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -81,13 +82,15 @@ def mcp_session(url: str, doc_id: str, headers: dict[str, str] | None = None) ->
         ):
             info = await asyncio.wait_for(client.initialize(), 30)
             tools = await asyncio.wait_for(client.list_tools(), 60)
-            good = await asyncio.wait_for(
-                client.call_tool("chain", {"doc_id": doc_id, "question": "Who manages procurement?"}), TIMEOUT
-            )
-            bad = await asyncio.wait_for(client.call_tool("chain", {"question": "Who manages procurement?"}), TIMEOUT)
-            return {"info": info, "tools": {t.name: t for t in tools.tools}, "good": good, "bad": bad}
+            results = [await asyncio.wait_for(client.call_tool(name, args), TIMEOUT) for name, args in calls]
+            return {"info": info, "tools": {t.name: t for t in tools.tools}, "results": results}
 
     return asyncio.run(session())
+
+
+def ask_chain(doc_id: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """An MCP call of the ``chain`` tool about ``doc_id``."""
+    return "chain", {"doc_id": doc_id, "question": "Who manages procurement?", **extra}
 
 
 def text_of(result: Any) -> str:
@@ -101,8 +104,8 @@ def tool_agent_model(doc_id: str) -> ScriptedChatModel:
         last = messages[-1]
         if isinstance(last, ToolMessage):
             return AIMessage(content=f"longdoc says: {last.content}")
-        question = {"doc_id": doc_id, "question": "Who manages procurement?"}
-        return AIMessage(content="", tool_calls=[{"name": "chain", "args": question, "id": "call-1"}])
+        name, args = ask_chain(doc_id)
+        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "call-1"}])
 
     return ScriptedChatModel(default=reply)
 
@@ -158,17 +161,3 @@ def a2a_send(
 
 def artifact_text(task: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []))
-
-
-def retry(call: Callable[[], Any], until: float = 30.0) -> Any:
-    """``call()`` again until it stops raising (a server's first requests after start), at most ``until`` s."""
-    import time
-
-    deadline = time.monotonic() + until
-    while True:
-        try:
-            return call()
-        except (httpx.HTTPError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)

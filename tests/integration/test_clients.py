@@ -100,11 +100,12 @@ def test_the_first_message_may_name_a_file_under_the_ingest_root(server: dict[st
 
 
 def test_the_mcp_client_lists_and_calls_the_workflows(server: dict[str, Any]) -> None:
-    session = clients.mcp_session(server["url"], server["doc_id"])
+    doc_id = server["doc_id"]
+    session = clients.mcp_session(server["url"], [clients.ask_chain(doc_id), ("chain", {"question": "Who?"})])
     assert session["info"].serverInfo.name
     assert {"ingest", "chain", "summarize", "offload", "route"} <= set(session["tools"])
     assert "question" in session["tools"]["chain"].inputSchema["properties"]
-    good, bad = session["good"], session["bad"]
+    good, bad = session["results"]
     assert not good.isError and "'answer':" in clients.text_of(good) and server["doc_id"] in clients.text_of(good)
     assert bad.isError and "InputError" in clients.text_of(bad)  # langgraph-api names the error's type only
 
