@@ -21,8 +21,9 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
-The app also serves ``/mcp`` (:mod:`deploy.mcp`): the workflows as MCP tools, whose calls are
-runs made through this guard with the caller's key.
+The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/offload``
+(:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
+the caller's key.
 
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
 """
@@ -42,7 +43,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deploy import mcp
+from deploy import a2a, mcp
 from graphs.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
 from graphs.resume import plan
 from graphs.serve import _max_request_bytes as max_request_bytes
@@ -287,4 +288,6 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
 app.add_middleware(TenantGuard)
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
-"""The workflows as MCP tools (:mod:`deploy.mcp`), behind the guard like every other path."""
+app.include_router(a2a.router)
+"""The workflows as MCP tools (:mod:`deploy.mcp`) and the chat as an A2A agent (:mod:`deploy.a2a`), behind the
+guard like every other path."""

@@ -62,7 +62,7 @@ async def list_tools() -> list[types.Tool]:
     ]
 
 
-def _own_url(scope: Scope) -> str:
+def own_url(scope: Scope) -> str:
     """This instance's address from the socket the request came in on (never from the request's headers)."""
     host, port = scope["server"]
     return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
@@ -79,20 +79,20 @@ async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     if request is None:
         raise RuntimeError("a tool call needs the HTTP request it came with")
     headers = {k.lower(): v for k, v in request.headers.items()}
-    client = get_client(url=_own_url(request.scope), api_key=presented_key(headers), timeout=RUN_TIMEOUT)
+    client = get_client(url=own_url(request.scope), api_key=presented_key(headers), timeout=RUN_TIMEOUT)
     try:
         thread = (await client.threads.create())["thread_id"]
         run = await client.runs.create(thread, name, input=arguments)
         output = await client.runs.join(thread, run["run_id"])
         done = await client.runs.get(thread, run["run_id"])
     except httpx.HTTPStatusError as exc:
-        raise ValueError(f"refused ({exc.response.status_code}): {_reason(exc.response)}") from None
+        raise ValueError(f"refused ({exc.response.status_code}): {reason(exc.response)}") from None
     if done.get("status") != "success":
         raise ValueError(f"{name} failed: {done.get('error_message') or done.get('status')}")
     return dict(output) if isinstance(output, dict) else {"output": output}
 
 
-def _reason(response: httpx.Response) -> str:
+def reason(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:

@@ -191,6 +191,33 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
     assert len(tool) == 1 and '"answer"' in str(tool[0].content) and messages[-1].content.startswith("longdoc says:")
 
 
+def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
+    a, b = cluster.instances[0].url, cluster.instances[1].url
+    c = client(cluster.instances[0])
+    doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+    key_a = {"X-API-Key": "key-a"}
+    card = httpx.get(f"{a}/a2a/offload/.well-known/agent-card.json", headers=key_a, timeout=30).json()
+    assert card["skills"] and card["supportedInterfaces"][0]["url"] == "/a2a/offload"
+    first = clients.a2a_send(
+        a, "offload", [{"text": "Who manages procurement?"}, {"data": {"doc_id": doc_id}}], None, key_a
+    )
+    assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
+    second = clients.a2a_send(b, "offload", [{"text": "And the budget?"}], first["contextId"], key_a)
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED", second
+    state = c.threads.get_state(first["contextId"])["values"]
+    assert state["turn"] == 2 and clients.artifact_text(second) == state["messages"][-1]["content"]
+    assert clients.artifact_text(first) == state["messages"][1]["content"]
+
+    # Another tenant cannot join the conversation; a key-less call never reaches it.
+    other = clients.a2a_send(b, "offload", [{"text": "What else?"}], first["contextId"], {"X-API-Key": "key-b"})
+    assert other["status"]["state"] == "TASK_STATE_REJECTED" and "403" in other["status"]["message"]["parts"][0]["text"]
+    assert c.threads.get_state(first["contextId"])["values"]["turn"] == 2
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}
+    assert httpx.post(f"{a}/a2a/offload", json=body, timeout=30).status_code == 401
+    unknown = httpx.post(f"{a}/a2a/chain", json=body, headers=key_a, timeout=30).json()
+    assert unknown["error"]["code"] == -32602
+
+
 def _ns(namespace: str) -> dict[str, Any]:
     return {"configurable": {"namespace": namespace}}
 
