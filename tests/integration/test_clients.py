@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from doubles.endpoint import Script, create_app, running
 from tests.integration import clients
-from tests.integration.conftest import ROOT, free_port, wait_http
+from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
 LANGGRAPH = shutil.which("langgraph", path=str(Path(sys.executable).parent))
@@ -36,10 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     work, docs = folder / "srv", folder / "docs"
     docs.mkdir()
     (docs / "falcon.md").write_text(FALCON, encoding="utf-8")
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "node_modules", ".langgraph_api", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache"
-    )
-    shutil.copytree(ROOT, work, ignore=ignore)
+    copy_project(work)
     with running(create_app(Script())) as endpoint:
         env = {
             **os.environ,
