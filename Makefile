@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
 
-.PHONY: install system test unit lint format demo serve dev bench scaleout bench-serve
+.PHONY: install system test unit lint format demo serve dev bench scaleout bench-serve plots notebooks
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -54,7 +54,7 @@ dev: install
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(VENV)/bin/langgraph dev --port 2025 --no-browser
 
 # The scale-out deployment on 127.0.0.1: PostgreSQL, a Chroma server and two Aegra instances
-# (README "Scale out"); the model and keys come from LONGDOC_* in the environment. Ctrl-C stops all.
+# (docs/deployment.md, "Scale out"); the model and keys come from LONGDOC_* in the environment. Ctrl-C stops all.
 scaleout: install
 	$(PY) -m deploy.cluster up --instances 2
 
@@ -65,3 +65,12 @@ bench-serve: install
 
 bench: install
 	$(PY) -m bench.ingest --data $(DATA)/summ/qmsum_val.jsonl --out bench/results/ingest.json
+
+# The benchmark plots in docs/img, drawn from the committed results in bench/results (no model, seconds).
+plots: install
+	$(PY) -m bench.plots --results bench/results --out docs/img
+
+# The notebooks, run on the bundled model, their outputs written into the committed .ipynb files
+# with the digest of their code (a unit test fails when a notebook's code changed after its run).
+notebooks: install
+	$(PY) -m bench.notebooks

@@ -4,7 +4,7 @@
 
 Sections of the output:
 
-- ``ordering``: for every order of :data:`nodes.ordering.orders.ORDERS`, where the gold supporting
+- ``ordering``: for every order of :data:`nodes.chain.ordering.orders.ORDERS`, where the gold supporting
   paragraphs land in the chain. Each paragraph of an item is one chunk (``title: text``), embedded
   with the bundled embedder; per item the normalised rank ``position / (n - 1)`` of the first and of
   the last supporting paragraph, and whether all supporting paragraphs fall in the first half
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from bench.qa_data import QAItem, load_qa_dir
-from nodes.ordering.orders import ORDERS, order_chunks
-from nodes.ordering.traverse import ROOT_STRATEGIES
-from nodes.ordering.tree import build_tree
+from nodes.chain.ordering.orders import ORDERS, order_chunks
+from nodes.chain.ordering.traverse import ROOT_STRATEGIES
+from nodes.chain.ordering.tree import build_tree
 
 RANDOM_SEEDS = (0, 1, 2, 3, 4)
 SCALE_DIM = 384
@@ -281,7 +281,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         setup_version,
         summarise,
     )
-    from graphs.chain_state import ChainContext
+    from graphs.chain.state import ChainContext
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS))

@@ -37,7 +37,7 @@ def as_document(item: QAItem) -> str:
 
 def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
     """The single-call baselines: top-k within the chunk budget, or the full document."""
-    from nodes.chain import document_vectors, query_similarity, read_and_answer
+    from nodes.chain.core import document_vectors, query_similarity, read_and_answer
     from stores.models import llm_for
     from stores.text import count_tokens
     from stores.usage import track_usage
@@ -68,8 +68,8 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
 
 def _answer(method: str, doc_id: str, question: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
     """One method on one question: a full chain in that order, or a single reader call."""
-    from graphs.chain import graph
-    from graphs.chain_state import ChainContext
+    from graphs.chain.graph import graph
+    from graphs.chain.state import ChainContext
 
     if method not in CHAIN_METHODS:
         return _reader(doc_id, question, method, namespace, embedder)

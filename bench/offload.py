@@ -12,7 +12,7 @@ thread) per policy:
 * ``offload``: one-line conclusions of the last turns, pinned state, raw turns in the offload store;
 * ``offload_canvas``: the same plus the meeting's canvas (made once per meeting).
 
-Every policy runs the same graph (``graphs.offload``) with the same retrieval and token budget;
+Every policy runs the same graph (``graphs.offload.graph``) with the same retrieval and token budget;
 only the memory policy differs. Figures per policy:
 
 * ``input_tokens_per_call``: mean input tokens of the answering calls, as the model reports them;
@@ -39,7 +39,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from nodes.offloading.memory import POLICIES
+from nodes.offload.memory import POLICIES
 from stores.documents import write_atomic
 from stores.text import CITATION_TAG
 from tests.fakes import offload_chat_model as fake_chat_model
@@ -99,7 +99,7 @@ def policy_context(policy: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def fresh_session(namespace: str, session: str, doc_id: str) -> None:
     """Forget what an earlier run left: the session's offloaded items and the document's canvas."""
-    from nodes.canvas import CACHE_NAME, canvas_record_id
+    from nodes.offload.canvas import CACHE_NAME, canvas_record_id
     from stores.documents import cache_path
     from stores.offload import get_offload_store
     from stores.vectorstore import get_store
@@ -115,8 +115,8 @@ def run_session(
     """Ask one meeting's queries in one thread under ``policy``; one row per turn."""
     from langchain_core.runnables import RunnableConfig
 
-    from graphs.offload import builder
-    from graphs.offload_state import OffloadContext, OffloadInput
+    from graphs.offload.graph import builder
+    from graphs.offload.state import OffloadContext, OffloadInput
 
     graph = builder.compile(checkpointer=saver)
     meeting = session["meeting"]["id"]

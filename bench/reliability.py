@@ -92,7 +92,7 @@ def scratch_home() -> Iterator[Path]:
 def _client(chat_model: Any = None) -> Any:
     from fastapi.testclient import TestClient
 
-    from graphs.serve import create_app
+    from surfaces.serve import create_app
 
     return TestClient(create_app(chat_model=chat_model))
 
@@ -169,9 +169,9 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
 def _session(model: ScriptedChatModel, doc_id: str, thread: str, *, resend: bool) -> dict[str, Any]:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs.offload import builder
-    from graphs.resume import plan
+    from graphs.offload.graph import builder
     from stores.models import ModelError, use_chat_model
+    from surfaces.resume import plan
 
     graph = builder.compile(checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": thread}}
@@ -225,7 +225,7 @@ def interruptions(count: int, seed: int = 7) -> dict[str, Any]:
 def _first_turn_calls(model: ScriptedChatModel, doc_id: str) -> int:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs.offload import builder
+    from graphs.offload.graph import builder
     from stores.models import use_chat_model
 
     graph = builder.compile(checkpointer=InMemorySaver())
@@ -238,7 +238,7 @@ def _first_turn_calls(model: ScriptedChatModel, doc_id: str) -> int:
 def _process(env: dict[str, str], argv: list[str]) -> Any:
     import subprocess
 
-    command = [sys.executable, "-m", "graphs.cli", *argv, "-q"]
+    command = [sys.executable, "-m", "surfaces.cli", *argv, "-q"]
     return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -393,8 +393,8 @@ def _broken_docx(path: Path) -> None:
 
 def bad_inputs(folder: Path) -> dict[str, Any]:
     """Malformed files and requests: the exit code or status and whether the message is one clear line."""
-    from graphs import cli
     from stores.models import use_chat_model
+    from surfaces import cli
     from tests.fakes import offload_chat_model as fake_chat_model
 
     (folder / "empty.txt").write_text("   \n", encoding="utf-8")

@@ -74,14 +74,14 @@ METHODS: dict[str, dict[str, Any]] = {
 }
 """Method -> routing settings. The first six follow the write-up's pipeline (``rrf_k`` 60, the walk
 scores an agent by the first node reaching it); ``default`` is exactly what ``longdoc route`` does
-without options (the product defaults of ``nodes.routing.fusion.RouteSettings``)."""
+without options (the product defaults of ``nodes.route.fusion.RouteSettings``)."""
 SWEEP_RATIOS = (0.5, 0.8, 1.0, 1.25, 1.5, 2.0)
 SWEEP_RRF_K = (10.0, 30.0, 60.0)
 
 
 def method_settings(method: str, **overrides: Any) -> Any:
     """The ``RouteSettings`` of a benchmark method."""
-    from nodes.routing.fusion import DEFAULT_PROFILE, RouteSettings
+    from nodes.route.fusion import DEFAULT_PROFILE, RouteSettings
 
     spec = dict(METHODS[method])
     profile = spec.pop("profile", DEFAULT_PROFILE)
@@ -403,7 +403,7 @@ def _reusing_embed(store: Any, known: dict[str, list[float]]) -> Callable[[list[
 
 
 def _known_vectors(store: Any, registry: Any) -> dict[str, list[float]]:
-    from nodes.routing.model import record_id
+    from nodes.route.model import record_id
 
     ids = [record_id(registry.doc_id, n) for n in registry.nodes]
     return {h.text: h.embedding for h in store.get(ids, with_embeddings=True) if h.embedding is not None}
@@ -415,9 +415,9 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
     Each query is embedded once (timed); each method then routes it through the store with that
     vector (timed); a method's latency is the sum of both.
     """
-    from nodes.routing.entry import route
-    from nodes.routing.fusion import RouteSettings, rank
-    from nodes.routing.indexes import StoreIndex, gather_candidates
+    from nodes.route.entry import route
+    from nodes.route.fusion import RouteSettings, rank
+    from nodes.route.indexes import StoreIndex, gather_candidates
 
     texts = [q.query for q in queries]
     vectors, embed_ms = [], []
@@ -531,7 +531,7 @@ SWEEP_FIELDS: tuple[tuple[float, ...] | None, ...] = (None, (1.0, 1.0, 1.0, 1.0)
 
 def _full_settings(**overrides: Any) -> Any:
     """Settings that gather every candidate list a method may fuse (K = 10, BM25, entities, clauses)."""
-    from nodes.routing.fusion import RouteSettings
+    from nodes.route.fusion import RouteSettings
 
     return RouteSettings.from_profile(
         "balanced", k=EVAL_K, retrieval="hybrid", top_tools=EVAL_K, entity_weight=1.0, clause_weight=1.0, **overrides
@@ -541,7 +541,7 @@ def _full_settings(**overrides: Any) -> Any:
 def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, Any]]:
     """The registry with model-written examples (only entries missing from the journal call the
     model), and the one-time cost of writing them, summed from the journal's cost rows."""
-    from nodes.routing.expansion import (
+    from nodes.route.expansion import (
         PER_AGENT,
         PER_TOOL,
         ExpansionJournal,
@@ -550,7 +550,7 @@ def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, 
         model_id,
         tool_key,
     )
-    from nodes.routing.model import Registry
+    from nodes.route.model import Registry
     from stores.models import LLM
 
     journal = ExpansionJournal(journal_path)
@@ -597,7 +597,7 @@ def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, 
 def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, dict[str, Any]]:
     """Each query split into its tasks by the router model (journalled by query and prompt)."""
     import prompts
-    from nodes.routing.expansion import decompose
+    from nodes.route.expansion import decompose
     from stores.models import LLM
     from stores.text import content_hash
     from stores.usage import track_usage, usage_totals
@@ -704,9 +704,9 @@ def fold_protocol(
     folds choose each new option's value alone, everything else at the default: a choice among
     a handful of values, which a fold of nine queries can carry, unlike one among thousands.
     """
-    from nodes.routing.entry import MERGES, merge_routes
-    from nodes.routing.fusion import RouteSettings, rank
-    from nodes.routing.indexes import StoreIndex, gather_candidates
+    from nodes.route.entry import MERGES, merge_routes
+    from nodes.route.fusion import RouteSettings, rank
+    from nodes.route.indexes import StoreIndex, gather_candidates
 
     texts = [q.query for q in queries]
     full = RouteSettings.from_profile("balanced", k=EVAL_K, retrieval="hybrid", top_tools=EVAL_K)
@@ -804,9 +804,9 @@ def run(
     folds: int = 5,
 ) -> dict[str, Any]:
     """The whole benchmark; returns the JSON-ready results."""
-    from nodes.routing.fusion import DEFAULT_PROFILE, RouteSettings
-    from nodes.routing.manifest import register
-    from nodes.routing.mcp import load_registry
+    from nodes.route.fusion import DEFAULT_PROFILE, RouteSettings
+    from nodes.route.manifest import register
+    from nodes.route.mcp import load_registry
     from stores.vectorstore import get_store
 
     registry = load_registry(servers, "livemcp")
@@ -915,8 +915,8 @@ def run_scale(
     registry: Any, queries: Sequence[Query], namespace: str, scale: int, embedder: str, scale_embedder: str
 ) -> dict[str, Any]:
     """The methods again with ``scale`` synthetic tools added (and at base size when the embedder differs)."""
-    from nodes.routing.manifest import register
-    from nodes.routing.mcp import parse_registry
+    from nodes.route.manifest import register
+    from nodes.route.mcp import parse_registry
     from stores.vectorstore import get_store
 
     same = scale_embedder in ("same", embedder)

@@ -148,8 +148,8 @@ def probe_registry(
     second: tuple[Any, Sequence[Sequence[float]]] | None,
 ) -> dict[str, Any]:
     """Every probe on one registry."""
-    from nodes.routing.fusion import fuse, fusion_lists, graph_of, walk
-    from nodes.routing.indexes import StoreIndex, gather_candidates
+    from nodes.route.fusion import fuse, fusion_lists, graph_of, walk
+    from nodes.route.indexes import StoreIndex, gather_candidates
 
     texts = [q.query for q in queries]
     embed = store.embedder.embed_query
@@ -258,8 +258,8 @@ def probe_registry(
 
 def run(servers: Path, queries_path: Path, *, expansions: Path | None, decompose: Path | None, second: str) -> dict:
     """All probes on the plain registry and, with ``expansions``, on the expanded one."""
-    from nodes.routing.manifest import register
-    from nodes.routing.mcp import load_registry
+    from nodes.route.manifest import register
+    from nodes.route.mcp import load_registry
     from stores.vectorstore import get_store
 
     registry = load_registry(servers, "livemcp")

@@ -52,21 +52,21 @@ from tests.fakes import summarize_chat_model as fake_chat_model
 METHODS = ("expert-editor", "map-reduce", "refine")
 KINDS = ("general", "specific")
 WORKFLOW_CODE = (
-    "graphs/summarize.py",
-    "graphs/summarize_check.py",
-    "graphs/summarize_editor.py",
-    "graphs/summarize_experts.py",
-    "graphs/summarize_request.py",
-    "graphs/summarize_state.py",
-    "graphs/summary_baselines.py",
-    "nodes/editor.py",
-    "nodes/expert.py",
-    "nodes/factcheck.py",
-    "nodes/gaps.py",
-    "nodes/grounding.py",
-    "nodes/length.py",
+    "graphs/summarize/graph.py",
+    "nodes/summarize/checks.py",
+    "nodes/summarize/editor.py",
+    "nodes/summarize/experts.py",
+    "nodes/summarize/request.py",
+    "graphs/summarize/state.py",
+    "nodes/summarize/baselines.py",
+    "nodes/summarize/editing.py",
+    "nodes/summarize/expert.py",
+    "nodes/summarize/fact_checker.py",
+    "nodes/summarize/gaps.py",
+    "nodes/summarize/grounding.py",
+    "nodes/summarize/length.py",
     "nodes/retrieval.py",
-    "nodes/sentences.py",
+    "nodes/summarize/sentences.py",
 )
 """Source files whose code decides a summary (part of the setup digest)."""
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,9 +144,9 @@ def summarize_once(
     config: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], float]:
     """One summarization and its wall time; a run that ends in bad model output counts as an empty summary."""
-    from graphs.summarize import graph
-    from graphs.summarize_state import SummarizeContext, SummarizeInput
-    from nodes.factcheck import factcheck_stats
+    from graphs.summarize.graph import graph
+    from graphs.summarize.state import SummarizeContext, SummarizeInput
+    from nodes.summarize.fact_checker import factcheck_stats
     from stores.models import ModelOutputError
 
     request: SummarizeInput = {"doc_id": doc_id, "query": query, "method": method, "length": length}  # type: ignore[typeddict-item]
@@ -198,7 +198,7 @@ def run_row(
     item: dict[str, Any], method: str, doc_id: str, context: dict[str, Any], length: int, key: str
 ) -> dict[str, Any]:
     """Run one method on one item and measure it: the journal row."""
-    from nodes.length import length_bounds, length_units
+    from nodes.summarize.length import length_bounds, length_units
     from stores.usage import usage_totals
 
     out, seconds = summarize_once(doc_id, item["query"], method, context, length)

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from deploy.mcp import RUN_TIMEOUT, own_url, reason
-from graphs.access import presented_key
+from surfaces.access import presented_key
 
 CONVERSATIONAL = ("offload",)
 """The workflows that take a turn as a message (their input has ``messages``)."""

@@ -3,12 +3,12 @@
 Aegra authenticates every API route with :mod:`deploy.auth` and confines reads to the caller's
 own threads and runs, but in version 0.6 a run may be created on any thread id (the owner of an
 existing thread is not checked) and ``/runs/wait`` and ``/runs/stream`` call no authorization
-handler. :class:`TenantGuard` closes both, applying the rules of :mod:`graphs.access` that the
+handler. :class:`TenantGuard` closes both, applying the rules of :mod:`surfaces.access` that the
 LangServe app applies:
 
 - a request without a valid key is refused (401) on every path, Aegra's own or not;
 - a run is created only with a built-in assistant (one of the five graphs), only with the
-  ``context`` keys :data:`graphs.access.SERVED_FIELDS` serves (400), only in a namespace of the
+  ``context`` keys :data:`surfaces.access.SERVED_FIELDS` serves (400), only in a namespace of the
   tenant, in its context, input and state update alike (403; none given: the tenant's first),
   naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), addressing a checkpoint by id
   only (never another thread's, 400), without ``command.goto`` (400), and only on a thread the
@@ -44,10 +44,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
-from graphs.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
-from graphs.resume import plan
-from graphs.serve import _max_request_bytes as max_request_bytes
 from stores.settings import InputError, get_settings, run_deadline, run_timeout
+from surfaces.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
+from surfaces.resume import plan
+from surfaces.serve import _max_request_bytes as max_request_bytes
 
 ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
@@ -158,7 +158,7 @@ def _postgres_saver() -> Any:
 
 
 def continue_dead_run(workflow: str, thread_id: str, body: dict[str, Any], saver: Any = None) -> dict[str, Any]:
-    """``body`` planned like a LangServe request on a thread whose last run stopped half-way (see :mod:`graphs.resume`).
+    """``body`` planned like a LangServe request on a thread whose last run stopped half-way (:mod:`surfaces.resume`).
 
     The same input again resumes the dead run: it becomes a ``Command`` that writes the input's
     values again (Aegra 0.6 turns a null input into ``{}``, a new run; LangGraph resumes on any

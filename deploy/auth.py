@@ -1,4 +1,4 @@
-"""Aegra's auth handler: API keys name tenants, with the key ring of :mod:`graphs.access`.
+"""Aegra's auth handler: API keys name tenants, with the key ring of :mod:`surfaces.access`.
 
 ``aegra.json`` points Aegra at :data:`auth`. The tenant's name is the user ``identity``, so Aegra's
 own per-user filters (threads, runs, state, history are looked up ``WHERE user_id = identity``)
@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from graphs.access import KeyRing, load_keyring, presented_key
+from surfaces.access import KeyRing, load_keyring, presented_key
 
 auth = Auth()
 

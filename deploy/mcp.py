@@ -25,7 +25,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
-from graphs.access import presented_key
+from surfaces.access import presented_key
 
 DESCRIPTIONS = {
     "ingest": "Ingest a document (text, or base64 data with its filename) into your namespace; returns its doc_id.",

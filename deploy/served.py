@@ -6,10 +6,10 @@ name of its own that is not in ``sys.modules``, so a graph file that uses postpo
 its state's type hints; importing the graphs normally from here avoids that.
 """
 
-from graphs.chain import graph as chain
+from graphs.chain.graph import graph as chain
 from graphs.ingest import graph as ingest
-from graphs.offload import graph as offload
-from graphs.route import graph as route
-from graphs.summarize import graph as summarize
+from graphs.offload.graph import graph as offload
+from graphs.route.graph import graph as route
+from graphs.summarize.graph import graph as summarize
 
 __all__ = ["chain", "ingest", "offload", "route", "summarize"]

@@ -6,7 +6,7 @@ settings (:func:`stores.settings.get_settings`, the one place the environment is
 with their own knobs. Nodes read ``runtime.context``: callers pass ``context=`` (a dict is made
 into the workflow's context by LangGraph); a caller that passes none gets the defaults. The
 servers turn their callers' ``configurable`` into the context once, at the door:
-:mod:`graphs.serve` (LangServe) and :mod:`deploy.app` (Aegra).
+:mod:`surfaces.serve` (LangServe) and :mod:`deploy.app` (Aegra).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphs.chain import graph
-from graphs.cli import AnswerPrinter, run_graph
+from graphs.chain.graph import graph
+from surfaces.cli import AnswerPrinter, run_graph
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 DEMO_QUESTION = "Who manages procurement, and what supplier did they find?"  # what `make demo` asks

@@ -19,12 +19,12 @@ from typing_extensions import TypedDict
 
 from deploy.cluster import postgres, postgres_bindir
 from doubles.chat import ScriptedChatModel
-from graphs.chain import builder as chain_builder
-from graphs.offload import builder as offload_builder
-from graphs.resume import plan
+from graphs.chain.graph import builder as chain_builder
+from graphs.offload.graph import builder as offload_builder
 from nodes.ingest import ingest
 from stores.checkpoint import checkpoint_location, open_checkpointer
 from stores.models import ModelError, use_chat_model
+from surfaces.resume import plan
 from tests.fakes import offload_reply
 from tests.unit.test_resume import Failing as DiesAt
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.offload import builder
-from nodes.canvas import load_canvas
+from graphs.offload.graph import builder
+from nodes.offload.canvas import load_canvas
 from stores.vectorstore import get_store
 from tests.unit.test_canvas_render import _SKIP_REASON, validate
 

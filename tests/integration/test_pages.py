@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 from doubles.chat import ScriptedChatModel
-from graphs.chain import graph
+from graphs.chain.graph import graph
 from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, mermaid_js_source, render_html, render_mermaid
+from nodes.chain.tree_view import tree_html
 from nodes.ingest import ingest
-from nodes.tree_view import tree_html
 from stores.models import use_chat_model
 from stores.vectorstore import get_store
 

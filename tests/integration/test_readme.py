@@ -1,4 +1,7 @@
-"""The README's Python examples run as written (against the scripted endpoint, in a scratch folder)."""
+"""The Python examples of the README and docs/ run as written (against the scripted endpoint, in a scratch folder).
+
+Links, commands and the files and modules the pages name are checked without a model in tests/unit/test_docs.py.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,12 @@ import pytest
 
 from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+BLOCKS = [
+    (str(page.relative_to(ROOT)), code)
+    for page in PAGES
+    for code in re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+]
 REGISTRY = [
     {
         "name": "charts",
@@ -28,7 +36,8 @@ REGISTRY = [
 
 
 def test_readme_has_python_examples() -> None:
-    assert len(BLOCKS) >= 5
+    assert len(BLOCKS) >= 6
+    assert sum(page == "README.md" for page, _ in BLOCKS) >= 3
 
 
 @pytest.fixture
@@ -40,9 +49,9 @@ def scratch(tmp_path: Path) -> Path:
     return work
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+@pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[f"{page}-{i}" for i, (page, _) in enumerate(BLOCKS)])
 def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]
-    code = BLOCKS[index]
+    page, code = BLOCKS[index]
     env = dict(server_env)
     port = free_port()
     proc, _log = spawn([sys.executable, "-m", "doubles.endpoint", "--port", str(port)], env)
@@ -52,7 +61,7 @@ def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[st
     if "127.0.0.1:8000" in code:
         api = free_port()
         server, _server_log = spawn(
-            [sys.executable, "-m", "uvicorn", "graphs.serve:app", "--host", "127.0.0.1", "--port", str(api)], env
+            [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(api)], env
         )
         wait_http(f"http://127.0.0.1:{api}/health", timeout=120, proc=server)
         code = code.replace("127.0.0.1:8000", f"127.0.0.1:{api}")
@@ -66,4 +75,4 @@ def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[st
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=scratch, env=env, capture_output=True, text=True, timeout=600
     )
-    assert result.returncode == 0, f"README block {index} failed:\n{code}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"{page}: block {index} failed:\n{code}\n{result.stderr[-3000:]}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from graphs.route import RouteContext, graph
+from graphs.route.graph import RouteContext, graph
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "routing" / "livemcp_servers.json"
 GOLD = {

@@ -67,7 +67,7 @@ def client(instance: Any, key: str = "key-a") -> Any:
 
 
 def test_documents_and_threads_are_shared_between_instances(cluster: Deployment) -> None:
-    """The README's client walkthrough: ingest on A; ask, summarize and chat on B; the chat goes on on A."""
+    """The walkthrough of docs/deployment.md: ingest on A; ask, summarize and chat on B; the chat goes on on A."""
     a, b = cluster.instances[0].url, cluster.instances[1].url
     report = walkthrough(a, b, "key-a", FALCON)
     assert report["chunks"] > 0 and report["b_found_the_document"]

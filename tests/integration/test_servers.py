@@ -38,7 +38,7 @@ def test_langserve_route_over_http(server_env: dict[str, str], spawn) -> None:  
 
     port = free_port()
     proc, log = spawn(
-        [sys.executable, "-m", "uvicorn", "graphs.serve:app", "--host", "127.0.0.1", "--port", str(port)], server_env
+        [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(port)], server_env
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/health", timeout=120, proc=proc)

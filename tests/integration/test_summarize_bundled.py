@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphs.summarize import graph
+from graphs.summarize.graph import graph
 from stores.documents import get_document
 from stores.usage import usage_totals
 

@@ -86,7 +86,7 @@ def test_langserve_serves_every_workflow(fake_env: dict[str, str], spawn) -> Non
 
     port = free_port()
     proc, log = spawn(
-        [sys.executable, "-m", "uvicorn", "graphs.serve:app", "--host", "127.0.0.1", "--port", str(port)], fake_env
+        [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(port)], fake_env
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/health", timeout=120, proc=proc)

@@ -6,10 +6,10 @@ import pytest
 
 from bench.route import Query, agent_gains, evaluate, synthetic_registry_data, tool_gains
 from bench.route import _score as score_at
-from nodes.routing.entry import route
-from nodes.routing.fusion import RouteSettings
-from nodes.routing.manifest import register
-from nodes.routing.mcp import parse_registry
+from nodes.route.entry import route
+from nodes.route.fusion import RouteSettings
+from nodes.route.manifest import register
+from nodes.route.mcp import parse_registry
 from stores.vectorstore import get_store
 from tests.unit.test_router import SERVERS
 

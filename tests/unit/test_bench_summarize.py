@@ -157,7 +157,7 @@ def test_a_changed_setup_is_run_again(tmp_path: Path, monkeypatch: pytest.Monkey
     assert bench.main(argv) == 0
     assert bench.main([*argv, "--length", "60"]) == 0  # the length is part of the key
     assert bench.main([*argv, "--length", "60", "--baseline-length-fit", "off"]) == 0  # so is the context
-    monkeypatch.setattr(bench, "WORKFLOW_CODE", ("graphs/summarize.py",))  # as if the code had changed
+    monkeypatch.setattr(bench, "WORKFLOW_CODE", ("graphs/summarize/graph.py",))  # as if the code had changed
     assert bench.main(argv) == 0
     keys = [json.loads(line)["key"] for line in (tmp_path / "res_journal.jsonl").read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 4

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from doubles.chat import ScriptedChatModel
-from nodes.canvas import (
+from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_mermaid
+from nodes.ingest import ingest
+from nodes.offload.canvas import (
     CACHE_NAME,
     Canvas,
     canvas_record_id,
@@ -17,8 +19,6 @@ from nodes.canvas import (
     load_canvas,
     touched_nodes,
 )
-from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_mermaid
-from nodes.ingest import ingest
 from stores.documents import cache_path, get_document
 from stores.models import LLM, use_chat_model
 from stores.usage import track_usage

@@ -10,15 +10,15 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
-from graphs.chain import graph
-from graphs.cli import EXIT_INPUT, EXIT_OK, main
-from nodes import chain as chain_nodes
-from nodes.chain import WorkerNote, compose_notes
+from graphs.chain.graph import graph
+from nodes.chain import core as chain_nodes
+from nodes.chain.core import WorkerNote, compose_notes
 from nodes.ingest import ingest
 from stores.models import use_chat_model
 from stores.settings import InputError, ModelError
 from stores.text import count_tokens
 from stores.vectorstore import get_store
+from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 
 MANAGER = json.dumps({"answer": "40,000 euros", "evidence": ["c1", "c99"], "explanation": "Approved in March [c1]."})
 
@@ -321,7 +321,7 @@ def test_cli_ask_budget_flag(sample_markdown: Path, capsys: pytest.CaptureFixtur
 
 
 def test_the_planner_loads_the_document_once_per_process(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import graphs.chain_reading as chain_graph
+    import nodes.chain.planner as chain_graph
 
     loads: list[str] = []
     real = chain_graph.document_vectors

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.cli import EXIT_INPUT, EXIT_OK, AnswerPrinter, main, partial_json_string
+from surfaces.cli import EXIT_INPUT, EXIT_OK, AnswerPrinter, main, partial_json_string
 
 
 def test_ingest_json_then_cached(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,7 +86,7 @@ def test_answer_printer_restarts_on_a_retry_and_ends_with_the_final_answer(
 
 
 def test_every_workflow_command_shares_the_common_flags() -> None:
-    from graphs.cli import build_parser
+    from surfaces.cli import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from graphs.chain_state import ChainContext
+from graphs.chain.state import ChainContext
 from graphs.context import Context, describe, validate
-from graphs.offload_state import OffloadContext, check_context
-from graphs.summarize_state import SummarizeContext
-from graphs.summarize_state import check_context as check_summarize
+from graphs.offload.state import OffloadContext, check_context
+from graphs.summarize.state import SummarizeContext
+from graphs.summarize.state import check_context as check_summarize
 from stores.settings import InputError
 
 

@@ -10,10 +10,10 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
-from graphs.summarize import graph
-from nodes.factcheck import check_sentences, factcheck_stats
-from nodes.grounding import grounding_problems, names_in, numbers_in
+from graphs.summarize.graph import graph
 from nodes.ingest import ingest
+from nodes.summarize.fact_checker import check_sentences, factcheck_stats
+from nodes.summarize.grounding import grounding_problems, names_in, numbers_in
 from stores.models import llm_for, use_chat_model
 from stores.usage import track_usage
 from stores.vectorstore import get_store
@@ -271,7 +271,7 @@ def test_transcript_markup_and_fillers_do_not_hide_a_claim_from_grounding() -> N
 
 
 def test_the_command_line_lists_flagged_sentences_and_why(capsys: pytest.CaptureFixture[str]) -> None:
-    from graphs.cli import EXIT_OK, main
+    from surfaces.cli import EXIT_OK, main
 
     def reply(messages: Sequence[BaseMessage]) -> str:
         if "Draft:" in str(messages[-1].content):

@@ -19,11 +19,11 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
 
 from doubles import endpoint as fake_endpoint
-from graphs import cli
-from graphs.serve import create_app
 from stores.endpoints import endpoint_gate
 from stores.models import LLM, ModelError, ModelOutputError, messages
 from stores.usage import track_usage
+from surfaces import cli
+from surfaces.serve import create_app
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 READ_TIMEOUT = 0.5
@@ -317,7 +317,7 @@ def _pending(command: str, thread: str) -> tuple[str, ...]:
     from stores.checkpoint import open_checkpointer
 
     builder = import_module(
-        {"ask": "graphs.chain", "summarize": "graphs.summarize", "chat": "graphs.offload"}[command]
+        {"ask": "graphs.chain.graph", "summarize": "graphs.summarize.graph", "chat": "graphs.offload.graph"}[command]
     ).builder
     with open_checkpointer() as saver:
         return tuple(builder.compile(checkpointer=saver).get_state({"configurable": {"thread_id": thread}}).next)
@@ -403,7 +403,7 @@ def test_a_longdoc_process_exits_at_the_run_deadline(endpoint: fake_endpoint.Scr
 
     # Each request would wait 20 s for its reply, three times: the process must not wait for them.
     env = {**os.environ, "LONGDOC_READ_TIMEOUT": "20", "LONGDOC_MAX_RETRIES": "2", "LONGDOC_RUN_TIMEOUT": "3"}
-    command = [sys.executable, "-m", "graphs.cli", "summarize", str(FALCON), "-q"]
+    command = [sys.executable, "-m", "surfaces.cli", "summarize", str(FALCON), "-q"]
     start = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=FALCON.parents[2])
     took = time.monotonic() - start

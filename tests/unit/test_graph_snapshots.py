@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from graphs.registry import WORKFLOWS
+from surfaces.registry import WORKFLOWS
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 UPDATE = os.environ.get("LONGDOC_UPDATE_SNAPSHOTS", "") not in ("", "0")
@@ -33,7 +33,7 @@ def _workflow(name: str) -> Callable[[], Any]:
 
 
 def _baseline(factory: str) -> Callable[[], Any]:
-    return lambda: getattr(importlib.import_module("graphs.summary_baselines"), factory)()
+    return lambda: getattr(importlib.import_module("nodes.summarize.baselines"), factory)()
 
 
 GRAPHS: dict[str, Callable[[], Any]] = {

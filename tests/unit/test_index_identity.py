@@ -13,10 +13,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
-from graphs.offload import builder as offload_builder
-from nodes.canvas import ensure_canvas, load_canvas
-from nodes.chain import cached_tree, document_vectors
+from graphs.offload.graph import builder as offload_builder
+from nodes.chain.core import cached_tree, document_vectors
 from nodes.ingest import ingest
+from nodes.offload.canvas import ensure_canvas, load_canvas
 from nodes.retrieval import lexical_index
 from stores.documents import get_document, index_identity
 from stores.models import LLM, use_chat_model
@@ -119,7 +119,7 @@ def test_bm25_index_follows_the_index(doc_id: str) -> None:
 
 
 def test_summarize_reuses_expert_answers_only_on_the_same_index(doc_id: str) -> None:
-    from graphs.summarize import graph as summarize
+    from graphs.summarize.graph import graph as summarize
     from tests.fakes import summarize_chat_model
 
     def cached_answers() -> list[bool]:

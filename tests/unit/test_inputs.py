@@ -10,17 +10,17 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
-from graphs import cli
 from graphs.ingest import graph as ingest
-from graphs.registry import compile_with
-from graphs.route import graph as route
-from graphs.summarize import graph as summarize
+from graphs.route.graph import graph as route
+from graphs.summarize.graph import graph as summarize
 from nodes.ingest import DOCUMENT_FIELDS, read_source
 from nodes.ingest import ingest as ingest_file
 from stores.documents import list_documents
 from stores.models import use_chat_model
 from stores.settings import MAX_QUESTION_CHARS, InputError
 from stores.text import content_hash
+from surfaces import cli
+from surfaces.registry import compile_with
 from tests.fakes import offload_chat_model as fake_chat_model
 from tests.fakes import offload_reply, summarize_reply
 
@@ -45,7 +45,7 @@ def test_one_length_limit_for_questions_queries_and_requests() -> None:
     with use_chat_model(fake_chat_model()):
         with pytest.raises(InputError, match=f"the query is {len(LONG)} characters long; {limit}"):
             summarize.invoke({"doc_id": doc_id, "query": LONG})
-        from graphs.offload import graph as chat
+        from graphs.offload.graph import graph as chat
 
         with pytest.raises(InputError, match=f"the question is {len(LONG)} characters long; {limit}"):
             chat.invoke({"question": LONG, "doc_id": doc_id})

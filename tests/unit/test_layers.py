@@ -1,10 +1,10 @@
-"""The layers import downwards only: ``graphs`` -> ``nodes`` -> ``stores``; tests use no benchmark code.
+"""The layers import downwards only: ``surfaces`` -> ``graphs`` -> ``nodes`` -> ``stores``; tests use no benchmark code.
 
-``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (agents
-and steps) never imports ``graphs`` (where every graph is built); no runtime layer imports ``bench``,
-``tests`` or the test doubles of ``doubles`` (the benchmarks' ``--fake`` runs may use ``tests.fakes``);
-and tests import ``bench`` only when they test a benchmark. Imports are read from the
-source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
+``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (the agents)
+imports from ``graphs`` only the schemas (``graphs.context`` and each workflow's ``state``/``context``),
+never a wiring module; no runtime layer imports ``surfaces`` (the ways in), ``bench``, ``tests`` or the
+test doubles of ``doubles``; and tests import ``bench`` only when they test a benchmark. Imports are read
+from the source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
 """
 
 from __future__ import annotations
@@ -17,17 +17,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "stores": ("nodes", "graphs", "bench", "tests", "doubles"),
-    "nodes": ("graphs", "bench", "tests", "doubles"),
-    "graphs": ("bench", "tests", "doubles"),
+    "stores": ("nodes", "graphs", "surfaces", "bench", "tests", "doubles"),
+    "nodes": ("surfaces", "bench", "tests", "doubles"),
+    "graphs": ("surfaces", "bench", "tests", "doubles"),
+    "surfaces": ("bench", "tests", "doubles"),
 }
+
+SCHEMA_MODULES = ("state", "context")
+"""The modules of ``graphs`` that ``nodes`` may import: the workflows' schemas, never their wiring."""
 
 BENCH_TESTS = ("test_bench_*.py", "test_offload_bench.py", "test_reliability_bench.py")
 """Test modules that test benchmark code, and so may import it."""
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Top-level package names ``path`` imports, wherever the import statement is."""
+def imported_names(path: Path) -> set[str]:
+    """Full module names ``path`` imports, wherever the import statement is."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -44,7 +48,12 @@ def imported_modules(path: Path) -> set[str]:
             and isinstance(node.args[0].value, str)
         ):
             names.add(node.args[0].value)
-    return {name.split(".")[0] for name in names}
+    return names
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level package names ``path`` imports, wherever the import statement is."""
+    return {name.split(".")[0] for name in imported_names(path)}
 
 
 def _sources(package: str) -> list[Path]:
@@ -63,6 +72,21 @@ def test_runtime_layers_import_downwards_only(package: str) -> None:
     assert not wrong, f"{package}/ must not import {', '.join(FORBIDDEN[package])}: {wrong}"
 
 
+def test_nodes_import_only_the_schemas_of_graphs() -> None:
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(bad)
+        for path in _sources("nodes")
+        if (
+            bad := {
+                name
+                for name in imported_names(path)
+                if name.split(".")[0] == "graphs" and name.split(".")[-1] not in SCHEMA_MODULES
+            }
+        )
+    }
+    assert not wrong, f"nodes/ may import only graphs.context and the workflows' state/context: {wrong}"
+
+
 def test_tests_import_bench_only_to_test_benchmarks() -> None:
     allowed = {path for pattern in BENCH_TESTS for path in (ROOT / "tests").rglob(pattern)}
     wrong = sorted(
@@ -76,9 +100,10 @@ def test_tests_import_bench_only_to_test_benchmarks() -> None:
 def test_the_checker_sees_every_kind_of_import(tmp_path: Path) -> None:
     source = tmp_path / "example.py"
     source.write_text(
-        "import graphs.chain\nfrom bench.offload import x\n"
+        "import graphs.chain.graph\nfrom bench.offload import x\n"
         "def f():\n    from nodes import canvas\n    importlib.import_module('stores.text')\n"
         "from . import sibling\n",
         encoding="utf-8",
     )
     assert imported_modules(source) == {"graphs", "bench", "nodes", "stores"}
+    assert "graphs.chain.graph" in imported_names(source)

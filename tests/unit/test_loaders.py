@@ -173,7 +173,7 @@ def test_utf8_with_a_broken_byte_is_an_error_not_a_legacy_code_page(tmp_path: Pa
 
 
 def test_ingest_command_takes_an_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from graphs import cli
+    from surfaces import cli
 
     path = tmp_path / "notes.txt"
     path.write_bytes("Café crème. ".encode() * 20 + b"\xff")

@@ -79,8 +79,8 @@ def test_max_concurrency_one_never_runs_two_calls_at_once(monkeypatch: pytest.Mo
 
 
 def test_the_command_line_and_the_server_bound_their_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphs.cli import run_graph
-    from graphs.serve import ServedGraph
+    from surfaces.cli import run_graph
+    from surfaces.serve import ServedGraph
 
     monkeypatch.setenv("LONGDOC_MAX_CONCURRENCY", "2")
     assert run_config({"max_concurrency": 1})["max_concurrency"] == 1  # a caller's lower bound is kept

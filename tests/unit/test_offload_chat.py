@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
-from graphs.offload import builder
+from graphs.offload.graph import builder
 from nodes.ingest import ingest
 from stores.chat_stream import FieldStream, streamed_field, unstreamed
 from stores.models import LLM, use_chat_model

@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
-from graphs.offload import OffloadContext, builder, graph
+from graphs.offload.graph import OffloadContext, builder, graph
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import use_chat_model
@@ -341,7 +341,7 @@ def test_a_refused_first_turn_leaves_nothing_in_the_thread(doc_id: str, sample_m
 def test_langserve_route_answers_a_turn(doc_id: str) -> None:
     from fastapi.testclient import TestClient
 
-    from graphs.serve import create_app
+    from surfaces.serve import create_app
 
     config = {"configurable": {"policy": "offload", "min_score": -1.0, "offload_backend": "memory"}}
     with TestClient(create_app(chat_model=Model().chat)) as client:

@@ -10,10 +10,10 @@ import pytest
 import prompts
 from doubles.chat import ScriptedChatModel
 from nodes.ingest import ingest
-from nodes.offloading.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
-from nodes.offloading.memory import Piece, build_memory, render_user
-from nodes.offloading.offloader import OffloadNote, compress_turn, first_sentence, supported, update_pinned
-from nodes.offloading.pieces import detail_pieces, history_pieces, pinned_piece, select_details
+from nodes.offload.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
+from nodes.offload.memory import Piece, build_memory, render_user
+from nodes.offload.offloader import OffloadNote, compress_turn, first_sentence, supported, update_pinned
+from nodes.offload.pieces import detail_pieces, history_pieces, pinned_piece, select_details
 from stores.models import LLM, use_chat_model
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens

@@ -9,9 +9,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from nodes.ordering.orders import ORDERS, order_chunks, restrict_tree
-from nodes.ordering.traverse import choose_root, multi_roots, traverse
-from nodes.ordering.tree import ChowLiuTree, build_tree, similarity_weights
+from nodes.chain.ordering.orders import ORDERS, order_chunks, restrict_tree
+from nodes.chain.ordering.traverse import choose_root, multi_roots, traverse
+from nodes.chain.ordering.tree import ChowLiuTree, build_tree, similarity_weights
 
 
 def _gaussian(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
@@ -377,7 +377,7 @@ def test_unknown_order_lists_valid_names():
 def test_sparse_path_never_holds_a_dense_matrix(monkeypatch):
     import tracemalloc
 
-    import nodes.ordering.neighbours as neighbours
+    import nodes.chain.ordering.neighbours as neighbours
 
     monkeypatch.setattr(neighbours, "_BLOCK_ELEMS", 1 << 18)
     n = 3000

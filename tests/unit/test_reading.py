@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nodes.ordering.orders import order_chunks
-from nodes.ordering.tree import ChowLiuTree
-from nodes.reading import (
+from nodes.chain.ordering.orders import order_chunks
+from nodes.chain.ordering.tree import ChowLiuTree
+from nodes.chain.reading import (
     ReadingPolicy,
     best_first,
     best_first_order,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from nodes.routing.entities import KindIndex, clauses, parameter_kinds, request_formats, request_kinds
-from nodes.routing.fusion import Candidates, RouteSettings, fusion_lists, rank
-from nodes.routing.indexes import BM25Index, gather_candidates
-from nodes.routing.mcp import parse_registry
+from nodes.route.entities import KindIndex, clauses, parameter_kinds, request_formats, request_kinds
+from nodes.route.fusion import Candidates, RouteSettings, fusion_lists, rank
+from nodes.route.indexes import BM25Index, gather_candidates
+from nodes.route.mcp import parse_registry
 from stores.settings import InputError
 
 

@@ -12,13 +12,13 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
-from nodes.routing.entry import merge_routes, route
-from nodes.routing.expansion import ExpansionJournal, decompose, expand_registry, model_id
-from nodes.routing.fusion import AgentMatch, RouteResult, RouteSettings, ToolMatch
-from nodes.routing.indexes import BM25Index, MatrixIndex, StoreIndex
-from nodes.routing.manifest import register, registered
-from nodes.routing.mcp import parse_registry
-from nodes.routing.model import example_record_id, record_id
+from nodes.route.entry import merge_routes, route
+from nodes.route.expansion import ExpansionJournal, decompose, expand_registry, model_id
+from nodes.route.fusion import AgentMatch, RouteResult, RouteSettings, ToolMatch
+from nodes.route.indexes import BM25Index, MatrixIndex, StoreIndex
+from nodes.route.manifest import register, registered
+from nodes.route.mcp import parse_registry
+from nodes.route.model import example_record_id, record_id
 from stores.models import LLM, ModelError, use_chat_model
 from stores.settings import InputError
 from stores.usage import track_usage

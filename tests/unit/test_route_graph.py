@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from graphs.cli import EXIT_INPUT, EXIT_OK, main
 from graphs.context import field_descriptions
-from graphs.route import RouteContext, builder, graph
+from graphs.route.graph import RouteContext, builder, graph
 from stores.settings import InputError
+from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 
 SERVERS: list[dict[str, Any]] = [
     {
@@ -154,7 +154,7 @@ def test_cli_reports_registry_warnings(tmp_path: Path, capsys: pytest.CaptureFix
 def test_langserve_route_endpoint() -> None:
     from fastapi.testclient import TestClient
 
-    from graphs.serve import create_app
+    from surfaces.serve import create_app
 
     payload = {
         "input": {"request": "storm and flood alerts", "registry_data": SERVERS, "registry": "served"},

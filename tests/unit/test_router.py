@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from nodes.routing.entry import rank_experts, route, route_request, route_to_expert
-from nodes.routing.fusion import (
+from nodes.route.entry import rank_experts, route, route_request, route_to_expert
+from nodes.route.fusion import (
     AgentMatch,
     Candidates,
     RouteSettings,
@@ -18,9 +18,9 @@ from nodes.routing.fusion import (
     rank_tools,
     walk,
 )
-from nodes.routing.indexes import MatrixIndex, StoreIndex, gather_candidates
-from nodes.routing.manifest import register, register_agents, registered
-from nodes.routing.mcp import builtin_registry, load_registry, parse_registry
+from nodes.route.indexes import MatrixIndex, StoreIndex, gather_candidates
+from nodes.route.manifest import register, register_agents, registered
+from nodes.route.mcp import builtin_registry, load_registry, parse_registry
 from stores.settings import InputError
 from stores.vectorstore import get_store
 
@@ -452,7 +452,7 @@ def test_route_to_expert_edge_cases() -> None:
 
 
 def test_memory_index_reads_the_store_once_and_agrees_with_chroma(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodes.routing.indexes import memory_index
+    from nodes.route.indexes import memory_index
 
     store = get_store("memory")
     reg = _registry()

@@ -11,8 +11,8 @@ import pytest
 
 from deploy import app as guard
 from deploy.auth import authenticate, keyring
-from graphs.access import IngestRoot, Tenant
 from stores.settings import deadline_left
+from surfaces.access import IngestRoot, Tenant
 
 KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-old"]}}
 TEAM_B = Tenant("team-b", ("team-b", "team-b-old"))
@@ -140,7 +140,7 @@ def test_runs_get_the_run_deadline_and_large_bodies_are_refused(monkeypatch: pyt
 def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sample_markdown: Path) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs.chain import builder
+    from graphs.chain.graph import builder
     from nodes.ingest import ingest
     from stores.models import ModelError, use_chat_model
     from tests.unit.test_resume import Failing

@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from langchain_core.language_models import BaseChatModel
 
 from doubles import endpoint as fake_endpoint
-from graphs import registry
-from graphs.access import SERVED_FIELDS, key_digest
-from graphs.serve import create_app
+from surfaces import registry
+from surfaces.access import SERVED_FIELDS, key_digest
+from surfaces.serve import create_app
 from tests.fakes import offload_chat_model as fake_chat_model
 
 SECRET = "The launch code of Project Heron is 7-ALPHA-9."

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-import graphs.summarize as summarize
-import graphs.summarize_experts as summarize_experts
+import graphs.summarize.graph as summarize
+import nodes.summarize.experts as summarize_experts
 from doubles.chat import ScriptedChatModel
 from graphs.context import field_descriptions
-from graphs.summarize import graph
-from graphs.summarize_state import SummarizeContext
+from graphs.summarize.graph import graph
+from graphs.summarize.state import SummarizeContext
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import ModelOutputError, use_chat_model
@@ -203,7 +203,7 @@ def test_custom_experts_and_router_choice(monkeypatch: pytest.MonkeyPatch) -> No
         seen.append((question, candidates, namespace))
         return "people"
 
-    monkeypatch.setattr("nodes.editor.route_to_expert", route_to_expert)
+    monkeypatch.setattr("nodes.summarize.editing.route_to_expert", route_to_expert)
     out = _run(
         fake_chat_model(),
         {"path": str(FALCON), "length": 60},
@@ -524,7 +524,7 @@ def test_chinese_document_gets_chinese_prompts_and_summary(tmp_path: Path) -> No
 def test_langserve_route_summarizes(monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi.testclient import TestClient
 
-    from graphs.serve import create_app
+    from surfaces.serve import create_app
 
     doc = ingest(str(FALCON), namespace="api")
     with TestClient(create_app(chat_model=fake_chat_model())) as client:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import graphs.summarize_experts as summarize_experts
-from graphs.cli import EXIT_INPUT, EXIT_OK, main
+import nodes.summarize.experts as summarize_experts
 from stores.models import use_chat_model
+from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 from tests.fakes import summarize_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

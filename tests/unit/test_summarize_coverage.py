@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from graphs.summarize import graph
-from nodes.gaps import missing_parts, uncovered_topics
+from graphs.summarize.graph import graph
+from nodes.summarize.gaps import missing_parts, uncovered_topics
 from stores.models import use_chat_model
 from stores.vectorstore import Hit
 from tests.fakes import summarize_chat_model

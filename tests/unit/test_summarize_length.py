@@ -11,8 +11,8 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
-from graphs.summarize import graph
-from nodes.length import length_bounds, length_units
+from graphs.summarize.graph import graph
+from nodes.summarize.length import length_bounds, length_units
 from stores.models import use_chat_model
 from tests.fakes import fixed_length_reply, summarize_reply
 
@@ -124,9 +124,9 @@ def test_length_fit_off_leaves_the_summary_as_written() -> None:
 
 
 def test_chunk_sentences_for_a_fill_are_tidied_and_ranked_by_focus_and_topic() -> None:
-    from nodes.gaps import chunk_terms
-    from nodes.length import excerpt_sentences
-    from nodes.sentences import tidy_excerpt
+    from nodes.summarize.gaps import chunk_terms
+    from nodes.summarize.length import excerpt_sentences
+    from nodes.summarize.sentences import tidy_excerpt
     from stores.vectorstore import Hit
 
     assert (

@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from doubles.chat import ScriptedChatModel
-from graphs.summary_baselines import cite_chunk, group_notes, is_none
-from nodes.editor import (
+from nodes.ingest import ingest
+from nodes.summarize.baselines import cite_chunk, group_notes, is_none
+from nodes.summarize.editing import (
     choose_expert,
     draft_changed,
     fallback_merge,
@@ -18,11 +19,17 @@ from nodes.editor import (
     questions_schema,
     usable_answers,
 )
-from nodes.expert import DEFAULT_EXPERTS, AnswerCache, answer_question, citations_in, normalise_chunk_id, says_not_found
-from nodes.factcheck import factcheck_stats
-from nodes.ingest import ingest
-from nodes.length import draft_fits, length_units, trim_to_length
-from nodes.sentences import parse_cited_sentences, render_summary, text_blocks, with_citations
+from nodes.summarize.expert import (
+    DEFAULT_EXPERTS,
+    AnswerCache,
+    answer_question,
+    citations_in,
+    normalise_chunk_id,
+    says_not_found,
+)
+from nodes.summarize.fact_checker import factcheck_stats
+from nodes.summarize.length import draft_fits, length_units, trim_to_length
+from nodes.summarize.sentences import parse_cited_sentences, render_summary, text_blocks, with_citations
 from stores.models import LLM, ModelOutputError, use_chat_model
 from stores.usage import track_usage
 from stores.vectorstore import get_store
@@ -246,7 +253,7 @@ def test_map_reduce_helpers() -> None:
 
 
 def test_overview_of_a_document_without_headings_samples_its_chunks() -> None:
-    from nodes.editor import build_overview
+    from nodes.summarize.editing import build_overview
     from stores.documents import get_document
 
     text = "\n\n".join(f"Part {i} talks about topic number {i} in some detail. " * 6 for i in range(12))
@@ -263,14 +270,14 @@ def test_overview_of_a_document_without_headings_samples_its_chunks() -> None:
 
 
 def test_expert_prompt_version_tracks_the_prompts() -> None:
-    from nodes.expert import expert_prompt_version
+    from nodes.summarize.expert import expert_prompt_version
 
     assert expert_prompt_version("en") == expert_prompt_version("en")
     assert expert_prompt_version("en") != expert_prompt_version("zh")
 
 
 def test_repeated_sentences_are_dropped() -> None:
-    from nodes.sentences import dedupe_sentences
+    from nodes.summarize.sentences import dedupe_sentences
 
     sentences = [
         {"text": "The pump moves water from shallow wells into drip lines.", "citations": ["c0"]},
@@ -283,7 +290,7 @@ def test_repeated_sentences_are_dropped() -> None:
 
 
 def test_uncited_sentences_get_citations_from_the_preferred_chunks() -> None:
-    from nodes.factcheck import retrieve_citations
+    from nodes.summarize.fact_checker import retrieve_citations
 
     doc = ingest(str(FALCON))
     sentence = "The committee approved 40,000 euros and Alice Moreau leads the team."
@@ -296,8 +303,8 @@ def test_uncited_sentences_get_citations_from_the_preferred_chunks() -> None:
 
 
 def test_coverage_counts_content_words_of_the_source() -> None:
-    from nodes.factcheck import grounded_fix
-    from nodes.sentences import clean_sentence, coverage
+    from nodes.summarize.fact_checker import grounded_fix
+    from nodes.summarize.sentences import clean_sentence, coverage
 
     source = "The steering committee approved a budget of 40,000 euros in March."
     assert coverage("The committee approved 40,000 euros.", source) == 1.0

@@ -1,4 +1,4 @@
-"""Tests for nodes.tree_view (the Chow-Liu tree as Mermaid) and ``longdoc ask --tree-html``.
+"""Tests for nodes.chain.tree_view (the Chow-Liu tree as Mermaid) and ``longdoc ask --tree-html``.
 
 The test marked ``needs_mermaid`` feeds the text to Mermaid's own parser through
 tests/js/validate_mermaid.mjs; install it with ``npm ci --prefix tests/js``.
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from doubles.chat import ScriptedChatModel
-from graphs.cli import EXIT_INPUT, EXIT_OK, main
 from nodes.canvas_render import mermaid_js_source
-from nodes.tree_view import tree_html, tree_mermaid
+from nodes.chain.tree_view import tree_html, tree_mermaid
 from stores.models import use_chat_model
+from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 
 REPO = Path(__file__).resolve().parents[2]
 JS_DIR = REPO / "tests" / "js"

@@ -1,0 +1,48 @@
+"""Chain-of-Agents question answering with anytime reading over the Chow-Liu tree.
+
+    orderer -> planner -> worker -> planner -> worker -> ... -> planner -> manager
+
+The orderer ingests the document if a path is given, loads (or builds and caches) the Chow-Liu
+tree over its chunks and, for fixed orders, plans the order(s). Before every worker the planner
+chooses the next chunk (best-first along the tree, scored by the question and by what the notes
+say is still missing; or the next chunk of a fixed order) or ends the chain: when the notes answer
+the question (``complete``), when the next chunk would exceed the reading budget (``budget``), or
+when nothing above the relevance floor is left (``end``). Each worker reads one chunk and passes
+the notes on. With multi-root voting several chains run one after the other and the manager
+reconciles their last notes. See :mod:`nodes.chain.reading` for the scores.
+
+Modules, in the order a run meets them:
+
+- :mod:`graphs.chain.state`: ``ChainContext`` (the settings), the input, output and state schemas;
+- :mod:`nodes.chain.planner`: the ``orderer`` and the ``planner`` nodes (and ``next_step``);
+- :mod:`nodes.chain.agents`: the ``worker`` and the ``manager`` nodes;
+- this module: the graph, wired as drawn above.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.chain.state import ChainContext, ChainInput, ChainOutput, ChainState
+from nodes.chain.agents import manager, worker
+from nodes.chain.planner import next_step, orderer, planner
+from stores.models import model_retry
+
+_retry = model_retry()
+
+builder = StateGraph(ChainState, context_schema=ChainContext, input_schema=ChainInput, output_schema=ChainOutput)
+builder.add_node("orderer", orderer)
+builder.add_node("planner", planner)
+builder.add_node("worker", worker, retry_policy=_retry)
+builder.add_node("manager", manager, retry_policy=_retry)
+builder.add_edge(START, "orderer")
+builder.add_edge("orderer", "planner")
+builder.add_conditional_edges("planner", next_step)
+builder.add_edge("worker", "planner")
+builder.add_edge("manager", END)
+
+RECURSION_LIMIT = 100_000
+"""Every worker is one graph step: allow chains over very long documents."""
+
+graph = builder.compile().with_config(recursion_limit=RECURSION_LIMIT)
+graph.name = "chain"

@@ -1,0 +1,70 @@
+"""Context offloading with a Mermaid canvas: a multi-turn session over one document, small working memory.
+
+One invocation is one turn; a session is one checkpointed thread (the same ``thread_id`` every
+turn). Input: ``question`` or a new human message in ``messages`` (+ ``path`` or ``doc_id`` on the
+first turn, or the context's ``doc_id``; optional ``goal``). Chat clients read the answers in
+``messages``, where only the answering call streams (:mod:`nodes.offload.chat`, :mod:`stores.chat_stream`).
+
+    begin -> [canvas] -> retrieve -> answer -> [recall -> answer] -> offload
+
+* **begin**: checks the turn, ingests ``path`` on the first turn, binds the session to its document.
+* **canvas** (policy ``offload_canvas``, once per document, cached): the canvas writer returns the
+  document's structure as schema-enforced JSON, drawn as Mermaid in code (:mod:`nodes.offload.canvas`).
+* **retrieve**: details for this turn: chunks over a relevance threshold, and the chunks of the
+  canvas nodes the question touches.
+* **answer**: working memory = system + canvas + pinned state + history + details (+ recalled) +
+  question, cut to ``token_budget``; the model answers with chunk citations, or asks to recall
+  offloaded ids (at most one recall round per turn; unknown ids get a note, not an error).
+* **offload**: the offloader turns the finished exchange into a one-line conclusion and facts to
+  pin, moves the raw exchange to the offload store under ``o<turn>`` (a large answer under
+  ``o<turn>a``), and keeps the last turns' conclusions in state.
+
+The memory policy (context ``policy``: full, last_k, offload, offload_canvas) decides what the
+history holds, so one graph serves the product and its baselines. State keeps ids and short
+texts (questions, conclusions, pinned facts), never the document. Output per turn: ``answer``,
+``citations``, ``input_tokens`` of the answering call, ``offloaded``, ``recalled``, ``cut`` and
+the estimated size of each part of the working memory; the answer is also appended to ``messages``
+as an AI message carrying its citations, offloaded and recalled ids.
+
+Modules, in the order a turn meets them:
+
+- :mod:`graphs.offload.state`: ``OffloadContext`` (the settings), the input, output and state schemas;
+- :mod:`nodes.offload.session`: ``begin``, ``refuse`` and ``canvas``;
+- :mod:`nodes.offload.answering`: ``retrieve``, ``answer`` and ``recall``;
+- :mod:`nodes.offload.history`: ``offload``;
+- this module: the graph, wired as drawn above.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.offload.state import OffloadContext, OffloadInput, OffloadOutput, OffloadState
+from nodes.offload.answering import answer, recall, retrieve, route_answer
+from nodes.offload.history import offload
+from nodes.offload.session import begin, canvas, refuse, route_begin
+from stores.models import model_retry
+
+_retry = model_retry()
+
+builder = StateGraph(
+    OffloadState, context_schema=OffloadContext, input_schema=OffloadInput, output_schema=OffloadOutput
+)
+builder.add_node("begin", begin)
+builder.add_node("refuse", refuse)
+builder.add_node("canvas", canvas, retry_policy=_retry)
+builder.add_node("retrieve", retrieve)
+builder.add_node("answer", answer, retry_policy=_retry)
+builder.add_node("recall", recall)
+builder.add_node("offload", offload, retry_policy=_retry)
+builder.add_edge(START, "begin")
+builder.add_conditional_edges("begin", route_begin, ["refuse", "canvas", "retrieve"])
+builder.add_edge("canvas", "retrieve")
+builder.add_edge("retrieve", "answer")
+builder.add_conditional_edges("answer", route_answer, ["recall", "offload"])
+builder.add_edge("recall", "answer")
+builder.add_edge("offload", END)
+builder.add_edge("refuse", END)
+
+graph = builder.compile()
+graph.name = "offload"

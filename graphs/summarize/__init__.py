@@ -1,0 +1,14 @@
+"""The summarize workflow: an editor agent questions expert agents, then every sentence is fact-checked.
+
+    prepare -+-> overview -> questions -> expert x N (Send) -> merge -+-> questions (the next round)
+             |                   +-> polish (no new questions)        +-> polish (the rounds stop)
+             +-> polish (a one-chunk document)
+             +-> map_reduce | refine (the baselines) -> fit_length
+             +-> factcheck (a document no longer than the summary)
+    polish -> fit_length -> factcheck -> finish
+
+- :mod:`graphs.summarize.state`: ``SummarizeContext`` (the settings), the input, output and state schemas;
+- :mod:`graphs.summarize.graph`: ``builder`` and ``graph``, wired as drawn above.
+
+The nodes are the agents of :mod:`nodes.summarize`: the editor, the experts, the fact-checker.
+"""

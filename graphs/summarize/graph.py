@@ -1,0 +1,77 @@
+"""Summarization by an editor agent that questions expert agents, then fact-checks every sentence.
+
+    prepare -+-> overview -> questions -> expert x N (Send) -> merge -+-> questions (the next round)
+             |                   +-> polish (no new questions)        +-> polish (the rounds stop)
+             +-> polish (a one-chunk document)
+             +-> map_reduce | refine (the baselines) -> fit_length
+             +-> factcheck (a document no longer than the summary)
+    polish -> fit_length -> factcheck -> finish
+
+Flow (``method="expert-editor"``): prepare (resolve the document: ``doc_id``, or a ``path`` or ``text`` it
+ingests) -> overview (headings and first chunks) -> each round: the editor writes 3-5 questions
+(schema-enforced JSON), aimed at the parts of the focus and the topics of the document the draft does not
+cover yet -> experts answer in parallel (``Send``), each from chunks it retrieves (vector + BM25) with
+``[chunk_id]`` citations and a confidence -> the editor merges the answers into the draft (answers it
+leaves out are appended) and judges it -> another round (also when the draft is still short), or polish
+(told the draft's length and the accepted range) -> fit_length (within +-25% of the length: trim at
+sentence boundaries, fill from unused cited answers, then from the chunks' sentences) -> fact-check (the
+checker model and a grounding check of numbers, names and content words against the cited chunks) ->
+finish. ``method="map-reduce"`` and ``method="refine"`` run the baselines of ``nodes.summarize.baselines``
+instead of the rounds, then the same length fit and fact-check.
+
+The state holds the document id, never its text. Output: ``summary``, ``sentences`` with their
+citations, fact-check verdicts and origin, the question/answer ``log`` by round, ``rounds``,
+``usage`` (tokens in/out and calls per role), ``stop_reason``, ``factcheck`` counts (with the
+sentences each check flagged) and ``fit`` (the length reached against the target). Progress is
+streamed as custom events (``stream_mode="custom"``).
+
+Modules, in the order a run meets them:
+
+- :mod:`graphs.summarize.state`: ``SummarizeContext`` (the settings), the input, output and state schemas;
+- :mod:`nodes.summarize.request`: ``prepare`` (and ``route_method``) and ``finish``;
+- :mod:`nodes.summarize.editor`: ``overview``, ``questions``, ``merge`` (and ``after_merge``) and ``polish``;
+- :mod:`nodes.summarize.experts`: ``send_questions`` and ``expert``;
+- :mod:`nodes.summarize.checks`: ``fit_length`` and ``factcheck``;
+- this module: the graph, wired as described above.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.summarize.state import SummarizeContext, SummarizeInput, SummarizeOutput, SummarizeState
+from nodes.summarize.baselines import RETRY, map_reduce_graph, refine_graph
+from nodes.summarize.checks import factcheck, fit_length
+from nodes.summarize.editor import after_merge, merge, overview, polish_node, questions
+from nodes.summarize.experts import expert, send_questions
+from nodes.summarize.request import finish, prepare, route_method
+
+builder = StateGraph(
+    SummarizeState, context_schema=SummarizeContext, input_schema=SummarizeInput, output_schema=SummarizeOutput
+)
+builder.add_node("prepare", prepare)
+builder.add_node("overview", overview)
+builder.add_node("questions", questions, retry_policy=RETRY)
+builder.add_node("expert", expert)
+builder.add_node("merge", merge, retry_policy=RETRY)
+builder.add_node("polish", polish_node, retry_policy=RETRY)
+builder.add_node("map_reduce", map_reduce_graph())
+builder.add_node("refine", refine_graph())
+builder.add_node("fit_length", fit_length)
+builder.add_node("factcheck", factcheck, retry_policy=RETRY)
+builder.add_node("finish", finish)
+builder.add_edge(START, "prepare")
+builder.add_conditional_edges("prepare", route_method, ["overview", "polish", "map_reduce", "refine", "factcheck"])
+builder.add_edge("overview", "questions")
+builder.add_conditional_edges("questions", send_questions, ["expert", "polish"])
+builder.add_edge("expert", "merge")
+builder.add_conditional_edges("merge", after_merge, ["questions", "polish"])
+builder.add_edge("polish", "fit_length")
+builder.add_edge("map_reduce", "fit_length")
+builder.add_edge("refine", "fit_length")
+builder.add_edge("fit_length", "factcheck")
+builder.add_edge("factcheck", "finish")
+builder.add_edge("finish", END)
+
+graph = builder.compile()
+graph.name = "summarize"

@@ -1,0 +1,31 @@
+"""The offloader agent and the working memory of a session turn.
+
+Working memory of one answering call, in order: system prompt, canvas (the document's map),
+pinned state (goal, confirmed facts), history, details retrieved for this turn, anything recalled,
+and the question. How history looks depends on the memory policy:
+
+* ``full``: every earlier turn verbatim (the details it saw, the question, the answer);
+* ``last_k``: the last ``keep_turns`` turns verbatim, older ones forgotten;
+* ``offload`` / ``offload_canvas``: one-line conclusions of the last ``keep_turns`` turns, the
+  older turns most relevant to the question (retrieved from the offload store), and the ids of
+  the rest; the raw text of each turn lives in the offload store and can be recalled by id.
+  ``offload_canvas`` adds the canvas.
+
+:func:`~nodes.offload.memory.build_memory` enforces a token budget per call: when the
+assembled prompt is over it, the least important parts are cut first (older turns, then details
+shortened and dropped, then recalled texts shortened, then recent turns), and every cut is recorded.
+
+After each turn the offloader (:func:`~nodes.offload.offloader.compress_turn`) turns the finished
+exchange into a one-line conclusion and the facts to pin;
+:func:`~nodes.offload.offloader.update_pinned` keeps the pinned state small.
+
+Modules, in the order a turn meets them:
+
+- :mod:`nodes.offload.pieces`: the details chosen for a turn and the cuttable pieces of the
+  working memory (pinned state, history per policy, details);
+- :mod:`nodes.offload.memory`: the memory policies, ``Piece`` and ``Memory``, and
+  ``build_memory``, which renders the pieces within the token budget;
+- :mod:`nodes.offload.answer`: the answering call (``ask``), its citations, and the recall round
+  (``normalise_ids``, ``resolve_recall``);
+- :mod:`nodes.offload.offloader`: the offloader agent (``compress_turn``, ``update_pinned``).
+"""

@@ -1,0 +1,186 @@
+"""The start of a turn: ``begin`` checks it and binds the session to its document; ``canvas`` draws the map.
+
+A refused turn goes to ``refuse``, which raises the error once its input is out of the thread. The
+canvas (policy ``offload_canvas``) is made once per document by the canvas writer and cached.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from graphs.offload.state import OffloadContext, OffloadState, call_record, check_context, session_context
+from nodes.ingest import document_field, resolve_document
+from nodes.offload.canvas import ensure_canvas
+from nodes.offload.chat import named_document, turn_question, withdrawn
+from stores.chat_stream import unstreamed
+from stores.documents import get_document, index_identity
+from stores.files import IngestRoot
+from stores.models import llm_for
+from stores.offload import check_session
+from stores.settings import InputError, check_question
+from stores.text import truncate_tokens
+from stores.usage import relabel_usage, track_usage
+from stores.vectorstore import get_store
+
+
+def _thread_id() -> str:
+    try:
+        return str((get_config().get("configurable") or {}).get("thread_id") or "")
+    except RuntimeError:
+        return ""
+
+
+def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
+    """Check the turn; on the first turn ingest the document and bind the session to it.
+
+    The document is named as in every workflow (:func:`nodes.ingest.resolve_document`): exactly one
+    of ``doc_id``, ``path`` or ``text`` on the first turn; later turns may omit it, and what they
+    give must name the bound document (and namespace). A chat client's first turn may instead name
+    it in the context (``doc_id``) or in its message, as an ingested document's id or as a file
+    under ``LONGDOC_INGEST_ROOT`` (:func:`nodes.offload.chat.named_document`).
+
+    The question is the ``question`` field or a new human message (:func:`nodes.offload.chat.turn_question`).
+
+    A refused turn (``InputError``) writes back what the session is bound to (nothing before its
+    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``session``, ``goal``,
+    question or human message stays out of the thread and cannot refuse a later turn; ``refuse``
+    then raises the error.
+    """
+    try:
+        return _begin(state, runtime)
+    except InputError as exc:
+        bound = state.get("bound") or {}
+        restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
+        cleared = {"path": "", "text": "", "goal": "", "question": "", "messages": withdrawn(state.get("messages", []))}
+        return {"refused": str(exc) or type(exc).__name__, **cleared, **restored}
+
+
+def refuse(state: OffloadState) -> dict[str, Any]:
+    """Raise the error ``begin`` refused the turn with (its input is already out of the thread)."""
+    raise InputError(state["refused"])
+
+
+def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
+    ctx = session_context(state, runtime)
+    check_context(ctx)
+    asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
+    question = " ".join(check_question(asked).split())
+    first = not state.get("turn")
+    bound = dict(state.get("bound") or {})
+    values = dict(state)
+    if first and document_field(values) is None:
+        named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
+        values.update(named or named_document(question, ctx.namespace, IngestRoot.from_env().resolve))
+    if not first:
+        if state.get("namespace") and state["namespace"] != ctx.namespace:
+            raise InputError(
+                f"this session is bound to namespace {ctx.namespace!r}; start a new session (thread) for another one"
+            )
+        if values.get("doc_id") == bound["doc_id"]:
+            values.pop("doc_id")  # the session's own document, carried over in the thread
+    doc_id = resolve_document(values, ctx, runtime.stream_writer, required=first)
+    if not first:
+        if doc_id and doc_id != bound["doc_id"]:
+            raise InputError("a session is bound to one document; start a new session (thread) for another one")
+        if ctx.policy != bound["policy"]:
+            raise InputError(
+                f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
+            )
+        if state.get("session") and state["session"] != bound["session"]:
+            raise InputError(f"this thread belongs to session {bound['session']!r}, not {state['session']!r}")
+        doc_id = bound["doc_id"]
+    session = bound.get("session") or state.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
+    check_session(session)
+    info = get_document(ctx.namespace, doc_id)
+    index = index_identity(info)
+    if not first and bound.get("index", index) != index:
+        raise InputError(
+            f"document {doc_id!r} was indexed again with other chunk settings or another embedder since this "
+            "session began, so the chunk ids its history cites name other text; start a new session (thread)"
+        )
+    store = get_store(ctx.namespace, ctx.embedder)
+    if first and store.count(doc_id=doc_id, kind="chunk") == 0:
+        raise InputError(
+            f"document {doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
+        )
+    pinned = dict(state.get("pinned") or {"goal": "", "facts": []})
+    if state.get("goal"):
+        pinned["goal"] = truncate_tokens(" ".join(str(state["goal"]).split()), 30)
+    update: dict[str, Any] = {
+        "question": question,
+        "messages": added,
+        "path": "",
+        "text": "",
+        "goal": "",
+        "doc_id": doc_id,
+        "namespace": ctx.namespace,
+        "session": session,
+        "policy": ctx.policy,
+        "lang": info.language,
+        "chunks": info.chunks,
+        "turn": int(state.get("turn") or 0) + 1,
+        "pinned": pinned,
+        "answer": "",
+        "citations": [],
+        "input_tokens": 0,
+        "offloaded": [],
+        "recalled": [],
+        "cut": [],
+        "details": [],
+        "memory": {},
+        "calls": [],
+        "recall_ids": [],
+        "recall_round": 0,
+        "refused": "",
+        "reply_id": "",
+    }
+    if first:
+        update["history"] = []
+        update["canvas"] = {}
+        update["bound"] = {
+            "doc_id": doc_id,
+            "session": session,
+            "policy": ctx.policy,
+            "namespace": ctx.namespace,
+            "index": index,
+        }
+    runtime.stream_writer(
+        {"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {info.title or doc_id}"}
+    )
+    return update
+
+
+def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["refuse", "canvas", "retrieve"]:
+    """Refuse a turn ``begin`` refused; make the canvas once per session when the policy uses it."""
+    if state.get("refused"):
+        return "refuse"
+    ctx = runtime.context or OffloadContext()
+    return "canvas" if ctx.policy == "offload_canvas" and not state.get("canvas") else "retrieve"
+
+
+def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
+    """Load the document's canvas, or have the canvas writer make it (cached per document)."""
+    ctx = session_context(state, runtime)
+    store = get_store(ctx.namespace, ctx.embedder)
+    info = get_document(ctx.namespace, state["doc_id"])
+    with track_usage() as usage, unstreamed():
+        made, cached = ensure_canvas(
+            store,
+            info,
+            llm_for("offloader", ctx, model=ctx.canvas_model),
+            max_nodes=ctx.canvas_max_nodes,
+            input_tokens=ctx.canvas_input_tokens,
+            max_tokens=ctx.canvas_max_tokens,
+            lang=state.get("lang"),
+        )
+    summary = {**made.summary(), "cached": cached}
+    how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
+    runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})
+    calls = list(state.get("calls", []))
+    if usage:
+        calls.append(call_record("canvas", usage))
+    return {"canvas": summary, "usage": relabel_usage(usage, "canvas"), "calls": calls}

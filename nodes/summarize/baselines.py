@@ -1,0 +1,346 @@
+"""Baseline summarizers on the same store and models: LangGraph map-reduce and refine.
+
+- **map-reduce**: every chunk is summarized in parallel (``Send`` fan-out); while the notes are
+  longer than ``collapse_token_limit`` tokens, consecutive notes are grouped under the limit and
+  each group collapsed into one note; a final reduce writes the summary.
+- **refine**: the chunks are read in order; each step rewrites the running summary with the next
+  chunk.
+
+Both cite chunk ids ``[c3]`` (map notes always carry their chunk's id) and write to the
+requested length, format and language. They run as subgraphs of ``graphs.summarize.graph`` (selected by
+``method``) and on their own (``map_reduce_graph()``, ``refine_graph()``: each compiled once, on first
+use, and shared with ``graphs.summarize.graph``).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NotRequired
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+import prompts
+from graphs.context import Context
+from nodes.ingest import in_namespace
+from nodes.summarize.editing import writing_prompt
+from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
+from nodes.summarize.length import tokens_for
+from stores.models import llm_for, messages, model_retry
+from stores.text import count_tokens, split_sentences, truncate_tokens
+from stores.usage import merge_usage, track_usage
+from stores.vectorstore import get_store
+
+NONE_MARKERS = ("NONE", "无")
+
+
+def _describe(text: str) -> dict[str, str]:
+    return {"description": text}
+
+
+@dataclass(kw_only=True)
+class BaselineContext(Context):
+    """Knobs of the map-reduce and refine baselines."""
+
+    collapse_token_limit: int = field(
+        default=1200,
+        metadata=_describe("Map-reduce: collapse the chunk notes while they are longer than this many tokens."),
+    )
+    max_collapses: int = field(default=3, metadata=_describe("Map-reduce: most collapse passes before reducing."))
+    map_max_tokens: int = field(default=110, metadata=_describe("Map-reduce: max tokens of one chunk's note."))
+
+
+RETRY = model_retry()
+
+
+def cite_chunk(note: str, chunk_id: str) -> str:
+    """``note`` with ``[chunk_id]`` after every sentence that cites nothing."""
+    out = []
+    for sentence in split_sentences(note.strip()):
+        out.append(sentence if citations_in(sentence) else f"{sentence} [{chunk_id}]")
+    return " ".join(out)
+
+
+def is_none(text: str) -> bool:
+    """True when a map note says the chunk holds nothing relevant."""
+    head = text.strip().strip(".。").upper()
+    return not head or head in NONE_MARKERS or head.startswith("NONE")
+
+
+class BaselineInput(TypedDict):
+    """What a baseline summarizer reads."""
+
+    doc_id: str
+    """Document to summarize (already ingested)."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
+    lang: NotRequired[str]
+    """Output language: en or zh."""
+    query: NotRequired[str]
+    """Optional focus of the summary."""
+    length: NotRequired[int]
+    """Target length in words (characters for Chinese)."""
+    format: NotRequired[Literal["paragraphs", "bullets"]]
+    """Layout of the summary."""
+
+
+class BaselineOutput(TypedDict):
+    """What a baseline summarizer returns."""
+
+    final_text: str
+    """The summary with [chunk_id] citations."""
+    usage: Annotated[dict, merge_usage]
+    """Tokens in/out and calls per role."""
+
+
+# --- map-reduce -----------------------------------------------------------------------------
+class MapReduceState(BaselineInput, BaselineOutput, total=False):
+    """Private state of the map-reduce graph."""
+
+    chunk_ids: list[str]
+    """Chunk ids of the document, in order."""
+    notes: Annotated[list[dict], operator.add]
+    """One note per chunk from the map step: {position, chunk_id, text}."""
+    collapsed: list[str]
+    """The notes after the latest collapse pass, in document order."""
+    collapses: int
+    """Collapse passes done."""
+
+
+class MapTask(TypedDict):
+    """The payload of one map task."""
+
+    doc_id: str
+    """Document id."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
+    chunk_id: str
+    """Chunk to summarize."""
+    position: int
+    """Position of the chunk."""
+    lang: str
+    """Output language."""
+    query: str
+    """Focus of the summary."""
+
+
+def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
+    """List the document's chunk ids."""
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
+    hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
+    runtime.stream_writer(
+        {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
+    )
+    return {"chunk_ids": [h.chunk_id for h in hits], "collapses": 0}
+
+
+def fan_out(state: MapReduceState) -> list[Send]:
+    """One map task per chunk."""
+    return [
+        Send(
+            "map_chunk",
+            {
+                "doc_id": state["doc_id"],
+                "namespace": state.get("namespace", ""),
+                "chunk_id": cid,
+                "position": i,
+                "lang": state.get("lang", "en"),
+                "query": state.get("query", ""),
+            },
+        )
+        for i, cid in enumerate(state["chunk_ids"])
+    ]
+
+
+def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
+    """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
+    store = get_store(ctx.namespace, ctx.embedder)
+    hit = store.get([f"{state['doc_id']}:{state['chunk_id']}"])[0]
+    lang = state["lang"]
+    system = prompts.render("summarize/map", lang, language=language_name(lang))
+    user = prompts.render(
+        "summarize/map_user", lang, chunk_id=hit.chunk_id, text=hit.text, query=focus_text(state["query"], lang)
+    )
+    with track_usage() as usage:
+        text = llm_for("worker", ctx).text(messages(system, user), max_tokens=ctx.map_max_tokens)
+    runtime.stream_writer({"stage": "map", "message": f"map {hit.chunk_id}: {len(text.split())} words"})
+    if is_none(text):
+        return {"usage": usage}
+    note = {"position": state["position"], "chunk_id": hit.chunk_id, "text": cite_chunk(text, hit.chunk_id)}
+    return {"notes": [note], "usage": usage}
+
+
+def collect_notes(state: MapReduceState) -> dict[str, Any]:
+    """Order the map notes by chunk position."""
+    notes = sorted(state.get("notes", []), key=lambda n: n["position"])
+    return {"collapsed": [n["text"] for n in notes]}
+
+
+def group_notes(notes: list[str], limit: int) -> list[list[str]]:
+    """Consecutive notes grouped so that each group stays within ``limit`` tokens."""
+    groups: list[list[str]] = []
+    size = 0
+    for note in notes:
+        cost = count_tokens(note)
+        if groups and size + cost <= limit:
+            groups[-1].append(note)
+            size += cost
+        else:
+            groups.append([note])
+            size = cost
+    return groups
+
+
+def needs_collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> Literal["collapse", "reduce"]:
+    """Collapse again while the notes are over the token limit (and passes remain)."""
+    ctx = runtime.context or BaselineContext()
+    notes = state.get("collapsed", [])
+    total = sum(count_tokens(n) for n in notes)
+    if total > ctx.collapse_token_limit and len(notes) > 1 and state.get("collapses", 0) < ctx.max_collapses:
+        return "collapse"
+    return "reduce"
+
+
+def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
+    """Merge each group of consecutive notes into one shorter cited note."""
+    ctx = runtime.context or BaselineContext()
+    lang = state.get("lang", "en")
+    llm = llm_for("manager", ctx)
+    groups = group_notes(state["collapsed"], max(ctx.collapse_token_limit // 2, 100))
+    if len(groups) == len(state["collapsed"]):
+        groups = [state["collapsed"][i : i + 2] for i in range(0, len(state["collapsed"]), 2)]
+    out: list[str] = []
+    budget = max(60, ctx.collapse_token_limit // (2 * max(1, len(groups))))
+    with track_usage() as usage:
+        for group in groups:
+            if len(group) == 1:
+                out.append(group[0])
+                continue
+            system = prompts.render("summarize/collapse", lang, language=language_name(lang), tokens=budget)
+            user = prompts.render(
+                "summarize/collapse_user", lang, notes="\n".join(group), query=focus_text(state.get("query", ""), lang)
+            )
+            out.append(llm.text(messages(system, user), max_tokens=budget + 40).strip())
+    n = state.get("collapses", 0) + 1
+    runtime.stream_writer(
+        {"stage": "collapse", "message": f"collapse pass {n}: {len(state['collapsed'])} -> {len(out)} notes"}
+    )
+    return {"collapsed": out, "collapses": n, "usage": usage}
+
+
+def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
+    """Write the summary from the (collapsed) notes."""
+    ctx = runtime.context or BaselineContext()
+    notes = state.get("collapsed", [])
+    if not notes:
+        return {"final_text": ""}
+    lang, length = state.get("lang", "en"), int(state.get("length", 120))
+    system = writing_prompt("summarize/reduce", lang, length=length, fmt=state.get("format", "paragraphs"))
+    joined = truncate_tokens("\n".join(f"- {n}" for n in notes), max(ctx.collapse_token_limit, 400) * 2)
+    user = prompts.render("summarize/reduce_user", lang, notes=joined, query=focus_text(state.get("query", ""), lang))
+    with track_usage() as usage:
+        text = llm_for("manager", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang))
+    runtime.stream_writer({"stage": "reduce", "message": f"reduce: {len(text.split())} words"})
+    return {"final_text": text.strip(), "usage": usage}
+
+
+def build_map_reduce() -> StateGraph[MapReduceState, BaselineContext, BaselineInput, BaselineOutput]:
+    """The map-reduce graph builder."""
+    builder = StateGraph(
+        MapReduceState, context_schema=BaselineContext, input_schema=BaselineInput, output_schema=BaselineOutput
+    )
+    builder.add_node("plan_chunks", plan_chunks)
+    builder.add_node("map_chunk", map_chunk, retry_policy=RETRY)
+    builder.add_node("collect_notes", collect_notes)
+    builder.add_node("collapse", collapse, retry_policy=RETRY)
+    builder.add_node("reduce_notes", reduce_notes, retry_policy=RETRY)
+    builder.add_edge(START, "plan_chunks")
+    builder.add_conditional_edges("plan_chunks", fan_out, ["map_chunk"])
+    builder.add_edge("map_chunk", "collect_notes")
+    builder.add_conditional_edges("collect_notes", needs_collapse, {"collapse": "collapse", "reduce": "reduce_notes"})
+    builder.add_conditional_edges("collapse", needs_collapse, {"collapse": "collapse", "reduce": "reduce_notes"})
+    builder.add_edge("reduce_notes", END)
+    return builder
+
+
+# --- refine ---------------------------------------------------------------------------------
+class RefineState(BaselineInput, BaselineOutput, total=False):
+    """Private state of the refine graph."""
+
+    chunk_ids: list[str]
+    """Chunk ids of the document, in order."""
+    index: int
+    """Next chunk to read."""
+
+
+def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
+    """List the document's chunk ids and start with an empty summary."""
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
+    hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
+    return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
+
+
+def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
+    """Rewrite the running summary with the next chunk."""
+    ctx = in_namespace(runtime.context or BaselineContext(), state)
+    i = state["index"]
+    cid = state["chunk_ids"][i]
+    hit = get_store(ctx.namespace, ctx.embedder).get([f"{state['doc_id']}:{cid}"])[0]
+    lang, length = state.get("lang", "en"), int(state.get("length", 120))
+    system = writing_prompt("summarize/refine", lang, length=length, fmt=state.get("format", "paragraphs"))
+    user = prompts.render(
+        "summarize/refine_user",
+        lang,
+        summary=state.get("final_text", "").strip() or placeholder("none_yet", lang),
+        chunk_id=cid,
+        text=hit.text,
+        query=focus_text(state.get("query", ""), lang),
+    )
+    with track_usage() as usage:
+        text = llm_for("worker", ctx).text(messages(system, user), max_tokens=tokens_for(length, lang)).strip()
+    if is_none(text):
+        text = state.get("final_text", "")
+    total = len(state["chunk_ids"])
+    runtime.stream_writer(
+        {"stage": "refine", "done": i + 1, "total": total, "message": f"refine {cid} ({i + 1}/{total})"}
+    )
+    return {"final_text": text, "index": i + 1, "usage": usage}
+
+
+def more_chunks(state: RefineState) -> Literal["refine_step", "__end__"]:
+    """Continue while chunks remain."""
+    return "refine_step" if state.get("index", 0) < len(state.get("chunk_ids", [])) else "__end__"
+
+
+def build_refine() -> StateGraph[RefineState, BaselineContext, BaselineInput, BaselineOutput]:
+    """The refine graph builder."""
+    builder = StateGraph(
+        RefineState, context_schema=BaselineContext, input_schema=BaselineInput, output_schema=BaselineOutput
+    )
+    builder.add_node("plan_refine", plan_refine)
+    builder.add_node("refine_step", refine_step, retry_policy=RETRY)
+    builder.add_edge(START, "plan_refine")
+    builder.add_conditional_edges("plan_refine", more_chunks, ["refine_step", END])
+    builder.add_conditional_edges("refine_step", more_chunks, ["refine_step", END])
+    return builder
+
+
+@functools.cache
+def map_reduce_graph() -> Any:
+    """The map-reduce graph, compiled once (without a checkpointer), named ``map-reduce``."""
+    graph = build_map_reduce().compile()
+    graph.name = "map-reduce"
+    return graph
+
+
+@functools.cache
+def refine_graph() -> Any:
+    """The refine graph, compiled once (without a checkpointer), named ``refine``."""
+    graph = build_refine().compile()
+    graph.name = "refine"
+    return graph

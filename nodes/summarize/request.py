@@ -1,0 +1,153 @@
+"""The summarize graph's ends: ``prepare`` (check the request, resolve the document, choose the path) and
+``finish`` (assemble the output)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
+
+from graphs.summarize.state import SummarizeContext, SummarizeState, check_context, run_context, target_length
+from nodes.ingest import resolve_document
+from nodes.summarize.editing import check_request
+from nodes.summarize.fact_checker import factcheck_stats
+from nodes.summarize.length import length_bounds, length_units, total_units
+from nodes.summarize.sentences import render_summary, text_blocks
+from stores.documents import get_document
+from stores.models import ModelOutputError
+from stores.settings import InputError, check_question
+from stores.text import split_sentences
+from stores.vectorstore import get_store
+
+
+def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """Validate the request, ingest a path if given, and pick the path through the graph."""
+    ctx = run_context(state, runtime)
+    check_context(ctx)
+    length, fmt = target_length(state), state.get("format") or "paragraphs"
+    language, method = state.get("language") or "", state.get("method") or "expert-editor"
+    check_request(length, fmt, language, method)
+    if state.get("query"):
+        check_question(state["query"], "query")
+    doc_id = resolve_document(state, ctx, runtime.stream_writer)
+    info = get_document(ctx.namespace, doc_id)
+    store = get_store(ctx.namespace, ctx.embedder)
+    chunks = store.by_doc(doc_id)
+    if not chunks:
+        raise InputError(
+            f"document {doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
+        )
+    lang = language or info.language
+    update: dict[str, Any] = {
+        "path": "",
+        "text": "",
+        "namespace": ctx.namespace,
+        "doc_id": doc_id,
+        "length": length,
+        "format": fmt,
+        "method": method,
+        "lang": lang,
+        "round": 0,
+        "draft": "",
+        "missing": "",
+        "questions": [],
+        "final_text": "",
+        "fitted": [],
+        "stop_reason": "",
+        "answers": Overwrite([]),
+        "rounds_info": Overwrite([]),
+        "usage": Overwrite({}),
+    }
+    seen: dict[str, str] = {}
+    for hit in chunks:
+        for block in text_blocks(hit.text):
+            for sentence in split_sentences(block):
+                seen.setdefault(sentence, hit.chunk_id)
+    cited = [f"{sentence} [{cid}]" for sentence, cid in seen.items()]
+    total = length_units(" ".join(seen), info.language)
+    if total <= length and lang == info.language:
+        kind, message = "short", "the document is no longer than the summary asked for: it is its own summary"
+        update["final_text"] = "\n".join(cited)
+        update["stop_reason"] = "document_shorter_than_summary"
+    elif len(chunks) == 1 and method == "expert-editor":
+        kind, message = "direct", "one-chunk document: summarized in one call"
+        update["stop_reason"] = "single_chunk"
+    else:
+        kind, message = method, f"{method} over {len(chunks)} chunks"
+    update["kind"] = kind
+    runtime.stream_writer({"stage": "summarize", "message": f"{info.title or doc_id}: {message}"})
+    return update
+
+
+def route_method(state: SummarizeState) -> Literal["overview", "polish", "map_reduce", "refine", "factcheck"]:
+    """Short documents go straight to the check; one-chunk ones to polish; else the method."""
+    kind = state["kind"]
+    if kind == "short":
+        return "factcheck"
+    if kind == "direct":
+        return "polish"
+    if kind == "map-reduce":
+        return "map_reduce"
+    if kind == "refine":
+        return "refine"
+    return "overview"
+
+
+def finish(state: SummarizeState) -> dict[str, Any]:
+    """Assemble the summary, its cited sentences and the question/answer log."""
+    checked = state.get("checked", [])
+    kept = [c for c in checked if c["verdict"] != "dropped"]
+    sentences = [
+        {
+            "text": c["text"],
+            "citations": c["citations"],
+            "verdict": c["verdict"],
+            "origin": c.get("origin", "source"),
+            **({"flagged_by": c["flagged_by"], "problems": c["grounding"]} if c.get("flagged_by") else {}),
+        }
+        for c in kept
+    ]
+    lang, length = state["lang"], target_length(state)
+    log = []
+    for info in state.get("rounds_info", []):
+        answers = [
+            {
+                k: a.get(k)
+                for k in (
+                    "id",
+                    "question",
+                    "type",
+                    "expert",
+                    "status",
+                    "answer",
+                    "citations",
+                    "confidence",
+                    "cached",
+                    "error",
+                )
+                if k in a
+            }
+            for a in state.get("answers", [])
+            if a["round"] == info["round"]
+        ]
+        log.append({**info, "questions": answers})
+    stop = state.get("stop_reason") or ("" if state["kind"] == "expert-editor" else "baseline")
+    summary = render_summary(sentences, state.get("format", "paragraphs"), lang)
+    if not summary.strip():
+        why = "the fact-check dropped every sentence" if checked else "the model wrote no usable sentence"
+        raise ModelOutputError(f"the summary came out empty: {why}")
+    low, high = length_bounds(length)
+    units = total_units(sentences, lang)  # bullet marks are not words
+    filled = {o: sum(s["origin"] == o for s in sentences) for o in ("answer", "excerpt")}
+    fit: dict[str, Any] = {"target": length, "units": units, "low": low, "high": high, "within": low <= units <= high}
+    fit.update({"trimmed": any(c.get("clipped") for c in checked), "filled": filled})
+    return {
+        "summary": summary,
+        "sentences": sentences,
+        "fit": fit,
+        "log": log,
+        "rounds": state.get("round", 0),
+        "stop_reason": stop,
+        "factcheck": factcheck_stats(checked),
+    }

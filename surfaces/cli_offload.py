@@ -1,0 +1,251 @@
+"""``longdoc chat`` and ``longdoc canvas``: a small-memory session over a document, and its Mermaid canvas.
+
+    longdoc chat report.md                              interactive; an empty line or Ctrl-D ends
+    longdoc chat report.md --script questions.txt       one question per line, JSON lines out
+    longdoc chat report.md --session s1                 resume session s1 (pinned state, offloaded turns)
+    longdoc canvas report.md --out report.html          the canvas as an offline HTML page (or .mmd)
+
+A chat session is one checkpointed thread: run the same command with ``--session ID`` to go on
+with it after a restart. ``--script FILE`` reads questions (one per line; blank lines and lines
+starting with ``#`` are skipped; a ``.json`` file may hold a list of strings) and prints one JSON
+object per turn: ``{"turn", "answer", "input_tokens", "citations", "offloaded", "recalled", "cut"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+
+from stores.settings import InputError, run_timeout
+from surfaces.cli import (
+    EXIT_OK,
+    AnswerPrinter,
+    add_common,
+    add_stream_flag,
+    context_values,
+    deadline,
+    document_id,
+    print_json,
+    progress,
+    run_graph,
+    wants_stream,
+)
+
+POLICIES = ("full", "last_k", "offload", "offload_canvas")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``chat`` and ``canvas`` commands."""
+    p = subparsers.add_parser(
+        "chat",
+        help="a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", help="file to talk about (txt, md, pdf, docx, html) or the id of an ingested document")
+    p.add_argument("--script", default=None, help="run the questions of FILE non-interactively (JSON lines out)")
+    p.add_argument("--session", default=None, help="session id; the same id resumes the session")
+    p.add_argument("--policy", choices=POLICIES, default=None, help="memory policy (default offload_canvas)")
+    p.add_argument("--goal", default="", help="a goal to pin for the whole session")
+    p.add_argument("--token-budget", type=int, default=None, help="most prompt tokens per call (default 2500)")
+    p.add_argument("--keep-turns", type=int, default=None, help="recent turns kept as conclusions (default 3)")
+    add_common(p)
+    add_stream_flag(p)
+    p.set_defaults(func=_cmd_chat)
+
+    p = subparsers.add_parser(
+        "canvas",
+        help="draw the document's structure as a Mermaid canvas",
+        description="Write the document's canvas (made once per document, then cached) as Mermaid text or "
+        "as an HTML page that draws it offline with the bundled mermaid.js.",
+    )
+    p.add_argument("path", help="file (txt, md, pdf, docx, html) or the id of an ingested document")
+    p.add_argument("--out", default=None, help="FILE.html (offline page) or FILE.mmd (Mermaid text); default: stdout")
+    p.add_argument("--max-nodes", type=int, default=None, help="most nodes the model may draw (1-15, default 8)")
+    p.add_argument("--rebuild", action="store_true", help="ask the model again instead of using the cached canvas")
+    add_common(p)
+    p.set_defaults(func=_cmd_canvas)
+
+
+def read_script(path: str) -> list[str]:
+    """Questions of a script file: a JSON list of strings, or one question per line."""
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"no such script file: {path}")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not a UTF-8 text file of questions ({exc.reason} at byte {exc.start})") from exc
+    if file.suffix.lower() == ".json":
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(items, list) or not all(isinstance(q, str) for q in items):
+            raise InputError(f"{path} must hold a JSON list of questions (strings)")
+        questions = [q.strip() for q in items if q.strip()]
+    else:
+        questions = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not questions:
+        raise InputError(f"{path} holds no question")
+    return questions
+
+
+def _chat_context(args: argparse.Namespace) -> dict[str, Any]:
+    context = context_values(args)
+    for name, value in (
+        ("policy", args.policy),
+        ("token_budget", args.token_budget),
+        ("keep_turns", args.keep_turns),
+    ):
+        if value is not None:
+            context[name] = value
+    return context
+
+
+def turn_json(out: dict[str, Any]) -> dict[str, Any]:
+    """The JSON line of one turn."""
+    return {
+        "turn": out["turn"],
+        "answer": out["answer"],
+        "input_tokens": out["input_tokens"],
+        "citations": out["citations"],
+        "offloaded": [o["id"] for o in out["offloaded"]],
+        "recalled": [r["id"] for r in out["recalled"]],
+        "cut": out["cut"],
+    }
+
+
+def _status(out: dict[str, Any]) -> str:
+    offloaded = ", ".join(o["id"] for o in out["offloaded"]) or "-"
+    recalled = ", ".join(r["id"] + ("" if r["found"] else "?") for r in out["recalled"]) or "-"
+    cut = f" · budget cut {len(out['cut'])}" if out["cut"] else ""
+    return (
+        f"[turn {out['turn']} · {out['input_tokens']} input tokens · offloaded {offloaded} · recalled {recalled}{cut}]"
+    )
+
+
+def _interactive() -> Any:
+    """Questions typed on stdin, until an empty line, ``exit`` or end of input."""
+    while True:
+        print("you> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line or not line.strip() or line.strip().lower() in ("exit", "quit"):
+            return
+        yield line.strip()
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from graphs.offload.graph import builder
+    from stores.checkpoint import open_checkpointer
+    from surfaces.resume import plan
+
+    questions = read_script(args.script) if args.script else None
+    doc_id = document_id(args)
+    session = args.session or f"chat-{uuid.uuid4().hex[:12]}"
+    config: dict[str, Any] = {"configurable": {"thread_id": session}}
+    context = _chat_context(args)
+    stream = wants_stream(args) and not args.script
+    turn_seconds = None if args.script else run_timeout()
+    with open_checkpointer() as saver:
+        graph = builder.compile(checkpointer=saver)
+        previous = graph.get_state(cast(RunnableConfig, config)).values
+        started = bool(previous.get("turn"))
+        if started and args.policy is None and previous.get("policy"):
+            context["policy"] = previous["policy"]
+        if not args.quiet and not args.script:
+            state = f"resuming session {session} at turn {previous['turn'] + 1}" if started else f"session {session}"
+            print(f"{state} (resume it later with --session {session})", file=sys.stderr)
+        for question in questions if questions is not None else _interactive():
+            request: dict[str, Any] = {"question": question, "doc_id": doc_id}
+            if args.goal and not started:
+                request["goal"] = args.goal
+            printer = AnswerPrinter({"answer"}, field=None) if stream else None
+            # A turn that died half-way is resumed when asked again, rolled back when another comes.
+            turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
+            # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.
+            with progress(args.quiet or bool(args.script), "chat") as handle, deadline(turn_seconds):
+                out = run_graph(
+                    graph, turn_input, context=context, on_event=handle, config=dict(turn_config), printer=printer
+                )
+            started = True
+            if args.script or args.json:
+                print_json(turn_json(out))
+                continue
+            if printer is not None:
+                printer.finish(out["answer"])
+            else:
+                print(out["answer"])
+            if out["citations"]:
+                print("sources: " + ", ".join(out["citations"]))
+            if not args.quiet:
+                print(_status(out), file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_canvas(args: argparse.Namespace) -> int:
+    from graphs.offload.state import OffloadContext, check_context
+    from nodes.canvas_render import mermaid_js_source, render_html
+    from nodes.offload.canvas import ensure_canvas
+    from stores.documents import get_document, write_atomic
+    from stores.models import llm_for
+    from stores.usage import track_usage
+    from stores.vectorstore import get_store
+
+    out_path = Path(args.out) if args.out else None
+    if out_path is not None and out_path.suffix.lower() not in (".html", ".htm", ".mmd"):
+        raise InputError(f"--out must end in .html or .mmd, got {out_path.name!r}")
+    if out_path is not None and (out_path.is_dir() or not out_path.parent.is_dir()):
+        where = "is a folder" if out_path.is_dir() else "is in a folder that does not exist"
+        raise InputError(f"--out {out_path} {where}")
+    values = context_values(args)
+    if args.max_nodes is not None:
+        values["canvas_max_nodes"] = args.max_nodes
+    ctx = OffloadContext.from_mapping(values)
+    check_context(ctx)
+    doc_id = document_id(args)
+    info = get_document(ctx.namespace, doc_id)
+    with progress(args.quiet, "canvas") as handle, track_usage() as usage:
+        handle({"stage": "canvas", "message": f"canvas of {info.title or doc_id}"})
+        canvas, cached = ensure_canvas(
+            get_store(ctx.namespace, ctx.embedder),
+            info,
+            llm_for("offloader", ctx, model=ctx.canvas_model),
+            max_nodes=ctx.canvas_max_nodes,
+            input_tokens=ctx.canvas_input_tokens,
+            max_tokens=ctx.canvas_max_tokens,
+            refresh=args.rebuild,
+        )
+    if out_path is not None:
+        if out_path.suffix.lower() == ".mmd":
+            write_atomic(out_path, canvas.mermaid)
+        else:
+            write_atomic(out_path, render_html(canvas.mermaid, canvas.title or info.title, mermaid_js_source()))
+    if args.json:
+        print_json(
+            {
+                "doc_id": doc_id,
+                "title": canvas.title,
+                "source": canvas.source,
+                "error": canvas.error,
+                "cached": cached,
+                "nodes": len(canvas.spec.nodes),
+                "edges": canvas.mermaid.count("-->"),
+                "mermaid": canvas.mermaid,
+                "out": str(out_path) if out_path else None,
+                "usage": usage,
+            }
+        )
+    elif out_path is None:
+        sys.stdout.write(canvas.mermaid)
+    if not args.quiet:
+        how = "cached" if cached else ("outline fallback: " + canvas.error if canvas.error else "drawn by the model")
+        where = f" -> {out_path}" if out_path else ""
+        print(f"canvas of {doc_id}: {len(canvas.spec.nodes)} nodes ({how}){where}", file=sys.stderr)
+    return EXIT_OK

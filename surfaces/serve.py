@@ -1,0 +1,499 @@
+"""LangServe app: one route per workflow (invoke, batch, stream, playground), checkpointed.
+
+Run with ``longdoc serve`` or ``uvicorn surfaces.serve:app``. Settings:
+
+- ``LONGDOC_SERVER_KEYS`` / ``LONGDOC_SERVER_API_KEY``: API keys and their tenants (see
+  :mod:`surfaces.access`); every request except ``/health`` must send one as ``X-API-Key`` or
+  ``Authorization: Bearer ...`` when any is set. A tenant's key fixes its namespaces and threads.
+- ``LONGDOC_INGEST_ROOT``: the only folder whose files callers may name (``path``); unset, they
+  send ``text`` or a file's bytes (``data`` in base64, with its ``filename``).
+- ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB),
+  counted as they arrive.
+- ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;
+  0 for no limit).
+
+``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; the workflow knobs a
+caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
+``configurable`` too (LangServe has no ``context``): the run's context is built from them here,
+once, and nodes read only ``runtime.context``. A request without a thread id gets a fresh one.
+In a batch, ``config`` may be a list (one config, and thread, per input); inputs that would share
+a thread run on ``<thread_id>-<i>``. A thread whose last run did not finish is resumed when the same input comes
+again, and rolled back to its last finished step when another input comes (:mod:`surfaces.resume`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import typing
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableBinding, RunnableConfig
+from langchain_core.runnables.config import get_config_list, get_executor_for_config
+from langchain_core.runnables.utils import gather_with_concurrency
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic import BaseModel, create_model
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from stores.models import ChatFactory, run_config, use_chat_model
+from stores.settings import (
+    InputError,
+    ModelError,
+    RunTimeout,
+    get_settings,
+    run_deadline,
+    run_timeout,
+    run_timeout_message,
+)
+from surfaces import registry, resume
+from surfaces.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
+from surfaces.resume import Plan
+
+
+@asynccontextmanager
+async def _deadline() -> AsyncIterator[None]:
+    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`.
+
+    The request gets its answer then; the model calls of its worker threads, which the event
+    loop cannot cancel, are held to the same deadline (:func:`stores.settings.run_deadline`):
+    the one in flight is cut, none is sent after it.
+    """
+    seconds = run_timeout()
+    try:
+        with run_deadline(seconds):
+            async with asyncio.timeout(seconds):
+                yield
+    except TimeoutError:
+        raise RunTimeout(run_timeout_message(seconds or 0)) from None
+
+
+def _max_request_bytes() -> int:
+    return get_settings().max_request_bytes
+
+
+class BodyTooLarge(HTTPException):
+    """A request body went over the size limit while it was being read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
+
+
+class GuardMiddleware:
+    """API key check (the key names the request's tenant) and a request size limit.
+
+    The body is counted as it streams in: a request without ``Content-Length`` (chunked) is cut
+    with 413 as soon as it passes the limit, never read whole first.
+    """
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/health":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        tenant = self.access.keys.tenant_for(presented_key(headers))
+        if tenant is None:
+            await JSONResponse({"detail": "missing or wrong API key"}, status_code=401)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["tenant"] = tenant
+        limit = _max_request_bytes()
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except BodyTooLarge as exc:
+            if started:
+                raise
+            await JSONResponse({"detail": exc.detail}, status_code=413)(scope, receive, send)
+
+
+class ChatModelMiddleware:
+    """Runs every request inside ``use_chat_model(model)``: the graph runs, and their worker threads, see it."""
+
+    def __init__(self, app: ASGIApp, model: ChatFactory | BaseChatModel) -> None:
+        self.app = app
+        self.model = model
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with use_chat_model(self.model):
+            await self.app(scope, receive, send)
+
+
+def _configs(body: Any) -> list[dict[str, Any]]:
+    raw = body.get("config") if isinstance(body, dict) else None
+    items = raw if isinstance(raw, list) else [raw]
+    return [c for c in items if isinstance(c, dict)]
+
+
+def _inputs(body: Any) -> list[Any]:
+    if not isinstance(body, dict):
+        return []
+    return list(body["inputs"]) if isinstance(body.get("inputs"), list) else [body.get("input")]
+
+
+def authorizer(access: Access, workflow: str) -> Any:
+    """LangServe's per-request config modifier for ``workflow``: tenant, namespace and thread checks.
+
+    Refuses (400) ``configurable`` keys outside the served allow-list, (403) a namespace or thread
+    the key does not own, and (400) file inputs the ingest root does not allow, all before a
+    stream starts. The namespace and tenant are then fixed in the config.
+    """
+    allowed = served_fields(workflow) | {"thread_id"}
+
+    async def authorize(config: dict[str, Any], request: Request) -> dict[str, Any]:
+        tenant = getattr(request.state, "tenant", None)
+        if tenant is None:
+            raise HTTPException(401, "missing or wrong API key")
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        refused = sorted({k for c in _configs(body) for k in (c.get("configurable") or {}) if k not in allowed})
+        if refused:
+            raise HTTPException(400, f"configurable {', '.join(refused)} cannot be set by callers of this server")
+        inputs = _inputs(body)
+        try:
+            access.check_inputs(inputs, tenant)
+            configurable = dict(config.get("configurable") or {})
+            requested = str(configurable.get("namespace") or "")
+            given = {str(i["namespace"]) for i in inputs if isinstance(i, dict) and i.get("namespace")}
+            if not requested and len(given) == 1:
+                requested = given.pop()
+            namespace = tenant.namespace_for(requested)
+            configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
+            if not configurable.get("thread_id"):
+                configurable["thread_id"] = str(uuid.uuid4())
+            access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
+        except AccessError as exc:
+            raise HTTPException(403, str(exc)) from None
+        except InputError as exc:
+            raise HTTPException(400, access.files.scrub(str(exc))) from None
+        return {**config, "configurable": configurable}
+
+    return authorize
+
+
+def _served_context(context: type, workflow: str) -> type:
+    """The workflow's context reduced to the fields callers may set, plus ``thread_id``."""
+    allowed = served_fields(workflow)
+    hints = typing.get_type_hints(context)
+    specs: list[tuple[str, Any, Any]] = []
+    for f in fields(context):
+        if f.name not in allowed:
+            continue
+        spec: Any
+        if f.name == "namespace":
+            spec = field(
+                default="",
+                metadata={"description": "Namespace (empty: the API key's first); only the key's own are open."},
+            )
+        elif f.default_factory is not MISSING:
+            spec = field(default_factory=f.default_factory, metadata=f.metadata)
+        else:
+            spec = field(default=f.default, metadata=f.metadata)
+        specs.append((f.name, hints[f.name], spec))
+    specs.append(
+        (
+            "thread_id",
+            str,
+            field(
+                default="", metadata={"description": "Checkpointed thread: the same id resumes it (empty: a new one)."}
+            ),
+        )
+    )
+    return make_dataclass(f"{context.__name__}Served", specs, kw_only=True)
+
+
+class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
+    """A compiled workflow as LangServe serves it.
+
+    Its config schema holds only the context fields callers may set (see
+    :data:`surfaces.access.SERVED_FIELDS`) and ``thread_id``; LangServe drops every other key. A
+    batch whose inputs would share one thread (one config for all, or the same id twice) runs
+    input ``i`` on thread ``<thread_id>-<i>`` instead: concurrent runs never write one thread.
+    With ``access`` set, every input is checked again right before it runs: file names resolved
+    inside the ingest root, the namespace the tenant's, the (derived) thread bound to both.
+    """
+
+    access: Any = None
+
+    @property
+    def workflow(self) -> str:
+        """The served workflow's name."""
+        return str(self.name or getattr(self.bound, "name", "") or "")
+
+    def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> ServedGraph:
+        copy = super().with_config(config, **kwargs)
+        copy.name, copy.access = self.workflow, self.access  # type: ignore[attr-defined]
+        return copy  # type: ignore[return-value]
+
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            base = self.bound.config_schema(include=include)
+        context = getattr(self.bound, "context_schema", None)
+        if context is None or not is_dataclass(context):
+            return base
+        served = _served_context(context, self.workflow)  # type: ignore[arg-type]
+        fields_ = {name: (info.annotation, info) for name, info in base.model_fields.items()}
+        fields_["configurable"] = (served | None, None)  # type: ignore[assignment]
+        return create_model(base.__name__, **fields_)  # type: ignore[call-overload, no-any-return]
+
+    def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
+        base: dict[str, Any] = dict(config or {})
+        configurable = dict(base.get("configurable") or {})
+        if self.access is not None:
+            tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
+            value = self.access.check_input(value, tenant)
+            wanted = value.get("namespace") if isinstance(value, dict) else None
+            namespace = tenant.namespace_for(str(wanted or configurable.get("namespace") or ""))
+            configurable["namespace"] = namespace
+            if not configurable.get("thread_id"):
+                configurable["thread_id"] = str(uuid.uuid4())
+            self.access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
+        return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
+
+    @staticmethod
+    def _own_threads(configs: list[RunnableConfig]) -> list[RunnableConfig]:
+        ids = [str((c.get("configurable") or {}).get("thread_id") or "") for c in configs]
+        out = []
+        for i, (config, thread) in enumerate(zip(configs, ids, strict=True)):
+            configurable = dict(config.get("configurable") or {})
+            if not thread:
+                configurable["thread_id"] = str(uuid.uuid4())
+            elif ids.count(thread) > 1:
+                configurable["thread_id"] = f"{thread}-{i}"
+            out.append({**config, "configurable": configurable})
+        return out  # type: ignore[return-value]
+
+    def _prepare_all(self, inputs: list[Any], config: Any) -> tuple[list[Any], list[RunnableConfig]]:
+        configs = self._own_threads(get_config_list(config, len(inputs)))
+        pairs = [self._prepare(value, c) for value, c in zip(inputs, configs, strict=True)]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def _planned(self, value: Any, config: RunnableConfig | None) -> Plan:
+        return resume.plan(self.bound, *self._prepare(value, config))
+
+    async def _aplanned(self, value: Any, config: RunnableConfig | None) -> Plan:
+        return await resume.aplan(self.bound, *self._prepare(value, config))
+
+    def _context(self, config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the run's ``context``: the workflow's context built from the prepared ``configurable``.
+
+        Always built here, never taken from the caller: ``configurable`` holds only the served fields and the
+        namespace :meth:`_prepare` fixed for the tenant.
+        """
+        schema = getattr(self.bound, "context_schema", None)
+        if schema is None:
+            return kwargs
+        return {**kwargs, "context": schema.from_mapping(dict(config.get("configurable") or {}))}
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        value, config = self._planned(input, config)
+        return super().invoke(value, config, **self._context(config, kwargs))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        value, config = await self._aplanned(input, config)
+        async with _deadline():
+            return await super().ainvoke(value, config, **self._context(config, kwargs))
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        value, config = self._planned(input, config)
+        yield from super().stream(value, config, **self._context(config, kwargs))
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        value, config = await self._aplanned(input, config)
+        async with _deadline():
+            async for chunk in super().astream(value, config, **self._context(config, kwargs)):
+                yield chunk
+
+    async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        value, config = await self._aplanned(input, config)
+        async with _deadline():
+            async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
+                yield chunk
+
+    async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        value, config = await self._aplanned(input, config)
+        async with _deadline():
+            async for event in super().astream_events(value, config, **self._context(config, kwargs)):
+                yield event
+
+    # Each input of a batch runs with its own context: RunnableBinding.batch would give them all the same kwargs.
+    def batch(
+        self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
+    ) -> list[Any]:
+        values, configs = self._prepare_all(inputs, config)
+        plans = [resume.plan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
+        run = super().invoke
+
+        def one(plan: Plan) -> Any:
+            try:
+                return run(plan[0], plan[1], **self._context(plan[1], kwargs))
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        with get_executor_for_config(configs[0] if configs else None) as executor:
+            return list(executor.map(one, plans))
+
+    async def abatch(
+        self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
+    ) -> list[Any]:
+        values, configs = self._prepare_all(inputs, config)
+        plans = [await resume.aplan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
+        run = super().ainvoke
+
+        async def one(plan: Plan) -> Any:
+            try:
+                return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        async with _deadline():
+            limit = configs[0].get("max_concurrency") if configs else None
+            return await gather_with_concurrency(limit, *(one(plan) for plan in plans))
+
+
+class DeferredSaver(BaseCheckpointSaver):
+    """A checkpointer whose backend is opened later, inside the app's event loop.
+
+    Routes are mounted when the app is built, but the async savers need a running loop, so
+    every call is forwarded to the saver opened in the lifespan.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target: BaseCheckpointSaver | None = None
+
+    def _t(self) -> BaseCheckpointSaver:
+        if self.target is None:
+            raise RuntimeError("the checkpointer is not open yet (the app has not started)")
+        return self.target
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return await self._t().aget_tuple(config)
+
+    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        async for item in self._t().alist(config, **kwargs):
+            yield item
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return await self._t().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await self._t().aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._t().adelete_thread(thread_id)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self._t().get_next_version(current, channel)
+
+
+@asynccontextmanager
+async def _open_backend() -> AsyncIterator[BaseCheckpointSaver]:
+    from stores.checkpoint import open_async_checkpointer
+
+    async with open_async_checkpointer() as saver:
+        yield saver
+
+
+def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI:
+    """Build the FastAPI app with every available workflow mounted.
+
+    ``chat_model`` (a model, or a factory of one per role) answers every model call of its requests
+    (tests, scripted benchmarks); unset, the roles' configured endpoints do.
+    """
+    from langserve import add_routes
+
+    access = Access.from_env()
+    saver = DeferredSaver()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with _open_backend() as backend:
+            saver.target = backend
+            try:
+                yield
+            finally:
+                saver.target = None
+
+    app = FastAPI(
+        title="longdoc",
+        description="Summarize, question, offload and route over long documents.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(GuardMiddleware, access=access)
+    if chat_model is not None:
+        app.add_middleware(ChatModelMiddleware, model=chat_model)
+
+    @app.exception_handler(InputError)
+    async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
+        return JSONResponse({"detail": access.files.scrub(str(exc))}, status_code=400)
+
+    @app.exception_handler(AccessError)
+    async def forbidden(_request: Request, exc: AccessError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+
+    @app.exception_handler(ModelError)
+    async def model_down(_request: Request, exc: ModelError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    names = registry.available()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "workflows": names}
+
+    for name in names:
+        add_routes(
+            app,
+            ServedGraph(bound=registry.compile_with(name, saver), name=name, access=access),
+            path=f"/{name}",
+            per_req_config_modifier=authorizer(access, name),
+        )
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    # `uvicorn surfaces.serve:app` builds the app on first access, not at import.
+    if name == "app":
+        value = create_app()
+        globals()["app"] = value
+        return value
+    raise AttributeError(name)
