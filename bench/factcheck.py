@@ -45,8 +45,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from doubles.replies import summarize_chat_model
 from stores.documents import write_atomic
-from tests.fakes import summarize_chat_model
 
 KINDS = ("number", "name", "negation", "other_meeting")
 CHECKS = ("model", "grounding", "combined")
@@ -224,7 +224,7 @@ def check_cases(
 ) -> None:
     """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems;
     ``grid``: the grounding flag under each setting of ``grid``)."""
-    from graphs.summarize.state import SummarizeContext
+    from graphs.summarize.context import SummarizeContext
     from nodes.summarize.fact_checker import check_sentences
     from nodes.summarize.grounding import grounding_problems
     from stores.models import llm_for
@@ -243,8 +243,8 @@ def check_cases(
                 checked = check_sentences(
                     sentences, store=store, doc_id=doc_id, llm=llm, mode="mark", checks="both", batch_size=batch
                 )
-                cited = dict.fromkeys(f"{doc_id}:{c}" for p in part for c in p["citations"])
-                sources = {h.chunk_id: h.text for h in store.get(list(cited))}
+                cited = dict.fromkeys(c for p in part for c in p["citations"])
+                sources = {h.chunk_id: h.text for h in store.chunks(doc_id, list(cited))}
                 for case, entry in zip(part, checked, strict=True):
                     case["model"] = entry["model_supported"] is False
                     case["model_unchecked"] = entry["model_supported"] is None

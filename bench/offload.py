@@ -39,10 +39,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from doubles.replies import offload_chat_model as fake_chat_model
 from nodes.offload.memory import POLICIES
 from stores.documents import write_atomic
 from stores.text import CITATION_TAG
-from tests.fakes import offload_chat_model as fake_chat_model
 
 ANSWER_STEPS = ("answer", "answer_after_recall")
 
@@ -115,8 +115,9 @@ def run_session(
     """Ask one meeting's queries in one thread under ``policy``; one row per turn."""
     from langchain_core.runnables import RunnableConfig
 
+    from graphs.offload.context import OffloadContext
     from graphs.offload.graph import builder
-    from graphs.offload.state import OffloadContext, OffloadInput
+    from graphs.offload.state import OffloadInput
 
     graph = builder.compile(checkpointer=saver)
     meeting = session["meeting"]["id"]

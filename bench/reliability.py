@@ -1,6 +1,7 @@
 """Reliability benchmark: faults survived, interrupted runs resumed, bad inputs refused, concurrent load.
 
     python -m bench.reliability --out bench/results/reliability.json [--interruptions 20] [--concurrency 40]
+        [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
 ``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app and the
@@ -21,14 +22,28 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
   chunks, and a third ingest finding it fully indexed) equals an uninterrupted run's,
   ``repeated_calls`` the requests answered before the kill and sent again;
 * ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
-  HTTP (400 or 403 expected): ``clear_errors`` counts the one-line messages with the right code;
+  HTTP (400, 403, 413, 415 or 422 expected): a stray byte, an unknown encoding, text of only
+  headings or zero-width characters, a .docx zip bomb, a PDF of 3,000 pages, a batch of 2,000
+  inputs, ``NaN``, JSON nested 1,000 deep, a body that is not JSON; and a tenant naming another
+  tenant's thread id (expected: the answer an unused id gets). ``clear_errors`` counts the
+  one-line messages with the right code (and that thread case when it held);
 * ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
-  p50/p95 latency and the process's peak RSS.
+  p50/p95 latency and the process's peak RSS;
+* ``index``: six concurrent re-chunks of one document over HTTP (chunk sizes 900, 300, 600) per
+  round, ``consistent_rounds`` when its record, visible and stored chunks agree after them; and a
+  re-index at chunk size 300 of a document indexed at 900 killed with SIGKILL at four points (half-way
+  through its first or second batch of chunks, just before or just after its record is written):
+  ``whole_after_kill`` when a whole index is in use (the previous one until the record switched),
+  ``clean_after_next_ingest`` when the next ingest leaves the new index and nothing else;
+* ``retention``: an upload, a chat named by its ``text`` and a refused oversized question over HTTP:
+  ``leaks`` counts checkpoint rows holding any of them; then ``forget`` of their namespace:
+  ``left_after_forget`` what remains.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import io
 import json
@@ -47,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from doubles.chat import ScriptedChatModel
+from doubles.files import docx_bomb, pdf_with_text
 from stores.documents import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,6 +128,10 @@ ROUTES = {"ask": "chain", "summarize": "summarize", "chat": "offload"}
 
 
 # --- faults --------------------------------------------------------------------------------------
+NO_ANSWER = ("truncated", "cut_stop", "empty")
+"""Fault modes whose reply holds no answer (cut at the token limit, cut although it said it finished, empty)."""
+
+
 def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
     """Each fault mode x workflow over HTTP."""
     from doubles import endpoint as fake_endpoint
@@ -140,13 +160,15 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
                     seconds = time.monotonic() - start
                     healthy = client.get("/health").status_code == 200
                 detail = response.json().get("detail", "") if response.status_code != 200 else ""
+                # A cut or empty reply is never an answer: those runs survive only as a clear 503.
+                answers = (503,) if mode in NO_ANSWER else (200, 503)
                 rows.append(
                     {
                         "fault": mode,
                         "workflow": workflow,
                         "status": response.status_code,
                         "seconds": round(seconds, 2),
-                        "survived": response.status_code in (200, 503) and seconds < bound and healthy,
+                        "survived": response.status_code in answers and seconds < bound and healthy,
                         "clear_error": response.status_code == 503 and "model" in detail,
                         "detail": detail[:200],
                     }
@@ -191,8 +213,8 @@ def _session(model: ScriptedChatModel, doc_id: str, thread: str, *, resend: bool
 
 def interruptions(count: int, seed: int = 7) -> dict[str, Any]:
     """Chat turns that die at a random model call, then are sent again."""
+    from doubles.replies import offload_reply as scripted_reply
     from nodes.ingest import ingest
-    from tests.fakes import offload_reply as scripted_reply
 
     doc_id = ingest(str(FALCON)).doc_id
     reference_model = DiesAt(default=scripted_reply)
@@ -393,9 +415,9 @@ def _broken_docx(path: Path) -> None:
 
 def bad_inputs(folder: Path) -> dict[str, Any]:
     """Malformed files and requests: the exit code or status and whether the message is one clear line."""
+    from doubles.replies import offload_chat_model as fake_chat_model
     from stores.models import use_chat_model
     from surfaces import cli
-    from tests.fakes import offload_chat_model as fake_chat_model
 
     (folder / "empty.txt").write_text("   \n", encoding="utf-8")
     (folder / "binary.txt").write_bytes(bytes(range(256)) * 8)
@@ -404,6 +426,12 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
     (folder / "long.json").write_text(json.dumps(["why " * 1500]), encoding="utf-8")
     (folder / "out.html").mkdir()
     _broken_docx(folder / "broken.docx")
+    (folder / "prices.txt").write_bytes(b"The pump costs 10\xff euros.\n")
+    (folder / "invisible.txt").write_text("\u200b\u200c\u200d\ufeff" * 100, encoding="utf-8")
+    (folder / "headings.md").write_text("# Title\n\n## Part one\n\n## Part two\n", encoding="utf-8")
+    bomb, pages = docx_bomb(30), pdf_with_text("A page.", pages=3000)
+    (folder / "bomb.docx").write_bytes(bomb)
+    (folder / "pages.pdf").write_bytes(pages)
     doc = str(FALCON)
     cli_cases = {
         "missing file": ["ingest", str(folder / "nope.md")],
@@ -417,6 +445,12 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
         "too long question": ["chat", doc, "--script", str(folder / "long.json")],
         "canvas --out on a folder": ["canvas", doc, "--out", str(folder / "out.html")],
         "summary length 0": ["summarize", doc, "--length", "0"],
+        "stray byte in an ASCII .txt": ["ingest", str(folder / "prices.txt")],
+        "unknown encoding": ["ingest", str(folder / "prices.txt"), "--encoding", "klingon"],
+        "only zero-width characters": ["ingest", str(folder / "invisible.txt")],
+        "only headings": ["ingest", str(folder / "headings.md")],
+        "92 KB .docx of 30 MB XML": ["ingest", str(folder / "bomb.docx")],
+        "PDF of 3,000 pages": ["ingest", str(folder / "pages.pdf")],
     }
     rows = []
     model = fake_chat_model()
@@ -431,8 +465,27 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
             message = err.getvalue().strip()
             clear = code == 2 and message.count("\n") == 0 and "Traceback" not in message
             rows.append({"surface": "cli", "case": name, "code": code, "clear": clear, "message": message[:200]})
+        as_json = {"content-type": "application/json"}
         http_cases: dict[str, tuple[str, dict[str, Any]]] = {
             "empty text": ("/ingest/invoke", {"input": {"text": "  "}}),
+            "only zero-width characters": ("/ingest/invoke", {"input": {"text": "\u200b\u200d" * 100}}),
+            "stray byte in an ASCII .txt": ("/ingest/invoke", _upload(b"The pump costs 10\xff euros.", "prices.txt")),
+            "unknown encoding": ("/ingest/invoke", _upload(b"caf\xe9.", "a.txt", encoding="klingon")),
+            "92 KB .docx of 30 MB XML": ("/ingest/invoke", _upload(bomb, "bomb.docx")),
+            "PDF of 3,000 pages": ("/ingest/invoke", _upload(pages, "pages.pdf")),
+            "batch of 2,000 inputs": ("/ingest/batch", {"inputs": [{"text": "Otters."}] * 2000}),
+            "NaN in configurable": (
+                "/ingest/invoke",
+                {"content": b'{"input": {"text": "x"}, "config": {"configurable": {"chunk_size": NaN}}}'},
+            ),
+            "JSON nested 1,000 deep": (
+                "/ingest/invoke",
+                {"content": b'{"input": {"text": "x", "title": ' + b"[" * 1000 + b"]" * 1000 + b"}}"},
+            ),
+            "Content-Type text/plain": (
+                "/ingest/invoke",
+                {"content": b'{"input": {"text": "x"}}', "headers": {"content-type": "text/plain"}},
+            ),
             "server path": ("/ingest/invoke", {"input": {"path": "/etc/passwd"}}),
             "model endpoint in config": (
                 "/ingest/invoke",
@@ -448,9 +501,11 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
         }
         with _client(model) as client:
             for name, (route, body) in http_cases.items():
-                response = client.post(route, json=body)
+                raw = "content" in body
+                sent = {"headers": as_json, **body} if raw else {"json": body}
+                response = client.post(route, **sent)
                 detail = str(response.json().get("detail", ""))
-                clear = response.status_code in (400, 403, 422) and bool(detail) and "\n" not in detail
+                clear = response.status_code in (400, 403, 413, 415, 422) and bool(detail) and "\n" not in detail
                 rows.append(
                     {
                         "surface": "http",
@@ -460,13 +515,64 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
                         "message": detail[:200],
                     }
                 )
+    rows.append(_foreign_thread_id())
     return {"tried": len(rows), "clear_errors": sum(r["clear"] for r in rows), "cases": rows}
+
+
+def _upload(data: bytes, filename: str, **extra: str) -> dict[str, Any]:
+    return {"input": {"data": base64.b64encode(data).decode(), "filename": filename, **extra}}
+
+
+def _foreign_thread_id() -> dict[str, Any]:
+    """A tenant naming another tenant's thread gets the answer an unused id gets (nothing tells it the id is taken)."""
+    from tests.fakes import offload_chat_model as fake_chat_model
+
+    saved = os.environ.get("LONGDOC_SERVER_KEYS")
+    os.environ["LONGDOC_SERVER_KEYS"] = json.dumps({"alice": "alice-key", "bob": "bob-key"})
+    try:
+        with _client(fake_chat_model()) as client:
+
+            def turn(key: str, thread: str, doc_id: str) -> Any:
+                body = {
+                    "input": {"question": QUESTION, "doc_id": doc_id},
+                    "config": {"configurable": {"thread_id": thread}},
+                }
+                return client.post("/offload/invoke", json=body, headers={"X-API-Key": key})
+
+            docs = {}
+            for key in ("alice-key", "bob-key"):
+                ingested = client.post(
+                    "/ingest/invoke",
+                    json={"input": {"text": FALCON.read_text(encoding="utf-8")}},
+                    headers={"X-API-Key": key},
+                )
+                docs[key] = ingested.json()["output"]["doc_id"]
+            turn("alice-key", "alice-session", docs["alice-key"])
+            taken, unused = (
+                turn("bob-key", "alice-session", docs["bob-key"]),
+                turn("bob-key", "unused", docs["bob-key"]),
+            )
+    finally:
+        if saved is None:
+            os.environ.pop("LONGDOC_SERVER_KEYS", None)
+        else:
+            os.environ["LONGDOC_SERVER_KEYS"] = saved
+    same = taken.status_code == unused.status_code == 200 and all(
+        taken.json()["output"][k] == unused.json()["output"][k] for k in ("turn", "answer", "citations")
+    )
+    return {
+        "surface": "http",
+        "case": "another tenant's thread id",
+        "code": taken.status_code,
+        "clear": bool(same),
+        "message": "" if same else f"{taken.status_code} vs {unused.status_code} for an unused id",
+    }
 
 
 # --- concurrency ----------------------------------------------------------------------------------
 def concurrency(requests: int) -> dict[str, Any]:
     """Concurrent ingests of one text and chat turns on their own threads, through the LangServe app."""
-    from tests.fakes import offload_chat_model as fake_chat_model
+    from doubles.replies import offload_chat_model as fake_chat_model
 
     text = FALCON.read_text(encoding="utf-8")
     latencies: list[float] = []
@@ -501,16 +607,145 @@ def concurrency(requests: int) -> dict[str, Any]:
     }
 
 
+# --- index integrity and retention ---------------------------------------------------------------
+RECHUNK_SIZES = (900, 300, 600, 900, 300, 600)
+
+
+def _index_kills(document: Path) -> list[dict[str, Any]]:
+    """A re-index at chunk size 300 of a document indexed at 900, its process killed with SIGKILL at each
+    point of :data:`tests.index_checks.KILL_POINTS` (half-way through its first or second batch of chunks,
+    just before its record is written, just after); then the same ingest again."""
+    from nodes.ingest import index_state, ingest
+    from stores.vectorstore import reset_stores
+    from tests.index_checks import KILL_POINTS, kill_reindex
+
+    text = document.read_text(encoding="utf-8")
+    rows = []
+    for point in KILL_POINTS:
+        namespace = f"index-killed-{point}"
+        doc_id = ingest(text=text, namespace=namespace, chunk_size=900).doc_id
+        code = kill_reindex(document, namespace, 300, point)
+        reset_stores()  # read what the killed process left, not a cached view
+        left = index_state(namespace, doc_id)
+        again = ingest(text=text, namespace=namespace, chunk_size=300)
+        after = index_state(namespace, doc_id)
+        rows.append(
+            {
+                "point": point,
+                "killed": code == -signal.SIGKILL,
+                "whole_after_kill": left["whole"] and left["chunk_size"] == (300 if point == "cleanup" else 900),
+                "clean_after_next_ingest": again.doc_id == doc_id and after["clean"] and after["chunk_size"] == 300,
+            }
+        )
+    return rows
+
+
+def index_integrity(folder: Path, rounds: int, seed: int = 13) -> dict[str, Any]:
+    """Six concurrent re-chunks of one document over HTTP (``configurable.chunk_size`` 900, 300, 600) per
+    round, then re-indexes killed half-way: ``consistent`` rounds end with one whole index (record, visible
+    and stored chunks agree); a killed re-index leaves a whole index in use and the next ingest a clean one."""
+    from nodes.ingest import index_state
+
+    document = _large_document(folder, sections=20, seed=seed)
+    text = document.read_text(encoding="utf-8")
+    rows = []
+    with _client() as client:
+        for r in range(rounds):
+            body = {"input": {"text": f"{text}\nRound {r}.\n", "namespace": "rechunk"}}
+
+            def one(size: int, body: dict[str, Any] = body) -> Any:
+                return client.post("/ingest/invoke", json={**body, "config": {"configurable": {"chunk_size": size}}})
+
+            with ThreadPoolExecutor(max_workers=len(RECHUNK_SIZES)) as pool:
+                replies = list(pool.map(one, RECHUNK_SIZES))
+            ok = [reply.json()["output"]["doc_id"] for reply in replies if reply.status_code == 200]
+            state = index_state("rechunk", ok[0]) if ok else {"clean": False}
+            rows.append({"round": r, "ok": len(ok), "consistent": len(ok) == len(RECHUNK_SIZES) and state["clean"]})
+    killed = _index_kills(document)
+    return {
+        "rechunk_rounds": rounds,
+        "consistent_rounds": sum(row["consistent"] for row in rows),
+        "kills": sum(row["killed"] for row in killed),
+        "whole_after_kill": sum(row["whole_after_kill"] for row in killed if row["killed"]),
+        "clean_after_next_ingest": sum(row["clean_after_next_ingest"] for row in killed if row["killed"]),
+        "rounds": rows,
+        "runs": killed,
+    }
+
+
+def retention(folder: Path) -> dict[str, Any]:
+    """What stays of a caller's data: an upload, a chat named by ``text`` and an oversized question over HTTP,
+    then ``forget`` of their namespace. ``leaks`` counts the checkpoint database's rows (or file) holding the
+    upload, the whole text or the refused question; ``left_after_forget`` what remains of the namespace."""
+    import base64
+
+    from stores.vectorstore import namespace_collections
+    from surfaces.retention import forget_namespace
+    from tests.checkpoint_checks import db_holds, thread_rows
+    from tests.fakes import offload_chat_model
+
+    home = Path(os.environ["LONGDOC_HOME"])
+    text = _large_document(folder, sections=8, seed=17).read_text(encoding="utf-8")
+    upload = "# Ledger\n\nLedger entry 4417-HERON-MAPLE closes the account.\n"
+    data = base64.b64encode(upload.encode()).decode()
+    huge = "why " * 1500
+    namespace = "retention"
+    with _client(offload_chat_model()) as client:
+        codes = [
+            client.post(
+                "/ingest/invoke", json={"input": {"data": data, "filename": "ledger.md", "namespace": namespace}}
+            ),
+            client.post(
+                "/offload/invoke",
+                json={
+                    "input": {"question": QUESTION, "text": text, "namespace": namespace},
+                    "config": {"configurable": {"thread_id": "kept-chat"}},
+                },
+            ),
+        ]
+        refused = client.post(
+            "/offload/invoke",
+            json={"input": {"question": huge, "text": text}, "config": {"configurable": {"thread_id": "refused"}}},
+        )
+    needles = ("4417-HERON-MAPLE", data[:40], text[:6000], "why why why")
+    leaks = sum(len(db_holds(home, needle)) for needle in needles) + thread_rows(home, "refused")
+    kept = thread_rows(home, "kept-chat")
+    forget_namespace(namespace)
+    left = thread_rows(home, "kept-chat") + len(namespace_collections(namespace))
+    left += (
+        sum(1 for _ in (home / "namespaces" / namespace).rglob("*"))
+        if (home / "namespaces" / namespace).exists()
+        else 0
+    )
+    return {
+        "requests_ok": sum(reply.status_code == 200 for reply in codes),
+        "refused_status": refused.status_code,
+        "leaks": leaks,
+        "checkpointed_rows": kept,
+        "left_after_forget": left,
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every suite, in a scratch data folder."""
+    """The suites asked for (every one by default), in a scratch data folder."""
+    suites: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "faults": lambda _tmp: faults(),
+        "interruptions": lambda _tmp: interruptions(args.interruptions),
+        "kills": lambda tmp: kills(args.kills, tmp),
+        "bad_inputs": bad_inputs,
+        "concurrency": lambda _tmp: concurrency(args.concurrency),
+        "index": lambda tmp: index_integrity(tmp, args.rechunk_rounds),
+        "retention": retention,
+    }
+    wanted = args.suites.split(",") if getattr(args, "suites", "") else list(suites)
+    unknown = sorted(set(wanted) - set(suites))
+    if unknown:
+        raise SystemExit(f"unknown suite {', '.join(unknown)}; one of {', '.join(suites)}")
     report: dict[str, Any] = {}
     with scratch_home() as tmp:
         started = time.perf_counter()
-        report["faults"] = faults()
-        report["interruptions"] = interruptions(args.interruptions)
-        report["kills"] = kills(args.kills, tmp)
-        report["bad_inputs"] = bad_inputs(tmp)
-        report["concurrency"] = concurrency(args.concurrency)
+        for name in wanted:
+            report[name] = suites[name](tmp)
         report["seconds"] = round(time.perf_counter() - started, 1)
     return report
 
@@ -536,6 +771,19 @@ def failures(report: dict[str, Any]) -> list[str]:
         found.append(f"bad inputs: {bad['tried'] - bad['clear_errors']} without a clear one-line error")
     if report.get("concurrency", {}).get("errors", 0):
         found.append(f"concurrency: {report['concurrency']['errors']} requests failed")
+    index = report.get("index", {})
+    if index.get("consistent_rounds", 0) < index.get("rechunk_rounds", 0):
+        found.append(
+            f"index: {index['rechunk_rounds'] - index.get('consistent_rounds', 0)} re-chunk rounds left a mixed index"
+        )
+    for key in ("whole_after_kill", "clean_after_next_ingest"):
+        if index.get(key, 0) < index.get("kills", 0):
+            found.append(f"index: {index['kills'] - index.get(key, 0)} killed re-indexes not {key.replace('_', ' ')}")
+    kept = report.get("retention", {})
+    if kept and (
+        kept["leaks"] or kept["left_after_forget"] or kept["refused_status"] != 400 or kept["requests_ok"] < 2
+    ):
+        found.append(f"retention: {kept['leaks']} leaks, {kept['left_after_forget']} left after forget")
     return found
 
 
@@ -548,6 +796,10 @@ def main(argv: list[str] | None = None) -> int:
         "--kills", type=int, default=20, help="chat, summarize, ask and ingest processes killed with SIGKILL mid-run"
     )
     parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
+    parser.add_argument("--suites", default="", help="comma-separated suites to run (default: every one)")
+    parser.add_argument(
+        "--rechunk-rounds", type=int, default=2, help="rounds of six concurrent re-chunks of one document"
+    )
     args = parser.parse_args(argv)
     report = run(args)
     write_atomic(Path(args.out), json.dumps(report, ensure_ascii=False, indent=1))

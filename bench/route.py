@@ -538,9 +538,19 @@ def _full_settings(**overrides: Any) -> Any:
     )
 
 
-def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, Any]]:
-    """The registry with model-written examples (only entries missing from the journal call the
-    model), and the one-time cost of writing them, summed from the journal's cost rows."""
+def written_journal(out: Path, what: str) -> Path:
+    """Where a run writes what the model made for it: beside ``--out`` (never a shipped journal)."""
+    return out.with_name(f"{out.stem}_{what}.jsonl")
+
+
+def _journal_lines(*paths: Path | None) -> list[str]:
+    return [line for p in paths if p is not None and p.is_file() for line in p.read_text(encoding="utf-8").splitlines()]
+
+
+def expand_for_bench(registry: Any, shipped: Path | None, journal_path: Path) -> tuple[Any, dict[str, Any]]:
+    """The registry with model-written examples (only entries missing from the shipped journal and from
+    ``journal_path`` call the model, written to ``journal_path``), and the one-time cost of writing them,
+    summed from the journals' cost rows."""
     from nodes.route.expansion import (
         PER_AGENT,
         PER_TOOL,
@@ -553,7 +563,7 @@ def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, 
     from nodes.route.model import Registry
     from stores.models import LLM
 
-    journal = ExpansionJournal(journal_path)
+    journal = ExpansionJournal(journal_path, shipped=shipped)
     llm = LLM("router")
     mid = model_id(llm)
 
@@ -566,7 +576,7 @@ def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, 
         agent_key(a, mid) for a in registry.agents
     }
     cost = {"calls": 0, "cached_calls": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0}
-    for line in journal_path.read_text(encoding="utf-8").splitlines():
+    for line in _journal_lines(shipped, journal_path):
         row = json.loads(line)
         spent = row.get("cost")
         if row.get("key") in keys and spent:
@@ -577,7 +587,7 @@ def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, 
             cost["seconds"] += float(spent.get("seconds", 0.0))
     n_tools = len(registry.tools)
     info = {
-        "journal": str(journal_path),
+        "journal": str(shipped or journal_path),
         "model": mid,
         "per_tool": PER_TOOL,
         "per_agent": PER_AGENT,
@@ -594,8 +604,9 @@ def expand_for_bench(registry: Any, journal_path: Path) -> tuple[Any, dict[str, 
     return Registry(name=f"{registry.name}-x", agents=expanded.agents, warnings=expanded.warnings), info
 
 
-def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, dict[str, Any]]:
-    """Each query split into its tasks by the router model (journalled by query and prompt)."""
+def decompositions(queries: Sequence[Query], shipped: Path | None, journal_path: Path) -> dict[str, dict[str, Any]]:
+    """Each query split into its tasks by the router model (journalled by query and prompt): rows of the
+    shipped journal and of ``journal_path`` are reused; the missing ones are written to ``journal_path``."""
     import prompts
     from nodes.route.expansion import decompose
     from stores.models import LLM
@@ -604,14 +615,13 @@ def decompositions(queries: Sequence[Query], journal_path: Path) -> dict[str, di
 
     version = content_hash(prompts.load("route/decompose").template + prompts.load("route/decompose_user").template)
     done: dict[str, dict[str, Any]] = {}
-    if journal_path.is_file():
-        for line in journal_path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if row.get("prompt") == version:
-                done[row["id"]] = row
+    for line in _journal_lines(shipped, journal_path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("prompt") == version:
+            done[row["id"]] = row
     llm = LLM("router")
     for i, q in enumerate(queries):
         if q.id in done:
@@ -802,8 +812,10 @@ def run(
     expansions: Path | None = None,
     decompose_journal: Path | None = None,
     folds: int = 5,
+    out_path: Path = Path("route.json"),
 ) -> dict[str, Any]:
-    """The whole benchmark; returns the JSON-ready results."""
+    """The whole benchmark; returns the JSON-ready results. ``expansions`` and ``decompose_journal`` are
+    shipped journals, read only; what the model writes for this run goes beside ``out_path``."""
     from nodes.route.fusion import DEFAULT_PROFILE, RouteSettings
     from nodes.route.manifest import register
     from nodes.route.mcp import load_registry
@@ -858,7 +870,7 @@ def run(
     out.update(evaluate_methods(queries, registry, store, sweep=sweep))
     registries = {"plain": registry}
     if expansions is not None:
-        expanded, info = expand_for_bench(registry, expansions)
+        expanded, info = expand_for_bench(registry, expansions, written_journal(out_path, "expansions"))
         start = time.perf_counter()
         reuse = _reusing_embed(store, _known_vectors(store, registry))
         reg_x = register(expanded, store, embed=reuse, progress=_progress("expanded"))
@@ -869,7 +881,7 @@ def run(
         registries["expanded"] = expanded
     decomposed = None
     if decompose_journal is not None and "expanded" in registries:
-        decomposed = decompositions(queries, decompose_journal)
+        decomposed = decompositions(queries, decompose_journal, written_journal(out_path, "decompositions"))
         model_s = [r["seconds"] for r in decomposed.values() if not r.get("cached")]
         out["decomposition"] = {
             "journal": str(decompose_journal),
@@ -999,14 +1011,15 @@ def main(argv: list[str] | None = None) -> int:
         "--expansions",
         type=Path,
         default=Path("bench/results/route_expansions.jsonl"),
-        help="journal of model-written tool examples (shipped; missing entries are written with the router "
-        "model, resumably); 'none' evaluates the plain registry only",
+        help="journal of model-written tool examples (shipped, read only; missing entries are written with the "
+        "router model, resumably, to <out stem>_expansions.jsonl); 'none' evaluates the plain registry only",
     )
     parser.add_argument(
         "--decompose",
         type=Path,
         default=Path("bench/results/route_decompositions.jsonl"),
-        help="journal of the queries split into tasks by the router model (written when missing); 'none' skips",
+        help="journal of the queries split into tasks by the router model (shipped, read only; missing ones are "
+        "written to <out stem>_decompositions.jsonl); 'none' skips",
     )
     parser.add_argument("--folds", type=int, default=5, help="folds of the settings choice (default 5; 0: none)")
     args = parser.parse_args(argv)
@@ -1026,6 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
             expansions=None if args.expansions == none else args.expansions,
             decompose_journal=None if args.decompose == none else args.decompose,
             folds=args.folds,
+            out_path=args.out,
         )
     except InputError as exc:
         print(f"bench.route: {exc}", file=sys.stderr)

@@ -50,6 +50,7 @@ from bench.route import (
     folds_of,
     load_queries,
     method_settings,
+    written_journal,
 )
 
 Scorer = Callable[[Any, int, Sequence[int]], float]
@@ -256,8 +257,11 @@ def probe_registry(
     return {name: nested_cv(values, scorer, fold) for name, (values, scorer) in probes.items()}
 
 
-def run(servers: Path, queries_path: Path, *, expansions: Path | None, decompose: Path | None, second: str) -> dict:
-    """All probes on the plain registry and, with ``expansions``, on the expanded one."""
+def run(
+    servers: Path, queries_path: Path, *, expansions: Path | None, decompose: Path | None, second: str, out_path: Path
+) -> dict:
+    """All probes on the plain registry and, with ``expansions``, on the expanded one (the shipped journals are
+    read only; what the model writes for this run goes beside ``out_path``)."""
     from nodes.route.manifest import register
     from nodes.route.mcp import load_registry
     from stores.vectorstore import get_store
@@ -268,12 +272,13 @@ def run(servers: Path, queries_path: Path, *, expansions: Path | None, decompose
     register(registry, store)
     registries = {"plain": registry}
     if expansions is not None:
-        expanded, _info = expand_for_bench(registry, expansions)
+        expanded, _info = expand_for_bench(registry, expansions, written_journal(out_path, "expansions"))
         register(expanded, store, embed=_reusing_embed(store, _known_vectors(store, registry)))
         registries["expanded"] = expanded
     decomposed = None
     if decompose is not None and "expanded" in registries:
-        decomposed = {qid: row["tasks"] for qid, row in decompositions(queries, decompose).items()}
+        written = written_journal(out_path, "decompositions")
+        decomposed = {qid: row["tasks"] for qid, row in decompositions(queries, decompose, written).items()}
     vectors = [store.embedder.embed_query(q.query) for q in queries]
     fold = folds_of(len(queries), 5)
     out: dict[str, Any] = {
@@ -319,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         expansions=None if args.expansions == none else args.expansions,
         decompose=None if args.decompose == none else args.decompose,
         second=args.second_embedder,
+        out_path=args.out,
     )
     from stores.documents import write_atomic
 

@@ -46,26 +46,26 @@ from pathlib import Path
 from typing import Any
 
 from bench import journal
+from doubles.replies import summarize_chat_model as fake_chat_model
 from stores.documents import write_atomic
-from tests.fakes import summarize_chat_model as fake_chat_model
 
 METHODS = ("expert-editor", "map-reduce", "refine")
 KINDS = ("general", "specific")
 WORKFLOW_CODE = (
+    "graphs/summarize/baselines.py",
+    "graphs/summarize/context.py",
     "graphs/summarize/graph.py",
-    "nodes/summarize/checks.py",
-    "nodes/summarize/editor.py",
-    "nodes/summarize/experts.py",
-    "nodes/summarize/request.py",
     "graphs/summarize/state.py",
+    "nodes/retrieval.py",
     "nodes/summarize/baselines.py",
     "nodes/summarize/editing.py",
+    "nodes/summarize/editor.py",
     "nodes/summarize/expert.py",
     "nodes/summarize/fact_checker.py",
     "nodes/summarize/gaps.py",
     "nodes/summarize/grounding.py",
     "nodes/summarize/length.py",
-    "nodes/retrieval.py",
+    "nodes/summarize/request.py",
     "nodes/summarize/sentences.py",
 )
 """Source files whose code decides a summary (part of the setup digest)."""
@@ -144,8 +144,9 @@ def summarize_once(
     config: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], float]:
     """One summarization and its wall time; a run that ends in bad model output counts as an empty summary."""
+    from graphs.summarize.context import SummarizeContext
     from graphs.summarize.graph import graph
-    from graphs.summarize.state import SummarizeContext, SummarizeInput
+    from graphs.summarize.state import SummarizeInput
     from nodes.summarize.fact_checker import factcheck_stats
     from stores.models import ModelOutputError
 

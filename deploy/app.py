@@ -12,8 +12,12 @@ LangServe app applies:
   tenant, in its context, input and state update alike (403; none given: the tenant's first),
   naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), addressing a checkpoint by id
   only (never another thread's, 400), without ``command.goto`` (400), and only on a thread the
-  tenant owns or a new one (403): the thread is bound to tenant and namespace in PostgreSQL on
-  first use, so no instance lets another tenant in;
+  tenant created (404 for any other, the same whether another tenant holds the id or nobody does);
+  the thread is bound to its namespace in PostgreSQL on first use, so no instance moves it;
+- thread ids are chosen by the server (``POST /threads`` with a ``thread_id`` is refused, 400), and a
+  500's body never reaches the caller (it could hold a database's SQL statement);
+- a request body must be JSON (415), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep, without ``NaN``
+  (400), as on LangServe;
 - the namespace is then fixed in the run's ``context``, where every node reads it;
 - as on LangServe, a run on a thread whose last run stopped half-way (its instance was killed)
   resumes that run when it brings the same input, and starts from its last finished step when it
@@ -45,7 +49,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
 from stores.settings import InputError, get_settings, run_deadline, run_timeout
-from surfaces.access import FILE_INPUTS, AccessError, IngestRoot, Tenant, ThreadOwners, presented_key, served_fields
+from surfaces.access import (
+    FILE_INPUTS,
+    AccessError,
+    IngestRoot,
+    Tenant,
+    ThreadOwners,
+    check_request_json,
+    json_media_type,
+    presented_key,
+    read_body,
+    replay_body,
+    served_fields,
+    thread_key,
+)
 from surfaces.resume import plan
 from surfaces.serve import _max_request_bytes as max_request_bytes
 
@@ -75,7 +92,8 @@ def _owners() -> ThreadOwners:
 
 
 def _aegra_owner(thread_id: str) -> str | None:
-    """The user (tenant) Aegra recorded for ``thread_id``, None for a new thread."""
+    """The user (tenant) Aegra recorded for ``thread_id``: empty when there is no such thread, None
+    without Aegra's database to ask (``LONGDOC_POSTGRES_URL`` unset)."""
     url = get_settings().postgres_url
     if not url:
         return None
@@ -83,7 +101,12 @@ def _aegra_owner(thread_id: str) -> str | None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT user_id FROM thread WHERE thread_id = %s", (thread_id,)).fetchone()
-    return None if row is None else str(row[0])
+    return "" if row is None else str(row[0])
+
+
+def thread_not_found(thread_id: str) -> Refused:
+    """The one answer to a thread the tenant does not own, whether another tenant has it or nobody does."""
+    return Refused(404, f"no thread {thread_id[:80]!r} for this API key; create one with POST /threads")
 
 
 CONFIG_KEYS = frozenset({"configurable", "tags", "recursion_limit", "metadata"})
@@ -136,8 +159,8 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
         name = tenant.name or "anonymous"
         owner = _aegra_owner(thread_id)
         if owner is not None and owner != name:
-            raise AccessError(f"thread {thread_id!r} belongs to another API key")
-        _owners().claim(thread_id, name, namespace)
+            raise thread_not_found(thread_id)
+        _owners().claim(thread_key(name, thread_id), name, namespace)
     except AccessError as exc:
         raise Refused(403, str(exc)) from None
     except InputError as exc:
@@ -202,29 +225,45 @@ class TenantGuard:
         if tenant is None:
             await _answer(send, 401, "a valid API key is required")
             return
+        send = _without_details(send)
         limit = max_request_bytes()
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             await _answer(send, 413, f"request body over {limit} bytes")
             return
-        match = RUN_PATH.match(scope["path"])
-        if scope["method"] != "POST" or match is None:
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        raw = await _read_body(receive, limit)
+        if not json_media_type(headers.get("content-type", "")):
+            await _answer(send, 415, "send the request as JSON (Content-Type: application/json)")
+            return
+        raw = await read_body(receive, limit)
         if raw is None:
             await _answer(send, 413, f"request body over {limit} bytes")
             return
         try:
+            check_request_json(raw)
             body = json.loads(raw or b"{}")
+        except InputError as exc:
+            await _answer(send, 400, str(exc))
+            return
+        except json.JSONDecodeError:
+            await _answer(send, 422, "the request is not JSON")
+            return
+        match = RUN_PATH.match(scope["path"])
+        if match is None or scope["method"] != "POST":
+            if scope["path"].rstrip("/") == "/threads" and isinstance(body, dict) and body.get("thread_id"):
+                # Ids are the server's to choose: one answer, whether or not another tenant holds the id.
+                await _answer(send, 400, "thread ids are chosen by the server: create the thread without thread_id")
+                return
+            await self.app(scope, replay_body(raw, receive), send)
+            return
+        try:
             if not isinstance(body, dict):
                 raise Refused(422, "the run request must be a JSON object")
             checked = await anyio.to_thread.run_sync(check_run, body, match["thread"], tenant, self.files)
             workflow = str(workflow_of(str(checked["assistant_id"])))
             checked = await anyio.to_thread.run_sync(continue_dead_run, workflow, match["thread"], checked)
-        except json.JSONDecodeError:
-            await _answer(send, 422, "the run request is not JSON")
-            return
         except Refused as exc:
             await _answer(send, exc.status, str(exc))
             return
@@ -234,40 +273,32 @@ class TenantGuard:
             "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
             + [(b"content-length", str(len(payload)).encode())],
         }
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": payload, "more_body": False}
-            return await receive()
-
         # The run's task is created inside this call and copies the context: every model call of the
         # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
         with run_deadline(run_timeout()):
-            await self.app(scope, replay, send)
+            await self.app(scope, replay_body(payload, receive), send)
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole request body, or None as soon as it passes ``limit`` bytes."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        size += len(chunks[-1])
-        if size > limit:
-            return None
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
+def _without_details(send: Send) -> Send:
+    """``send`` with the body of a 500 replaced by a plain message: an internal error (a database's,
+    with its SQL statement) never reaches the caller; the server's log keeps it."""
+    failed = False
+
+    async def guarded(message: Message) -> None:
+        nonlocal failed
+        if message["type"] == "http.response.start" and message["status"] == 500:
+            failed = True
+            await _answer(send, 500, "the server failed on this request; its log has the details")
+            return
+        if not failed:
+            await send(message)
+
+    return guarded
 
 
 async def _answer(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": "forbidden" if status == 403 else "refused", "message": message}).encode()
+    kind = {403: "forbidden", 404: "not_found", 500: "internal_error"}.get(status, "refused")
+    body = json.dumps({"error": kind, "message": message}).encode()
     await send(
         {
             "type": "http.response.start",

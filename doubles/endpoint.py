@@ -10,7 +10,8 @@ graph through a real HTTP model call path in seconds, e.g. under ``langgraph dev
 It can also misbehave on purpose (``--fault MODE``, or a :class:`Script` in tests), one of
 :data:`FAULTS`: ``stall`` (accept, then never answer), ``stall_reply`` (half the reply, then nothing
 more), ``truncated`` (JSON cut off with
-``finish_reason: length``), ``non_json`` (prose where JSON was required), ``error_500``,
+``finish_reason: length``), ``cut_stop`` (the reply cut half-way yet ``finish_reason: stop``, as a
+broken proxy sends it), ``non_json`` (prose where JSON was required), ``error_500``,
 ``rate_limited`` (429 with ``Retry-After``), ``html`` (a 200 HTML page), ``empty`` (an empty
 reply), ``reset`` (the connection dropped half-way through the reply). :func:`running` serves an
 app on a free loopback port in a thread.
@@ -102,6 +103,7 @@ FAULTS = (
     "stall_reply",
     "reset",
     "truncated",
+    "cut_stop",
     "non_json",
     "error_500",
     "rate_limited",
@@ -272,7 +274,7 @@ def create_app(script: Script | None = None) -> Any:
             return DroppedReply(json.dumps(whole).encode())
         if fault == "stall_reply":
             return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
-        if fault == "truncated":
+        if fault in ("truncated", "cut_stop"):
             return Response(_cut(json.dumps(whole)), media_type="application/json")
         if fault == "non_json":
             return Response(TEXT_REPLY, media_type="application/json")
@@ -292,6 +294,8 @@ def create_app(script: Script | None = None) -> Any:
         finish = "stop"
         if fault == "truncated":
             content, finish = _cut(content), "length"
+        elif fault == "cut_stop":
+            content = _cut(content)
         elif fault == "non_json":
             content = TEXT_REPLY
         elif fault == "empty":

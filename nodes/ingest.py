@@ -20,13 +20,30 @@ from pathlib import Path
 from typing import Any
 
 from stores.chunking import Chunk, chunk_text, effective_overlap
-from stores.documents import DocumentInfo, find_document, get_document, save_document
+from stores.documents import (
+    DocumentInfo,
+    document_lock,
+    find_document,
+    get_document,
+    index_identity,
+    save_document,
+)
 from stores.loaders import LoadedDocument, load_bytes, load_path, load_text
-from stores.settings import InputError
+from stores.settings import MAX_QUESTION_CHARS, InputError
 from stores.text import content_hash, detect_language
-from stores.vectorstore import Record, VectorStore, check_namespace, get_store
+from stores.vectorstore import (
+    Record,
+    VectorStore,
+    check_namespace,
+    chunk_record_id,
+    drop_indexes,
+    get_store,
+    namespace_collections,
+)
 
 Progress = Callable[[dict[str, Any]], None]
+EMBED_BATCH = 16
+"""Chunks embedded and stored per step (the unit a killed build resumes from)."""
 DOCUMENT_FIELDS = ("doc_id", "path", "text")
 """The input fields that name a workflow's document; exactly one is given."""
 
@@ -76,32 +93,71 @@ def read_source(
 
 
 def is_indexed(store: VectorStore, doc_id: str, chunk_size: int, chunk_overlap: int) -> DocumentInfo | None:
-    """The document's info when it is fully indexed in ``store`` with these chunk settings."""
+    """The document's info when its published index in ``store`` has these chunk settings and is whole."""
     chunk_overlap = effective_overlap(chunk_size, chunk_overlap)
     info = find_document(store.namespace, doc_id)
     if info is None:
         return None
     if (info.embedder, info.chunk_size, info.chunk_overlap) != (store.space, chunk_size, chunk_overlap):
         return None
-    if store.count(doc_id=doc_id, kind="chunk") != info.chunks:
+    if store.count(doc_id=doc_id, kind="chunk", index=index_identity(info)) != info.chunks:
         return None
     return info
 
 
-def chunk_records(doc_id: str, chunks: list[Chunk]) -> list[Record]:
-    """Store records of ``chunks``."""
+def chunk_records(doc_id: str, chunks: list[Chunk], index: str) -> list[Record]:
+    """Store records of ``chunks``, built under ``index``."""
     return [
         Record(
-            id=f"{doc_id}:{c.chunk_id}",
+            id=chunk_record_id(doc_id, index, c.chunk_id),
             text=c.text,
             kind="chunk",
             doc_id=doc_id,
             chunk_id=c.chunk_id,
             position=c.position,
             section=c.section,
+            extra={"index": index},
         )
         for c in chunks
     ]
+
+
+EMBED_BATCH = 16
+"""Chunks per embedding call: enough windows for the encoder to batch by length, small enough
+for a steady progress bar."""
+
+
+def embed_records(
+    store: VectorStore,
+    records: list[Record],
+    *,
+    progress: Progress | None = None,
+    done: int = 0,
+    total: int | None = None,
+) -> int:
+    """Embed ``records`` and write them to ``store``, writing one batch while the next is embedded.
+
+    ``done`` of ``total`` chunks were stored before (what the progress events count). Returns how
+    many records were embedded.
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    emit = progress or (lambda _event: None)
+    total = done + len(records) if total is None else total
+    emit({"stage": "embed", "done": done, "total": total})
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-writer") as writer:
+        pending: Future[int] | None = None
+        for start in range(0, len(records), EMBED_BATCH):
+            batch = records[start : start + EMBED_BATCH]
+            vectors = store.embedder.embed_documents([r.text for r in batch])
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(store.add, batch, vectors)
+            done += len(batch)
+            emit({"stage": "embed", "done": done, "total": total})
+        if pending is not None:
+            pending.result()
+    return len(records)
 
 
 def index_document(
@@ -115,50 +171,85 @@ def index_document(
 ) -> IngestResult:
     """Chunk and embed ``doc`` into ``store`` unless it is already there; returns its id.
 
-    ``record=False`` indexes the chunks only (a second embedder's copy of a document that is
-    already recorded), leaving the document's metadata as it is.
+    Whole or not at all: the chunks are written under the new index's identity, invisible to
+    readers, and the document's record switches to it in one atomic write once every chunk is
+    stored; then the chunks of other indexes are deleted. A build that died half-way is resumed
+    by the next ingest with its settings (only the missing chunks are embedded) and deleted by
+    one with other settings. Ingests of one document run one at a time
+    (:func:`~stores.documents.document_lock`). ``record=False`` indexes the chunks only (a second
+    embedder's copy of the published index), leaving the document's record as it is.
     """
     emit = progress or (lambda _event: None)
     chunk_overlap = effective_overlap(chunk_size, chunk_overlap)
     doc_id = content_hash(doc.text)
-    existing = is_indexed(store, doc_id, chunk_size, chunk_overlap)
-    emit({"stage": "loaded", "doc_id": doc_id, "title": doc.title, "cached": existing is not None})
-    if existing is not None:
-        emit({"stage": "cached", "doc_id": doc_id, "chunks": existing.chunks})
-        return IngestResult(doc_id=doc_id, chunks=existing.chunks, cached=True, title=existing.title)
-    chunks = chunk_text(doc.text, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    if not chunks:
-        raise InputError(f"{doc.source}: the document has no text to index")
-    emit({"stage": "chunked", "doc_id": doc_id, "chunks": len(chunks)})
-    records = chunk_records(doc_id, chunks)
-    vectors = []
-    batch = 16
-    for start in range(0, len(records), batch):
-        vectors.extend(store.embedder.embed_documents([r.text for r in records[start : start + batch]]))
-        emit({"stage": "embed", "done": min(start + batch, len(records)), "total": len(records)})
-    store.delete(doc_id=doc_id, kind="chunk")
-    store.add(records, vectors)
-    sections: list[str] = []
-    for c in chunks:
-        if c.section and c.section not in sections:
-            sections.append(c.section)
-    info = DocumentInfo(
-        doc_id=doc_id,
-        namespace=store.namespace,
-        title=doc.title,
-        source=doc.source,
-        media_type=doc.media_type,
-        language=detect_language(doc.text),
-        chunks=len(chunks),
-        sections=sections,
-        embedder=store.space,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-    )
-    if record:
-        save_document(info, doc.text)
-    emit({"stage": "indexed", "doc_id": doc_id, "chunks": len(chunks)})
+    with document_lock(store.namespace, doc_id):
+        existing = is_indexed(store, doc_id, chunk_size, chunk_overlap)
+        emit({"stage": "loaded", "doc_id": doc_id, "title": doc.title, "cached": existing is not None})
+        if existing is not None:
+            store.drop_indexes(doc_id, keep=[index_identity(existing)])
+            emit({"stage": "cached", "doc_id": doc_id, "chunks": existing.chunks})
+            return IngestResult(doc_id=doc_id, chunks=existing.chunks, cached=True, title=existing.title)
+        chunks = chunk_text(doc.text, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        if not chunks:
+            raise InputError(f"{doc.source}: the document has no text to index")
+        emit({"stage": "chunked", "doc_id": doc_id, "chunks": len(chunks)})
+        sections: list[str] = []
+        for c in chunks:
+            if c.section and c.section not in sections:
+                sections.append(c.section)
+        info = DocumentInfo(
+            doc_id=doc_id,
+            namespace=store.namespace,
+            title=doc.title,
+            source=doc.source,
+            media_type=doc.media_type,
+            language=detect_language(doc.text),
+            chunks=len(chunks),
+            sections=sections,
+            embedder=store.space,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+        )
+        published = find_document(store.namespace, doc_id)
+        index = index_identity(info if record or published is None else published)
+        store.drop_indexes(doc_id, keep=[index, index_identity(published) if published is not None else ""])
+        present = store.chunk_ids(doc_id, index)
+        records = [r for r in chunk_records(doc_id, chunks, index) if r.id not in present]
+        embed_records(store, records, progress=emit, done=len(present), total=len(chunks))
+        if store.count(doc_id=doc_id, kind="chunk", index=index) != len(chunks):
+            raise RuntimeError(f"the index of {doc_id!r} is incomplete after writing it; ingest it again")
+        if record:
+            save_document(info, doc.text)  # the switch: readers see the new index from here on
+            drop_other_indexes(store.namespace, doc_id, index)
+        emit({"stage": "indexed", "doc_id": doc_id, "chunks": len(chunks)})
     return IngestResult(doc_id=doc_id, chunks=len(chunks), cached=False, title=doc.title)
+
+
+def index_state(namespace: str, doc_id: str, embedder: str | None = None) -> dict[str, Any]:
+    """How a document's index stands: chunks its record counts, chunks readers see, chunk records stored.
+
+    ``whole`` when readers see exactly the recorded chunks; ``clean`` when nothing else is stored
+    (no build under way, dead or replaced).
+    """
+    store = get_store(namespace, embedder)
+    info = find_document(namespace, doc_id)
+    stored = len(store.collection.get(where={"$and": [{"doc_id": doc_id}, {"kind": "chunk"}]}, include=[])["ids"])
+    recorded = info.chunks if info is not None else 0
+    visible = store.count(doc_id=doc_id, kind="chunk")
+    return {
+        "chunk_size": info.chunk_size if info is not None else 0,
+        "recorded": recorded,
+        "visible": visible,
+        "stored": stored,
+        "whole": info is not None and recorded == visible,
+        "clean": info is not None and recorded == visible == stored,
+    }
+
+
+def drop_other_indexes(namespace: str, doc_id: str, index: str) -> None:
+    """Delete ``doc_id``'s chunks of every index but ``index``, in every embedder's collection of ``namespace``."""
+    for collection in namespace_collections(namespace):
+        drop_indexes(collection, doc_id, keep=[index])
 
 
 def ingest(
@@ -231,3 +322,33 @@ def resolve_document(
         return doc_id
     doc = read_source(path=values.get("path"), text=values.get("text"))
     return index_for_context(doc, namespace, context, progress).doc_id
+
+
+QUESTION_FIELDS = ("question", "query")
+"""Input fields holding a question (at most :data:`~stores.settings.MAX_QUESTION_CHARS` characters)."""
+
+
+def check_input_sizes(values: Any) -> None:
+    """InputError when a question field of a workflow's input is over the limit (checked before any run starts)."""
+    if not isinstance(values, Mapping):
+        return
+    for name in QUESTION_FIELDS:
+        value = values.get(name)
+        if isinstance(value, str) and len(value) > MAX_QUESTION_CHARS:
+            raise InputError(f"the {name} is {len(value)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    requests = values.get("requests")
+    if isinstance(requests, list) and any(isinstance(r, str) and len(r) > MAX_QUESTION_CHARS for r in requests):
+        raise InputError(f"a request is over {MAX_QUESTION_CHARS} characters long")
+
+
+def detach_text(values: Any, context: Any, progress: Progress | None = None) -> Any:
+    """A workflow's input with its document ``text`` ingested now and named by ``doc_id`` instead.
+
+    Run before a checkpointed graph starts, so the text never sits in a checkpoint (the first one
+    holds the input); any other input is returned as it is.
+    """
+    if not isinstance(values, Mapping) or document_field(values) != "text":
+        return values
+    doc = read_source(text=values.get("text"))
+    doc_id = index_for_context(doc, input_namespace(values, context), context, progress).doc_id
+    return {**{k: v for k, v in values.items() if k != "text"}, "doc_id": doc_id}

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from stores.cache import ProcessCache
 from stores.documents import find_document, index_identity
 from stores.ranking import RRF_K, rrf_scores
 from stores.settings import InputError
@@ -45,8 +44,7 @@ class LexicalIndex:
         return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)  # type: ignore[attr-defined]
 
 
-_indexes: OrderedDict[tuple[object, ...], LexicalIndex] = OrderedDict()
-_lock = threading.Lock()
+_indexes: ProcessCache[tuple[object, ...], LexicalIndex] = ProcessCache("lexical indexes", _CACHE_SIZE)
 
 
 def index_key(store: VectorStore, doc_id: str, count: int) -> tuple[object, ...]:
@@ -61,28 +59,21 @@ def lexical_index(store: VectorStore, doc_id: str) -> LexicalIndex:
     import bm25s
 
     count = store.count(doc_id=doc_id, kind="chunk")
-    key = index_key(store, doc_id, count)
-    with _lock:
-        if key in _indexes:
-            _indexes.move_to_end(key)
-            return _indexes[key]
-    hits = store.by_doc(doc_id)
-    bm25 = None
-    if hits:
-        bm25 = bm25s.BM25()
-        bm25.index([lexical_tokens(h.text) for h in hits], show_progress=False)
-    index = LexicalIndex(hits=hits, bm25=bm25)
-    with _lock:
-        _indexes[key] = index
-        while len(_indexes) > _CACHE_SIZE:
-            _indexes.popitem(last=False)
-    return index
+
+    def build() -> LexicalIndex:
+        hits = store.by_doc(doc_id)
+        bm25 = None
+        if hits:
+            bm25 = bm25s.BM25()
+            bm25.index([lexical_tokens(h.text) for h in hits], show_progress=False)
+        return LexicalIndex(hits=hits, bm25=bm25)
+
+    return _indexes.get_or_build(index_key(store, doc_id, count), build)
 
 
 def clear_lexical_cache() -> None:
     """Forget every cached BM25 index."""
-    with _lock:
-        _indexes.clear()
+    _indexes.clear()
 
 
 def bm25_search(store: VectorStore, doc_id: str, query: str, k: int) -> list[Hit]:

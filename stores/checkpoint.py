@@ -44,6 +44,7 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver]:
     if path != ":memory:":
         settings.home.mkdir(parents=True, exist_ok=True)
     with SqliteSaver.from_conn_string(path) as saver:
+        saver.conn.execute("PRAGMA secure_delete = ON")  # a deleted thread's pages are zeroed, not left readable
         saver.setup()
         yield saver
 
@@ -66,5 +67,6 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
     if path != ":memory:":
         settings.home.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        await saver.conn.execute("PRAGMA secure_delete = ON")
         await saver.setup()
         yield saver

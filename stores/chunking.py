@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stores.settings import InputError
+from stores.settings import InputError, TooLarge, get_settings
 from stores.text import estimate_tokens, split_sentences
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -152,6 +152,7 @@ def chunk_text(text: str, chunk_size: int = 900, chunk_overlap: int = 150) -> li
     if chunk_overlap < 0 or chunk_overlap >= chunk_size:
         raise InputError("chunk_overlap must be between 0 and chunk_size - 1")
     chunks: list[Chunk] = []
+    limit = get_settings().max_chunks
     for section, body in split_sections(text):
         current: list[str] = []
         size = 0.0
@@ -159,6 +160,8 @@ def chunk_text(text: str, chunk_size: int = 900, chunk_overlap: int = 150) -> li
         for piece in _units(body, chunk_size):
             cost = estimate_tokens(piece)
             if current and size + cost > chunk_size and fresh:
+                if len(chunks) >= limit:
+                    raise _too_many(limit, chunk_size)
                 chunks.append(_make(len(chunks), section, current))
                 current = _tail(current, chunk_overlap)
                 size = sum(estimate_tokens(p) for p in current)
@@ -169,8 +172,17 @@ def chunk_text(text: str, chunk_size: int = 900, chunk_overlap: int = 150) -> li
             size += cost
             fresh += 1
         if current and fresh:
+            if len(chunks) >= limit:
+                raise _too_many(limit, chunk_size)
             chunks.append(_make(len(chunks), section, current))
     return chunks
+
+
+def _too_many(limit: int, chunk_size: int) -> TooLarge:
+    return TooLarge(
+        f"the document makes more than {limit} chunks of {chunk_size} tokens (LONGDOC_MAX_CHUNKS); "
+        "ingest it with a larger chunk size or in parts"
+    )
 
 
 def _make(position: int, section: str, pieces: list[str]) -> Chunk:

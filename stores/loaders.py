@@ -5,12 +5,15 @@ Every failure is an :class:`~stores.settings.InputError` with a message a person
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
+import unicodedata
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from stores.settings import InputError, get_settings
+from stores.settings import InputError, TooLarge, get_settings
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
@@ -40,52 +43,72 @@ def _looks_binary(data: bytes) -> bool:
     return bool(sample) and controls / len(sample) > 0.05
 
 
-def _mostly_utf8(data: bytes) -> bool:
-    """True when ``data`` is UTF-8 text with a few broken bytes (multi-byte characters that decode)."""
-    text = data.decode("utf-8", errors="replace")
-    broken = text.count("\ufffd")
-    return any(ord(c) > 127 and c != "\ufffd" for c in text) and broken <= max(1, len(text) // 1000)
+def check_encoding(encoding: object) -> str:
+    """The codec name of ``encoding`` (a caller's choice), or InputError when it names no text encoding."""
+    shown = repr(encoding)[:60]
+    if not isinstance(encoding, str) or not encoding.strip() or len(encoding) > 40 or not encoding.isprintable():
+        raise InputError(f"unknown encoding {shown}")
+    try:
+        info = codecs.lookup(encoding.strip())
+    except (LookupError, ValueError):
+        raise InputError(f"unknown encoding {shown}") from None
+    if not getattr(info, "_is_text_encoding", True) or info.name == "undefined":
+        raise InputError(f"{shown} is not a text encoding")
+    return info.name
 
 
 def decode_bytes(data: bytes, source: str = "input", encoding: str | None = None) -> str:
-    """Decode text bytes: with ``encoding`` if given, else UTF-8/UTF-16 (BOM), else a confident guess.
+    """Decode text bytes: with ``encoding`` if the caller gave one, else as UTF-8 (UTF-16 with its BOM).
 
-    UTF-8 with a few broken bytes is an error (decoding it as a legacy code page would garble every
-    non-ASCII character); so is text whose encoding cannot be guessed with confidence.
+    Strict: any byte that is not valid in the encoding is an InputError naming its offset; nothing
+    is guessed or replaced (a stray byte would silently become another character).
     """
     if encoding:
+        codec = check_encoding(encoding)
         try:
-            return data.decode(encoding)
-        except LookupError as exc:
-            raise InputError(f"unknown encoding {encoding!r}") from exc
+            return data.decode(codec)
         except UnicodeDecodeError as exc:
-            raise InputError(f"{source}: not {encoding} text ({exc.reason} at byte {exc.start})") from exc
-    if data.startswith(b"\xef\xbb\xbf"):
-        return data[3:].decode("utf-8", errors="strict")
+            raise InputError(
+                f"{source}: not {encoding} text (byte 0x{data[exc.start]:02x} at offset {exc.start}: {exc.reason})"
+            ) from exc
+        except UnicodeError as exc:
+            raise InputError(f"{source}: not {encoding} text ({exc})") from exc
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
             return data.decode("utf-16")
         except UnicodeDecodeError as exc:
-            raise InputError(f"{source}: broken UTF-16 text ({exc.reason})") from exc
+            raise InputError(f"{source}: broken UTF-16 text ({exc.reason} at byte {exc.start})") from exc
     if _looks_binary(data):
         raise InputError(f"{source}: looks like a binary file, not text")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        if _mostly_utf8(data):
-            raise InputError(
-                f"{source}: invalid UTF-8 at byte {exc.start} (the rest reads as UTF-8); repair the file or give "
-                "its encoding (longdoc ingest --encoding ENC)"
-            ) from exc
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(data).best()
-    if best is None or best.encoding is None or best.percent_chaos > 20:
         raise InputError(
-            f"{source}: cannot decode the text (not UTF-8 and no other encoding fits); convert it to UTF-8 "
-            "or give its encoding (longdoc ingest --encoding ENC)"
+            f"{source}: invalid UTF-8 at byte {exc.start} (0x{data[exc.start]:02x}); repair the file, convert it "
+            "to UTF-8 or give its encoding (longdoc ingest --encoding ENC, or `encoding` in the request)"
+        ) from exc
+
+
+_HEADING = re.compile(r"^#{1,6}[ \t].*$", re.MULTILINE)
+
+
+def _has_content(text: str) -> bool:
+    """True when ``text`` holds a visible character outside its headings (not only zero-width or blank ones)."""
+    body = _HEADING.sub("", text)
+    return any(not ch.isspace() and unicodedata.category(ch) not in ("Cf", "Cc", "Zs", "Zl", "Zp") for ch in body)
+
+
+def _checked(text: str, source: str) -> str:
+    """``text`` cleaned, or InputError when it is empty or longer than ``LONGDOC_MAX_TEXT_CHARS``."""
+    cleaned = _clean(text)
+    limit = get_settings().max_text_chars
+    if len(cleaned) > limit:
+        raise TooLarge(
+            f"{source}: {len(cleaned)} characters of text is over the {limit} limit (LONGDOC_MAX_TEXT_CHARS)"
         )
-    return str(best)
+    if not _has_content(cleaned):
+        raise InputError(f"{source}: the document is empty (no text besides headings and invisible characters)")
+    return cleaned
 
 
 def _clean(text: str) -> str:
@@ -98,23 +121,70 @@ def _pdf_text(data: bytes, source: str) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
+    settings = get_settings()
+    pages: list[str] = []
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
+        count = len(reader.pages)
+        if count > settings.max_pdf_pages:
+            raise TooLarge(
+                f"{source}: {count} pages is over the {settings.max_pdf_pages} page limit (LONGDOC_MAX_PDF_PAGES)"
+            )
+        size = 0
+        for page in reader.pages:
+            pages.append((page.extract_text() or "").strip())
+            size += len(pages[-1])
+            if size > settings.max_text_chars:  # stop reading once the text is over its bound
+                raise TooLarge(
+                    f"{source}: the PDF's text is over the {settings.max_text_chars} character limit "
+                    "(LONGDOC_MAX_TEXT_CHARS)"
+                )
     except (PdfReadError, ValueError, KeyError) as exc:
+        if isinstance(exc, InputError):
+            raise
         raise InputError(f"{source}: not a readable PDF ({exc})") from exc
-    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    text = "\n\n".join(p for p in pages if p)
     if not text.strip():
         raise InputError(f"{source}: the PDF has no text layer (a scan?); run OCR on it first")
     return text
 
 
-def _docx_text(data: bytes, source: str) -> str:
-    import zipfile
+def _check_archive(data: bytes, source: str) -> None:
+    """Refuse a .docx whose zip holds too many files or unpacks to too much, from its directory alone.
 
+    ``zipfile`` stops every file at the size its directory declares, so these bounds hold while it is read.
+    """
+    settings = get_settings()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise InputError(f"{source}: not a readable .docx file ({str(exc).splitlines()[0][:200]})") from exc
+    if len(members) > settings.max_archive_members:
+        raise TooLarge(
+            f"{source}: the .docx holds {len(members)} files, over the limit of {settings.max_archive_members} "
+            "(LONGDOC_MAX_ARCHIVE_MEMBERS)"
+        )
+    total = sum(m.file_size for m in members)
+    if total > settings.max_unpacked_bytes:
+        raise TooLarge(
+            f"{source}: the .docx unpacks to {total} bytes, over the {settings.max_unpacked_bytes} byte limit "
+            "(LONGDOC_MAX_UNPACKED_BYTES)"
+        )
+    for member in members:
+        ratio = member.file_size / max(1, member.compress_size)
+        if member.file_size > 1024 * 1024 and ratio > settings.max_unpack_ratio:
+            raise TooLarge(
+                f"{source}: {member.filename} unpacks to {ratio:.0f} times its packed size (a zip bomb?), over "
+                f"the limit of {settings.max_unpack_ratio:g} (LONGDOC_MAX_UNPACK_RATIO)"
+            )
+
+
+def _docx_text(data: bytes, source: str) -> str:
     from docx import Document
     from lxml.etree import LxmlError
 
+    _check_archive(data, source)
     try:
         document = Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError, LxmlError) as exc:
@@ -166,10 +236,8 @@ def load_text(text: str, title: str = "", source: str = "text") -> LoadedDocumen
     if not isinstance(text, str):
         raise InputError("text must be a string")
     if len(text.encode("utf-8", errors="ignore")) > max_bytes():
-        raise InputError(f"{source}: text is larger than the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
-    cleaned = _clean(text)
-    if not cleaned:
-        raise InputError(f"{source}: the document is empty")
+        raise TooLarge(f"{source}: text is larger than the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
+    cleaned = _checked(text, source)
     return LoadedDocument(text=cleaned, title=title or _first_line(cleaned), source=source, media_type="text/plain")
 
 
@@ -191,7 +259,7 @@ def load_path(path: str | Path, encoding: str | None = None) -> LoadedDocument:
     _check_suffix(p.name, str(p))
     size = p.stat().st_size
     if size > max_bytes():
-        raise InputError(f"{p}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
+        raise TooLarge(f"{p}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
     return load_bytes(p.read_bytes(), p.name, source=str(p), encoding=encoding)
 
 
@@ -207,7 +275,7 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
     source = source or filename
     suffix = _check_suffix(filename, source)
     if len(data) > max_bytes():
-        raise InputError(f"{source}: {len(data)} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
+        raise TooLarge(f"{source}: {len(data)} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)")
     if not data.strip():
         raise InputError(f"{source}: the document is empty")
     title = ""
@@ -223,8 +291,6 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
     else:
         media = "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
         text = decode_bytes(data, source, encoding)
-    cleaned = _clean(text)
-    if not cleaned:
-        raise InputError(f"{source}: the document is empty (no text after reading it)")
+    cleaned = _checked(text, source)
     stem = Path(filename).stem
     return LoadedDocument(text=cleaned, title=title or _first_line(cleaned) or stem, source=source, media_type=media)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -40,6 +39,7 @@ from stores.endpoints import (
     unavailable,
 )
 from stores.llm_cache import cached_reply, remember
+from stores.replies import complete_sentences, cut_reply, parse_json_object
 from stores.settings import (
     InputError,
     ModelError,
@@ -182,36 +182,6 @@ def _bundled_slots(model: BaseChatModel) -> threading.BoundedSemaphore | None:
     return server.slots
 
 
-_SENTENCE_END = re.compile(r"[.!?][\"')\]\u201d]*(?=\s|$)|[\u3002\uff01\uff1f][\u201d\u300d\uff09]*")
-
-
-def complete_sentences(text: str) -> str:
-    """``text`` up to the end of its last complete sentence (empty when it has none)."""
-    ends = list(_SENTENCE_END.finditer(text.strip()))
-    return text.strip()[: ends[-1].end()] if ends else ""
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
-
-def parse_json_object(text: str) -> Any:
-    """Parse the first JSON object or array in ``text`` (code fences and chatter around it allowed)."""
-    cleaned = _FENCE.sub("", text.strip()).strip()
-    try:
-        return json.loads(cleaned)
-    except json.JSONDecodeError:
-        pass
-    decoder = json.JSONDecoder()
-    for i, ch in enumerate(cleaned):
-        if ch in "{[":
-            try:
-                value, _ = decoder.raw_decode(cleaned[i:])
-                return value
-            except json.JSONDecodeError:
-                continue
-    raise ValueError("no JSON object found in the reply")
-
-
 class LLM:
     """One role's model with retries on bad output, the response cache and usage accounting.
 
@@ -253,7 +223,7 @@ class LLM:
     def _call(
         self, messages: Sequence[BaseMessage], schema: type[BaseModel] | None, max_tokens: int | None
     ) -> tuple[str, Any, Usage]:
-        """One request: returns the reply text, the parsed object (schema calls) and usage."""
+        """One request: returns the reply text, the parsed object (a cached structured reply's) and usage."""
         key = self._key(messages, schema, max_tokens) if self.use_cache else None
         if key is not None:
             hit = cached_reply(key, self.role)
@@ -286,7 +256,6 @@ class LLM:
         import openai
 
         endpoint = endpoint_of(model)
-        parsed: Any = None
         raw: BaseMessage
         try:
             if schema is not None and is_openai(model):
@@ -311,8 +280,6 @@ class LLM:
                     )  # include_raw: a dict
                     raw = out["raw"]
                     text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
-                    if isinstance(out.get("parsed"), dict):
-                        parsed = out["parsed"]
             else:
                 raw = model.invoke(list(messages), config=call_config())
                 text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
@@ -337,27 +304,40 @@ class LLM:
         if (raw.response_metadata or {}).get("finish_reason") == "length":
             return text, None, {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0, "truncated": 1}}
         used = {self.role: {"input": n_in, "output": n_out, "calls": 1, "cached": 0}}
-        if key is not None and schema is None:
+        if key is not None and schema is None and not cut_reply(text):
             remember(key, self.role, text, None, used)  # a structured reply is kept once it validates
-        return text, parsed, used
+        return text, None, used
 
     def text(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> str:
         """Plain text reply.
 
         A reply cut at ``max_tokens`` is asked again with twice the budget; cut again, it keeps only
         its complete sentences, and with none it is a ModelOutputError: a half sentence is never
-        returned.
+        returned. A reply that is visibly cut although the endpoint said it finished (:func:`cut_reply`)
+        is a failed call: asked again up to ``max_retries`` times, then a ModelOutputError.
         """
         usage: Usage = {}
         budget = max_tokens
         text = ""
-        for attempt in range(2):
+        grown = refused = 0
+        while True:
             text, _, used = self._call(messages, None, budget)
             record_usage(used)
             usage = merge_usage(usage, used)
             if not used.get(self.role, {}).get("truncated"):
-                return text.strip()
-            if not budget or attempt == 1:
+                cut = cut_reply(text)
+                if not cut:
+                    return text.strip()
+                refused += 1
+                if refused > self.max_retries:
+                    raise ModelOutputError(
+                        f"the {self.role} model's reply is {cut}, although the endpoint said it finished "
+                        f"({refused} attempts); check the endpoint or a proxy in front of it",
+                        usage,
+                    )
+                continue
+            grown += 1
+            if not budget or grown == 2:
                 break
             budget = min(budget * 2, 4096)
         whole = complete_sentences(text)
@@ -372,7 +352,7 @@ class LLM:
         last_error = ""
         budget = max_tokens
         for _attempt in range(self.max_retries + 1):
-            text, parsed, used = self._call(convo, schema, budget)
+            text, _, used = self._call(convo, schema, budget)
             record_usage(used)
             usage = merge_usage(usage, used)
             if used.get(self.role, {}).get("truncated") and budget:
@@ -380,7 +360,8 @@ class LLM:
                 budget = min(budget * 2, 4096)
                 continue
             try:
-                data = parsed if parsed is not None else parse_json_object(text)
+                # Parsed here, strictly: the client's own parser completes a cut object.
+                data = parse_json_object(text)
                 result = schema.model_validate(data)
             except (ValidationError, ValueError) as exc:
                 last_error = str(exc).splitlines()[0][:300]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
+from stores.cache import ProcessCache
 from stores.settings import InputError
 from stores.text import check_name, count_tokens, lexical_tokens, overlap
 from stores.vectorstore import Record, VectorStore, check_namespace, get_store
@@ -228,8 +229,8 @@ class MemoryOffloadStore:
         return len(keys)
 
 
-_memory: dict[str, MemoryOffloadStore] = {}
-_memory_lock = threading.Lock()
+_memory: ProcessCache[str, MemoryOffloadStore] = ProcessCache("memory offload stores", 256)
+"""In-memory offload stores by namespace (tests and benchmarks; the least recently used beyond 256 are lost)."""
 
 
 def get_offload_store(namespace: str = "default", embedder: str | None = None, backend: str = "chroma") -> OffloadStore:
@@ -238,12 +239,10 @@ def get_offload_store(namespace: str = "default", embedder: str | None = None, b
     if backend == "chroma":
         return ChromaOffloadStore(get_store(namespace, embedder))
     if backend == "memory":
-        with _memory_lock:
-            return _memory.setdefault(namespace, MemoryOffloadStore())
+        return _memory.get_or_build(namespace, MemoryOffloadStore, exclusive=True)
     raise InputError(f"unknown offload backend {backend!r}; one of {', '.join(BACKENDS)}")
 
 
 def reset_memory_stores() -> None:
     """Forget every in-memory offload store (tests)."""
-    with _memory_lock:
-        _memory.clear()
+    _memory.clear()

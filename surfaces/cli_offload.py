@@ -22,13 +22,13 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from graphs.offload.context import OffloadContext
 from stores.settings import InputError, run_timeout
 from surfaces.cli import (
     EXIT_OK,
     AnswerPrinter,
     add_common,
     add_stream_flag,
-    context_values,
     deadline,
     document_id,
     print_json,
@@ -36,8 +36,7 @@ from surfaces.cli import (
     run_graph,
     wants_stream,
 )
-
-POLICIES = ("full", "last_k", "offload", "offload_canvas")
+from surfaces.options import context_option, context_values
 
 
 def register(subparsers: Any) -> None:
@@ -51,10 +50,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("path", help="file to talk about (txt, md, pdf, docx, html) or the id of an ingested document")
     p.add_argument("--script", default=None, help="run the questions of FILE non-interactively (JSON lines out)")
     p.add_argument("--session", default=None, help="session id; the same id resumes the session")
-    p.add_argument("--policy", choices=POLICIES, default=None, help="memory policy (default offload_canvas)")
+    context_option(p, OffloadContext, "policy")
     p.add_argument("--goal", default="", help="a goal to pin for the whole session")
-    p.add_argument("--token-budget", type=int, default=None, help="most prompt tokens per call (default 2500)")
-    p.add_argument("--keep-turns", type=int, default=None, help="recent turns kept as conclusions (default 3)")
+    context_option(p, OffloadContext, "token_budget")
+    context_option(p, OffloadContext, "keep_turns")
     add_common(p)
     add_stream_flag(p)
     p.set_defaults(func=_cmd_chat)
@@ -67,7 +66,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("path", help="file (txt, md, pdf, docx, html) or the id of an ingested document")
     p.add_argument("--out", default=None, help="FILE.html (offline page) or FILE.mmd (Mermaid text); default: stdout")
-    p.add_argument("--max-nodes", type=int, default=None, help="most nodes the model may draw (1-15, default 8)")
+    context_option(p, OffloadContext, "canvas_max_nodes", "--max-nodes")
     p.add_argument("--rebuild", action="store_true", help="ask the model again instead of using the cached canvas")
     add_common(p)
     p.set_defaults(func=_cmd_canvas)
@@ -98,15 +97,7 @@ def read_script(path: str) -> list[str]:
 
 
 def _chat_context(args: argparse.Namespace) -> dict[str, Any]:
-    context = context_values(args)
-    for name, value in (
-        ("policy", args.policy),
-        ("token_budget", args.token_budget),
-        ("keep_turns", args.keep_turns),
-    ):
-        if value is not None:
-            context[name] = value
-    return context
+    return context_values(args, OffloadContext)
 
 
 def turn_json(out: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +135,7 @@ def _interactive() -> Any:
 def _cmd_chat(args: argparse.Namespace) -> int:
     from graphs.offload.graph import builder
     from stores.checkpoint import open_checkpointer
-    from surfaces.resume import plan
+    from surfaces.resume import forget_refused, plan
 
     questions = read_script(args.script) if args.script else None
     doc_id = document_id(args)
@@ -170,7 +161,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             # A turn that died half-way is resumed when asked again, rolled back when another comes.
             turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
             # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.
-            with progress(args.quiet or bool(args.script), "chat") as handle, deadline(turn_seconds):
+            with (
+                progress(args.quiet or bool(args.script), "chat") as handle,
+                deadline(turn_seconds),
+                forget_refused(graph, turn_config),
+            ):
                 out = run_graph(
                     graph, turn_input, context=context, on_event=handle, config=dict(turn_config), printer=printer
                 )
@@ -190,9 +185,9 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_canvas(args: argparse.Namespace) -> int:
-    from graphs.offload.state import OffloadContext, check_context
+    from graphs.offload.context import check_context
     from nodes.canvas_render import mermaid_js_source, render_html
-    from nodes.offload.canvas import ensure_canvas
+    from nodes.offload.canvas_writer import ensure_canvas
     from stores.documents import get_document, write_atomic
     from stores.models import llm_for
     from stores.usage import track_usage
@@ -204,10 +199,7 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
     if out_path is not None and (out_path.is_dir() or not out_path.parent.is_dir()):
         where = "is a folder" if out_path.is_dir() else "is in a folder that does not exist"
         raise InputError(f"--out {out_path} {where}")
-    values = context_values(args)
-    if args.max_nodes is not None:
-        values["canvas_max_nodes"] = args.max_nodes
-    ctx = OffloadContext.from_mapping(values)
+    ctx = OffloadContext.from_mapping(context_values(args, OffloadContext))
     check_context(ctx)
     doc_id = document_id(args)
     info = get_document(ctx.namespace, doc_id)

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodes.route.fusion import AGGREGATES, FUSIONS, INDEXES, PROFILES, RETRIEVALS
+from graphs.route.context import RouteContext
 from nodes.route.model import BUILTIN_REGISTRY
-from surfaces.cli import EXIT_OK, add_common, context_values, print_json, progress, run_graph
+from surfaces.cli import EXIT_OK, add_common, print_json, progress, run_graph
+from surfaces.options import context_field, context_option, context_values, option_help
 
 
 def _print_result(result: dict[str, Any], show_request: bool) -> None:
@@ -42,14 +43,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
         graph_input["profile"] = args.profile
     if args.retrieval:
         graph_input["retrieval"] = args.retrieval
-    context = context_values(args)
-    for name in ("expand", "decompose"):
-        if getattr(args, name):
-            context[name] = True
-    for name in ("tools", "rrf_k", "aggregate", "index", "fusion"):
-        value = getattr(args, name)
-        if value is not None:
-            context["top_tools" if name == "tools" else name] = value
+    context = context_values(args, RouteContext)
     with progress(args.quiet, "route") as handle:
         out = run_graph(graph, graph_input, context=context, on_event=handle)
     for warning in out.get("warnings") or []:
@@ -95,28 +89,9 @@ def register(subparsers: Any) -> None:
         f"input_schema}}]}}]) or the name of a registered one (default: the built-in '{BUILTIN_REGISTRY}')",
     )
     p.add_argument("--name", default=None, help="name to register the registry file under (default: from the file)")
-    p.add_argument("--k", type=int, default=5, help="how many agents to return (default: 5)")
-    p.add_argument("--profile", choices=sorted(PROFILES), default=None, help="agent:tool weight profile")
-    p.add_argument("--retrieval", choices=RETRIEVALS, default=None, help="vector (default), hybrid (+BM25) or bm25")
-    p.add_argument("--tools", type=int, default=None, help="how many top tools to list (default: 10)")
-    p.add_argument("--rrf-k", dest="rrf_k", type=float, default=None, help="RRF smoothing constant (default: 10)")
-    p.add_argument(
-        "--aggregate", choices=AGGREGATES, default=None, help="agent score: sum (default) or first (walk order)"
-    )
-    p.add_argument(
-        "--fusion", choices=FUSIONS, default=None, help="fuse the lists by reciprocal rank (default) or min-max scores"
-    )
-    p.add_argument("--index", choices=INDEXES, default=None, help="vector search in the store (default) or memory")
-    p.add_argument(
-        "--expand",
-        action="store_true",
-        help="when registering a registry file, have the model write example requests for each tool (once per "
-        "tool, kept in the namespace; about 20 s per tool on the bundled model; LONGDOC_ROUTE_EXPAND=1)",
-    )
-    p.add_argument(
-        "--decompose",
-        action="store_true",
-        help="split each request into its tasks with one model call before routing (LONGDOC_ROUTE_DECOMPOSE=1)",
-    )
+    p.add_argument("--k", type=int, default=5, help=option_help(context_field(RouteContext, "k")))
+    for name in ("profile", "retrieval", "rrf_k", "aggregate", "fusion", "index", "expand", "decompose"):
+        context_option(p, RouteContext, name)
+    context_option(p, RouteContext, "top_tools", "--tools")
     add_common(p)
     p.set_defaults(func=_cmd_route)

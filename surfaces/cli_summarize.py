@@ -15,7 +15,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from surfaces.cli import EXIT_OK, add_common, context_values, document_id, print_json, progress, run_graph
+from graphs.summarize.context import SummarizeContext
+from surfaces.cli import EXIT_OK, add_common, document_id, print_json, progress, run_graph
+from surfaces.options import context_option, context_values
 
 METHODS = ("expert-editor", "map-reduce", "refine")
 
@@ -34,16 +36,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("paragraphs", "bullets"), default="paragraphs", help="layout")
     p.add_argument("--language", choices=("zh", "en"), default="", help="output language (default: the document's)")
     p.add_argument("--method", choices=METHODS, default="expert-editor", help="summarizer (default expert-editor)")
-    p.add_argument("--max-rounds", type=int, default=None, help="editor rounds (default 2)")
-    p.add_argument("--questions", type=int, default=None, help="questions per round (default 4)")
-    p.add_argument("--factcheck", choices=("fix", "mark", "off"), default=None, help="fact-check mode (default fix)")
-    p.add_argument(
-        "--length-fit",
-        choices=("fill", "trim", "off"),
-        default=None,
-        help="keep the summary within +-25%% of --length: fill (default) trims a long one and fills a short one "
-        "from cited answers and chunk sentences; trim only trims; off leaves it as written",
-    )
+    context_option(p, SummarizeContext, "max_rounds")
+    context_option(p, SummarizeContext, "questions_per_round", "--questions")
+    context_option(p, SummarizeContext, "factcheck")
+    context_option(p, SummarizeContext, "length_fit")
     p.add_argument("--thread-id", default=None, help="checkpoint under this id; run again with it to resume")
     add_common(p)
     p.set_defaults(func=_cmd_summarize)
@@ -62,20 +58,12 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
         "language": args.language,
         "method": args.method,
     }
-    context = context_values(args)
-    for name, value in (
-        ("max_rounds", args.max_rounds),
-        ("questions_per_round", args.questions),
-        ("factcheck", args.factcheck),
-        ("length_fit", args.length_fit),
-    ):
-        if value is not None:
-            context[name] = value
+    context = context_values(args, SummarizeContext)
     with progress(args.quiet, "summarize") as handle:
         if not args.thread_id:
             return run_graph(graph, request, context=context, on_event=handle)
         from stores.checkpoint import open_checkpointer
-        from surfaces.resume import plan
+        from surfaces.resume import forget_refused, plan
 
         with open_checkpointer() as saver:
             checkpointed = builder.compile(checkpointer=saver)
@@ -84,7 +72,8 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
             graph_input, config = plan(checkpointed, request, config)
             if graph_input is None and not args.quiet:
                 print(f"resuming the unfinished run of thread {args.thread_id}", file=sys.stderr)
-            return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
+            with forget_refused(checkpointed, config):
+                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
 
 
 def json_result(out: dict[str, Any]) -> dict[str, Any]:

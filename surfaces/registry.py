@@ -24,11 +24,12 @@ def available() -> list[str]:
 
 
 def compile_with(name: str, checkpointer: BaseCheckpointSaver | None) -> Any:
-    """Workflow ``name`` compiled with ``checkpointer`` (for Python and LangServe callers)."""
+    """Workflow ``name`` compiled with ``checkpointer`` (for Python and LangServe callers); ingest never is."""
     if name not in WORKFLOWS:
         raise KeyError(f"unknown workflow {name!r}; one of {', '.join(WORKFLOWS)}")
     module = importlib.import_module(WORKFLOWS[name])
-    graph = module.builder.compile(checkpointer=checkpointer)
+    # An ingest is one idempotent step: a checkpoint would only keep the caller's document.
+    graph = module.builder.compile(checkpointer=None if name == "ingest" else checkpointer)
     limit = getattr(module, "RECURSION_LIMIT", None)
     if limit:
         graph = graph.with_config(recursion_limit=limit)

@@ -15,13 +15,17 @@ When the last run stopped half-way, the next call on the thread either
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import START
 
+from nodes.ingest import check_input_sizes
 from stores.models import ModelOutputError
+from stores.settings import InputError
 
 Plan = tuple[Any, RunnableConfig]
 
@@ -53,7 +57,11 @@ def _decide(graph_input: Any, started_with: Any, start: Any, tasks: Any = ()) ->
 
 
 def plan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
-    """The input and config to run ``graph_input`` with on ``config``'s thread (see the module)."""
+    """The input and config to run ``graph_input`` with on ``config``'s thread (see the module).
+
+    An oversized question is refused here, before the run writes anything.
+    """
+    check_input_sizes(graph_input)
     state = graph.get_state(config) if graph.checkpointer is not None else None
     if state is None or not state.next:
         return graph_input, config
@@ -73,6 +81,7 @@ def plan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
 
 async def aplan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
     """:func:`plan` for async callers (the LangServe app)."""
+    check_input_sizes(graph_input)
     state = await graph.aget_state(config) if graph.checkpointer is not None else None
     if state is None or not state.next:
         return graph_input, config
@@ -92,3 +101,33 @@ async def aplan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
         return graph_input, _with_checkpoint(config, start.parent_config)
     await graph.checkpointer.adelete_thread(str((config.get("configurable") or {})["thread_id"]))
     return graph_input, config
+
+
+def _thread(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("thread_id") or "")
+
+
+@contextlib.contextmanager
+def forget_refused(graph: Any, config: RunnableConfig) -> Iterator[None]:
+    """Delete the thread of a refused run (``InputError``) that had no checkpoint before it: nothing stays of it."""
+    saver = getattr(graph, "checkpointer", None)
+    fresh = saver is not None and bool(_thread(config)) and saver.get_tuple(config) is None
+    try:
+        yield
+    except InputError:
+        if fresh and saver is not None:
+            saver.delete_thread(_thread(config))
+        raise
+
+
+@contextlib.asynccontextmanager
+async def aforget_refused(graph: Any, config: RunnableConfig) -> AsyncIterator[None]:
+    """:func:`forget_refused` for the asyncio runs of the LangServe app."""
+    saver = getattr(graph, "checkpointer", None)
+    fresh = saver is not None and bool(_thread(config)) and await saver.aget_tuple(config) is None
+    try:
+        yield
+    except InputError:
+        if fresh and saver is not None:
+            await saver.adelete_thread(_thread(config))
+        raise

@@ -8,11 +8,13 @@ Run with ``longdoc serve`` or ``uvicorn surfaces.serve:app``. Settings:
 - ``LONGDOC_INGEST_ROOT``: the only folder whose files callers may name (``path``); unset, they
   send ``text`` or a file's bytes (``data`` in base64, with its ``filename``).
 - ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB),
-  counted as they arrive.
+  counted as they arrive; ``LONGDOC_MAX_BATCH`` inputs at most in a ``/batch`` (413),
+  ``LONGDOC_MAX_JSON_DEPTH`` levels of JSON (400); bodies must be JSON (415).
 - ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;
   0 for no limit).
 
-``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run; the workflow knobs a
+``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run (the key's own thread of
+that id: :func:`surfaces.access.thread_key`); the workflow knobs a
 caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
 ``configurable`` too (LangServe has no ``context``): the run's context is built from them here,
 once, and nodes read only ``runtime.context``. A request without a thread id gets a fresh one.
@@ -24,6 +26,7 @@ again, and rolled back to its last finished step when another input comes (:mod:
 from __future__ import annotations
 
 import asyncio
+import threading
 import typing
 import uuid
 import warnings
@@ -33,6 +36,8 @@ from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableBinding, RunnableConfig
@@ -41,21 +46,35 @@ from langchain_core.runnables.utils import gather_with_concurrency
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, create_model
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nodes.ingest import check_input_sizes, detach_text
 from stores.models import ChatFactory, run_config, use_chat_model
 from stores.settings import (
     InputError,
     ModelError,
     RunTimeout,
+    TooLarge,
     get_settings,
     run_deadline,
     run_timeout,
     run_timeout_message,
 )
 from surfaces import registry, resume
-from surfaces.access import TENANT_KEY, Access, AccessError, presented_key, served_fields
-from surfaces.resume import Plan
+from surfaces.access import (
+    TENANT_KEY,
+    Access,
+    AccessError,
+    check_finite,
+    check_request_json,
+    json_media_type,
+    presented_key,
+    read_body,
+    replay_body,
+    served_fields,
+    thread_key,
+)
+from surfaces.resume import Plan, aforget_refused, forget_refused
 
 
 @asynccontextmanager
@@ -79,18 +98,13 @@ def _max_request_bytes() -> int:
     return get_settings().max_request_bytes
 
 
-class BodyTooLarge(HTTPException):
-    """A request body went over the size limit while it was being read."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"request body over {limit} bytes")
-
-
 class GuardMiddleware:
-    """API key check (the key names the request's tenant) and a request size limit.
+    """API key check (the key names the request's tenant), the request size limit and the JSON checks.
 
     The body is counted as it streams in: a request without ``Content-Length`` (chunked) is cut
-    with 413 as soon as it passes the limit, never read whole first.
+    with 413 as soon as it passes the limit, never read whole first. A request with a body must be
+    JSON (415), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep and without ``NaN`` (400), all
+    checked before LangServe parses it.
     """
 
     def __init__(self, app: ASGIApp, access: Access) -> None:
@@ -107,35 +121,28 @@ class GuardMiddleware:
             await JSONResponse({"detail": "missing or wrong API key"}, status_code=401)(scope, receive, send)
             return
         scope.setdefault("state", {})["tenant"] = tenant
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        if not json_media_type(headers.get("content-type", "")):
+            detail = "send the request as JSON (Content-Type: application/json)"
+            await JSONResponse({"detail": detail}, status_code=415)(scope, receive, send)
+            return
         limit = _max_request_bytes()
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
             return
-        seen = 0
-        started = False
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge(limit)
-            return message
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        body = await read_body(receive, limit)
+        if body is None:
+            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
+            return
         try:
-            await self.app(scope, counted, watched)
-        except BodyTooLarge as exc:
-            if started:
-                raise
-            await JSONResponse({"detail": exc.detail}, status_code=413)(scope, receive, send)
+            check_request_json(body)
+        except InputError as exc:
+            await JSONResponse({"detail": str(exc)}, status_code=400)(scope, receive, send)
+            return
+        await self.app(scope, replay_body(body, receive), send)
 
 
 class ChatModelMiddleware:
@@ -148,6 +155,11 @@ class ChatModelMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with use_chat_model(self.model):
             await self.app(scope, receive, send)
+
+
+def _input_status(exc: InputError) -> int:
+    """413 for input over a size bound, 400 for other bad input."""
+    return 413 if isinstance(exc, TooLarge) else 400
 
 
 def _configs(body: Any) -> list[dict[str, Any]]:
@@ -183,7 +195,11 @@ def authorizer(access: Access, workflow: str) -> Any:
         if refused:
             raise HTTPException(400, f"configurable {', '.join(refused)} cannot be set by callers of this server")
         inputs = _inputs(body)
+        most = get_settings().max_batch
+        if len(inputs) > most:
+            raise HTTPException(413, f"a batch may hold at most {most} inputs (LONGDOC_MAX_BATCH), got {len(inputs)}")
         try:
+            check_finite(config.get("configurable") or {})
             access.check_inputs(inputs, tenant)
             configurable = dict(config.get("configurable") or {})
             requested = str(configurable.get("namespace") or "")
@@ -194,11 +210,12 @@ def authorizer(access: Access, workflow: str) -> Any:
             configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
             if not configurable.get("thread_id"):
                 configurable["thread_id"] = str(uuid.uuid4())
-            access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
+            thread = str(configurable["thread_id"])
+            access.threads.claim(thread_key(tenant.name, thread), tenant.name, namespace)
         except AccessError as exc:
             raise HTTPException(403, str(exc)) from None
         except InputError as exc:
-            raise HTTPException(400, access.files.scrub(str(exc))) from None
+            raise HTTPException(_input_status(exc), access.files.scrub(str(exc))) from None
         return {**config, "configurable": configurable}
 
     return authorize
@@ -271,8 +288,14 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return create_model(base.__name__, **fields_)  # type: ignore[call-overload, no-any-return]
 
     def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
+        """The input and config a run starts from: checked, the tenant's, and without document text.
+
+        Oversized questions are refused and a document's ``text`` is ingested here, before the run
+        writes its first checkpoint: the thread keeps the ``doc_id``, never the text.
+        """
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
+        check_input_sizes(value)
         if self.access is not None:
             tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
             value = self.access.check_input(value, tenant)
@@ -281,7 +304,12 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             configurable["namespace"] = namespace
             if not configurable.get("thread_id"):
                 configurable["thread_id"] = str(uuid.uuid4())
-            self.access.threads.claim(str(configurable["thread_id"]), tenant.name, namespace)
+            # The tenant's own thread of that id: another tenant's id names another thread.
+            configurable["thread_id"] = thread_key(tenant.name, str(configurable["thread_id"]))
+            self.access.threads.claim(configurable["thread_id"], tenant.name, namespace)
+        schema = getattr(self.bound, "context_schema", None)
+        if schema is not None and getattr(self.bound, "checkpointer", None) is not None:
+            value = detach_text(value, schema.from_mapping(configurable))
         return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
 
     @staticmethod
@@ -321,32 +349,34 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = self._planned(input, config)
-        return super().invoke(value, config, **self._context(config, kwargs))
+        with forget_refused(self.bound, config):
+            return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         value, config = self._planned(input, config)
-        yield from super().stream(value, config, **self._context(config, kwargs))
+        with forget_refused(self.bound, config):
+            yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             async for chunk in super().astream(value, config, **self._context(config, kwargs)):
                 yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
                 yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         value, config = await self._aplanned(input, config)
-        async with _deadline():
+        async with _deadline(), aforget_refused(self.bound, config):
             async for event in super().astream_events(value, config, **self._context(config, kwargs)):
                 yield event
 
@@ -360,7 +390,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
         def one(plan: Plan) -> Any:
             try:
-                return run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                with forget_refused(self.bound, plan[1]):
+                    return run(plan[0], plan[1], **self._context(plan[1], kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
@@ -378,7 +409,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
         async def one(plan: Plan) -> Any:
             try:
-                return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                async with aforget_refused(self.bound, plan[1]):
+                    return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
@@ -446,6 +478,10 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from stores.embedders import warm_embedder
+
+        # the first large upload should not wait for the embedder's load
+        threading.Thread(target=warm_embedder, name="embedder-warm-up", daemon=True).start()
         async with _open_backend() as backend:
             saver.target = backend
             try:
@@ -464,7 +500,13 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
 
     @app.exception_handler(InputError)
     async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
-        return JSONResponse({"detail": access.files.scrub(str(exc))}, status_code=400)
+        return JSONResponse({"detail": access.files.scrub(str(exc))}, status_code=_input_status(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # What was wrong and where, without echoing the value (a NaN cannot even be written as JSON).
+        errors = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
+        return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
     @app.exception_handler(AccessError)
     async def forbidden(_request: Request, exc: AccessError) -> JSONResponse:

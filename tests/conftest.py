@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stores.vectorstore import reset_stores
+from stores.cache import reset_caches
 
 
 @pytest.fixture(autouse=True)
@@ -20,9 +20,9 @@ def longdoc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    reset_stores()
+    reset_caches()
     yield home
-    reset_stores()
+    reset_caches()
 
 
 @pytest.fixture

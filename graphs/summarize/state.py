@@ -1,104 +1,18 @@
-"""Settings, input, output and state of the summarize graph, the check of its settings, shared helpers."""
+"""Input, output and state of the summarize graph and of its map-reduce and refine baselines."""
 
 from __future__ import annotations
 
 import operator
-import re
-from dataclasses import dataclass, field
-from typing import Annotated, Literal, NotRequired, get_args
+from typing import Annotated, Literal, NotRequired
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import describe, validate
+from graphs.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from nodes.ingest import in_namespace
-from nodes.retrieval import Rerank
-from nodes.summarize.baselines import BaselineContext
-from nodes.summarize.expert import DEFAULT_EXPERTS
-from nodes.summarize.fact_checker import Checks, FactcheckMode
-from stores.settings import InputError
 from stores.usage import merge_usage
 
-Method = Literal["expert-editor", "map-reduce", "refine"]
-DEFAULT_LENGTH = 120
 
-
-@dataclass(kw_only=True)
-class SummarizeContext(BaselineContext):
-    """Knobs of the summarize workflow (plus the shared ones and the baselines')."""
-
-    max_rounds: int = field(default=2, metadata=describe("Most question rounds of the editor (1-10).", min=1, max=10))
-    min_rounds: int = field(
-        default=1, metadata=describe("Rounds to run before the editor may stop because it is satisfied.")
-    )
-    questions_per_round: int = field(
-        default=4,
-        metadata=describe("Questions the editor writes per round (3-5 recommended, 1-8 allowed).", min=1, max=8),
-    )
-    experts: dict[str, str] = field(
-        default_factory=lambda: dict(DEFAULT_EXPERTS),
-        metadata=describe(
-            "Experts as name -> description of their speciality (default: fact, opinion, structure, style)."
-        ),
-    )
-    expert_routing: str = field(
-        default="fixed",
-        metadata=describe(
-            "fixed: the editor's target_expert, else by question type; router: nodes.route.entry.route_to_expert.",
-            choices=("fixed", "router"),
-        ),
-    )
-    expert_k: int = field(default=3, metadata=describe("Chunks each expert retrieves per question.", min=1))
-    expert_chunk_tokens: int = field(
-        default=160,
-        metadata=describe("Tokens kept of each retrieved chunk (the sentences nearest the question).", min=20),
-    )
-    expert_max_tokens: int = field(default=160, metadata=describe("Max tokens of one expert answer (JSON included)."))
-    rerank: str = field(
-        default="none",
-        metadata=describe(
-            "Rerank of the fused candidates: none, or sentence (best sentence cosine).", choices=get_args(Rerank)
-        ),
-    )
-    answer_cache: bool = field(
-        default=True, metadata=describe("Reuse an expert's earlier answer to the same question on the same document.")
-    )
-    question_model: str = field(
-        default="", metadata=describe("Model for the editor's questions (a cheaper one); empty: the editor's model.")
-    )
-    checker_model: str = field(default="", metadata=describe("Model for the fact-checker; empty: the default model."))
-    factcheck: str = field(
-        default="fix",
-        metadata=describe(
-            "fix: fix or drop unsupported sentences; mark: only label them; off: no check.",
-            choices=get_args(FactcheckMode),
-        ),
-    )
-    factcheck_checks: str = field(
-        default="both",
-        metadata=describe(
-            "model: the checker model's verdict; grounding: numbers, names and most content words of a sentence "
-            "must be in the chunks it cites (no model call); both: flagged when either check flags it.",
-            choices=get_args(Checks),
-        ),
-    )
-    factcheck_batch: int = field(default=6, metadata=describe("Sentences checked per fact-check call.", min=1))
-    direct_tokens: int = field(
-        default=700, metadata=describe("Evidence tokens for a one-chunk document summarized in one call.")
-    )
-    length_fit: str = field(
-        default="fill",
-        metadata=describe(
-            "fill: trim a long summary at sentence boundaries and fill a short one from unused cited expert "
-            "answers, then from the retrieved chunks' sentences (to within +-25% of length); trim: only trim; "
-            "off: neither.",
-            choices=("fill", "trim", "off"),
-        ),
-    )
-    fill_chunks: int = field(default=6, metadata=describe("Chunks whose sentences may fill a short summary.", min=0))
-
-
-# --- state ----------------------------------------------------------------------------------
 class SummarizeInput(TypedDict):
     """What to summarize and how."""
 
@@ -196,19 +110,78 @@ class ExpertTask(TypedDict):
     """The question: {id, question, type, target_expert, expert}."""
 
 
-def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
-    """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
-    return in_namespace(runtime.context or SummarizeContext(), state)
-
-
-def check_context(ctx: SummarizeContext) -> None:
-    """Reject settings that cannot work (InputError): each field's bounds, then the experts' names."""
-    validate(ctx)
-    if not ctx.experts or not all(isinstance(k, str) and re.fullmatch(r"[\w-]{1,40}", k) for k in ctx.experts):
-        raise InputError("experts must map 1-40 character names (letters, digits, _ or -) to descriptions")
-
-
 def target_length(state: SummarizeState) -> int:
     """The summary length asked for (the default when not given; 0 stays 0, to be refused)."""
     length = state.get("length")
     return DEFAULT_LENGTH if length is None else length
+
+
+# --- the baselines (map-reduce, refine) -----------------------------------------------------
+class BaselineInput(TypedDict):
+    """What a baseline summarizer reads."""
+
+    doc_id: str
+    """Document to summarize (already ingested)."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
+    lang: NotRequired[str]
+    """Output language: en or zh."""
+    query: NotRequired[str]
+    """Optional focus of the summary."""
+    length: NotRequired[int]
+    """Target length in words (characters for Chinese)."""
+    format: NotRequired[Literal["paragraphs", "bullets"]]
+    """Layout of the summary."""
+
+
+class BaselineOutput(TypedDict):
+    """What a baseline summarizer returns."""
+
+    final_text: str
+    """The summary with [chunk_id] citations."""
+    usage: Annotated[dict, merge_usage]
+    """Tokens in/out and calls per role."""
+
+
+class MapReduceState(BaselineInput, BaselineOutput, total=False):
+    """Private state of the map-reduce graph."""
+
+    chunk_ids: list[str]
+    """Chunk ids of the document, in order."""
+    notes: Annotated[list[dict], operator.add]
+    """One note per chunk from the map step: {position, chunk_id, text}."""
+    collapsed: list[str]
+    """The notes after the latest collapse pass, in document order."""
+    collapses: int
+    """Collapse passes done."""
+
+
+class MapTask(TypedDict):
+    """The payload of one map task."""
+
+    doc_id: str
+    """Document id."""
+    namespace: NotRequired[str]
+    """Namespace of the document (default: the context's)."""
+    chunk_id: str
+    """Chunk to summarize."""
+    position: int
+    """Position of the chunk."""
+    lang: str
+    """Output language."""
+    query: str
+    """Focus of the summary."""
+
+
+class RefineState(BaselineInput, BaselineOutput, total=False):
+    """Private state of the refine graph."""
+
+    chunk_ids: list[str]
+    """Chunk ids of the document, in order."""
+    index: int
+    """Next chunk to read."""
+
+
+def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
+    """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
+    return in_namespace(runtime.context or SummarizeContext(), state)

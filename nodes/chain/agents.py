@@ -23,7 +23,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     ctx = runtime.context or ChainContext()
     chain, chunk_id = state["chain"], state["next"]
     store = get_store(state["namespace"], ctx.embedder)
-    hits = store.get([f"{state['doc_id']}:{chunk_id}"])
+    hits = store.chunks(state["doc_id"], [chunk_id])
     if not hits:
         raise InputError(f"chunk {chunk_id} of {state['doc_id']} is missing from the store; re-ingest the document")
     with track_usage() as usage:

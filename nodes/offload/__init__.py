@@ -1,4 +1,4 @@
-"""The offloader agent and the working memory of a session turn.
+"""The agents of the chat workflow (context offloading): the canvas writer, the answering call, the offloader.
 
 Working memory of one answering call, in order: system prompt, canvas (the document's map),
 pinned state (goal, confirmed facts), history, details retrieved for this turn, anything recalled,
@@ -21,11 +21,14 @@ exchange into a one-line conclusion and the facts to pin;
 
 Modules, in the order a turn meets them:
 
+- :mod:`nodes.offload.session`: ``begin`` (the turn checked, the session bound to its document), ``refuse``;
+- :mod:`nodes.offload.canvas_writer`: the canvas writer (``canvas``), once per document;
+  :mod:`nodes.offload.canvas`: the canvas as stored and read (``load_canvas``, ``touched_nodes``);
 - :mod:`nodes.offload.pieces`: the details chosen for a turn and the cuttable pieces of the
   working memory (pinned state, history per policy, details);
 - :mod:`nodes.offload.memory`: the memory policies, ``Piece`` and ``Memory``, and
   ``build_memory``, which renders the pieces within the token budget;
-- :mod:`nodes.offload.answer`: the answering call (``ask``), its citations, and the recall round
-  (``normalise_ids``, ``resolve_recall``);
-- :mod:`nodes.offload.offloader`: the offloader agent (``compress_turn``, ``update_pinned``).
+- :mod:`nodes.offload.answer`: ``retrieve``, ``answer`` and ``recall``: the answering call (``ask``), its
+  citations, and the recall round (``normalise_ids``, ``resolve_recall``);
+- :mod:`nodes.offload.offloader`: the offloader agent (``offload``: ``compress_turn``, ``update_pinned``).
 """

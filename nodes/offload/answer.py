@@ -1,4 +1,7 @@
-"""The answering call of a turn: its reply schemas, the call itself, its citations and the recall round.
+"""The answering part of a turn: ``retrieve`` the details, ``answer`` from the working memory, ``recall``.
+
+The working memory is assembled within ``token_budget`` (:mod:`nodes.offload.memory`); the answering call
+has its reply schemas and citations, and the recall round.
 
 With offloaded turns in the history the model may answer or ask to recall ids (``o3`` for an
 offloaded turn, ``c7`` for a chunk); :func:`resolve_recall` loads them (unknown ids become a note to
@@ -9,17 +12,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from nodes.offload.memory import Memory, Piece
-from stores.models import LLM, ModelOutputError, messages
-from stores.offload import OffloadStore, is_offload_id
+from graphs.offload.context import OffloadContext
+from graphs.offload.state import OffloadState, call_record, session_context
+from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
+from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
+from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
+from stores.chat_stream import streamed_field
+from stores.models import LLM, ModelOutputError, llm_for, messages
+from stores.offload import OffloadStore, get_offload_store, is_offload_id
 from stores.text import CITATION_TAG, count_tokens
-from stores.usage import track_usage
-from stores.vectorstore import VectorStore
+from stores.usage import relabel_usage, track_usage
+from stores.vectorstore import VectorStore, get_store
 
 _ID = re.compile(r"^\[?\s*([oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
 
@@ -96,7 +105,7 @@ def resolve_recall(
     """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report."""
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
     chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
-    hits = {h.chunk_id: h for h in chunk_store.get([f"{doc_id}:{c}" for c in chunk_ids])}
+    hits = {h.chunk_id: h for h in chunk_store.chunks(doc_id, chunk_ids)}
     known = [i.id for i in offload_store.list(session)]
     pieces: list[Piece] = []
     report: list[dict[str, Any]] = []
@@ -117,3 +126,141 @@ def resolve_recall(
         pieces.append(piece)
         report.append({"id": rid, "found": True, "source": source, "tokens": count_tokens(piece.body)})
     return pieces, report
+
+
+def _canvas(ctx: OffloadContext, doc_id: str) -> Canvas | None:
+    if ctx.policy != "offload_canvas":
+        return None
+    return load_canvas(get_store(ctx.namespace, ctx.embedder), doc_id)
+
+
+def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
+    """Details for this turn: chunks over the relevance threshold and those of canvas nodes the question touches."""
+    ctx = session_context(state, runtime)
+    store = get_store(ctx.namespace, ctx.embedder)
+    question, doc_id = state["question"], state["doc_id"]
+    canvas_refs: list[dict[str, Any]] = []
+    drawn = _canvas(ctx, doc_id)
+    if drawn is not None:
+        ids = drawn.mermaid_ids()
+        for node, score in touched_nodes(
+            drawn, question, store.embedder, limit=ctx.canvas_nodes, min_score=ctx.canvas_min_score
+        ):
+            canvas_refs.append(
+                {"chunk_id": node.chunk_ids[0], "score": score, "via": f"canvas:{ids[mermaid_key(node.id)]}"}
+            )
+    refs = select_details(
+        store,
+        doc_id,
+        question,
+        k=ctx.details_k,
+        min_score=ctx.min_score,
+        min_details=ctx.min_details,
+        canvas_refs=canvas_refs,
+    )
+    runtime.stream_writer(
+        {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
+    )
+    return {"details": refs}
+
+
+def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
+    """Offload ids of older turns (beyond keep_turns) relevant to the question."""
+    history = state.get("history", [])
+    older = {t["offload_id"] for t in history[: max(0, len(history) - ctx.keep_turns)] if t.get("offload_id")}
+    if not older or ctx.history_hits <= 0:
+        return []
+    offload = get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend)
+    hits = offload.search(state["session"], state["question"], k=ctx.history_hits + ctx.keep_turns + 2)
+    return [item.id for item, score in hits if item.id in older and score >= ctx.history_min_score][: ctx.history_hits]
+
+
+def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
+    """Assemble the working memory within the budget and ask the model (answer, or ids to recall).
+
+    The only model call of a turn that LangGraph's ``messages`` stream shows: the answer's text
+    as it is written (:func:`stores.chat_stream.streamed_field`), as the AI message ``reply_id``.
+    """
+    ctx = session_context(state, runtime)
+    store = get_store(ctx.namespace, ctx.embedder)
+    lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
+    offloading = ctx.policy in OFFLOADING
+    history = state.get("history", [])
+    round_ = int(state.get("recall_round") or 0)
+    can_recall = offloading and round_ == 0 and any(t.get("offload_id") for t in history)
+
+    pieces: list[Piece] = []
+    drawn = _canvas(ctx, doc_id)
+    if drawn is not None:
+        pieces.append(Piece("canvas", "canvas", drawn.map_text(), "canvas"))
+    if offloading:
+        pinned = pinned_piece(state.get("pinned") or {}, lang)
+        if pinned is not None:
+            pieces.append(pinned)
+    pieces += history_pieces(
+        history,
+        ctx.policy,
+        ctx.keep_turns,
+        lang,
+        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens),
+        relevant=_older_relevant(ctx, state) if offloading else (),
+    )
+    pieces += detail_pieces(
+        store, doc_id, state.get("details", []), question, ctx.detail_tokens, lang, recallable=can_recall
+    )
+    report: list[dict[str, Any]] = []
+    if round_ and state.get("recall_ids"):
+        recalled, report = resolve_recall(
+            state["recall_ids"],
+            offload_store=get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend),
+            session=state["session"],
+            chunk_store=store,
+            doc_id=doc_id,
+            chunks=int(state.get("chunks") or 0),
+            recall_tokens=ctx.recall_tokens,
+            lang=lang,
+        )
+        shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
+        runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
+        pieces += recalled
+    system = prompts.render("offload/answer_recall" if can_recall else "offload/answer", lang)
+    memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
+    with track_usage() as usage, streamed_field("answer") as written:
+        reply, mode = ask(
+            llm_for("expert", ctx), memory, recall=can_recall, max_tokens=ctx.answer_max_tokens, lang=lang
+        )
+    step = "answer_after_recall" if round_ else "answer"
+    calls = [*state.get("calls", []), call_record(step, usage, estimated=memory.tokens, mode=mode)]
+    update: dict[str, Any] = {
+        "usage": relabel_usage(usage, "answer"),
+        "calls": calls,
+        "memory": {**memory.parts, "total": memory.tokens},
+        "cut": memory.cut,
+        "input_tokens": calls[-1]["input"],
+        "reply_id": written.message_id,
+        **({"recalled": report} if report else {}),
+    }
+    if memory.cut:
+        runtime.stream_writer({"stage": "budget", "message": "token budget: " + "; ".join(memory.cut)})
+    requested: list[str] = []
+    if can_recall:
+        shown_whole = {p.key for p in memory.pieces if p.section == "details" and not p.shortened}
+        requested = [i for i in normalise_ids(getattr(reply, "recall", [])) if i not in shown_whole]
+    if requested:
+        update["recall_ids"] = requested
+        update["answer"] = reply.answer.strip()
+        return update
+    update["answer"] = reply.answer.strip()
+    update["citations"] = citations_of(reply, int(state.get("chunks") or 0))
+    return update
+
+
+def route_answer(state: OffloadState) -> Literal["recall", "offload"]:
+    """One recall round when the model asked for ids; otherwise the turn is done."""
+    return "recall" if state.get("recall_ids") and not state.get("recall_round") else "offload"
+
+
+def recall(state: OffloadState) -> dict[str, Any]:
+    """Open the recall round: the second answering call loads the ids the model asked for, once
+    (:func:`resolve_recall`; unknown ids become a note to the model) and reports them as ``recalled``."""
+    return {"recall_round": 1}

@@ -103,7 +103,7 @@ def detail_pieces(
     A chunk longer than ``detail_tokens`` is shortened; its full text stays in the store under its
     chunk id, and with ``recallable`` the piece says how to recall it.
     """
-    hits = {h.chunk_id: h for h in store.get([f"{doc_id}:{r['chunk_id']}" for r in refs])}
+    hits = {h.chunk_id: h for h in store.chunks(doc_id, [r["chunk_id"] for r in refs])}
     pieces = []
     for rank, ref in enumerate(refs):
         hit = hits.get(ref["chunk_id"])
@@ -129,7 +129,7 @@ def detail_pieces(
 
 def full_details(store: VectorStore, doc_id: str, chunk_ids: list[str], question: str, detail_tokens: int) -> str:
     """The details an earlier turn saw, as they were shown (for verbatim history)."""
-    hits = {h.chunk_id: h for h in store.get([f"{doc_id}:{cid}" for cid in chunk_ids])}
+    hits = {h.chunk_id: h for h in store.chunks(doc_id, chunk_ids)}
     lines = []
     for cid in chunk_ids:
         if cid in hits:

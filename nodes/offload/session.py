@@ -1,7 +1,8 @@
-"""The start of a turn: ``begin`` checks it and binds the session to its document; ``canvas`` draws the map.
+"""The start of a turn: ``begin`` checks it and binds the session to its document.
 
-A refused turn goes to ``refuse``, which raises the error once its input is out of the thread. The
-canvas (policy ``offload_canvas``) is made once per document by the canvas writer and cached.
+A refused turn goes to ``refuse``, which raises the error once its input is out of the thread; a taken
+one goes on to the canvas writer (policy ``offload_canvas``, :mod:`nodes.offload.canvas_writer`) or to
+``retrieve``.
 """
 
 from __future__ import annotations
@@ -12,18 +13,15 @@ from typing import Any, Literal
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from graphs.offload.state import OffloadContext, OffloadState, call_record, check_context, session_context
+from graphs.offload.context import OffloadContext, check_context
+from graphs.offload.state import OffloadState, session_context
 from nodes.ingest import document_field, resolve_document
-from nodes.offload.canvas import ensure_canvas
 from nodes.offload.chat import named_document, turn_question, withdrawn
-from stores.chat_stream import unstreamed
 from stores.documents import get_document, index_identity
 from stores.files import IngestRoot
-from stores.models import llm_for
 from stores.offload import check_session
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
-from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
 
 
@@ -160,27 +158,3 @@ def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Litera
         return "refuse"
     ctx = runtime.context or OffloadContext()
     return "canvas" if ctx.policy == "offload_canvas" and not state.get("canvas") else "retrieve"
-
-
-def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Load the document's canvas, or have the canvas writer make it (cached per document)."""
-    ctx = session_context(state, runtime)
-    store = get_store(ctx.namespace, ctx.embedder)
-    info = get_document(ctx.namespace, state["doc_id"])
-    with track_usage() as usage, unstreamed():
-        made, cached = ensure_canvas(
-            store,
-            info,
-            llm_for("offloader", ctx, model=ctx.canvas_model),
-            max_nodes=ctx.canvas_max_nodes,
-            input_tokens=ctx.canvas_input_tokens,
-            max_tokens=ctx.canvas_max_tokens,
-            lang=state.get("lang"),
-        )
-    summary = {**made.summary(), "cached": cached}
-    how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
-    runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})
-    calls = list(state.get("calls", []))
-    if usage:
-        calls.append(call_record("canvas", usage))
-    return {"canvas": summary, "usage": relabel_usage(usage, "canvas"), "calls": calls}

@@ -1,4 +1,4 @@
-"""Agent-as-a-Graph routing: pick the right agent, and the tools that justify it, for a request.
+"""The router (Agent-as-a-Graph): pick the right agent, and the tools that justify it, for a request.
 
 The registry is a bipartite graph: agent nodes (name, description) and tool nodes (name,
 description, parameters), each tool owned by one agent (``tool -> agent`` edges). A tool name
@@ -32,6 +32,7 @@ arguments, so fusion and walking can be tested and benchmarked without a store.
 
 Modules, in the order a request meets them:
 
+- :mod:`nodes.route.router`: the route workflow's nodes, ``register`` and ``route``;
 - :mod:`nodes.route.model`: the registry model (``Agent``, ``Tool``, ``Registry``), names, record ids;
 - :mod:`nodes.route.mcp`: reading and validating the MCP servers format, the built-in registry;
 - :mod:`nodes.route.manifest`: registration in the store and the registered copy;

@@ -22,7 +22,6 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.route.model import Agent, Registry, Tool
+from stores.cache import lru_cache
 from stores.models import LLM, messages
 from stores.text import content_hash, truncate_tokens
 from stores.usage import Usage, merge_usage, track_usage, usage_totals
@@ -93,18 +93,22 @@ class ExpansionJournal:
 
     A JSON-lines journal rather than the response cache: it is keyed by what was expanded, not by
     the exact prompt of a batch, so a tool keeps its examples when its neighbours in a batch change.
+    ``shipped`` is a journal read first and never written (one kept with the code, for benchmarks).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, shipped: str | Path | None = None) -> None:
         self.path = Path(path)
+        self.shipped = Path(shipped) if shipped is not None else None
         self._lock = threading.Lock()
         self._rows: dict[str, list[str]] | None = None
 
     def _load(self) -> dict[str, list[str]]:
         if self._rows is None:
             rows: dict[str, list[str]] = {}
-            if self.path.is_file():
-                for line in self.path.read_text(encoding="utf-8").splitlines():
+            for file in (self.shipped, self.path):
+                if file is None or not file.is_file():
+                    continue
+                for line in file.read_text(encoding="utf-8").splitlines():
                     try:
                         row = json.loads(line)
                     except json.JSONDecodeError:

@@ -4,7 +4,6 @@ walk from fused nodes to the top-K agents over the registry's bipartite graph.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -41,10 +40,6 @@ DEFAULT_PROFILE = "balanced"
 # ---------------------------------------------------------------------------------------------
 # The bipartite graph
 # ---------------------------------------------------------------------------------------------
-_graphs: dict[str, Any] = {}
-_graphs_lock = threading.Lock()
-
-
 def build_graph(registry: Registry) -> Any:
     """The registry as a networkx ``DiGraph``: agent and tool nodes, ``tool -> agent`` ownership edges."""
     import networkx as nx

@@ -4,7 +4,6 @@ vector search in the shared Chroma store; ``gather_candidates`` runs the ones th
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -14,6 +13,7 @@ import numpy as np
 from nodes.route.entities import clauses, kind_index
 from nodes.route.fusion import Candidates, RouteSettings
 from nodes.route.model import Agent, NodeId, PerRegistry, Ranked, Registry, Tool
+from stores.cache import ProcessCache
 from stores.settings import InputError
 
 FIELDS: tuple[str, ...] = ("name", "description", "parameters", "examples")
@@ -212,8 +212,7 @@ class StoreIndex:
         return list(zip(agents, tools, strict=True))
 
 
-_memory: dict[tuple[str, str, str], MatrixIndex] = {}
-_memory_lock = threading.Lock()
+_memory: ProcessCache[tuple[str, str, str], MatrixIndex] = ProcessCache("registry matrices", 8)
 
 
 def memory_index(registry: Registry, store: Any) -> MatrixIndex:
@@ -223,9 +222,10 @@ def memory_index(registry: Registry, store: Any) -> MatrixIndex:
     namespace holds some 10,000 records; this index costs a matrix product instead.
     """
     key = (store.namespace, store.collection_name, registry.content_hash)
-    with _memory_lock:
-        if key in _memory:
-            return _memory[key]
+    return _memory.get_or_build(key, lambda: _read_matrix(registry, store))
+
+
+def _read_matrix(registry: Registry, store: Any) -> MatrixIndex:
     ids = list(registry.record_nodes)
     vectors: dict[NodeId, list[Sequence[float]]] = {}
     found = 0
@@ -236,12 +236,7 @@ def memory_index(registry: Registry, store: Any) -> MatrixIndex:
                 found += 1
     if found != len(ids):
         raise InputError(f"registry {registry.name!r} is not fully registered in namespace {store.namespace!r}")
-    index = MatrixIndex(registry, vectors)
-    with _memory_lock:
-        if len(_memory) > 8:
-            _memory.clear()
-        _memory[key] = index
-    return index
+    return MatrixIndex(registry, vectors)
 
 
 def gather_candidates(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from stores.cache import ProcessCache
 from stores.settings import InputError
 from stores.text import check_name, content_hash, truncate_tokens
 
@@ -196,18 +196,10 @@ class PerRegistry(Generic[T]):
 
     def __init__(self, build: Callable[[Registry], T], size: int = 16) -> None:
         self.build = build
-        self.size = size
-        self._built: dict[str, T] = {}
-        self._lock = threading.Lock()
+        self._built: ProcessCache[str, T] = ProcessCache(f"per registry: {build.__name__}", size)
 
     def __call__(self, registry: Registry) -> T:
-        key = registry.content_hash
-        with self._lock:
-            if key not in self._built:
-                if len(self._built) > self.size:
-                    self._built.clear()
-                self._built[key] = self.build(registry)
-            return self._built[key]
+        return self._built.get_or_build(registry.content_hash, lambda: self.build(registry), exclusive=True)
 
 
 def record_id(doc_id: str, node: NodeId) -> str:

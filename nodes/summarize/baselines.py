@@ -7,54 +7,30 @@
   chunk.
 
 Both cite chunk ids ``[c3]`` (map notes always carry their chunk's id) and write to the
-requested length, format and language. They run as subgraphs of ``graphs.summarize.graph`` (selected by
-``method``) and on their own (``map_reduce_graph()``, ``refine_graph()``: each compiled once, on first
-use, and shared with ``graphs.summarize.graph``).
+requested length, format and language.
+They are wired in :mod:`graphs.summarize.baselines`.
 """
 
 from __future__ import annotations
 
-import functools
-import operator
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Any, Literal
 
-from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from typing_extensions import TypedDict
 
 import prompts
-from graphs.context import Context
+from graphs.summarize.context import BaselineContext
+from graphs.summarize.state import MapReduceState, MapTask, RefineState
 from nodes.ingest import in_namespace
 from nodes.summarize.editing import writing_prompt
 from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
-from stores.models import llm_for, messages, model_retry
+from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
-from stores.usage import merge_usage, track_usage
+from stores.usage import track_usage
 from stores.vectorstore import get_store
 
 NONE_MARKERS = ("NONE", "无")
-
-
-def _describe(text: str) -> dict[str, str]:
-    return {"description": text}
-
-
-@dataclass(kw_only=True)
-class BaselineContext(Context):
-    """Knobs of the map-reduce and refine baselines."""
-
-    collapse_token_limit: int = field(
-        default=1200,
-        metadata=_describe("Map-reduce: collapse the chunk notes while they are longer than this many tokens."),
-    )
-    max_collapses: int = field(default=3, metadata=_describe("Map-reduce: most collapse passes before reducing."))
-    map_max_tokens: int = field(default=110, metadata=_describe("Map-reduce: max tokens of one chunk's note."))
-
-
-RETRY = model_retry()
 
 
 def cite_chunk(note: str, chunk_id: str) -> str:
@@ -71,61 +47,7 @@ def is_none(text: str) -> bool:
     return not head or head in NONE_MARKERS or head.startswith("NONE")
 
 
-class BaselineInput(TypedDict):
-    """What a baseline summarizer reads."""
-
-    doc_id: str
-    """Document to summarize (already ingested)."""
-    namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
-    lang: NotRequired[str]
-    """Output language: en or zh."""
-    query: NotRequired[str]
-    """Optional focus of the summary."""
-    length: NotRequired[int]
-    """Target length in words (characters for Chinese)."""
-    format: NotRequired[Literal["paragraphs", "bullets"]]
-    """Layout of the summary."""
-
-
-class BaselineOutput(TypedDict):
-    """What a baseline summarizer returns."""
-
-    final_text: str
-    """The summary with [chunk_id] citations."""
-    usage: Annotated[dict, merge_usage]
-    """Tokens in/out and calls per role."""
-
-
 # --- map-reduce -----------------------------------------------------------------------------
-class MapReduceState(BaselineInput, BaselineOutput, total=False):
-    """Private state of the map-reduce graph."""
-
-    chunk_ids: list[str]
-    """Chunk ids of the document, in order."""
-    notes: Annotated[list[dict], operator.add]
-    """One note per chunk from the map step: {position, chunk_id, text}."""
-    collapsed: list[str]
-    """The notes after the latest collapse pass, in document order."""
-    collapses: int
-    """Collapse passes done."""
-
-
-class MapTask(TypedDict):
-    """The payload of one map task."""
-
-    doc_id: str
-    """Document id."""
-    namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
-    chunk_id: str
-    """Chunk to summarize."""
-    position: int
-    """Position of the chunk."""
-    lang: str
-    """Output language."""
-    query: str
-    """Focus of the summary."""
 
 
 def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
@@ -160,7 +82,7 @@ def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, An
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     store = get_store(ctx.namespace, ctx.embedder)
-    hit = store.get([f"{state['doc_id']}:{state['chunk_id']}"])[0]
+    hit = store.chunks(state["doc_id"], [state["chunk_id"]])[0]
     lang = state["lang"]
     system = prompts.render("summarize/map", lang, language=language_name(lang))
     user = prompts.render(
@@ -249,33 +171,7 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
     return {"final_text": text.strip(), "usage": usage}
 
 
-def build_map_reduce() -> StateGraph[MapReduceState, BaselineContext, BaselineInput, BaselineOutput]:
-    """The map-reduce graph builder."""
-    builder = StateGraph(
-        MapReduceState, context_schema=BaselineContext, input_schema=BaselineInput, output_schema=BaselineOutput
-    )
-    builder.add_node("plan_chunks", plan_chunks)
-    builder.add_node("map_chunk", map_chunk, retry_policy=RETRY)
-    builder.add_node("collect_notes", collect_notes)
-    builder.add_node("collapse", collapse, retry_policy=RETRY)
-    builder.add_node("reduce_notes", reduce_notes, retry_policy=RETRY)
-    builder.add_edge(START, "plan_chunks")
-    builder.add_conditional_edges("plan_chunks", fan_out, ["map_chunk"])
-    builder.add_edge("map_chunk", "collect_notes")
-    builder.add_conditional_edges("collect_notes", needs_collapse, {"collapse": "collapse", "reduce": "reduce_notes"})
-    builder.add_conditional_edges("collapse", needs_collapse, {"collapse": "collapse", "reduce": "reduce_notes"})
-    builder.add_edge("reduce_notes", END)
-    return builder
-
-
 # --- refine ---------------------------------------------------------------------------------
-class RefineState(BaselineInput, BaselineOutput, total=False):
-    """Private state of the refine graph."""
-
-    chunk_ids: list[str]
-    """Chunk ids of the document, in order."""
-    index: int
-    """Next chunk to read."""
 
 
 def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
@@ -290,7 +186,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
-    hit = get_store(ctx.namespace, ctx.embedder).get([f"{state['doc_id']}:{cid}"])[0]
+    hit = get_store(ctx.namespace, ctx.embedder).chunks(state["doc_id"], [cid])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
     system = writing_prompt("summarize/refine", lang, length=length, fmt=state.get("format", "paragraphs"))
     user = prompts.render(
@@ -315,32 +211,3 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
 def more_chunks(state: RefineState) -> Literal["refine_step", "__end__"]:
     """Continue while chunks remain."""
     return "refine_step" if state.get("index", 0) < len(state.get("chunk_ids", [])) else "__end__"
-
-
-def build_refine() -> StateGraph[RefineState, BaselineContext, BaselineInput, BaselineOutput]:
-    """The refine graph builder."""
-    builder = StateGraph(
-        RefineState, context_schema=BaselineContext, input_schema=BaselineInput, output_schema=BaselineOutput
-    )
-    builder.add_node("plan_refine", plan_refine)
-    builder.add_node("refine_step", refine_step, retry_policy=RETRY)
-    builder.add_edge(START, "plan_refine")
-    builder.add_conditional_edges("plan_refine", more_chunks, ["refine_step", END])
-    builder.add_conditional_edges("refine_step", more_chunks, ["refine_step", END])
-    return builder
-
-
-@functools.cache
-def map_reduce_graph() -> Any:
-    """The map-reduce graph, compiled once (without a checkpointer), named ``map-reduce``."""
-    graph = build_map_reduce().compile()
-    graph.name = "map-reduce"
-    return graph
-
-
-@functools.cache
-def refine_graph() -> Any:
-    """The refine graph, compiled once (without a checkpointer), named ``refine``."""
-    graph = build_refine().compile()
-    graph.name = "refine"
-    return graph

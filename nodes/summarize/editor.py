@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from graphs.summarize.state import SummarizeContext, SummarizeState, run_context, target_length
+from graphs.summarize.context import SummarizeContext
+from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.retrieval import hybrid_search
 from nodes.summarize.editing import (
     build_overview,

@@ -13,27 +13,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from langgraph.runtime import Runtime
+from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
 import prompts
+from graphs.summarize.context import SummarizeContext
+from graphs.summarize.state import ExpertTask, SummarizeState, run_context
 from nodes.retrieval import Rerank, focus_snippet, hybrid_search
-from stores.documents import cache_path
-from stores.models import LLM, ModelOutputError, messages
+from stores.cache import ProcessCache
+from stores.documents import cache_path, get_document, index_identity
+from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
+from stores.settings import ModelError
 from stores.text import lexical_tokens
-from stores.vectorstore import VectorStore
-
-DEFAULT_EXPERTS: dict[str, str] = {
-    "fact": "concrete facts: events, figures, names, dates, places and decisions.",
-    "opinion": "the positions, arguments and disagreements of the author or the speakers.",
-    "structure": "how the document is organised: its parts and topics, their order and how they connect.",
-    "style": "tone, register, genre and how the text is written.",
-}
-"""Default experts: name -> description (the question types of the editor have the same names)."""
+from stores.usage import track_usage
+from stores.vectorstore import VectorStore, get_store
 
 QUESTION_TYPES = ("fact", "opinion", "structure", "style")
 NOT_FOUND = "not found"
@@ -102,12 +100,7 @@ class AnswerCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        with _stores_lock:
-            if path not in _stores:
-                from langgraph.cache.sqlite import SqliteCache
-
-                _stores[path] = SqliteCache(path=str(path))
-            self.store: Any = _stores[path]
+        self.store: Any = _stores.get_or_build(path, lambda: _sqlite_cache(path), exclusive=True)
 
     @classmethod
     def for_document(cls, namespace: str, doc_id: str) -> AnswerCache:
@@ -126,8 +119,13 @@ class AnswerCache:
         self.store.set({(self.NAMESPACE, key): (value, None)})
 
 
-_stores: dict[Path, Any] = {}
-_stores_lock = threading.Lock()
+def _sqlite_cache(path: Path) -> Any:
+    from langgraph.cache.sqlite import SqliteCache
+
+    return SqliteCache(path=str(path))
+
+
+_stores: ProcessCache[Path, Any] = ProcessCache("expert answer stores", 64)
 
 
 def expert_prompt_version(lang: str) -> str:
@@ -219,3 +217,86 @@ def answer_question(
         "chunks": retrieved,
     }
     return result
+
+
+def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
+    """One expert task per question, in parallel; no questions ends the rounds."""
+    items = state.get("questions", [])
+    if not items or state.get("stop_reason"):
+        return "polish"
+    return [
+        Send(
+            "expert",
+            {
+                "doc_id": state["doc_id"],
+                "namespace": state.get("namespace", ""),
+                "lang": state["lang"],
+                "round": state["round"],
+                "item": item,
+            },
+        )
+        for item in items
+    ]
+
+
+def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """One expert answers one question from the chunks it retrieves (failed on a model error)."""
+    ctx = run_context(state, runtime)
+    item, lang = state["item"], state["lang"]
+    name = item["expert"]
+    llm = llm_for("expert", ctx)
+    cache = AnswerCache.for_document(ctx.namespace, state["doc_id"]) if ctx.answer_cache else None
+    spec = resolve_role("expert", llm.overrides)
+    key = AnswerCache.key(
+        question=sorted(question_key(item["question"])),
+        expert=name,
+        description=ctx.experts[name],
+        lang=lang,
+        k=ctx.expert_k,
+        chunk_tokens=ctx.expert_chunk_tokens,
+        rerank=ctx.rerank,
+        model=[spec.model, spec.base_url, spec.temperature],
+        embedder=ctx.embedder,
+        index=index_identity(get_document(ctx.namespace, state["doc_id"])),
+        prompts=expert_prompt_version(lang),
+    )
+    hit = cache.get(key) if cache else None
+    with track_usage() as usage:
+        if hit is not None:
+            result = {**hit, "cached": True}
+        else:
+            try:
+                result = answer_question(
+                    item["question"],
+                    name,
+                    ctx.experts[name],
+                    store=get_store(ctx.namespace, ctx.embedder),
+                    doc_id=state["doc_id"],
+                    llm=llm,
+                    lang=lang,
+                    k=ctx.expert_k,
+                    chunk_tokens=ctx.expert_chunk_tokens,
+                    max_tokens=ctx.expert_max_tokens,
+                    rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
+                )
+            except ModelError as exc:
+                result = {
+                    "status": "failed",
+                    "answer": "",
+                    "citations": [],
+                    "confidence": 0.0,
+                    "chunks": [],
+                    "error": str(exc),
+                }
+            if cache is not None and result["status"] != "failed":
+                cache.put(key, result)
+            result = {**result, "cached": False}
+    record = {**item, "round": state["round"], **result}
+    cites = f" [{', '.join(result['citations'])}]" if result["citations"] else ""
+    runtime.stream_writer(
+        {
+            "stage": "experts",
+            "message": f"round {state['round']} · {name}: {result['status']} ({result['confidence']:.2f}){cites}",
+        }
+    )
+    return {"answers": [record], "usage": usage}

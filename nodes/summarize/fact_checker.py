@@ -15,21 +15,31 @@ labelled.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
+from graphs.summarize.context import Checks, FactcheckMode, SummarizeContext
+from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.summarize.expert import bad_output, citations_in, language_name
 from nodes.summarize.grounding import grounding_problems
-from nodes.summarize.sentences import clean_sentence, coverage
-from stores.models import LLM, messages
+from nodes.summarize.length import (
+    fill_candidates,
+    fill_to_length,
+    length_bounds,
+    numbered_chunk_ids,
+    total_units,
+)
+from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
+from stores.documents import get_document
+from stores.models import LLM, llm_for, messages
 from stores.settings import ModelError
-from stores.vectorstore import VectorStore
+from stores.usage import track_usage
+from stores.vectorstore import VectorStore, get_store
 
-FactcheckMode = Literal["fix", "mark", "off"]
-Checks = Literal["model", "grounding", "both"]
 Verdict = Literal["supported", "fixed", "dropped", "disputed", "unsupported", "unchecked", "source"]
 
 
@@ -53,7 +63,7 @@ def evidence_for(store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]
     for sentence in batch:
         for cid in sentence["citations"]:
             claims.setdefault(cid, []).append(sentence["text"])
-    hits = store.get([f"{doc_id}:{cid}" for cid in claims])
+    hits = store.chunks(doc_id, list(claims))
     blocks = [f"[{h.chunk_id}] {focus_snippet(h.text, ' '.join(claims[h.chunk_id]), chunk_tokens)}" for h in hits]
     return "\n\n".join(blocks)
 
@@ -116,8 +126,8 @@ def check_sentences(
     if mode == "off":
         return results
     checkable = [r for r in results if r["citations"]]
-    cited = dict.fromkeys(f"{doc_id}:{c}" for r in checkable for c in r["citations"])
-    sources = {h.chunk_id: h.text for h in store.get(list(cited))}
+    cited = dict.fromkeys(c for r in checkable for c in r["citations"])
+    sources = {h.chunk_id: h.text for h in store.chunks(doc_id, list(cited))}
     if checks != "model":
         for entry in checkable:
             entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))
@@ -224,3 +234,59 @@ def factcheck_stats(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "supported_share": round(confirmed / total, 4) if total else None,
         "flagged_by": flagged_by,
     }
+
+
+REFILLS = 2
+"""Times the fact-check refills a summary its drops left short."""
+
+
+def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """Check each sentence against the chunks it cites; fix or drop the unsupported ones.
+
+    When dropping leaves the summary short, cited sentences not used yet are checked and added (at most
+    ``REFILLS`` times, one checker call each).
+    """
+    ctx = run_context(state, runtime)
+    info = get_document(ctx.namespace, state["doc_id"])
+    if state["kind"] == "short":
+        sentences = parse_cited_sentences(state.get("final_text", ""), numbered_chunk_ids(info.chunks))
+        checked = [{**s, "original": s["text"], "verdict": "source", "cited_by": "source"} for s in sentences]
+        return {"checked": checked}
+    lang, length = state["lang"], target_length(state)
+    store = get_store(ctx.namespace, ctx.embedder)
+
+    def check(sentences: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        checked = check_sentences(
+            sentences,
+            store=store,
+            doc_id=state["doc_id"],
+            llm=llm_for("checker", ctx),
+            lang=lang,
+            mode=cast(FactcheckMode, ctx.factcheck),  # check_context held it to get_args(FactcheckMode)
+            checks=cast(Checks, ctx.factcheck_checks),  # and this to get_args(Checks)
+            batch_size=ctx.factcheck_batch,
+            prefer=citations_in(state.get("draft", "")),
+        )
+        kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
+        return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)]
+
+    with track_usage() as usage:
+        checked = check(state.get("fitted", []))
+        for _ in range(REFILLS if ctx.length_fit == "fill" and ctx.factcheck == "fix" else 0):
+            kept = [c for c in checked if c["verdict"] != "dropped"]
+            if not kept or total_units(kept, lang) >= length_bounds(length)[0]:
+                break
+            used = [c["text"] for c in kept] + [c["original"] for c in checked if c["verdict"] == "dropped"]
+            more = fill_to_length(kept, fill_candidates(state, ctx, used), length, lang)
+            if not more:
+                break
+            checked += check(more)
+    stats = factcheck_stats(checked)
+    runtime.stream_writer(
+        {
+            "stage": "factcheck",
+            "message": f"fact-check: {stats['supported']} supported, {stats['fixed']} fixed, "
+            f"{stats['dropped']} dropped, {stats['unsupported']} unsupported of {stats['sentences']}",
+        }
+    )
+    return {"checked": checked, "usage": usage}

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import lru_cache
 
 from nltk.stem.porter import PorterStemmer
 
 from nodes.summarize.sentences import content_tokens, text_blocks, tidy_excerpt
+from stores.cache import lru_cache
 from stores.text import STOPWORDS, lexical_tokens, split_sentences
 
 _NUMBER_WORDS = {

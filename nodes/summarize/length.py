@@ -13,9 +13,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from nodes.summarize.sentences import clean_sentence, parse_cited_sentences, text_blocks, tidy_excerpt
+from langgraph.runtime import Runtime
+
+from graphs.summarize.context import SummarizeContext
+from graphs.summarize.state import SummarizeState, run_context, target_length
+from nodes.retrieval import hybrid_search
+from nodes.summarize.gaps import chunk_terms, uncovered_chunks
+from nodes.summarize.sentences import clean_sentence, dedupe_sentences, parse_cited_sentences, text_blocks, tidy_excerpt
+from stores.documents import get_document
 from stores.text import cjk_ratio, content_words, overlap, split_sentences
-from stores.vectorstore import Hit
+from stores.vectorstore import Hit, get_store
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -184,3 +191,57 @@ def fill_to_length(
         said |= words
         used += units
     return added
+
+
+def fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: Sequence[str]) -> list[dict[str, Any]]:
+    """Cited sentences a short summary may take, best first: expert answers, then the chunks' own sentences.
+
+    The chunks: those matching the query (else the ones the experts cited), then those whose topics
+    the summary so far (``used``) covers least.
+    """
+    query = state.get("query", "")
+    candidates = answer_sentences(state.get("answers", []), query)
+    if ctx.fill_chunks:
+        store = get_store(ctx.namespace, ctx.embedder)
+        doc_id = state["doc_id"]
+        chunks = store.by_doc(doc_id)
+        if query.strip():
+            first = [h.chunk_id for h in hybrid_search(store, doc_id, query, ctx.fill_chunks)]
+        else:
+            first = [c for a in state.get("answers", []) for c in a.get("citations", [])]
+        gaps = [cid for cid, _ in uncovered_chunks(chunks, " ".join(used))]
+        order = list(dict.fromkeys([*first[: ctx.fill_chunks], *gaps[: ctx.fill_chunks]]))
+        by_id = {h.chunk_id: h for h in chunks}
+        hits = [by_id[c] for c in order if c in by_id]
+        candidates += excerpt_sentences(hits, query, state["lang"], terms=chunk_terms(chunks, 6))
+    return [c for c in candidates if c["text"] not in set(used)]
+
+
+def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """Bring the summary within +-25% of the requested length: trim a long one at sentence boundaries,
+    fill a short one from the cited expert answers it does not use yet, then from the chunks' sentences."""
+    ctx = run_context(state, runtime)
+    info = get_document(ctx.namespace, state["doc_id"])
+    lang, length = state["lang"], target_length(state)
+    sentences = dedupe_sentences(parse_cited_sentences(state.get("final_text", ""), numbered_chunk_ids(info.chunks)))
+    sentences = [{**s, "origin": "summary"} for s in sentences]
+    if ctx.length_fit == "off":
+        return {"fitted": sentences}
+    before = total_units(sentences, lang)
+    fitted = trim_to_length(sentences, length, lang)
+    if ctx.length_fit == "fill" and fitted and total_units(fitted, lang) < length_bounds(length)[0]:
+        fitted += fill_to_length(fitted, fill_candidates(state, ctx, [s["text"] for s in fitted]), length, lang)
+    after = total_units(fitted, lang)
+    added = sum(s["origin"] != "summary" for s in fitted)
+    runtime.stream_writer(
+        {
+            "stage": "length",
+            "message": f"length {before} -> {after} {unit_name(lang)} (target {length})"
+            + (f"; {added} sentences added from answers and chunks" if added else ""),
+        }
+    )
+    return {"fitted": fitted}
+
+
+def numbered_chunk_ids(count: int) -> list[str]:
+    return [f"c{i}" for i in range(count)]

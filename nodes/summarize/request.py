@@ -8,7 +8,8 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graphs.summarize.state import SummarizeContext, SummarizeState, check_context, run_context, target_length
+from graphs.summarize.context import SummarizeContext, check_context
+from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.ingest import resolve_document
 from nodes.summarize.editing import check_request
 from nodes.summarize.fact_checker import factcheck_stats

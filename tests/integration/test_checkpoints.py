@@ -19,13 +19,13 @@ from typing_extensions import TypedDict
 
 from deploy.cluster import postgres, postgres_bindir
 from doubles.chat import ScriptedChatModel
+from doubles.replies import offload_reply
 from graphs.chain.graph import builder as chain_builder
 from graphs.offload.graph import builder as offload_builder
 from nodes.ingest import ingest
 from stores.checkpoint import checkpoint_location, open_checkpointer
 from stores.models import ModelError, use_chat_model
 from surfaces.resume import plan
-from tests.fakes import offload_reply
 from tests.unit.test_resume import Failing as DiesAt
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,17 @@ def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deploymen
         with pytest.raises(httpx.HTTPStatusError) as refused:
             call()
         assert refused.value.response.status_code in (403, 404), refused.value.response.text
+
+    # A's thread id and an id nobody holds get one answer (404), and no SQL statement in any error;
+    # thread ids are chosen by the server, so B cannot create a thread under A's id either.
+    url, as_b = cluster.instances[1].url, {"X-API-Key": "key-b"}
+    answers = []
+    for thread in (own, str(uuid.uuid4())):
+        ran = httpx.post(f"{url}/threads/{thread}/runs/wait", headers=as_b, json={"assistant_id": "chain"}, timeout=60)
+        answers.append((ran.status_code, ran.text.replace(thread, "ID")))
+        made = httpx.post(f"{url}/threads", headers=as_b, json={"thread_id": thread}, timeout=60)
+        assert made.status_code == 400 and "SELECT" not in made.text and "INSERT" not in made.text, made.text
+    assert answers[0] == answers[1] and answers[0][0] == 404, answers
 
     # A's doc_id in B's own namespace names nothing: the run fails without reading A's document.
     thread = b.threads.create()["thread_id"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.route import Query, agent_gains, evaluate, synthetic_registry_data, tool_gains
@@ -110,3 +112,30 @@ def test_every_grid_label_names_exactly_the_options_its_settings_use() -> None:
         assert ("fields=" in label) == (settings.bm25_fields is not None), label
         labels.add(label)
     assert len(labels) == len(_grid())  # no two grid points share a label
+
+
+def test_decompositions_write_beside_out_and_never_to_the_shipped_journal(tmp_path: Path) -> None:
+    import json
+
+    import prompts
+    from bench.route import decompositions, written_journal
+    from doubles.chat import ScriptedChatModel
+    from stores.models import use_chat_model
+    from stores.text import content_hash
+
+    version = content_hash(prompts.load("route/decompose").template + prompts.load("route/decompose_user").template)
+    shipped = tmp_path / "shipped.jsonl"
+    shipped.write_text(json.dumps({"id": "q1", "prompt": version, "tasks": ["a", "b"]}) + "\n", encoding="utf-8")
+    before = shipped.read_bytes()
+    written = written_journal(tmp_path / "out" / "route.json", "decompositions")
+    assert written == tmp_path / "out" / "route_decompositions.jsonl"
+    queries = [Query("q1", "do a then b", []), Query("q2", "fetch it then save it", [])]
+    model = ScriptedChatModel(default=json.dumps({"tasks": ["fetch it", "save it"]}))
+    with use_chat_model(model):
+        done = decompositions(queries, shipped, written)
+    assert shipped.read_bytes() == before  # the shipped journal is only read
+    assert done["q1"]["tasks"] == ["a", "b"] and done["q2"]["tasks"] == ["fetch it", "save it"]
+    assert [json.loads(line)["id"] for line in written.read_text(encoding="utf-8").splitlines()] == ["q2"]
+    with use_chat_model(ScriptedChatModel(default="unused")):
+        again = decompositions(queries, shipped, written)  # both journals answer: no model call
+    assert again["q2"]["tasks"] == ["fetch it", "save it"] and len(written.read_text().splitlines()) == 1

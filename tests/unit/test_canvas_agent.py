@@ -10,19 +10,13 @@ import pytest
 from doubles.chat import ScriptedChatModel
 from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_mermaid
 from nodes.ingest import ingest
-from nodes.offload.canvas import (
-    CACHE_NAME,
-    Canvas,
-    canvas_record_id,
-    chunk_briefs,
-    ensure_canvas,
-    load_canvas,
-    touched_nodes,
-)
+from nodes.offload.canvas import CACHE_NAME, Canvas, canvas_record_id, load_canvas, touched_nodes
+from nodes.offload.canvas_writer import chunk_briefs, ensure_canvas
+from stores.cache import reset_caches
 from stores.documents import cache_path, get_document
 from stores.models import LLM, use_chat_model
 from stores.usage import track_usage
-from stores.vectorstore import Hit, get_store, reset_stores
+from stores.vectorstore import Hit, get_store
 from tests.unit.test_canvas_render import needs_mermaid, validate
 
 GOOD = {
@@ -81,12 +75,13 @@ def test_second_request_makes_no_model_call(doc: tuple[str, object]) -> None:
     fake = model(json.dumps(GOOD))
     with use_chat_model(fake):
         first, _ = ensure_canvas(get_store("default"), info, LLM("offloader"))
-        reset_stores()  # a new process: the record is read back from the persistent store
+        reset_caches()  # a new process: the record is read back from the persistent store
         with track_usage() as usage:
             again, cached = ensure_canvas(get_store("default"), info, LLM("offloader"))
         assert cached and usage == {} and again.mermaid == first.mermaid and len(fake.calls) == 1
         # without the store record, the cache file serves it and restores the record
         get_store("default").delete(ids=[canvas_record_id(doc_id)])
+        reset_caches()  # another new process
         from_file = load_canvas(get_store("default"), doc_id)
         assert from_file is not None and from_file.mermaid == first.mermaid
         assert get_store("default").count(doc_id=doc_id, kind="canvas") == 1

@@ -8,9 +8,9 @@ import pytest
 
 from graphs.chain.state import ChainContext
 from graphs.context import Context, describe, validate
-from graphs.offload.state import OffloadContext, check_context
-from graphs.summarize.state import SummarizeContext
-from graphs.summarize.state import check_context as check_summarize
+from graphs.offload.context import OffloadContext, check_context
+from graphs.summarize.context import SummarizeContext
+from graphs.summarize.context import check_context as check_summarize
 from stores.settings import InputError
 
 

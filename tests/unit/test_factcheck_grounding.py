@@ -10,6 +10,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import summarize_reply
 from graphs.summarize.graph import graph
 from nodes.ingest import ingest
 from nodes.summarize.fact_checker import check_sentences, factcheck_stats
@@ -17,7 +18,7 @@ from nodes.summarize.grounding import grounding_problems, names_in, numbers_in
 from stores.models import llm_for, use_chat_model
 from stores.usage import track_usage
 from stores.vectorstore import get_store
-from tests.fakes import length_finish_error, summarize_reply
+from tests.fakes import length_finish_error
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 BUDGET = (

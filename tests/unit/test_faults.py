@@ -141,6 +141,56 @@ def test_structured_replies_that_never_fit_are_refused(endpoint: fake_endpoint.S
         LLM("worker", max_retries=1).structured(messages("s", "capital?"), Answer, max_tokens=40)
 
 
+@pytest.mark.parametrize("endpoint", ["cut_stop"], indirect=True)
+def test_a_reply_cut_although_the_endpoint_said_it_finished_is_a_failed_call(endpoint: fake_endpoint.Script) -> None:
+    """``{"answer": "The document states this in its`` with ``finish_reason: stop``: asked again, then refused."""
+
+    class Answer(BaseModel):
+        answer: str
+        citations: list[str] = Field(default_factory=list)
+
+    with pytest.raises(ModelOutputError, match="cut off before it closes"):
+        LLM("worker").structured(messages("s", "who?"), Answer)
+    assert len(endpoint.requests) == RETRIES + 1
+    assert all(r["body"]["response_format"]["type"] == "json_schema" for r in endpoint.requests)
+    with pytest.raises(ModelOutputError, match="cut off mid-way, although the endpoint said it finished"):
+        LLM("worker").text(messages("s", "who?"))
+    assert len(endpoint.requests) == 2 * (RETRIES + 1)
+    endpoint.fault, endpoint.faults = "ok", ["cut_stop"]  # cut once, whole on the retry: the whole reply
+    assert LLM("worker").text(messages("s", "who?")) == fake_endpoint.TEXT_REPLY
+
+
+@pytest.mark.parametrize(
+    ("reply", "cut"),
+    [
+        ('{"answer": "The document states this in its', True),
+        ('```json\n{"answer": "x", "citations": ["c0"', True),
+        ("The document answers this", True),
+        ("Bob Chen manages procurement [c2", True),
+        ("\u9879\u76ee\u9884\u7b97\u4e3a", True),
+        ("Bob Chen manages procurement [c2].", False),
+        ("Bob Chen manages procurement. [c2]", False),
+        ('He said "yes."', False),
+        ("\u9879\u76ee\u9884\u7b97\u4e3a\u56db\u4e07\u6b27\u5143\u3002", False),
+        ("Owners:\n- Bob Chen", False),
+        ('{"answer": "whole"}', False),
+    ],
+)
+def test_visibly_cut_plain_text_is_told_from_a_finished_reply(reply: str, cut: bool) -> None:
+    from stores.replies import cut_reply
+
+    assert bool(cut_reply(reply)) is cut
+
+
+def test_a_cut_object_is_never_parsed_nor_an_object_inside_it() -> None:
+    from stores.replies import parse_json_object
+
+    for text in ('{"answer": "The document states this in its', '{"a": {"b": 1}, "c": "cut', 'Sure: {"answer": "x'):
+        with pytest.raises(ValueError, match="cut off before it closes"):
+            parse_json_object(text)
+    assert parse_json_object('Here [see below]: {"a": 1}') == {"a": 1}
+
+
 class Verdict(BaseModel):
     verdict: Literal["supported", "unsupported"]
     evidence: list[str] = Field(min_length=1)
@@ -218,7 +268,22 @@ def test_the_command_line_exits_3_on_a_stalled_endpoint(
     assert code == 3
 
 
-@pytest.mark.parametrize("endpoint", ["truncated", "empty"], indirect=True)
+@pytest.mark.parametrize("endpoint", ["cut_stop"], indirect=True)
+def test_the_command_line_refuses_a_cut_reply_that_claims_it_finished(
+    endpoint: fake_endpoint.Script, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "questions.json"
+    script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
+    for argv in (
+        ["ask", str(FALCON), "Who manages procurement?", "--json"],
+        ["chat", str(FALCON), "--script", str(script)],
+    ):
+        assert cli.main([*argv, "-q"]) == 3
+        out = capsys.readouterr()
+        assert "cut off" in out.err and "The document" not in out.out
+
+
+@pytest.mark.parametrize("endpoint", ["truncated", "cut_stop", "empty"], indirect=True)
 @pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
 def test_cut_or_empty_replies_never_become_the_answer(endpoint: fake_endpoint.Script, workflow: str) -> None:
     with TestClient(create_app()) as client:
@@ -247,7 +312,7 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
 
 
 def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes import offload_chat_model as fake_chat_model
+    from doubles.replies import offload_chat_model as fake_chat_model
 
     monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
     with TestClient(create_app(chat_model=fake_chat_model(delay=2.0))) as client:

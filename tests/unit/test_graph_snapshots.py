@@ -33,7 +33,7 @@ def _workflow(name: str) -> Callable[[], Any]:
 
 
 def _baseline(factory: str) -> Callable[[], Any]:
-    return lambda: getattr(importlib.import_module("nodes.summarize.baselines"), factory)()
+    return lambda: getattr(importlib.import_module("graphs.summarize.baselines"), factory)()
 
 
 GRAPHS: dict[str, Callable[[], Any]] = {
@@ -91,3 +91,15 @@ def test_a_changed_shape_fails_with_a_diff(tmp_path: Path) -> None:
     check_snapshot(path, "graph TD;\n\tA --> B;\n")
     with pytest.raises(pytest.fail.Exception, match=r"(?s)g\.mmd changed.*\+\tA --> C;"):
         check_snapshot(path, "graph TD;\n\tA --> C;\n")
+
+
+def test_langgraph_json_and_aegra_serve_the_registered_workflows() -> None:
+    root = SNAPSHOTS.parents[2]
+    graphs = json.loads((root / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
+    assert set(graphs) == set(WORKFLOWS)
+    for name, spec in graphs.items():
+        path, attribute = spec.split(":")
+        module = Path(path).with_suffix("").as_posix().removeprefix("./").replace("/", ".")
+        assert module == WORKFLOWS[name] and attribute == "graph" and (root / path).is_file()
+    aegra = json.loads((root / "aegra.json").read_text(encoding="utf-8"))["graphs"]
+    assert set(aegra) == set(WORKFLOWS)

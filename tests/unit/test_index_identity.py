@@ -13,16 +13,17 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import offload_chat_model
 from graphs.offload.graph import builder as offload_builder
 from nodes.chain.core import cached_tree, document_vectors
 from nodes.ingest import ingest
-from nodes.offload.canvas import ensure_canvas, load_canvas
+from nodes.offload.canvas import load_canvas
+from nodes.offload.canvas_writer import ensure_canvas
 from nodes.retrieval import lexical_index
 from stores.documents import get_document, index_identity
 from stores.models import LLM, use_chat_model
 from stores.settings import InputError
 from stores.vectorstore import get_store
-from tests.fakes import offload_chat_model
 
 TEXT = "# Herons\n\n" + "\n\n".join(
     f"Paragraph {i}: herons wait very still in shallow water near reed beds for small fish." for i in range(12)
@@ -119,8 +120,8 @@ def test_bm25_index_follows_the_index(doc_id: str) -> None:
 
 
 def test_summarize_reuses_expert_answers_only_on_the_same_index(doc_id: str) -> None:
+    from doubles.replies import summarize_chat_model
     from graphs.summarize.graph import graph as summarize
-    from tests.fakes import summarize_chat_model
 
     def cached_answers() -> list[bool]:
         with use_chat_model(summarize_chat_model()):

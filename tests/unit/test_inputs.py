@@ -10,6 +10,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import offload_chat_model as fake_chat_model
+from doubles.replies import offload_reply, summarize_reply
 from graphs.ingest import graph as ingest
 from graphs.route.graph import graph as route
 from graphs.summarize.graph import graph as summarize
@@ -21,8 +23,6 @@ from stores.settings import MAX_QUESTION_CHARS, InputError
 from stores.text import content_hash
 from surfaces import cli
 from surfaces.registry import compile_with
-from tests.fakes import offload_chat_model as fake_chat_model
-from tests.fakes import offload_reply, summarize_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 LONG = "why " * (MAX_QUESTION_CHARS // 4 + 1)

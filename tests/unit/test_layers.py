@@ -3,7 +3,8 @@
 ``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (the agents)
 imports from ``graphs`` only the schemas (``graphs.context`` and each workflow's ``state``/``context``),
 never a wiring module; no runtime layer imports ``surfaces`` (the ways in), ``bench``, ``tests`` or the
-test doubles of ``doubles``; and tests import ``bench`` only when they test a benchmark. Imports are read
+test doubles of ``doubles``; the benchmarks take their scripted models from ``doubles``, never from ``tests``;
+and tests import ``bench`` only when they test a benchmark. Imports are read
 from the source (module level and inside functions, ``importlib.import_module("...")`` with a literal too).
 """
 
@@ -21,6 +22,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "nodes": ("surfaces", "bench", "tests", "doubles"),
     "graphs": ("surfaces", "bench", "tests", "doubles"),
     "surfaces": ("bench", "tests", "doubles"),
+    "bench": ("tests",),
+    "doubles": ("tests", "bench"),
 }
 
 SCHEMA_MODULES = ("state", "context")
@@ -94,7 +97,7 @@ def test_tests_import_bench_only_to_test_benchmarks() -> None:
         for path in _sources("tests")
         if path not in allowed and "bench" in imported_modules(path)
     )
-    assert not wrong, f"these tests import bench/ (move the fakes they need to tests/fakes.py): {wrong}"
+    assert not wrong, f"these tests import bench/ (move the doubles they need to doubles/): {wrong}"
 
 
 def test_the_checker_sees_every_kind_of_import(tmp_path: Path) -> None:

@@ -4,32 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from doubles.files import docx_bomb, docx_bytes, pdf_with_text
 from stores.loaders import decode_bytes, load_path, load_text
 from stores.settings import InputError
 
 
-def _pdf_with_text(path: Path, text: str) -> None:
-    """Write a one-page PDF whose content stream draws ``text`` (a real text layer)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    for off in offsets:
-        out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
+def _pdf_with_text(path: Path, text: str, pages: int = 1) -> None:
+    path.write_bytes(pdf_with_text(text, pages))
 
 
 def test_markdown_and_text(tmp_path: Path) -> None:
@@ -126,9 +107,12 @@ def test_encodings() -> None:
     assert decode_bytes("\ufeffhi".encode("utf-8")) == "hi"
     assert decode_bytes("wide text".encode("utf-16")) == "wide text"
     latin = ("Le café est très bon, déjà vu à la fenêtre. " * 20).encode("latin-1")
-    assert "café" in decode_bytes(latin)
+    assert "café" in decode_bytes(latin, encoding="latin-1")
     chinese = ("这是一个用于测试编码检测的中文句子，内容足够长。" * 10).encode("gb18030")
-    assert "中文句子" in decode_bytes(chinese)
+    assert "中文句子" in decode_bytes(chinese, encoding="gb18030")
+    for legacy, offset in ((latin, 6), (chinese, 0)):  # never guessed: the caller names the encoding
+        with pytest.raises(InputError, match=f"invalid UTF-8 at byte {offset} "):
+            decode_bytes(legacy)
 
 
 def test_raw_text() -> None:
@@ -160,7 +144,7 @@ def test_docx_with_malformed_xml_is_a_clear_input_error(tmp_path: Path) -> None:
 def test_utf8_with_a_broken_byte_is_an_error_not_a_legacy_code_page(tmp_path: Path) -> None:
     broken = tmp_path / "notes.txt"
     broken.write_bytes("Café crème, naïve résumé. ".encode() * 20 + b"\xff" + b" Fin.")
-    with pytest.raises(InputError, match=r"invalid UTF-8 at byte 620 \(the rest reads as UTF-8\)"):
+    with pytest.raises(InputError, match=r"invalid UTF-8 at byte 620 \(0xff\)"):
         load_path(broken)
     assert "Caf" in load_path(broken, encoding="latin-1").text
     with pytest.raises(InputError, match="not utf-8 text"):
@@ -169,7 +153,28 @@ def test_utf8_with_a_broken_byte_is_an_error_not_a_legacy_code_page(tmp_path: Pa
         load_path(broken, encoding="klingon")
     legacy = tmp_path / "legacy.txt"
     legacy.write_bytes(("Le café est très bon, déjà vu à la fenêtre. " * 20).encode("cp1252"))
-    assert "café" in load_path(legacy).text  # a whole legacy file is still read, by a confident guess
+    with pytest.raises(InputError, match=r"invalid UTF-8 at byte 6 .*--encoding"):
+        load_path(legacy)
+    assert "café" in load_path(legacy, encoding="cp1252").text
+
+
+def test_one_stray_byte_in_ascii_text_is_refused_naming_its_offset(tmp_path: Path) -> None:
+    path = tmp_path / "prices.txt"
+    path.write_bytes(b"The pump costs 10\xff euros.\n")
+    with pytest.raises(InputError, match=r"prices\.txt: invalid UTF-8 at byte 17 \(0xff\)"):
+        load_path(path)
+    assert "10\xff euros" in load_path(path, encoding="latin-1").text  # the caller's choice is taken as given
+    with pytest.raises(InputError, match="invalid UTF-8 at byte 5"):
+        load_path(path.with_suffix(".html").write_bytes(b"<p>10\xff</p>") and path.with_suffix(".html"))
+
+
+@pytest.mark.parametrize("encoding", ["klingon", "rot13", "base64", "undefined", "utf\x00", "x" * 5000, "idna"])
+def test_an_unknown_or_non_text_encoding_is_an_input_error(tmp_path: Path, encoding: str) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"caf\xe9 au lait.")
+    with pytest.raises(InputError, match=r"encoding|not .* text") as caught:
+        load_path(path, encoding=encoding)
+    assert len(str(caught.value)) < 300
 
 
 def test_ingest_command_takes_an_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,3 +186,84 @@ def test_ingest_command_takes_an_encoding(tmp_path: Path, capsys: pytest.Capture
     assert "invalid UTF-8" in capsys.readouterr().err
     assert cli.main(["ingest", str(path), "-q", "--embedder", "hash", "--encoding", "cp1252", "--json"]) == 0
     assert '"chunks": 1' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\u200b\u200c\u200d\ufeff\u2060" * 50, "# Title\n\n## Part one\n\n### Part two\n", "# \u200b\n\n\u00a0\u200b\n"],
+)
+def test_text_of_only_invisible_characters_or_headings_is_empty(tmp_path: Path, text: str) -> None:
+    with pytest.raises(InputError, match="empty"):
+        load_text(text)
+    path = tmp_path / "blank.md"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match="empty"):
+        load_path(path)
+    assert load_text("# Title\n\nOne line of text.").text.endswith("One line of text.")
+
+
+def test_extracted_text_and_chunks_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.chunking import chunk_text
+    from stores.settings import TooLarge
+
+    monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "1000")
+    with pytest.raises(TooLarge, match="1099 characters of text is over the 1000 limit"):
+        load_text("word " * 220)
+    pdf = tmp_path / "long.pdf"
+    _pdf_with_text(pdf, "Forty characters of text on every page..", pages=40)
+    with pytest.raises(TooLarge, match="the PDF's text is over the 1000 character limit"):
+        load_path(pdf)
+    monkeypatch.setenv("LONGDOC_MAX_CHUNKS", "3")
+    with pytest.raises(TooLarge, match="more than 3 chunks of 60 tokens"):
+        chunk_text("A sentence of a few words here. " * 200, chunk_size=60, chunk_overlap=0)
+    assert 1 < len(chunk_text("A sentence of a few words here. " * 10, chunk_size=60, chunk_overlap=0)) <= 3
+
+
+def test_a_pdf_of_3000_pages_is_refused_before_its_text_is_read(tmp_path: Path) -> None:
+    import time
+
+    from stores.settings import TooLarge
+
+    pdf = tmp_path / "pages.pdf"
+    _pdf_with_text(pdf, "A", pages=3000)
+    start = time.monotonic()
+    with pytest.raises(TooLarge, match="3000 pages is over the 2000 page limit"):
+        load_path(pdf)
+    assert time.monotonic() - start < 5
+
+
+def test_a_docx_that_unpacks_to_30_mb_of_xml_is_refused_fast(tmp_path: Path) -> None:
+    import time
+    import tracemalloc
+
+    from stores.settings import TooLarge
+
+    bomb = docx_bomb(30)
+    path = tmp_path / "bomb.docx"
+    path.write_bytes(bomb)
+    assert path.stat().st_size < 200_000
+    tracemalloc.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(TooLarge, match=r"word/document\.xml unpacks to \d+ times its packed size"):
+            load_path(path)
+        took = time.monotonic() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert took < 2 and peak < 5 * 1024 * 1024
+
+
+def test_docx_archive_members_and_unpacked_size_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.loaders import load_bytes
+    from stores.settings import TooLarge
+
+    many = docx_bytes(["Hello."], {f"extra/item{i}.xml": b"<a/>" for i in range(30)})
+    monkeypatch.setenv("LONGDOC_MAX_ARCHIVE_MEMBERS", "20")
+    with pytest.raises(TooLarge, match=r"holds \d+ files, over the limit of 20"):
+        load_bytes(many, "many.docx")
+    monkeypatch.setenv("LONGDOC_MAX_ARCHIVE_MEMBERS", "1000")
+    assert load_bytes(many, "many.docx").text == "Hello."
+    monkeypatch.setenv("LONGDOC_MAX_UNPACKED_BYTES", "20000")
+    with pytest.raises(TooLarge, match=r"unpacks to \d+ bytes, over the 20000 byte limit"):
+        load_bytes(docx_bytes(["Some text. " * 3000]), "big.docx")

@@ -8,7 +8,8 @@ from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
 from stores import local_model
-from stores.models import LLM, ModelOutputError, llm_for, messages, parse_json_object, use_chat_model
+from stores.models import LLM, ModelOutputError, llm_for, messages, use_chat_model
+from stores.replies import parse_json_object
 from stores.settings import InputError, ModelError, get_settings
 from stores.usage import merge_usage, track_usage
 

@@ -11,12 +11,12 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import offload_chat_model
 from graphs.offload.graph import builder
 from nodes.ingest import ingest
 from stores.chat_stream import FieldStream, streamed_field, unstreamed
 from stores.models import LLM, use_chat_model
 from stores.settings import InputError
-from tests.fakes import offload_chat_model
 
 BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
 

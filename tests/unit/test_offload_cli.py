@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from doubles.replies import offload_chat_model as fake_chat_model
 from stores.models import use_chat_model
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
-from tests.fakes import offload_chat_model as fake_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

@@ -12,15 +12,16 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import offload_reply as scripted_reply
 from graphs.offload.graph import OffloadContext, builder, graph
 from nodes.ingest import ingest
+from stores.cache import reset_caches
 from stores.checkpoint import open_checkpointer
 from stores.models import use_chat_model
 from stores.offload import get_offload_store
 from stores.settings import InputError
 from stores.text import count_tokens
-from stores.vectorstore import get_store, reset_stores
-from tests.fakes import offload_reply as scripted_reply
+from stores.vectorstore import get_store
 
 QUESTIONS = [
     "Who manages procurement?",
@@ -237,7 +238,7 @@ def test_session_resumes_after_a_restart(doc_id: str) -> None:
 
     with open_checkpointer() as saver:
         first = session(Model(), doc_id, QUESTIONS[:2], {"policy": "offload"}, thread="resume", saver=saver)
-    reset_stores()  # a new process: stores and checkpointer reopened from disk
+    reset_caches()  # a new process: stores and checkpointer reopened from disk
     model = Model(hook)
     with open_checkpointer() as saver, use_chat_model(model.chat):
         compiled = builder.compile(checkpointer=saver)
@@ -356,3 +357,34 @@ def test_langserve_route_answers_a_turn(doc_id: str) -> None:
     assert out["turn"] == 1 and out["policy"] == "offload" and out["answer"] and out["input_tokens"] > 0
     assert out["offloaded"][0]["id"] == "o1" and out["session"]
     assert bad.status_code == 400 and "question is empty" in bad.json()["detail"]
+
+
+def test_a_turn_reads_its_canvas_and_resolves_its_recall_once(doc_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nodes.offload.answer as answer_nodes
+    import nodes.offload.canvas as canvas_store
+
+    reads: list[str] = []
+    resolved: list[list[str]] = []
+    read_stored, resolve = canvas_store._read_stored, answer_nodes.resolve_recall
+
+    def counting_read(store: Any, doc: str, index: str) -> Any:
+        reads.append(doc)
+        return read_stored(store, doc, index)
+
+    def counting_resolve(ids: Sequence[str], **kwargs: Any) -> Any:
+        resolved.append(list(ids))
+        return resolve(ids, **kwargs)
+
+    monkeypatch.setattr(canvas_store, "_read_stored", counting_read)
+    monkeypatch.setattr(answer_nodes, "resolve_recall", counting_resolve)
+
+    def hook(messages: Sequence[BaseMessage]) -> str | None:
+        system, user = prompt_of(messages)
+        if '"recall"' in system and "What budget" in user:
+            return json.dumps({"answer": "", "citations": [], "recall": ["o1"]})
+        return None
+
+    outs = session(Model(hook), doc_id, QUESTIONS[:2], {"policy": "offload_canvas"})
+    assert outs[0]["canvas"]["nodes"] and outs[1]["memory"].get("canvas", 0) > 0
+    assert reads == [doc_id]  # read once (the canvas writer found none and made it), then kept for every step
+    assert resolved == [["o1"]] and [r["id"] for r in outs[1]["recalled"]] == ["o1"]

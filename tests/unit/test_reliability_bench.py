@@ -15,7 +15,9 @@ def test_interrupted_chat_turns_resume_cleanly_without_repeated_calls() -> None:
 def test_every_bad_input_gets_a_clear_one_line_error(tmp_path: Path) -> None:
     out = reliability.bad_inputs(tmp_path)
     unclear = [c for c in out["cases"] if not c["clear"]]
-    assert out["tried"] >= 15 and not unclear, unclear
+    assert out["tried"] >= 34 and not unclear, unclear
+    cases = {c["case"] for c in out["cases"]}
+    assert {"92 KB .docx of 30 MB XML", "NaN in configurable", "another tenant's thread id"} <= cases
 
 
 def test_concurrent_requests_all_succeed() -> None:
@@ -28,12 +30,42 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     monkeypatch.setattr(reliability, "faults", lambda: {"injected": 0, "runs": []})
     killed = {"kills": 1, "clean_resumes": 1, "repeated_calls": 0, "runs": []}
     monkeypatch.setattr(reliability, "kills", lambda points, folder: killed)
+    index = {
+        "rechunk_rounds": 1,
+        "consistent_rounds": 1,
+        "kills": 4,
+        "whole_after_kill": 4,
+        "clean_after_next_ingest": 4,
+    }
+    monkeypatch.setattr(reliability, "index_integrity", lambda folder, rounds: index)
+    kept = {"requests_ok": 2, "refused_status": 400, "leaks": 0, "left_after_forget": 0}
+    monkeypatch.setattr(reliability, "retention", lambda folder: kept)
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
 
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert set(report) == {"faults", "interruptions", "kills", "bad_inputs", "concurrency", "seconds"}
+    assert set(report) == {
+        "faults",
+        "interruptions",
+        "kills",
+        "bad_inputs",
+        "concurrency",
+        "index",
+        "retention",
+        "seconds",
+    }
+    assert reliability.main(["--out", str(out), "--suites", "index"]) == 0
+    assert set(json.loads(out.read_text(encoding="utf-8"))) == {"index", "seconds"}
+
+
+def test_index_integrity_and_retention_hold(tmp_path: Path) -> None:
+    index = reliability.index_integrity(tmp_path, 1)
+    assert index["consistent_rounds"] == 1 and index["kills"] == 4, index
+    assert index["whole_after_kill"] == index["clean_after_next_ingest"] == 4, index["runs"]
+    kept = reliability.retention(tmp_path)
+    assert kept["requests_ok"] == 2 and kept["refused_status"] == 400 and kept["checkpointed_rows"] > 0
+    assert kept["leaks"] == kept["left_after_forget"] == 0
 
 
 @pytest.mark.enable_socket
@@ -69,3 +101,11 @@ def test_a_report_that_falls_short_is_a_failure() -> None:
     ]
     short = {**good, "kills": {"kills": 19, "clean_resumes": 19, "repeated_calls": 0, "runs": [{}] * 20}}
     assert reliability.failures(short) == ["kills: 1 processes finished before their kill came"]
+    mixed = {**good, "index": {"rechunk_rounds": 2, "consistent_rounds": 1, "kills": 4, "whole_after_kill": 3}}
+    assert reliability.failures(mixed) == [
+        "index: 1 re-chunk rounds left a mixed index",
+        "index: 1 killed re-indexes not whole after kill",
+        "index: 4 killed re-indexes not clean after next ingest",
+    ]
+    leaky = {**good, "retention": {"leaks": 2, "left_after_forget": 0, "refused_status": 400, "requests_ok": 2}}
+    assert reliability.failures(leaky) == ["retention: 2 leaks, 0 left after forget"]

@@ -15,13 +15,13 @@ from fastapi.testclient import TestClient
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import offload_reply as scripted_reply
 from graphs.offload.graph import builder
 from nodes.ingest import ingest
 from stores.models import ModelError, use_chat_model
 from surfaces import cli
 from surfaces.resume import plan
 from surfaces.serve import create_app
-from tests.fakes import offload_reply as scripted_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 OFFLOADER = "turn it into a note"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from graphs.context import field_descriptions
-from graphs.route.graph import RouteContext, builder, graph
+from graphs.route.context import RouteContext
+from graphs.route.graph import builder, graph
 from stores.settings import InputError
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 
@@ -216,3 +217,34 @@ def test_decompose_routes_each_task_and_reports_them(registry_file: Path) -> Non
     with use_chat_model(ScriptedChatModel(default=json.dumps({"tasks": ["read prices.txt then check ACME"]}))):
         single = graph.invoke(request, context=RouteContext(k=2, decompose=True))
     assert single["tasks"] == [["read prices.txt then check ACME"]]
+
+
+def test_route_settings_come_from_the_context_field_by_field() -> None:
+    from nodes.route.fusion import RouteSettings
+    from nodes.route.router import route_settings
+
+    values: dict[str, Any] = {
+        "k": 7,
+        "candidates_factor": 3,
+        "rrf_k": 42.0,
+        "agent_weight": 2.0,
+        "tool_weight": 0.5,
+        "retrieval": "bm25",
+        "bm25_weight": 0.25,
+        "evidence_tools": 1,
+        "top_tools": 4,
+        "aggregate": "first",
+        "index": "memory",
+        "fusion": "minmax",
+        "entity_weight": 0.0,
+        "clause_weight": 0.75,
+        "bm25_fields": (1.0, 2.0, 0.0, 1.0),
+    }
+    ctx = RouteContext(**values)
+    settings = route_settings(ctx)
+    expected = {f.name: getattr(ctx, f.name) for f in fields(RouteSettings) if f.name != "evidence"}
+    assert {f.name: getattr(settings, f.name) for f in fields(RouteSettings) if f.name != "evidence"} == expected
+    assert settings.evidence == 1
+    # weights left empty come from the profile; the call's own profile, k and retrieval win
+    called = route_settings(RouteContext(), "paper", k=2, retrieval="vector")
+    assert (called.agent_weight, called.tool_weight, called.k, called.retrieval) == (1.5, 1.0, 2, "vector")

@@ -71,10 +71,28 @@ def test_file_names_resolve_inside_the_ingest_root_only(tmp_path: Path) -> None:
 def test_a_thread_stays_with_its_first_tenant_and_namespace() -> None:
     files = IngestRoot(None)
     guard.check_run({"assistant_id": "chain"}, "shared", TEAM_B, files)
-    for tenant, namespace in ((Tenant("team-a", ("team-a",)), ""), (TEAM_B, "team-b-old")):
+    with pytest.raises(guard.Refused) as refused:
+        guard.check_run({"assistant_id": "chain", "context": {"namespace": "team-b-old"}}, "shared", TEAM_B, files)
+    assert refused.value.status == 403
+
+
+def test_another_tenants_thread_is_answered_as_one_that_does_not_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Aegra's thread table (here a dict): a foreign id and an unknown one get the same 404."""
+    table = {"b-thread": "team-b"}
+    monkeypatch.setattr(guard, "_aegra_owner", lambda thread_id: table.get(thread_id, ""))
+    files = IngestRoot(None)
+    team_a = Tenant("team-a", ("team-a",))
+    answers = []
+    for thread in ("b-thread", "nobodys-thread"):
         with pytest.raises(guard.Refused) as refused:
-            guard.check_run({"assistant_id": "chain", "context": {"namespace": namespace}}, "shared", tenant, files)
-        assert refused.value.status == 403
+            guard.check_run({"assistant_id": "chain", "input": {"question": "?"}}, thread, team_a, files)
+        answers.append((refused.value.status, str(refused.value).replace(thread, "ID")))
+    assert answers[0] == answers[1] and answers[0][0] == 404
+    assert guard.check_run({"assistant_id": "chain"}, "b-thread", TEAM_B, files)["context"]["namespace"] == "team-b"
+    # Thread ids are the server's to choose: one answer whoever holds the id.
+    assert _call("/threads", "key-a", {"thread_id": "b-thread"})[0] == 400
+    assert _call("/threads", "key-a", {"thread_id": "free-id"})[0] == 400
+    assert _call("/threads", "key-a", {"metadata": {}})[0] == 200
 
 
 def test_the_auth_handler_names_the_tenant_of_a_key() -> None:
@@ -109,7 +127,7 @@ def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[s
     async def receive() -> Any:
         return {"type": "http.request", "body": payload, "more_body": False}
 
-    headers = [(b"content-length", str(len(payload)).encode())]
+    headers = [(b"content-length", str(len(payload)).encode()), (b"content-type", b"application/json")]
     if key:
         headers.append((b"x-api-key", key.encode()))
     scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
@@ -125,7 +143,45 @@ def test_the_guard_refuses_missing_keys_and_rewrites_run_requests() -> None:
     assert status == 200 and seen is not None
     assert seen["body"]["context"] == {"namespace": "team-a"}
     assert int(seen["length"]) == len(json.dumps(seen["body"]).encode())
-    assert _call("/threads/t9/runs/stream", "key-b", {"assistant_id": "ingest"})[0] == 403  # team-a's thread
+    foreign_namespace = {"assistant_id": "ingest", "context": {"namespace": "team-a"}}
+    assert _call("/threads/t9/runs/stream", "key-b", foreign_namespace)[0] == 403
+
+
+def test_the_guard_refuses_bodies_that_are_not_plain_json() -> None:
+    nested = {"assistant_id": "ingest", "input": {"text": "x", "title": [[[[[[[[]]]]]]]]}}
+    assert _call("/threads/t5/runs/wait", "key-a", nested)[0] == 200
+    deep: Any = []
+    for _ in range(100):
+        deep = [deep]
+    assert _call("/threads/t5/runs/wait", "key-a", {"assistant_id": "ingest", "input": {"title": deep}})[0] == 400
+    nan = {"assistant_id": "chain", "context": {"jump_penalty": float("nan")}}
+    assert _call("/threads/t5/runs/wait", "key-a", nan)[0] == 400
+
+
+def test_a_500_never_shows_its_details() -> None:
+    sent: list[Any] = []
+
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        detail = b'{"detail": "duplicate key value violates unique constraint: INSERT INTO thread (thread_id) ..."}'
+        await send({"type": "http.response.start", "status": 500, "headers": [(b"content-length", b"90")]})
+        await send({"type": "http.response.body", "body": detail})
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    headers = [(b"x-api-key", b"key-a"), (b"content-type", b"application/json")]
+    scope = {"type": "http", "method": "POST", "path": "/threads", "headers": headers}
+    asyncio.run(guard.TenantGuard(failing)(scope, receive, send))
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert sent[0]["status"] == 500 and b"INSERT" not in body and b"thread_id" not in body
+    assert json.loads(body)["error"] == "internal_error"
+    plain = {"type": "http", "method": "POST", "path": "/threads", "headers": [(b"x-api-key", b"key-a")]}
+    sent.clear()
+    asyncio.run(guard.TenantGuard(failing)(plain, receive, send))
+    assert sent[0]["status"] == 415
 
 
 def test_runs_get_the_run_deadline_and_large_bodies_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

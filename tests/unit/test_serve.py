@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from doubles.replies import offload_chat_model as fake_chat_model
 from surfaces.serve import create_app
-from tests.fakes import offload_chat_model as fake_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

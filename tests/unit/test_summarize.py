@@ -12,19 +12,19 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 import graphs.summarize.graph as summarize
-import nodes.summarize.experts as summarize_experts
+import nodes.summarize.expert as summarize_experts
 from doubles.chat import ScriptedChatModel
+from doubles.replies import summarize_chat_model as fake_chat_model
+from doubles.replies import summarize_reply as scripted_reply
 from graphs.context import field_descriptions
+from graphs.summarize.context import SummarizeContext
 from graphs.summarize.graph import graph
-from graphs.summarize.state import SummarizeContext
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import ModelOutputError, use_chat_model
 from stores.settings import InputError, ModelError
 from stores.usage import usage_totals
 from tests.fakes import length_finish_error
-from tests.fakes import summarize_chat_model as fake_chat_model
-from tests.fakes import summarize_reply as scripted_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

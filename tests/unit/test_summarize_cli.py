@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-import nodes.summarize.experts as summarize_experts
+import nodes.summarize.expert as summarize_experts
+from doubles.replies import summarize_chat_model
 from stores.models import use_chat_model
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
-from tests.fakes import summarize_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from doubles.replies import summarize_chat_model
 from graphs.summarize.graph import graph
 from nodes.summarize.gaps import missing_parts, uncovered_topics
 from stores.models import use_chat_model
 from stores.vectorstore import Hit
-from tests.fakes import summarize_chat_model
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

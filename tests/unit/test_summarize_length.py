@@ -11,10 +11,11 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import ScriptedChatModel
+from doubles.replies import summarize_reply
 from graphs.summarize.graph import graph
 from nodes.summarize.length import length_bounds, length_units
 from stores.models import use_chat_model
-from tests.fakes import fixed_length_reply, summarize_reply
+from tests.fakes import fixed_length_reply
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from doubles.chat import ScriptedChatModel
+from graphs.summarize.context import DEFAULT_EXPERTS
 from nodes.ingest import ingest
 from nodes.summarize.baselines import cite_chunk, group_notes, is_none
 from nodes.summarize.editing import (
@@ -19,14 +20,7 @@ from nodes.summarize.editing import (
     questions_schema,
     usable_answers,
 )
-from nodes.summarize.expert import (
-    DEFAULT_EXPERTS,
-    AnswerCache,
-    answer_question,
-    citations_in,
-    normalise_chunk_id,
-    says_not_found,
-)
+from nodes.summarize.expert import AnswerCache, answer_question, citations_in, normalise_chunk_id, says_not_found
 from nodes.summarize.fact_checker import factcheck_stats
 from nodes.summarize.length import draft_fits, length_units, trim_to_length
 from nodes.summarize.sentences import parse_cited_sentences, render_summary, text_blocks, with_citations

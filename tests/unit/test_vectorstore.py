@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from deploy.cluster import chroma_binary, chroma_server
 from stores.documents import DocumentInfo, document_text, get_document, list_documents, save_document
 from stores.settings import InputError
-from stores.vectorstore import Record, VectorStore, check_namespace, get_client, get_store, reset_stores
+from stores.vectorstore import Record, VectorStore, check_namespace, get_store, reset_stores
+from tests.backends import backend, chroma_url
 
-
-@pytest.fixture(scope="module")
-def chroma_url() -> Iterator[str]:
-    if chroma_binary() is None:
-        pytest.skip("the chroma command is not installed (make install)")
-    with tempfile.TemporaryDirectory(prefix="longdoc-chroma-") as folder, chroma_server(Path(folder)) as url:
-        yield url
-
-
-@pytest.fixture(
-    autouse=True, params=["local", pytest.param("server", marks=[pytest.mark.enable_socket, pytest.mark.integration])]
-)
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Every test once on the local directory, once on a Chroma server (emptied after each test)."""
-    if request.param == "local":
-        yield "local"
-        return
-    monkeypatch.setenv("LONGDOC_CHROMA_URL", request.getfixturevalue("chroma_url"))
-    reset_stores()
-    yield "server"
-    client = get_client()
-    for collection in client.list_collections():
-        client.delete_collection(collection.name)
-    reset_stores()
+__all__ = ["backend", "chroma_url"]  # fixtures
 
 
 def _records(doc_id: str, texts: list[str]) -> list[Record]:
@@ -122,3 +97,23 @@ def test_the_document_registry_is_shared_through_a_server(
         assert list_documents("team") == []
         with pytest.raises(InputError):
             get_document("team", "abc123")
+
+
+def test_a_filtered_search_asks_for_at_most_k_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = get_store("default")
+    store.add(
+        [Record(id=f"d:c{i}", text=f"chunk {i} about pumps", kind="chunk", doc_id="d", position=i) for i in range(30)]
+    )
+    asked: list[dict] = []
+    get = store.collection.get
+
+    def spy(*args: object, **kwargs: object) -> dict:
+        asked.append(dict(kwargs))
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(store.collection, "get", spy)
+    monkeypatch.setattr(store, "count", lambda **_: pytest.fail("search counted every record"))
+    hits = store.search("pumps", k=3, doc_id="d")
+    assert len(hits) == 3
+    assert asked and all(a.get("limit") == 3 for a in asked)
+    assert store.search("pumps", k=5, doc_id="nothing") == []

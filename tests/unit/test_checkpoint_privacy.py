@@ -1,0 +1,76 @@
+"""Document text and uploads never reach the checkpoint database; refused requests leave no checkpoint.
+
+Every table of the SQLite checkpointer (and its file) is scanned after a served upload, a chat
+that names its document by ``text``, a question over the size limit and a question about an
+unknown document.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodes.ingest import ingest
+from stores.checkpoint import open_checkpointer
+from stores.models import use_chat_model
+from stores.settings import MAX_QUESTION_CHARS, InputError
+from tests.checkpoint_checks import config, db_holds, served, thread_rows
+from tests.fakes import offload_chat_model
+
+__all__ = ["served"]  # the fixture
+
+SECRET = "Vault code 7731-ZEBRA-QUILL opens the archive."
+TEXT = "\n\n".join(
+    f"## Room {r}\n\n"
+    + "\n\n".join(
+        f"Shelf {i} of room {r}: the archive keeps old maps of the harbour and its lighthouses." for i in range(20)
+    )
+    for r in range(6)
+)
+TEXT += "\n\n## Vault\n\n" + SECRET
+"""Several chunks: no chunk a workflow shows holds the whole text."""
+
+
+def test_document_text_and_uploads_never_reach_the_checkpoint_database(served: Any, longdoc_home: Path) -> None:
+    upload = base64.b64encode(("# Upload\n\nThe upload says: " + SECRET.replace("7731", "9902")).encode()).decode()
+    out = served("ingest").invoke({"data": upload, "filename": "notes.md"}, config("t-upload"))
+    assert out["chunks"] >= 1
+    with use_chat_model(offload_chat_model()):
+        chat = served("offload").invoke({"question": "What opens the archive?", "text": TEXT}, config("t-chat"))
+    assert chat["doc_id"] and chat["answer"]
+    assert thread_rows(longdoc_home, "t-chat") > 0  # the chat is checkpointed, without the text
+    with open_checkpointer() as saver:
+        for item in saver.list(None):
+            values = item.checkpoint["channel_values"]
+            assert not values.get("text") and not (values.get("__start__") or {}).get("text")
+            assert not [w for w in item.pending_writes or [] if w[1] in ("text", "data") and w[2]]
+    for needle in ("9902-ZEBRA", "The upload says", upload[:40], TEXT[:1000], TEXT[-1000:]):
+        assert db_holds(longdoc_home, needle) == [], needle
+
+
+def test_refused_requests_leave_no_checkpoint(served: Any, longdoc_home: Path) -> None:
+    doc_id = ingest(text=TEXT).doc_id
+    huge = "why " * (MAX_QUESTION_CHARS // 2)
+    with use_chat_model(offload_chat_model()), pytest.raises(InputError, match="characters long"):
+        served("chain").invoke({"question": huge, "doc_id": doc_id}, config("t-huge"))
+    with use_chat_model(offload_chat_model()), pytest.raises(InputError, match="not ingested"):
+        served("chain").invoke({"question": "Which maps?", "doc_id": "0123456789abcdef"}, config("t-unknown"))
+    assert thread_rows(longdoc_home, "t-huge") == thread_rows(longdoc_home, "t-unknown") == 0
+    assert db_holds(longdoc_home, "why why why") == []
+
+
+def test_a_refused_command_line_run_leaves_no_checkpoint(tmp_path: Path, longdoc_home: Path) -> None:
+    from surfaces.cli import main
+
+    doc = tmp_path / "archive.md"
+    doc.write_text(TEXT, encoding="utf-8")
+    huge = "why " * (MAX_QUESTION_CHARS // 2)
+    assert main(["ask", str(doc), huge, "--thread-id", "t-cli"]) == 2
+    assert main(["summarize", str(doc), "--query", huge, "--thread-id", "t-cli-sum"]) == 2
+    assert not (longdoc_home / "checkpoints.sqlite").exists() or (
+        thread_rows(longdoc_home, "t-cli") == thread_rows(longdoc_home, "t-cli-sum") == 0
+    )
+    assert db_holds(longdoc_home, "why why why") == []
