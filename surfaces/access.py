@@ -209,6 +209,40 @@ async def read_body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes 
     return b"".join(chunks)
 
 
+class Refused(Exception):
+    """A request refused with HTTP ``status``; the message is the caller's to read."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def max_request_bytes() -> int:
+    """``LONGDOC_MAX_REQUEST_BYTES``: the largest request body either server reads."""
+    return get_settings().max_request_bytes
+
+
+async def read_json_body(headers: Any, receive: Callable[[], Awaitable[Any]], limit: int) -> bytes:
+    """The body of a request that writes, read and checked before any parser sees it.
+
+    :class:`Refused` with 415 when it is not sent as JSON, 413 when it is (or says it is) over ``limit``
+    bytes, 400 when :func:`check_request_json` finds it nested too deep or holding a non-JSON number.
+    """
+    if not json_media_type(str(headers.get("content-type") or "")):
+        raise Refused(415, "send the request as JSON (Content-Type: application/json)")
+    declared = str(headers.get("content-length") or "")
+    if declared.isdigit() and int(declared) > limit:
+        raise Refused(413, f"request body over {limit} bytes")
+    raw = await read_body(receive, limit)
+    if raw is None:
+        raise Refused(413, f"request body over {limit} bytes")
+    try:
+        check_request_json(raw)
+    except InputError as exc:
+        raise Refused(400, str(exc)) from None
+    return raw
+
+
 def replay_body(body: bytes, receive: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
     """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
     sent = False

@@ -65,11 +65,11 @@ from surfaces.access import (
     TENANT_KEY,
     Access,
     AccessError,
+    Refused,
     check_finite,
-    check_request_json,
-    json_media_type,
+    max_request_bytes,
     presented_key,
-    read_body,
+    read_json_body,
     replay_body,
     served_fields,
     thread_key,
@@ -92,10 +92,6 @@ async def _deadline() -> AsyncIterator[None]:
                 yield
     except TimeoutError:
         raise RunTimeout(run_timeout_message(seconds or 0)) from None
-
-
-def _max_request_bytes() -> int:
-    return get_settings().max_request_bytes
 
 
 class GuardMiddleware:
@@ -124,23 +120,10 @@ class GuardMiddleware:
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        if not json_media_type(headers.get("content-type", "")):
-            detail = "send the request as JSON (Content-Type: application/json)"
-            await JSONResponse({"detail": detail}, status_code=415)(scope, receive, send)
-            return
-        limit = _max_request_bytes()
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
-            return
-        body = await read_body(receive, limit)
-        if body is None:
-            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
-            return
         try:
-            check_request_json(body)
-        except InputError as exc:
-            await JSONResponse({"detail": str(exc)}, status_code=400)(scope, receive, send)
+            body = await read_json_body(headers, receive, max_request_bytes())
+        except Refused as exc:
+            await JSONResponse({"detail": str(exc)}, status_code=exc.status)(scope, receive, send)
             return
         await self.app(scope, replay_body(body, receive), send)
 
