@@ -107,7 +107,7 @@ def _read_manifest(namespace: str, name: str) -> dict[str, Any] | None:
 
 def _manifest_text(namespace: str, name: str) -> str | None:
     """The registered copy's JSON: in the Chroma server when one is set (every instance sees it), else a file."""
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     shared = shared_files(namespace)
     if shared is not None:
@@ -123,7 +123,7 @@ def _manifest_text(namespace: str, name: str) -> str | None:
 
 def _write_manifest(namespace: str, name: str, text: str) -> None:
     from stores.documents import write_atomic
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     shared = shared_files(namespace)
     if shared is not None:
@@ -196,7 +196,7 @@ _registered: dict[tuple[str, str], tuple[str, Registry]] = {}
 
 def registered(namespace: str, name: str) -> Registry:
     """Registry ``name`` as last registered in ``namespace`` (``longdoc`` is built in)."""
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     if shared_files(namespace) is None:
         path = manifest_path(namespace, name)
