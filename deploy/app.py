@@ -25,6 +25,10 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
+The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/offload``
+(:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
+the caller's key.
+
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
 """
 
@@ -34,13 +38,16 @@ import contextlib
 import functools
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid5
 
 import anyio
 from fastapi import FastAPI
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deploy import a2a, mcp
 from stores.settings import InputError, get_settings, run_deadline, run_timeout
 from surfaces.access import (
     FILE_INPUTS,
@@ -288,5 +295,16 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-app = FastAPI(title="longdoc on Aegra")
+@contextlib.asynccontextmanager
+async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own)."""
+    async with mcp.route.running():
+        yield
+
+
+app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
 app.add_middleware(TenantGuard)
+app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
+app.include_router(a2a.router)
+"""The workflows as MCP tools (:mod:`deploy.mcp`) and the chat as an A2A agent (:mod:`deploy.a2a`), behind the
+guard like every other path."""

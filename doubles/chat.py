@@ -92,13 +92,16 @@ class ScriptedChatModel(BaseChatModel):
         if self.delay:
             time.sleep(self.delay)
         reply = self._pick(messages)
-        content = reply(messages) if callable(reply) else str(reply)
-        n_in, n_out = count_tokens(text_in), count_tokens(content)
-        message = AIMessage(
-            content=content,
-            usage_metadata={"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out},
-        )
+        made = reply(messages) if callable(reply) else reply
+        given = made if isinstance(made, AIMessage) else AIMessage(content=str(made))
+        n_in, n_out = count_tokens(text_in), count_tokens(str(given.content))
+        usage = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+        message = given.model_copy(update={"usage_metadata": usage})
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        """The same model: the script decides the tool calls."""
+        return self
 
     def _stream(
         self,
@@ -109,6 +112,10 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         """The scripted reply in pieces of a few characters, usage on the last one (as a streaming API sends it)."""
         message = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        if getattr(message, "tool_calls", None):  # a tool-calling reply arrives whole
+            whole = message.model_dump(exclude={"type", "tool_call_chunks"})
+            yield ChatGenerationChunk(message=AIMessageChunk(**whole))
+            return
         content = str(message.content)
         pieces = [content[i : i + self.piece] for i in range(0, len(content), self.piece)] or [""]
         for n, piece in enumerate(pieces):

@@ -41,6 +41,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from stores.text import count_tokens
 
 TEXT_REPLY = "The document answers this in its first section [c0]."
+PIECE = 12
+"""Characters per chunk of a streamed reply (a reply arrives in pieces, as a model writes it)."""
 
 
 def sample(schema: dict[str, Any], defs: dict[str, Any] | None = None, name: str = "") -> Any:
@@ -325,7 +327,8 @@ def create_app(script: Script | None = None) -> Any:
                 try:
                     async for report in _read_prompt(script.prompt_seconds, progress, prompt):
                         yield chunk({"role": "assistant", "content": None}, prompt_progress=report)
-                    yield chunk({"role": "assistant", "content": content})
+                    for start in range(0, max(1, len(content)), PIECE):
+                        yield chunk({"role": "assistant", "content": content[start : start + PIECE]})
                     yield chunk({}, finish_reason=finish, usage=usage)
                     yield "data: [DONE]\n\n"
                 finally:

@@ -26,6 +26,7 @@ from langchain_core.load import dumps
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
+from stores.chat_stream import call_config, streaming_wanted
 from stores.endpoints import (
     DeadlineReached,
     deadline_reached,
@@ -164,7 +165,7 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         timeout=httpx.Timeout(read_timeout, connect=settings.connect_timeout),
         max_tokens=max_tokens,  # type: ignore[call-arg]
         stream_usage=True,
-        streaming=bundled,
+        streaming=bundled or streaming_wanted(),
         extra_body={"return_progress": True} if bundled else None,
         http_client=http_client(),
         rate_limiter=None if bundled else rate_limiter(base_url),
@@ -270,15 +271,17 @@ class LLM:
                         **(getattr(model, "extra_body", None) or {}),
                         "response_format": _convert_to_openai_response_format(json_schema),
                     }
-                    raw = model.invoke(list(messages), extra_body=body)
+                    raw = model.invoke(list(messages), config=call_config(), extra_body=body)
                     text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
                 else:
                     runnable = model.with_structured_output(json_schema, method="json_schema", include_raw=True)
-                    out = cast(dict[str, Any], runnable.invoke(list(messages)))  # include_raw: a dict
+                    out = cast(
+                        dict[str, Any], runnable.invoke(list(messages), config=call_config())
+                    )  # include_raw: a dict
                     raw = out["raw"]
                     text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
             else:
-                raw = model.invoke(list(messages))
+                raw = model.invoke(list(messages), config=call_config())
                 text = raw.content if isinstance(raw.content, str) else json.dumps(raw.content)
         except DeadlineReached as exc:
             raise RunTimeout(str(exc)) from None

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stores.files import IngestRoot
 from stores.settings import InputError, get_settings
 from stores.vectorstore import check_namespace
 
@@ -113,6 +114,7 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "answer_max_tokens",
         "offloader_max_tokens",
         "offload_backend",
+        "doc_id",
     },
     "route": COMMON_FIELDS
     | {
@@ -384,40 +386,6 @@ def presented_key(headers: Any) -> str:
     if not given and auth.lower().startswith("bearer "):
         given = auth[7:].strip()
     return given
-
-
-class IngestRoot:
-    """Where callers may name files: nowhere (``None``), or inside one operator-chosen folder."""
-
-    REFUSED = "this server does not read its own files: send the document as `text`, or as `data` + `filename`"
-
-    def __init__(self, root: str | Path | None) -> None:
-        self.root = Path(root).expanduser().resolve(strict=True) if root else None
-        if self.root is not None and not self.root.is_dir():
-            raise ValueError(f"LONGDOC_INGEST_ROOT {root} is not a folder")
-
-    @classmethod
-    def from_env(cls) -> IngestRoot:
-        return cls(get_settings().ingest_root)
-
-    def resolve(self, given: str) -> str:
-        """The real path of file ``given`` inside the root; InputError (one message for every case) otherwise."""
-        if self.root is None:
-            raise InputError(self.REFUSED)
-        message = f"no readable file {given!r} under the ingest root"
-        try:
-            candidate = (self.root / given).resolve(strict=True)
-        except (OSError, RuntimeError, ValueError):
-            raise InputError(message) from None
-        if not candidate.is_relative_to(self.root) or not candidate.is_file():
-            raise InputError(message)
-        return str(candidate)
-
-    def scrub(self, message: str) -> str:
-        """``message`` with the root's own location removed (paths shown relative to it)."""
-        if self.root is None:
-            return message
-        return message.replace(str(self.root) + os.sep, "").replace(str(self.root), ".")
 
 
 class ThreadOwners:

@@ -157,7 +157,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             request: dict[str, Any] = {"question": question, "doc_id": doc_id}
             if args.goal and not started:
                 request["goal"] = args.goal
-            printer = AnswerPrinter({"answer"}) if stream else None
+            printer = AnswerPrinter({"answer"}, field=None) if stream else None
             # A turn that died half-way is resumed when asked again, rolled back when another comes.
             turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
             # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.

@@ -72,6 +72,12 @@ class OffloadContext(Context):
     offload_backend: str = field(
         default="chroma", metadata=describe("Offload store: chroma (shared, persistent) or memory.", choices=BACKENDS)
     )
+    doc_id: str = field(
+        default="",
+        metadata=describe(
+            "Document of a new session whose first turn names none (a chat client that sends only messages)."
+        ),
+    )
 
 
 def check_context(ctx: OffloadContext) -> None:

@@ -1,7 +1,9 @@
 """Context offloading with a Mermaid canvas: a multi-turn session over one document, small working memory.
 
 One invocation is one turn; a session is one checkpointed thread (the same ``thread_id`` every
-turn). Input: ``question`` (+ ``path`` or ``doc_id`` on the first turn, optional ``goal``).
+turn). Input: ``question`` or a new human message in ``messages`` (+ ``path`` or ``doc_id`` on the
+first turn, or the context's ``doc_id``; optional ``goal``). Chat clients read the answers in
+``messages``, where only the answering call streams (:mod:`nodes.offload.chat`, :mod:`stores.chat_stream`).
 
     begin -> [canvas] -> retrieve -> answer -> [recall -> answer] -> offload
 
@@ -21,7 +23,8 @@ The memory policy (context ``policy``: full, last_k, offload, offload_canvas) de
 history holds, so one graph serves the product and its baselines. State keeps ids and short
 texts (questions, conclusions, pinned facts), never the document. Output per turn: ``answer``,
 ``citations``, ``input_tokens`` of the answering call, ``offloaded``, ``recalled``, ``cut`` and
-the estimated size of each part of the working memory.
+the estimated size of each part of the working memory; the answer is also appended to ``messages``
+as an AI message carrying its citations, offloaded and recalled ids.
 
 Modules, in the order a turn meets them:
 

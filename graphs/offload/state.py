@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NotRequired
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
@@ -12,11 +14,19 @@ from nodes.ingest import in_namespace
 from stores.usage import Usage, merge_usage, usage_totals
 
 
-class OffloadRequest(TypedDict):
+class ChatMessages(TypedDict, total=False):
+    """The conversation as chat clients read and write it."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """Chat transcript: each turn's question (a new human message may be the turn) and its answer, an AI message
+    whose ``additional_kwargs["longdoc"]`` holds the turn, document, citations, offloaded and recalled ids."""
+
+
+class OffloadRequest(ChatMessages):
     """The input less ``doc_id`` and ``session`` (which the state shares with the output, where they are always set)."""
 
-    question: str
-    """The question of this turn."""
+    question: NotRequired[str]
+    """The question of this turn (or send it as a new human message in ``messages``)."""
     path: NotRequired[str]
     """First turn: a file to ingest and talk about (or doc_id or text)."""
     text: NotRequired[str]
@@ -37,7 +47,7 @@ class OffloadInput(OffloadRequest):
     """Session id for the offload store (default: the thread id)."""
 
 
-class OffloadOutput(TypedDict):
+class OffloadOutput(ChatMessages):
     """What one turn produced."""
 
     turn: int
@@ -92,6 +102,8 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     index identity: its history cites chunk ids of that index)}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
+    reply_id: str
+    """Message id of this turn's answer: the AI message streamed while the answer was written."""
 
 
 def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> OffloadContext:

@@ -23,6 +23,7 @@ from graphs.offload.state import OffloadState, call_record, session_context
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
+from stores.chat_stream import streamed_field
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
 from stores.text import CITATION_TAG, count_tokens
@@ -175,7 +176,11 @@ def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
 
 
 def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Assemble the working memory within the budget and ask the model (answer, or ids to recall)."""
+    """Assemble the working memory within the budget and ask the model (answer, or ids to recall).
+
+    The only model call of a turn that LangGraph's ``messages`` stream shows: the answer's text
+    as it is written (:func:`stores.chat_stream.streamed_field`), as the AI message ``reply_id``.
+    """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
@@ -220,7 +225,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         pieces += recalled
     system = prompts.render("offload/answer_recall" if can_recall else "offload/answer", lang)
     memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
-    with track_usage() as usage:
+    with track_usage() as usage, streamed_field("answer") as written:
         reply, mode = ask(
             llm_for("expert", ctx), memory, recall=can_recall, max_tokens=ctx.answer_max_tokens, lang=lang
         )
@@ -232,6 +237,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "memory": {**memory.parts, "total": memory.tokens},
         "cut": memory.cut,
         "input_tokens": calls[-1]["input"],
+        "reply_id": written.message_id,
         **({"recalled": report} if report else {}),
     }
     if memory.cut:

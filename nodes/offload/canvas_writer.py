@@ -25,6 +25,7 @@ from graphs.offload.state import OffloadState, call_record, session_context
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, outline_spec, render_mermaid
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, save_canvas
 from stores.cache import lru_cache
+from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.settings import InputError
@@ -196,7 +197,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     info = get_document(ctx.namespace, state["doc_id"])
-    with track_usage() as usage:
+    with track_usage() as usage, unstreamed():
         made, cached = ensure_canvas(
             store,
             info,

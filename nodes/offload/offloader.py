@@ -18,7 +18,9 @@ import prompts
 from graphs.offload.context import OffloadContext
 from graphs.offload.state import OffloadState, call_record, session_context
 from nodes.offload.canvas import content_terms
+from nodes.offload.chat import answer_message
 from nodes.offload.memory import OFFLOADING
+from stores.chat_stream import unstreamed
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens, overlap, split_sentences, truncate_tokens
@@ -108,7 +110,11 @@ def update_pinned(
 
 
 def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """The offloader: conclusion + pinned facts for the finished turn; raw text to the offload store."""
+    """The offloader: conclusion + pinned facts for the finished turn; raw text to the offload store.
+
+    Appends the answer to ``messages`` (with its citations and what was offloaded and recalled) and
+    clears the question, so the next turn may come as a human message alone.
+    """
     ctx = session_context(state, runtime)
     turn, question, reply = int(state["turn"]), state["question"], state.get("answer", "")
     lang = state.get("lang", "en")
@@ -121,7 +127,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
     history = list(state.get("history", []))
     if ctx.policy not in OFFLOADING:
         history.append({**record, "answer": reply})
-        return {"history": history}
+        return {"history": history, "messages": [answer_message(state, [])], "question": ""}
 
     store = get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend)
     session, doc_id = state["session"], state["doc_id"]
@@ -138,7 +144,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
             + " "
             + prompts.render("offload/shortened", lang, id=big.id)
         )
-    with track_usage() as usage:
+    with track_usage() as usage, unstreamed():
         note, error = compress_turn(
             llm_for("offloader", ctx),
             question=question,
@@ -172,6 +178,8 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
     runtime.stream_writer({"stage": "offload", "message": message})
     return {
         "history": history,
+        "messages": [answer_message(state, offloaded)],
+        "question": "",
         "pinned": pinned,
         "offloaded": offloaded,
         "usage": relabel_usage(usage, "offloader"),

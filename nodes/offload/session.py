@@ -15,8 +15,10 @@ from langgraph.runtime import Runtime
 
 from graphs.offload.context import OffloadContext, check_context
 from graphs.offload.state import OffloadState, session_context
-from nodes.ingest import resolve_document
+from nodes.ingest import document_field, resolve_document
+from nodes.offload.chat import named_document, turn_question, withdrawn
 from stores.documents import get_document, index_identity
+from stores.files import IngestRoot
 from stores.offload import check_session
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
@@ -35,18 +37,24 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
 
     The document is named as in every workflow (:func:`nodes.ingest.resolve_document`): exactly one
     of ``doc_id``, ``path`` or ``text`` on the first turn; later turns may omit it, and what they
-    give must name the bound document (and namespace).
+    give must name the bound document (and namespace). A chat client's first turn may instead name
+    it in the context (``doc_id``) or in its message, as an ingested document's id or as a file
+    under ``LONGDOC_INGEST_ROOT`` (:func:`nodes.offload.chat.named_document`).
+
+    The question is the ``question`` field or a new human message (:func:`nodes.offload.chat.turn_question`).
 
     A refused turn (``InputError``) writes back what the session is bound to (nothing before its
-    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``session`` or ``goal``
-    stays out of the thread and cannot refuse a later turn; ``refuse`` then raises the error.
+    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``session``, ``goal``,
+    question or human message stays out of the thread and cannot refuse a later turn; ``refuse``
+    then raises the error.
     """
     try:
         return _begin(state, runtime)
     except InputError as exc:
         bound = state.get("bound") or {}
         restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
-        return {"refused": str(exc) or type(exc).__name__, "path": "", "text": "", "goal": "", **restored}
+        cleared = {"path": "", "text": "", "goal": "", "question": "", "messages": withdrawn(state.get("messages", []))}
+        return {"refused": str(exc) or type(exc).__name__, **cleared, **restored}
 
 
 def refuse(state: OffloadState) -> dict[str, Any]:
@@ -57,10 +65,14 @@ def refuse(state: OffloadState) -> dict[str, Any]:
 def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     ctx = session_context(state, runtime)
     check_context(ctx)
-    question = " ".join(check_question(str(state.get("question") or "")).split())
+    asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
+    question = " ".join(check_question(asked).split())
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
     values = dict(state)
+    if first and document_field(values) is None:
+        named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
+        values.update(named or named_document(question, ctx.namespace, IngestRoot.from_env().resolve))
     if not first:
         if state.get("namespace") and state["namespace"] != ctx.namespace:
             raise InputError(
@@ -98,6 +110,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         pinned["goal"] = truncate_tokens(" ".join(str(state["goal"]).split()), 30)
     update: dict[str, Any] = {
         "question": question,
+        "messages": added,
         "path": "",
         "text": "",
         "goal": "",
@@ -121,6 +134,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "recall_ids": [],
         "recall_round": 0,
         "refused": "",
+        "reply_id": "",
     }
     if first:
         update["history"] = []

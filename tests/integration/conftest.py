@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -73,4 +74,13 @@ def spawn(tmp_path: Path) -> Iterator[object]:
             proc.kill()
 
 
-__all__ = ["ROOT", "free_port", "wait_http"]
+def copy_project(dest: Path) -> Path:
+    """A copy of the project (sources, no caches) where ``langgraph dev`` may write its own files."""
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "node_modules", ".langgraph_api", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache"
+    )
+    shutil.copytree(ROOT, dest, ignore=ignore)
+    return dest
+
+
+__all__ = ["ROOT", "copy_project", "free_port", "wait_http"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, free_port, wait_http
+from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCKS = [
@@ -65,6 +65,13 @@ def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[st
         )
         wait_http(f"http://127.0.0.1:{api}/health", timeout=120, proc=server)
         code = code.replace("127.0.0.1:8000", f"127.0.0.1:{api}")
+    if "127.0.0.1:2025" in code:
+        dev = free_port()
+        exe = str(Path(sys.executable).parent / "langgraph")
+        project = copy_project(scratch.parent / "srv")
+        server, _server_log = spawn([exe, "dev", "--port", str(dev), "--no-browser", "--no-reload"], env, cwd=project)
+        wait_http(f"http://127.0.0.1:{dev}/ok", timeout=180, proc=server)
+        code = code.replace("127.0.0.1:2025", f"127.0.0.1:{dev}")
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=scratch, env=env, capture_output=True, text=True, timeout=600
     )

@@ -21,6 +21,7 @@ from langgraph_sdk import get_sync_client
 from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
 from deploy.demo import walkthrough
 from doubles.endpoint import Script, create_app, running
+from tests.integration import clients
 
 ROOT = Path(__file__).resolve().parents[2]
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
@@ -156,6 +157,77 @@ def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deploymen
     with pytest.raises(httpx.HTTPStatusError) as refused:
         b_on_a.runs.wait(bound, "ingest", input={"text": FALCON}, context={"namespace": "team-b-archive"})
     assert refused.value.response.status_code == 403
+
+
+def test_a_chat_client_streams_a_conversation_across_instances(cluster: Deployment) -> None:
+    """Studio's chat view / Agent Chat UI: turn 1 on one instance, turn 2 on the other, same thread."""
+    a, b = client(cluster.instances[0]), client(cluster.instances[1])
+    doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+    thread = a.threads.create()["thread_id"]
+    first = clients.chat_turn(a, thread, "Who manages procurement?", context={"doc_id": doc_id})
+    assert clients.check_chat_turn(first, 1)["additional_kwargs"]["longdoc"]["doc_id"] == doc_id
+    clients.check_chat_turn(clients.chat_turn(b, thread, "When do the field trials start?"), 2)
+    assert [m["type"] for m in b.threads.get_state(thread)["values"]["messages"]] == ["human", "ai", "human", "ai"]
+
+
+def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment) -> None:
+    a = client(cluster.instances[0])
+    doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+    key_a, key_b = {"X-API-Key": "key-a"}, {"Authorization": "Bearer key-b"}
+    for instance in cluster.instances[:2]:
+        calls = [clients.ask_chain(doc_id), ("chain", {"question": "Who?"}), ("chain", {"question": 5})]
+        session = clients.mcp_session(instance.url, calls, headers=key_a)
+        assert list(session["tools"]) == ["ingest", "chain", "summarize", "offload", "route"]
+        assert "messages" not in session["tools"]["offload"].inputSchema["properties"]
+        good, missing, wrong = session["results"]
+        assert not good.isError and good.structuredContent["answer"] and good.structuredContent["citations"]
+        assert missing.isError and "no document" in clients.text_of(missing)
+        assert wrong.isError and "validation" in clients.text_of(wrong)
+
+    # Tenant B sees neither A's document nor A's namespace through its tools.
+    foreign = clients.mcp_session(
+        cluster.instances[1].url, [clients.ask_chain(doc_id), clients.ask_chain(doc_id, namespace="team-a")], key_b
+    )
+    unknown, refused = foreign["results"]
+    assert unknown.isError and "is not ingested in namespace 'team-b'" in clients.text_of(unknown)
+    assert refused.isError and "403" in clients.text_of(refused)
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for headers in (accept, {**accept, "X-API-Key": "wrong"}):
+        answer = httpx.post(cluster.instances[0].url + "/mcp", json=initialize, headers=headers, timeout=30)
+        assert answer.status_code == 401, answer.text
+
+    messages = clients.adapters_agent(cluster.instances[1].url, doc_id, headers=key_a)
+    tool = [m for m in messages if m.type == "tool"]
+    assert len(tool) == 1 and '"answer"' in str(tool[0].content) and messages[-1].content.startswith("longdoc says:")
+
+
+def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
+    a, b = cluster.instances[0].url, cluster.instances[1].url
+    c = client(cluster.instances[0])
+    doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+    key_a = {"X-API-Key": "key-a"}
+    card = httpx.get(f"{a}/a2a/offload/.well-known/agent-card.json", headers=key_a, timeout=30).json()
+    assert card["skills"] and card["supportedInterfaces"][0]["url"] == "/a2a/offload"
+    first = clients.a2a_send(
+        a, "offload", [{"text": "Who manages procurement?"}, {"data": {"doc_id": doc_id}}], None, key_a
+    )
+    assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
+    second = clients.a2a_send(b, "offload", [{"text": "And the budget?"}], first["contextId"], key_a)
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED", second
+    state = c.threads.get_state(first["contextId"])["values"]
+    assert state["turn"] == 2 and clients.artifact_text(second) == state["messages"][-1]["content"]
+    assert clients.artifact_text(first) == state["messages"][1]["content"]
+
+    # Another tenant cannot join the conversation; a key-less call never reaches it.
+    other = clients.a2a_send(b, "offload", [{"text": "What else?"}], first["contextId"], {"X-API-Key": "key-b"})
+    assert other["status"]["state"] == "TASK_STATE_REJECTED" and "403" in other["status"]["message"]["parts"][0]["text"]
+    assert c.threads.get_state(first["contextId"])["values"]["turn"] == 2
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}
+    assert httpx.post(f"{a}/a2a/offload", json=body, timeout=30).status_code == 401
+    unknown = httpx.post(f"{a}/a2a/chain", json=body, headers=key_a, timeout=30).json()
+    assert unknown["error"]["code"] == -32602
 
 
 def _ns(namespace: str) -> dict[str, Any]:

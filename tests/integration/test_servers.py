@@ -9,17 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import ROOT, free_port, wait_http
+from tests.integration.conftest import copy_project, free_port, wait_http
 
 
 def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     exe = shutil.which("langgraph", path=str(Path(sys.executable).parent))
     assert exe, "langgraph CLI is installed with the project"
     port = free_port()
-    work = tmp_path / "srv"
-    shutil.copytree(
-        ROOT, work, ignore=shutil.ignore_patterns(".venv", ".git", "node_modules", ".langgraph_api", "*.pyc")
-    )
+    work = copy_project(tmp_path / "srv")
     proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], server_env, cwd=work)
     try:
         wait_http(f"http://127.0.0.1:{port}/ok", timeout=180, proc=proc)
