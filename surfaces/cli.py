@@ -217,7 +217,7 @@ def run_graph(
     printer: AnswerPrinter | None = None,
 ) -> dict[str, Any]:
     """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values."""
-    from stores.models import run_config
+    from stores.settings import run_config
 
     final: dict[str, Any] = {}
     modes = ["custom", "values", "messages"] if printer is not None else ["custom", "values"]

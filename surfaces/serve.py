@@ -49,13 +49,14 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
-from stores.models import ChatFactory, run_config, use_chat_model
+from stores.models import ChatFactory, use_chat_model
 from stores.settings import (
     InputError,
     ModelError,
     RunTimeout,
     TooLarge,
     get_settings,
+    run_config,
     run_deadline,
     run_timeout,
     run_timeout_message,
