@@ -57,7 +57,6 @@ from surfaces.access import (
     Tenant,
     ThreadOwners,
     max_request_bytes,
-    presented_key,
     read_json_body,
     replay_body,
     served_fields,
@@ -214,7 +213,7 @@ class TenantGuard:
         from deploy.auth import keyring
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        tenant = keyring().tenant_for(presented_key(headers))
+        tenant = keyring().tenant_of(headers)
         if tenant is None:
             await _answer(send, 401, "a valid API key is required")
             return

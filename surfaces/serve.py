@@ -68,8 +68,6 @@ from surfaces.access import (
     AccessError,
     Refused,
     check_finite,
-    max_request_bytes,
-    presented_key,
     read_json_body,
     replay_body,
     served_fields,
@@ -113,7 +111,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        tenant = self.access.keys.tenant_for(presented_key(headers))
+        tenant = self.access.keys.tenant_of(headers)
         if tenant is None:
             await JSONResponse({"detail": "missing or wrong API key"}, status_code=401)(scope, receive, send)
             return
@@ -122,7 +120,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            body = await read_json_body(headers, receive, max_request_bytes())
+            body = await read_json_body(headers, receive)
         except Refused as exc:
             await JSONResponse({"detail": str(exc)}, status_code=exc.status)(scope, receive, send)
             return
