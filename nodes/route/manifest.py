@@ -22,6 +22,7 @@ from nodes.route.model import (
     example_record_id,
     record_id,
 )
+from stores.cache import ProcessCache
 from stores.settings import InputError
 from stores.text import content_hash
 
@@ -191,7 +192,8 @@ def register(
     )  # fmt: skip
 
 
-_registered: dict[tuple[str, str], tuple[str, Registry]] = {}
+_registered: ProcessCache[tuple[str, str], tuple[str, Registry]] = ProcessCache("registered registries", 64)
+"""Each (namespace, name)'s registry, with the version of its manifest it was read from."""
 
 
 def registered(namespace: str, name: str) -> Registry:
@@ -218,7 +220,7 @@ def registered(namespace: str, name: str) -> Registry:
     except json.JSONDecodeError as exc:
         raise InputError(f"the registered copy of registry {name!r} is damaged: {exc}") from exc
     registry = parse_registry((data if isinstance(data, dict) else {}).get("agents") or [], name)
-    _registered[(namespace, name)] = (version, registry)
+    _registered.put((namespace, name), (version, registry))
     return registry
 
 
