@@ -185,7 +185,7 @@ def register(
             registry.name,
             json.dumps({"name": registry.name, "hash": digest, "spaces": spaces, **registry.to_json()}),
         )
-        _registered.pop((namespace, registry.name), None)
+        _registered.pop((namespace, registry.name))
     return RegisterResult(
         registry.name, digest, len(registry.agents), len(registry.tools), len(todo), len(stale), False,
         list(registry.warnings),
