@@ -172,7 +172,8 @@ def test_a_chat_client_streams_a_conversation_across_instances(cluster: Deployme
 
 def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment) -> None:
     a = client(cluster.instances[0])
-    doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+    text = FALCON + "\n\nThis copy is read through the MCP tools."  # content no other test ingests for B
+    doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": text})["doc_id"]
     key_a, key_b = {"X-API-Key": "key-a"}, {"Authorization": "Bearer key-b"}
     for instance in cluster.instances[:2]:
         calls = [clients.ask_chain(doc_id), ("chain", {"question": "Who?"}), ("chain", {"question": 5})]
@@ -220,9 +221,14 @@ def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
     assert state["turn"] == 2 and clients.artifact_text(second) == state["messages"][-1]["content"]
     assert clients.artifact_text(first) == state["messages"][1]["content"]
 
-    # Another tenant cannot join the conversation; a key-less call never reaches it.
+    # Another tenant cannot join the conversation (the answer an unknown one gets); a key-less call never reaches it.
     other = clients.a2a_send(b, "offload", [{"text": "What else?"}], first["contextId"], {"X-API-Key": "key-b"})
-    assert other["status"]["state"] == "TASK_STATE_REJECTED" and "403" in other["status"]["message"]["parts"][0]["text"]
+    nobody = clients.a2a_send(b, "offload", [{"text": "What else?"}], str(uuid.uuid4()), {"X-API-Key": "key-b"})
+    refusal = other["status"]["message"]["parts"][0]["text"]
+    assert other["status"]["state"] == nobody["status"]["state"] == "TASK_STATE_REJECTED" and "404" in refusal
+    assert refusal.replace(first["contextId"], "ID") == nobody["status"]["message"]["parts"][0]["text"].replace(
+        nobody["contextId"], "ID"
+    )
     assert c.threads.get_state(first["contextId"])["values"]["turn"] == 2
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}
     assert httpx.post(f"{a}/a2a/offload", json=body, timeout=30).status_code == 401
