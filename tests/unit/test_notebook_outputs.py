@@ -13,26 +13,13 @@ from bench import notebooks
 from bench.notebooks import METADATA_KEY, NOTEBOOK_DIR, code_digest, problems
 
 COMMITTED = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-NOT_YET_RUN = {"chain", "offload", "summarize", "tour"}
-"""Notebooks whose outputs `make notebooks` has not written yet (the bundled model needs a free machine
-for about 20 minutes). Each must fail the check below; once it passes, the strict xfail fails: take its
-name out of this set."""
 
 
 def test_there_are_five_notebooks() -> None:
     assert len(COMMITTED) == 5
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="not yet run by `make notebooks`"))
-        if p.stem in NOT_YET_RUN
-        else p
-        for p in COMMITTED
-    ],
-    ids=[p.stem for p in COMMITTED],
-)
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
 def test_committed_notebook_is_current(path: Path) -> None:
     assert problems(nbformat.read(path, as_version=4)) == [], f"{path.name}: run `make notebooks`"
 
