@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.options import chosen
 from bench.qa_data import QAItem, load_qa_dir
 from nodes.chain.ordering.orders import ORDERS, order_chunks
 from nodes.chain.ordering.traverse import ROOT_STRATEGIES
@@ -285,10 +286,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     )
     from graphs.chain.state import ChainContext
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise SystemExit(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    methods = chosen(args.methods, METHODS, "methods")
     budget = args.budget if args.budget is not None else ChainContext().budget
     start, stop = (int(x) for x in args.long_split.split(":"))
     files = [data[start:stop] for _, data in sorted(datasets.items())]

@@ -69,6 +69,8 @@ def _session(kind: str, k: int, n: int, threads: int) -> Callable[[np.ndarray], 
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
+    from stores.onnx_e5 import nbits_matmul
+
     rng = np.random.default_rng(0)
     a_type = TensorProto.UINT8 if kind == "MatMulInteger" else TensorProto.FLOAT
     out_type = TensorProto.INT32 if kind == "MatMulInteger" else TensorProto.FLOAT
@@ -90,17 +92,7 @@ def _session(kind: str, k: int, n: int, threads: int) -> Callable[[np.ndarray], 
             numpy_helper.from_array(blob, "w"),
             numpy_helper.from_array(np.full(n * (k // 32), 0.01, np.float32), "s"),
         ]
-        node = helper.make_node(
-            "MatMulNBits",
-            ["a", "w", "s"],
-            ["y"],
-            domain="com.microsoft",
-            K=k,
-            N=n,
-            bits=4,
-            block_size=32,
-            accuracy_level=4,
-        )
+        node = nbits_matmul(["a", "w", "s"], "y", k, n)
     graph = helper.make_graph(
         [node],
         "product",

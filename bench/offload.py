@@ -39,6 +39,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from bench.options import chosen
 from doubles.replies import offload_chat_model as fake_chat_model
 from nodes.offload.memory import POLICIES
 from stores.documents import write_atomic
@@ -206,10 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sessions = load_sessions(Path(args.data), args.meetings, args.queries)
     if not sessions:
         raise SystemExit(f"no meeting with enough queries in {args.data}")
-    policies = [p for p in args.policies.split(",") if p]
-    unknown = sorted(set(policies) - set(POLICIES))
-    if unknown:
-        raise SystemExit(f"unknown policies {unknown}; use {', '.join(POLICIES)}")
+    policies = chosen(args.policies, POLICIES, "policies")
     rows: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
     saver = InMemorySaver()
     fake = use_chat_model(fake_chat_model()) if args.fake else nullcontext()

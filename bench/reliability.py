@@ -61,6 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.options import chosen
 from doubles.chat import ScriptedChatModel
 from doubles.files import docx_bomb, pdf_with_text
 from stores.documents import write_atomic
@@ -737,10 +738,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "index": lambda tmp: index_integrity(tmp, args.rechunk_rounds),
         "retention": retention,
     }
-    wanted = args.suites.split(",") if getattr(args, "suites", "") else list(suites)
-    unknown = sorted(set(wanted) - set(suites))
-    if unknown:
-        raise SystemExit(f"unknown suite {', '.join(unknown)}; one of {', '.join(suites)}")
+    wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
     with scratch_home() as tmp:
         started = time.perf_counter()

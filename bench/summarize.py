@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import journal
+from bench.options import chosen
 from doubles.replies import summarize_chat_model as fake_chat_model
 from stores.documents import write_atomic
 
@@ -385,10 +386,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     items = everything[item_range(args.items)]
     if not items:
         raise SystemExit(f"no items {args.items} among the {len(everything)} queries of {args.data}")
-    methods = [m for m in args.methods.split(",") if m]
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise SystemExit(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    methods = chosen(args.methods, METHODS, "methods")
     fake = use_chat_model(fake_chat_model()) if args.fake else nullcontext()
     with fake:
         rows = run_items(items, methods, args)

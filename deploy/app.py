@@ -53,18 +53,16 @@ from surfaces.access import (
     FILE_INPUTS,
     AccessError,
     IngestRoot,
+    Refused,
     Tenant,
     ThreadOwners,
-    check_request_json,
-    json_media_type,
-    presented_key,
-    read_body,
+    max_request_bytes,
+    read_json_body,
     replay_body,
     served_fields,
     thread_key,
 )
 from surfaces.resume import plan
-from surfaces.serve import _max_request_bytes as max_request_bytes
 
 ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
@@ -78,12 +76,6 @@ def workflow_of(assistant_id: str) -> str | None:
     if assistant_id in GRAPHS:
         return assistant_id
     return next((g for g in GRAPHS if str(uuid5(ASSISTANT_NAMESPACE, g)) == assistant_id), None)
-
-
-class Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @functools.cache
@@ -221,7 +213,7 @@ class TenantGuard:
         from deploy.auth import keyring
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        tenant = keyring().tenant_for(presented_key(headers))
+        tenant = keyring().tenant_of(headers)
         if tenant is None:
             await _answer(send, 401, "a valid API key is required")
             return
@@ -234,18 +226,11 @@ class TenantGuard:
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        if not json_media_type(headers.get("content-type", "")):
-            await _answer(send, 415, "send the request as JSON (Content-Type: application/json)")
-            return
-        raw = await read_body(receive, limit)
-        if raw is None:
-            await _answer(send, 413, f"request body over {limit} bytes")
-            return
         try:
-            check_request_json(raw)
+            raw = await read_json_body(headers, receive, limit)
             body = json.loads(raw or b"{}")
-        except InputError as exc:
-            await _answer(send, 400, str(exc))
+        except Refused as exc:
+            await _answer(send, exc.status, str(exc))
             return
         except json.JSONDecodeError:
             await _answer(send, 422, "the request is not JSON")

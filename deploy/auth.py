@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from surfaces.access import KeyRing, load_keyring, presented_key
+from surfaces.access import KeyRing, load_keyring
 
 auth = Auth()
 
@@ -31,7 +31,7 @@ def keyring() -> KeyRing:
 async def authenticate(headers: dict[str, Any]) -> Auth.types.MinimalUserDict:
     """The tenant of the request's ``X-API-Key`` / ``Authorization: Bearer`` key; 401 without a valid one."""
     lowered = {str(k).lower(): v for k, v in headers.items()}
-    tenant = keyring().tenant_for(presented_key(lowered))
+    tenant = keyring().tenant_of(lowered)
     if tenant is None:
         raise Auth.exceptions.HTTPException(status_code=401, detail="a valid API key is required")
     name = tenant.name or "anonymous"

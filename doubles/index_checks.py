@@ -111,7 +111,7 @@ KILLED = """
 import os, signal, sys
 import chromadb.api.models.Collection as collection
 import stores.documents as documents
-import stores.vectorstore as vectorstore
+import stores.shared_files as shared_files
 from nodes.ingest import ingest
 
 point = sys.argv[4]
@@ -143,7 +143,7 @@ def killing_delete(self, *args, **kwargs):
     return delete(self, *args, **kwargs)
 
 
-write_atomic, put = documents.write_atomic, vectorstore.SharedFiles.put
+write_atomic, put = documents.write_atomic, shared_files.SharedFiles.put
 
 
 def killing_write(path, data):
@@ -161,7 +161,7 @@ def killing_put(self, folder, name, text):
 
 
 collection.Collection.upsert, collection.Collection.delete = killing_upsert, killing_delete
-documents.write_atomic, vectorstore.SharedFiles.put = killing_write, killing_put
+documents.write_atomic, shared_files.SharedFiles.put = killing_write, killing_put
 ingest(text=open(sys.argv[1], encoding="utf-8").read(), namespace=sys.argv[2], chunk_size=int(sys.argv[3]))
 """
 """Re-indexes ``argv[1]`` at chunk size ``argv[3]``, killed with SIGKILL at ``argv[4]``: ``half-way`` (half of

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from stores.settings import InputError, get_settings
-from stores.vectorstore import check_namespace, shared_files
+from stores.shared_files import shared_files
+from stores.vectorstore import check_namespace
 
 
 @dataclass
@@ -151,18 +152,22 @@ def save_document(info: DocumentInfo, text: str) -> None:
     write_atomic(folder / "meta.json", json.dumps(info.to_dict(), ensure_ascii=False, indent=1))
 
 
-def get_document(namespace: str, doc_id: str) -> DocumentInfo:
-    """Metadata of an ingested document, or InputError when it is unknown."""
-    meta = doc_dir(namespace, doc_id) / "meta.json"
+def _document_file(namespace: str, doc_id: str, name: str) -> str:
+    """File ``name`` of an ingested document (the shared files' when a Chroma server keeps them), or InputError."""
+    path = doc_dir(namespace, doc_id) / name
     shared = shared_files(namespace)
     if shared is not None:
-        found = shared.get(doc_id, "meta.json")
-        if found is None:
-            raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
-        return DocumentInfo(**json.loads(found))
-    if not meta.exists():
+        found = shared.get(doc_id, name)
+    else:
+        found = path.read_text(encoding="utf-8") if path.exists() else None
+    if found is None:
         raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
-    return DocumentInfo(**json.loads(meta.read_text(encoding="utf-8")))
+    return found
+
+
+def get_document(namespace: str, doc_id: str) -> DocumentInfo:
+    """Metadata of an ingested document, or InputError when it is unknown."""
+    return DocumentInfo(**json.loads(_document_file(namespace, doc_id, "meta.json")))
 
 
 def find_document(namespace: str, doc_id: str) -> DocumentInfo | None:
@@ -175,16 +180,7 @@ def find_document(namespace: str, doc_id: str) -> DocumentInfo | None:
 
 def document_text(namespace: str, doc_id: str) -> str:
     """The normalised text of an ingested document."""
-    path = doc_dir(namespace, doc_id) / "text.txt"
-    shared = shared_files(namespace)
-    if shared is not None:
-        text = shared.get(doc_id, "text.txt")
-        if text is None:
-            raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
-        return text
-    if not path.exists():
-        raise InputError(f"document {doc_id!r} is not ingested in namespace {namespace!r}")
-    return path.read_text(encoding="utf-8")
+    return _document_file(namespace, doc_id, "text.txt")
 
 
 def list_documents(namespace: str) -> list[DocumentInfo]:

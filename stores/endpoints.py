@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
+from stores.cache import ProcessCache
 from stores.settings import ModelError, RunTimeout, check_deadline, deadline_left, get_settings
 
 
@@ -85,8 +86,7 @@ def http_client() -> Any:
         return _http_client
 
 
-_limiters: dict[tuple[str, float], Any] = {}
-_limiters_lock = threading.Lock()
+_limiters: ProcessCache[tuple[str, float], Any] = ProcessCache("endpoint rate limiters", 64)
 
 
 def rate_limiter(endpoint: str) -> Any:
@@ -99,11 +99,11 @@ def rate_limiter(endpoint: str) -> Any:
         return None
     from langchain_core.rate_limiters import InMemoryRateLimiter
 
-    key = (endpoint.rstrip("/"), rate)
-    with _limiters_lock:
-        if key not in _limiters:
-            _limiters[key] = InMemoryRateLimiter(requests_per_second=rate, check_every_n_seconds=min(0.1, 0.5 / rate))
-        return _limiters[key]
+    return _limiters.get_or_build(
+        (endpoint.rstrip("/"), rate),
+        lambda: InMemoryRateLimiter(requests_per_second=rate, check_every_n_seconds=min(0.1, 0.5 / rate)),
+        exclusive=True,
+    )
 
 
 class EndpointGate:

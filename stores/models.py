@@ -122,19 +122,6 @@ def resolve_role(role: str, overrides: dict[str, Any] | None = None) -> RoleMode
     )
 
 
-def run_config(config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``config`` bounded by ``LONGDOC_MAX_CONCURRENCY`` (a caller's own lower ``max_concurrency`` kept).
-
-    LangGraph runs at most that many steps of a run at once, the tasks of a ``Send`` fan-out included.
-    """
-    out = dict(config or {})
-    limit = get_settings().max_concurrency
-    if limit:
-        own = out.get("max_concurrency")
-        out["max_concurrency"] = min(int(own), limit) if own else limit
-    return out
-
-
 def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens: int | None = None) -> BaseChatModel:
     """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set).
 

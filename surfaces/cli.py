@@ -217,7 +217,7 @@ def run_graph(
     printer: AnswerPrinter | None = None,
 ) -> dict[str, Any]:
     """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values."""
-    from stores.models import run_config
+    from stores.settings import run_config
 
     final: dict[str, Any] = {}
     modes = ["custom", "values", "messages"] if printer is not None else ["custom", "values"]
@@ -374,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="txt, md, pdf, docx or html file, or a folder: its files of those types, unchanged ones skipped",
     )
     p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
-    p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens (default 900)")
+    context_option(p, Context, "chunk_size")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
 

@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
     p.add_argument("question", help="the question")
     for name in CHAIN_OPTIONS:
         context_option(p, ChainContext, name)
-    p.add_argument("--chunk-size", type=int, default=None, help="chunk size in tokens when ingesting")
+    context_option(p, ChainContext, "chunk_size")
     p.add_argument("--thread-id", default=None, help="checkpoint under this id; run again with it to resume")
     p.add_argument(
         "--tree-html",
@@ -67,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
     page = _page_path(args.tree_html)
     context: dict[str, Any] = {**context_values(args), **context_values(args, ChainContext)}
-    ingest_context: dict[str, Any] = {}
-    if args.chunk_size:
-        context["chunk_size"] = ingest_context["chunk_size"] = args.chunk_size
+    size = context.pop("chunk_size", None)
+    ingest_context = {"chunk_size": size} if size else {}
+    context.update(ingest_context)
     doc_id = document_id(args, **ingest_context)
     printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
     request = {"question": args.question, "doc_id": doc_id}

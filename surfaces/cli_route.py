@@ -10,7 +10,7 @@ from typing import Any
 from graphs.route.context import RouteContext
 from nodes.route.model import BUILTIN_REGISTRY
 from surfaces.cli import EXIT_OK, add_common, print_json, progress, run_graph
-from surfaces.options import context_field, context_option, context_values, option_help
+from surfaces.options import context_option, context_values
 
 
 def _print_result(result: dict[str, Any], show_request: bool) -> None:
@@ -27,7 +27,7 @@ def _print_result(result: dict[str, Any], show_request: bool) -> None:
 def _cmd_route(args: argparse.Namespace) -> int:
     from graphs.route.graph import graph
 
-    graph_input: dict[str, Any] = {"k": args.k}
+    graph_input: dict[str, Any] = {} if args.k is None else {"k": args.k}
     if len(args.request) == 1:
         graph_input["request"] = args.request[0]
     else:
@@ -89,8 +89,7 @@ def register(subparsers: Any) -> None:
         f"input_schema}}]}}]) or the name of a registered one (default: the built-in '{BUILTIN_REGISTRY}')",
     )
     p.add_argument("--name", default=None, help="name to register the registry file under (default: from the file)")
-    p.add_argument("--k", type=int, default=5, help=option_help(context_field(RouteContext, "k")))
-    for name in ("profile", "retrieval", "rrf_k", "aggregate", "fusion", "index", "expand", "decompose"):
+    for name in ("k", "profile", "retrieval", "rrf_k", "aggregate", "fusion", "index", "expand", "decompose"):
         context_option(p, RouteContext, name)
     context_option(p, RouteContext, "top_tools", "--tools")
     add_common(p)

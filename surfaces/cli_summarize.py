@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, get_args
 
 from langchain_core.runnables import RunnableConfig
 
-from graphs.summarize.context import SummarizeContext
+from graphs.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from surfaces.cli import EXIT_OK, add_common, document_id, print_json, progress, run_graph
 from surfaces.options import context_option, context_values
 
-METHODS = ("expert-editor", "map-reduce", "refine")
+METHODS: tuple[str, ...] = get_args(Method)
 
 
 def register(subparsers: Any) -> None:
@@ -32,10 +32,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("path", help="file to summarize (txt, md, pdf, docx, html) or the id of an ingested document")
     p.add_argument("--query", default="", help="focus of the summary, e.g. 'what was decided about the budget'")
-    p.add_argument("--length", type=int, default=120, help="target length in words (characters for Chinese)")
+    p.add_argument(
+        "--length",
+        type=int,
+        default=DEFAULT_LENGTH,
+        help=f"target length in words, characters for Chinese (default {DEFAULT_LENGTH})",
+    )
     p.add_argument("--format", choices=("paragraphs", "bullets"), default="paragraphs", help="layout")
     p.add_argument("--language", choices=("zh", "en"), default="", help="output language (default: the document's)")
-    p.add_argument("--method", choices=METHODS, default="expert-editor", help="summarizer (default expert-editor)")
+    p.add_argument("--method", choices=METHODS, default=METHODS[0], help=f"summarizer (default {METHODS[0]})")
     context_option(p, SummarizeContext, "max_rounds")
     context_option(p, SummarizeContext, "questions_per_round", "--questions")
     context_option(p, SummarizeContext, "factcheck")

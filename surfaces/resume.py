@@ -50,10 +50,24 @@ def _died_of_bad_output(tasks: Any) -> bool:
     return bool(errors) and all(error.startswith(f"{ModelOutputError.__name__}(") for error in errors)
 
 
-def _decide(graph_input: Any, started_with: Any, start: Any, tasks: Any = ()) -> str:
+def _decide(graph_input: Any, saved: Any, start: Any, tasks: Any = ()) -> str:
+    """``resume`` the dead run, ``fork`` from before its start, or ``restart`` on an emptied thread.
+
+    ``saved``: the checkpoint tuple of the dead run's start (its input is what it started with).
+    """
+    started_with = saved.checkpoint["channel_values"].get(START) if saved else None
     if graph_input is None or (_same(started_with, graph_input) and not _died_of_bad_output(tasks)):
         return "resume"
     return "fork" if start.parent_config else "restart"
+
+
+def _planned(decision: str, graph_input: Any, config: RunnableConfig, start: Any) -> Plan:
+    """The input and config a run goes on with once ``decision`` is made (a restart's thread already emptied)."""
+    if decision == "resume":
+        return None, config
+    if decision == "fork":
+        return graph_input, _with_checkpoint(config, start.parent_config)
+    return graph_input, config
 
 
 def plan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
@@ -68,15 +82,10 @@ def plan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
     start = next((s for s in graph.get_state_history(config) if s.metadata.get("source") == "input"), None)
     if start is None:
         return graph_input, config
-    saved = graph.checkpointer.get_tuple(start.config)
-    started_with = saved.checkpoint["channel_values"].get(START) if saved else None
-    decision = _decide(graph_input, started_with, start, state.tasks)
-    if decision == "resume":
-        return None, config
-    if decision == "fork":
-        return graph_input, _with_checkpoint(config, start.parent_config)
-    graph.checkpointer.delete_thread(str((config.get("configurable") or {})["thread_id"]))
-    return graph_input, config
+    decision = _decide(graph_input, graph.checkpointer.get_tuple(start.config), start, state.tasks)
+    if decision == "restart":
+        graph.checkpointer.delete_thread(str((config.get("configurable") or {})["thread_id"]))
+    return _planned(decision, graph_input, config, start)
 
 
 async def aplan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
@@ -92,15 +101,10 @@ async def aplan(graph: Any, graph_input: Any, config: RunnableConfig) -> Plan:
             break
     if start is None:
         return graph_input, config
-    saved = await graph.checkpointer.aget_tuple(start.config)
-    started_with = saved.checkpoint["channel_values"].get(START) if saved else None
-    decision = _decide(graph_input, started_with, start, state.tasks)
-    if decision == "resume":
-        return None, config
-    if decision == "fork":
-        return graph_input, _with_checkpoint(config, start.parent_config)
-    await graph.checkpointer.adelete_thread(str((config.get("configurable") or {})["thread_id"]))
-    return graph_input, config
+    decision = _decide(graph_input, await graph.checkpointer.aget_tuple(start.config), start, state.tasks)
+    if decision == "restart":
+        await graph.checkpointer.adelete_thread(str((config.get("configurable") or {})["thread_id"]))
+    return _planned(decision, graph_input, config, start)
 
 
 def _thread(config: RunnableConfig) -> str:

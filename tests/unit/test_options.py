@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from typing import get_args
 
 import pytest
 
+from graphs.chain.state import ChainContext
 from graphs.context import Context
 from graphs.offload.context import OffloadContext
 from graphs.route.context import RouteContext
-from graphs.summarize.context import SummarizeContext
+from graphs.summarize.context import Method, SummarizeContext
 from surfaces.cli import build_parser
 from surfaces.options import CONTEXT_DESTS, context_field, context_option, context_values, option_help
 
-COMMANDS = {"summarize": SummarizeContext, "chat": OffloadContext, "canvas": OffloadContext, "route": RouteContext}
+COMMANDS = {
+    "ingest": Context,
+    "ask": ChainContext,
+    "summarize": SummarizeContext,
+    "chat": OffloadContext,
+    "canvas": OffloadContext,
+    "route": RouteContext,
+}
 """Commands whose settings are all made from their workflow's context."""
 
 
@@ -32,8 +41,13 @@ def test_the_help_states_the_default_a_run_gets() -> None:
     assert RouteContext().retrieval == "hybrid"
     assert "(default: hybrid)" in _help(route, "--retrieval") and "vector (default)" not in _help(route, "--retrieval")
     assert f"(default: {RouteContext().top_tools})" in _help(route, "--tools")
+    assert f"(default: {RouteContext().k})" in _help(route, "--k")
+    for command in ("ingest", "ask"):
+        assert f"(default: {Context().chunk_size})" in _help(_subparser(command), "--chunk-size")
     summarize = _subparser("summarize")
     assert "[1-10]" in _help(summarize, "--max-rounds") and "(default: 2)" in _help(summarize, "--max-rounds")
+    method = next(a for a in summarize._actions if "--method" in a.option_strings)
+    assert tuple(method.choices or ()) == get_args(Method) and method.default == "expert-editor"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -43,7 +57,7 @@ def test_every_setting_of_a_command_is_made_from_its_context(command: str) -> No
     names = {f.name for f in fields(context)}
     made = set(parser.get_default(CONTEXT_DESTS) or [])
     settings = {a.dest for a in parser._actions if a.dest in names}
-    inputs = {"k", "registry"} if command == "route" else set()  # route's --k and --registry go in the input
+    inputs = {"registry"} if command == "route" else set()  # route's --registry goes in the input
     assert settings and settings <= made | inputs
     for action in parser._actions:
         if action.dest in made:
