@@ -11,8 +11,6 @@ reading budget (``budget``), or when nothing above the relevance floor is left (
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,6 +25,7 @@ from nodes.chain.passages import PassageIndex, build_passage_index
 from nodes.chain.reading import ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.ingest import input_namespace, resolve_document
 from nodes.retrieval import index_key, lexical_index
+from stores.cache import ProcessCache
 from stores.settings import InputError, check_question
 from stores.text import truncate_tokens
 from stores.vectorstore import get_store
@@ -93,19 +92,16 @@ def fresh_chain() -> dict[str, Any]:
 
 def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:
     """Cosine similarity of every chunk to ``text`` (query vectors kept per process: a chain re-asks them)."""
-    key = (store.space, text)
-    q = _VECTORS.get(key)
-    if q is None:
-        if len(_VECTORS) >= _VECTORS_MAX:
-            _VECTORS.clear()
-        q = _VECTORS[key] = np.asarray(store.embedder.embed_query(text), dtype=np.float64)
+    q = _vectors.get_or_build(
+        (store.space, text), lambda: np.asarray(store.embedder.embed_query(text), dtype=np.float64)
+    )
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
     norms[norms == 0] = 1.0
     return (matrix @ q) / norms
 
 
-_VECTORS: dict[tuple[str, str], np.ndarray] = {}
-_VECTORS_MAX = 512
+_vectors: ProcessCache[tuple[str, str], np.ndarray] = ProcessCache("chain query vectors", 512)
+"""Query vectors by (vector space, text)."""
 
 
 @dataclass
@@ -230,9 +226,7 @@ class Choice:
     skipped: list[str] = field(default_factory=list)
 
 
-_READING: OrderedDict[tuple[Any, ...], Reading] = OrderedDict()
-_READING_MAX = 8
-_READING_LOCK = threading.Lock()
+_readings: ProcessCache[tuple[Any, ...], Reading] = ProcessCache("chain reading inputs", 8)
 
 
 def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
@@ -246,22 +240,17 @@ def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
         ctx.exact_max,
         ctx.passage_tokens,
     )
-    with _READING_LOCK:
-        if key in _READING:
-            _READING.move_to_end(key)
-            return _READING[key]
-    doc = document_vectors(store, doc_id)
-    tree, _ = cached_tree(
-        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
-    )
-    hits = lexical_index(store, doc_id).hits
-    chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
-    reading = Reading(store, doc, tree, build_passage_index(chunks, ctx.passage_tokens))
-    with _READING_LOCK:
-        _READING[key] = reading
-        while len(_READING) > _READING_MAX:
-            _READING.popitem(last=False)
-    return reading
+
+    def build() -> Reading:
+        doc = document_vectors(store, doc_id)
+        tree, _ = cached_tree(
+            store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
+        )
+        hits = lexical_index(store, doc_id).hits
+        chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
+        return Reading(store, doc, tree, build_passage_index(chunks, ctx.passage_tokens))
+
+    return _readings.get_or_build(key, build)
 
 
 def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:

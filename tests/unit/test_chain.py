@@ -12,6 +12,7 @@ from graphs.chain.graph import graph
 from nodes.chain import core as chain_nodes
 from nodes.chain.core import compose_evidence
 from nodes.ingest import ingest
+from stores.cache import reset_caches
 from stores.models import use_chat_model
 from stores.settings import InputError, ModelError
 from stores.text import count_tokens
@@ -347,11 +348,43 @@ def test_the_planner_loads_the_document_once_per_process(falcon: str, monkeypatc
         return real(store, doc_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(chain_graph, "document_vectors", counted)
-    monkeypatch.setattr(chain_graph, "_READING", type(chain_graph._READING)())
     with use_chat_model(fake()):
         out = graph.invoke({"question": "Who leads the team?", "doc_id": falcon}, context={"read_all": True})
         assert len(out["read"]) > 2
         # once for the orderer, once for the planner's first step, none for the later steps
-        assert len(loads) == 2
+        assert len(loads) == 2 and len(chain_graph._readings) == 1
+        reset_caches()  # the one reset the tests use forgets the planner's reading inputs too
+        assert len(chain_graph._readings) == 0
+        graph.invoke({"question": "Who leads the team?", "doc_id": falcon}, context={"read_all": True})
+        assert len(loads) == 4
         graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"read_all": True})
-    assert len(loads) == 3
+    assert len(loads) == 5
+
+
+def test_the_planner_embeds_a_text_once_per_vector_space() -> None:
+    import numpy as np
+
+    from nodes.chain.planner import _similarity
+
+    asked: list[str] = []
+
+    class Embedder:
+        def embed_query(self, text: str) -> list[float]:
+            asked.append(text)
+            return [1.0, 0.0]
+
+    class Store:
+        space = "test-space"
+        embedder = Embedder()
+
+    matrix = np.array([[1.0, 0.0], [0.0, 2.0]])
+    first = _similarity(Store(), matrix, "who leads")
+    again = _similarity(Store(), matrix, "who leads")
+    assert asked == ["who leads"] and first.tolist() == again.tolist() == [1.0, 0.0]
+    Store.space = "other-space"
+    _similarity(Store(), matrix, "who leads")
+    assert asked == ["who leads", "who leads"]
+    reset_caches()
+    Store.space = "test-space"
+    _similarity(Store(), matrix, "who leads")
+    assert len(asked) == 3
