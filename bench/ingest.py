@@ -255,17 +255,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(ingest_one(args.one, args.home)))
         return 0
+    if args.ask and (args.pdf is None or args.out is None):
+        parser.error("--ask needs --pdf and --out")
+    if args.make_pdf:
+        if args.pdf is None or args.data is None:
+            parser.error("--make-pdf needs --pdf and --data")
+        print(json.dumps(make_pdf(args.data, args.pdf, args.pages, args.limit)), file=sys.stderr)
     if args.ask:
-        if args.pdf is None or args.out is None:
-            parser.error("--ask needs --pdf and --out")
         write_report(args.out, {"first_answer": first_answer(args.pdf, args.ask, args.small)})
         return 0
     if args.data is None or args.out is None:
         parser.error("--data and --out are required")
-    if args.make_pdf:
-        if args.pdf is None:
-            parser.error("--make-pdf needs --pdf")
-        print(json.dumps(make_pdf(args.data, args.pdf, args.pages, args.limit)), file=sys.stderr)
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     pdf_runtimes = [r.strip() for r in (args.pdf_runtimes or args.runtimes).split(",") if r.strip()]
     write_report(args.out, run(args.data, args.limit, args.pdf, runtimes, pdf_runtimes))

@@ -15,7 +15,7 @@ from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
 """Most tokens of one chunk a reader takes (longer chunks are cut)."""
-MANAGER_VIEWS = ("quotes", "passages")
+MANAGER_VIEWS = ("quotes", "passages", "ranked")
 """What the manager can answer from."""
 
 
@@ -101,8 +101,8 @@ class ChainContext(Context):
     manager_view: str = field(
         default="quotes",
         metadata=describe(
-            "What the manager answers from: quotes (the quoted sentences) or passages (the passages that hold "
-            "them, verbatim).",
+            "What the manager answers from: quotes (the quoted sentences, in document order), ranked (the same, "
+            "those most like the question first) or passages (the passages that hold them, verbatim).",
             choices=MANAGER_VIEWS,
         ),
     )

@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from graphs.chain.state import ChainContext, ChainState
 from nodes.chain.core import is_inferred, manager_answer, supporting_quotes, valid_citations, worker_step
-from nodes.chain.passages import around_quotes
+from nodes.chain.passages import around_quotes, ranked_quotes
 from nodes.chain.planner import reading_inputs
 from stores.models import llm_for
 from stores.settings import InputError
@@ -87,11 +87,15 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
     view, shown = notes, {}
-    if ctx.manager_view == "passages" and any(notes):
+    if ctx.manager_view != "quotes" and any(notes):
         reading = reading_inputs(get_store(state["namespace"], ctx.embedder), state["doc_id"], ctx)
-        views = [around_quotes(n, reading.passages, ctx.manager_tokens) for n in notes]
-        view = [text for text, _ in views]
-        shown = {label: text for _, sentences in views for label, text in sentences.items()}
+        if ctx.manager_view == "ranked":
+            scores = reading.passage_match(state["question"])
+            view = [ranked_quotes(n, reading.passages, scores) for n in notes]
+        else:
+            views = [around_quotes(n, reading.passages, ctx.manager_tokens) for n in notes]
+            view = [text for text, _ in views]
+            shown = {label: text for _, sentences in views for label, text in sentences.items()}
     with track_usage() as usage:
         answer = manager_answer(
             llm_for("manager", ctx),

@@ -285,3 +285,16 @@ def around_quotes(quotes: str, index: PassageIndex, max_tokens: int) -> tuple[st
         pieces.append((label_order(label), line))
         shown[label] = line[line.index("]") + 1 :].strip()
     return "\n\n".join(text for _, text in sorted(pieces)), shown
+
+
+def ranked_quotes(quotes: str, index: PassageIndex, scores: np.ndarray) -> str:
+    """A chain's quote lines, those of the passages that match the question best first (``manager_view=
+    "ranked"``: the manager meets the likeliest evidence first); ties and unknown labels keep their order."""
+    where = {label: n for n, p in enumerate(index.passages) for label in p.labels}
+    lines = [line for line in quotes.splitlines() if _LABELS_IN.match(line)]
+
+    def score(line: str) -> float:
+        n = where.get(line[1 : line.index("]")])
+        return float(scores[n]) if n is not None else float("-inf")
+
+    return "\n".join(sorted(lines, key=lambda line: -score(line)))

@@ -169,3 +169,17 @@ def test_an_answer_may_cite_a_sentence_it_was_shown_beside_the_quotes() -> None:
         "[c0.1] Alpha is one."
     ]
     assert supporting_quotes(answer, notes) == ["[c0.2] Beta is two."]  # without it: every quote
+
+
+def test_ranked_quotes_put_the_passages_most_like_the_question_first() -> None:
+    from nodes.chain.passages import ranked_quotes
+
+    index = build_passage_index(CHUNKS)
+    quotes = "[c0.1] Alpha is one.\n[c0.2] Beta is two.\n[c1.3] Epsilon is five.\n[c9.1] Unknown."
+    scores = np.array([0.1, 0.0, 0.0, 2.0])  # per passage: c0.1-2, c0.3, c1.2, c1.3
+    assert ranked_quotes(quotes, index, scores).splitlines() == [
+        "[c1.3] Epsilon is five.",
+        "[c0.1] Alpha is one.",
+        "[c0.2] Beta is two.",  # same passage: document order kept
+        "[c9.1] Unknown.",  # a label no passage holds goes last
+    ]
