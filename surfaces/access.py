@@ -64,8 +64,6 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "hop_budget",
         "worker_max_tokens",
         "manager_max_tokens",
-        "manager_view",
-        "manager_tokens",
         "budget",
         "floor",
         "early_stop",

@@ -37,7 +37,6 @@ CHAIN_OPTIONS = (
     "children",
     "roots",
     "max_chunks",
-    "manager_view",
 )
 """The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields."""
 

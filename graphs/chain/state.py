@@ -15,8 +15,6 @@ from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
 """Most tokens of one chunk a reader takes (longer chunks are cut)."""
-MANAGER_VIEWS = ("quotes", "passages", "ranked")
-"""What the manager can answer from."""
 
 
 @dataclass(kw_only=True)
@@ -98,18 +96,6 @@ class ChainContext(Context):
     )
     worker_max_tokens: int = field(default=160, metadata=describe("Most tokens a worker may write."))
     manager_max_tokens: int = field(default=200, metadata=describe("Most tokens the manager may write."))
-    manager_view: str = field(
-        default="quotes",
-        metadata=describe(
-            "What the manager answers from: quotes (the quoted sentences, in document order), ranked (the same, "
-            "those most like the question first) or passages (the passages that hold them, verbatim).",
-            choices=MANAGER_VIEWS,
-        ),
-    )
-    manager_tokens: int = field(
-        default=1500,
-        metadata=describe("passages view: most tokens of passages the manager reads per chain.", min=50, max=4000),
-    )
     exact_max: int = field(
         default=2000, metadata=describe("Largest chunk count for the exact dense tree; sparse above.")
     )

@@ -12,7 +12,6 @@ from langgraph.runtime import Runtime
 
 from graphs.chain.state import ChainContext, ChainState
 from nodes.chain.core import is_inferred, manager_answer, supporting_quotes, valid_citations, worker_step
-from nodes.chain.passages import around_quotes, ranked_quotes
 from nodes.chain.planner import reading_inputs
 from stores.models import llm_for
 from stores.settings import InputError
@@ -86,28 +85,17 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     """Write the final answer with citations from the chains' last notes."""
     ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
-    view, shown = notes, {}
-    if ctx.manager_view != "quotes" and any(notes):
-        reading = reading_inputs(get_store(state["namespace"], ctx.embedder), state["doc_id"], ctx)
-        if ctx.manager_view == "ranked":
-            scores = reading.passage_match(state["question"])
-            view = [ranked_quotes(n, reading.passages, scores) for n in notes]
-        else:
-            views = [around_quotes(n, reading.passages, ctx.manager_tokens) for n in notes]
-            view = [text for text, _ in views]
-            shown = {label: text for _, sentences in views for label, text in sentences.items()}
     with track_usage() as usage:
         answer = manager_answer(
             llm_for("manager", ctx),
             question=state["question"],
-            chain_notes=view,
+            chain_notes=notes,
             lang=state.get("language", "en"),
             max_tokens=ctx.manager_max_tokens,
-            heading="Passages" if shown else "Quotes",
         )
     known = list(state.get("read", []))
     total_usage = merge_usage(state.get("usage"), usage)
-    quotes = supporting_quotes(answer, notes, shown)
+    quotes = supporting_quotes(answer, notes)
     return {
         "answer": answer.answer.strip(),
         "explanation": answer.explanation.strip(),

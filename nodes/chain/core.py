@@ -281,23 +281,18 @@ def manager_answer(
     chain_notes: Sequence[str],
     lang: str,
     max_tokens: int = 200,
-    heading: str = "Quotes",
 ) -> Answer:
-    """The manager's answer from the quotes every chain gathered (or, under ``heading`` "Passages", the
-    passages that hold them)."""
+    """The manager's answer from the quotes every chain gathered."""
     if len(chain_notes) == 1:
-        body = f"{heading}:\n" + (chain_notes[0] or "(the readers quoted nothing)")
+        body = "Quotes:\n" + (chain_notes[0] or "(the readers quoted nothing)")
         reconcile = ""
     else:
-        body = "\n\n".join(f"{heading} of chain {i}:\n{n or '(nothing quoted)'}" for i, n in enumerate(chain_notes, 1))
+        body = "\n\n".join(f"Quotes of chain {i}:\n{n or '(nothing quoted)'}" for i, n in enumerate(chain_notes, 1))
         reconcile = (
             "Several chains read the document in different orders; reconcile their quotes: prefer what "
             "several chains quoted, and ignore quotes that contradict the others."
         )
-    material = prompts.render("chain/manager_passages", lang) if heading == "Passages" else ""
-    if material and reconcile:
-        material = " " + material
-    system = prompts.render("chain/manager", lang, reconcile=reconcile, material=material)
+    system = prompts.render("chain/manager", lang, reconcile=reconcile)
     user = prompts.render("chain/manager_user", lang, question=question, notes=body)
     return llm.structured(messages(system, user), Answer, max_tokens=max_tokens)
 
@@ -343,13 +338,11 @@ def quoted_labels(notes: Sequence[str]) -> list[str]:
     return out
 
 
-def supporting_quotes(answer: Answer, notes: Sequence[str], shown: dict[str, str] | None = None) -> list[str]:
-    """The quote lines (``[label] sentence``) the answer rests on: those it cites (among the quotes, or
-    the sentences ``shown`` to the manager besides them), else all of the quotes."""
+def supporting_quotes(answer: Answer, notes: Sequence[str]) -> list[str]:
+    """The quote lines (``[label] sentence``) the answer rests on: those it cites, else all of them."""
     lines = {m.group(1): ln for text in notes for ln in text.splitlines() if (m := _QUOTE_LINE.match(ln))}
-    available = {**{label: f"[{label}] {text}" for label, text in (shown or {}).items()}, **lines}
     cited = [ref.strip().strip("[]") for ref in [*answer.evidence, *_REF.findall(answer.explanation)]]
-    chosen = [available[label] for label in dict.fromkeys(cited) if label in available]
+    chosen = [lines[label] for label in dict.fromkeys(cited) if label in lines]
     if not chosen and not is_unknown(answer.answer):
         chosen = list(lines.values())
     return chosen

@@ -66,13 +66,14 @@ def test_supporting_chunks_and_recall() -> None:
     assert evidence_recall([[]], ["c0"]) is None
 
 
-def scripted() -> ScriptedChatModel:
+def scripted(answer_with: str = "") -> ScriptedChatModel:
     worker = quoting([("River", "")], otherwise="river")
 
     def answer(messages: list) -> str:
         text = " ".join(str(m.content) for m in messages)
         found = [w.rstrip(".,") for w in text.split() if w.startswith("River")]
-        return json.dumps({"answer": found[0] if found else "unknown", "evidence": [], "explanation": ""})
+        said = answer_with or (found[0] if found else "unknown")
+        return json.dumps({"answer": said, "evidence": [], "explanation": ""})
 
     return ScriptedChatModel(
         rules=[("manager of a chain", answer), ("Answer the question using only", answer)], default=worker
@@ -141,27 +142,29 @@ def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.M
     assert set(report["long_curve"]) == {"orig", "300"}
     assert json.loads(out.read_text())["long_notes"]["split"] == "0:1"
 
-    # the manager re-asked on the journalled quotes, once per view, resumable
+    # the manager re-asked on the journalled quotes: an unchanged manager gives the chain's answers from the cache
+    from bench import chain_manager
     from bench.chain_long import setup_version
-    from bench.chain_manager import main as manager_main
 
     args = ["--data", str(data), "--journal", str(out.parent / "chain_long_journal.jsonl"), "--embedder", "hash"]
     args += ["--setup", setup_version("anytime"), "--split", "0:1", "--out", str(tmp_path / "manager.json")]
     model = scripted()
     with use_chat_model(model):
-        replayed = manager_main(args)
-    views = replayed["views"]
-    assert set(views) == {"journalled", "quotes", "passages"}
-    assert all(views[v]["items"] == 2 and views[v]["f1"] == 1.0 for v in views)
-    assert views["passages"]["manager_input_tokens"] > 0
-    prompts = [" ".join(str(m.content) for m in call) for call in model.calls]
-    # the quotes view is the journalled manager call itself (answered from the response cache)
-    assert len(prompts) == 2 and all("Passages:" in p for p in prompts)
+        replayed = chain_manager.main(args)["answers"]
+    assert set(replayed) == {"journalled", "re-asked"} and model.calls == []
+    assert all(replayed[k]["items"] == 2 and replayed[k]["f1"] == 1.0 for k in replayed)
+    assert replayed["re-asked"]["manager_input_tokens"] > 0
+    # a changed manager is asked afresh, on the same quotes, and its answers are journalled
+    import prompts
+
+    render = prompts.render  # a changed manager prompt: one more space
+    monkeypatch.setattr(prompts, "render", lambda n, *a, **k: render(n, *a, **k) + " " * (n == "chain/manager"))
+    monkeypatch.setattr(chain_manager, "manager_setup", lambda: "changed")
+    with use_chat_model(scripted(answer_with="unknown")):
+        changed = chain_manager.main(args)["answers"]
+    assert changed["re-asked"]["f1"] == 0.0 and changed["journalled"]["f1"] == 1.0
     with use_chat_model(model):
-        manager_main(args)
-    assert len(model.calls) == 2  # read back from its journal
-    with pytest.raises(SystemExit):
-        manager_main([*args, "--views", "chunks"])
+        assert chain_manager.main(args)["answers"] == changed and model.calls == []  # read back from its journal
     with pytest.raises(SystemExit, match="unknown methods"):
         bench_main(["--data", str(data), "--out", str(out), "--parts", "long", "--methods", "magic"])
 

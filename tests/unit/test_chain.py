@@ -388,26 +388,3 @@ def test_the_planner_embeds_a_text_once_per_vector_space() -> None:
     Store.space = "test-space"
     _similarity(Store(), matrix, "who leads")
     assert len(asked) == 3
-
-
-def test_the_passages_view_shows_the_manager_the_passage_around_each_quote(falcon: str) -> None:
-    model = fake()
-    with use_chat_model(model):
-        out = graph.invoke(
-            {"question": "What budget was approved?", "doc_id": falcon},
-            context={"read_all": True, "manager_view": "passages"},
-        )
-    manager_prompt = str(model.calls[-1][-1].content)
-    system = str(model.calls[-1][0].content)
-    assert "Passages:" in manager_prompt and "Quotes:" not in manager_prompt
-    assert BUDGET in manager_prompt  # the quote, inside its passage
-    assert "inside its passage" in system
-    assert out["answer"] == "40,000 euros" and out["citations"] == ["c1"] and out["notes"] == [BUDGET]
-    with use_chat_model(model):
-        ranked = graph.invoke(
-            {"question": "What budget was approved?", "doc_id": falcon},
-            context={"read_all": True, "manager_view": "ranked"},
-        )
-    assert f"Quotes:\n{BUDGET}" in str(model.calls[-1][-1].content) and ranked["quotes"] == [BUDGET]
-    with use_chat_model(model), pytest.raises(InputError):
-        graph.invoke({"question": "x?", "doc_id": falcon}, context={"manager_view": "chunks"})
