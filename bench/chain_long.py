@@ -234,11 +234,19 @@ def journal_key(item: str, size: object, budget: int, method: str) -> str:
 append_journal = journal.append
 
 
+SAME_SETUPS = {"c639f9a3": "34754e97"}
+"""Setups that read and answer alike, the first read as the second: between these two only the planner's
+caches moved onto ``stores.cache.ProcessCache`` (same keys, same contents)."""
+
+
 def _legacy_key(row: dict[str, Any]) -> dict[str, Any]:
-    """A row keyed before keys named a setup, keyed under the setup of its time."""
+    """A row keyed before keys named a setup, keyed under the setup of its time (or the setup it equals)."""
     if row["key"].count("|") == 3 and "method" in row:
         legacy = LEGACY_SETUPS["topk" if row["method"] == "topk" else "chain"]
         return {**row, "key": f"{row['key']}|{legacy}"}
+    head, setup = row["key"].rsplit("|", 1)
+    if setup in SAME_SETUPS:
+        return {**row, "key": f"{head}|{SAME_SETUPS[setup]}"}
     return row
 
 

@@ -198,6 +198,9 @@ def test_a_changed_setup_is_run_afresh_and_old_keys_read_as_the_legacy_setup(
     legacy = tmp_path / "legacy.jsonl"
     legacy.write_text(json.dumps({"key": "q0|orig|3000|topk", "method": "topk"}) + "\n", encoding="utf-8")
     assert list(chain_long.read_journal(legacy)) == [f"q0|orig|3000|topk|{chain_long.LEGACY_SETUPS['topk']}"]
+    same = tmp_path / "same.jsonl"
+    same.write_text(json.dumps({"key": "q0|orig|3000|anytime|c639f9a3", "method": "anytime"}) + "\n", encoding="utf-8")
+    assert list(chain_long.read_journal(same)) == ["q0|orig|3000|anytime|34754e97"]  # a setup it equals
 
 
 def test_the_setup_version_follows_the_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
