@@ -7,7 +7,8 @@ reads the result JSON files the benchmarks wrote and draws:
 - ``chain_cost.png``: tokens per question and evidence recall against document length, the anytime
   chain beside the full chain (``chain_long.json``, ``long_curve``);
 - ``chain_accuracy.png``: F1 against tokens per question for each method (``chain_long.json``,
-  ``long``; ``chain_long_b6000.json`` when present);
+  ``long``, the previous reading; ``chain_long_b6000.json`` and ``chain_long_passages.json``, the
+  evidence-carrying reading, when present);
 - ``factcheck_frontier.png``: recall against false alarms of every grounding setting and their
   frontier (each ``factcheck_grounding_frontier_*.json``);
 - ``route_recall.png``: agent recall at k = 1, 5, 10 per routing method (``route.json``);
@@ -223,17 +224,25 @@ def plot_chain_cost(report: ChainReport, out: Path) -> Path:
     return _save(fig, out, "chain_cost")
 
 
-def plot_chain_accuracy(report: ChainReport, budget: ChainBudgetReport | None, out: Path) -> Path:
-    """F1 against tokens per question, one point per method (and the doubled budget when measured)."""
+def plot_chain_accuracy(
+    report: ChainReport, budget: ChainBudgetReport | None, out: Path, current: ChainBudgetReport | None = None
+) -> Path:
+    """F1 against tokens per question, one point per method (and the doubled budget, and the
+    evidence-carrying reading, when measured)."""
     plt = _pyplot()
-    points = [(_method_label(name), row) for name, row in report.long.items()]
+
+    def before(name: str) -> str:  # the previous reading's label once the current one is drawn too
+        return _method_label(name) if current is None or name == "topk" else f"{name}, previous reading"
+
+    points = [(before(name), row) for name, row in report.long.items()]
     if budget is not None:
-        points += [(f"{_method_label(name)}, budget 6,000", row) for name, row in budget.long.items()]
+        points += [(f"{before(name)}, budget 6,000", row) for name, row in budget.long.items()]
+    if current is not None:
+        points += [(f"{_method_label(name)}, quotes", row) for name, row in current.long.items() if name != "topk"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (label, row) in enumerate(sorted(points, key=lambda p: p[1].tokens)):
-        ax.scatter(row.tokens, row.f1, s=40)
-        offset = (6, 4) if i % 2 == 0 else (6, -12)  # neighbours on the token axis are labelled above and below
-        ax.annotate(f"{label} (n={row.items})", (row.tokens, row.f1), textcoords="offset points", xytext=offset)
+    for label, row in sorted(points, key=lambda p: p[1].tokens):  # a legend: neighbours' labels would overlap
+        ax.scatter(row.tokens, row.f1, s=40, label=f"{label} (n={row.items}): F1 {row.f1:.2f}")
+    ax.legend(fontsize=8, loc="upper left")
     ax.set_xscale("log")
     _log_axis(ax.xaxis, (2_000, 5_000, 10_000, 20_000, 50_000))
     ax.set_xlabel("tokens per question")
@@ -349,6 +358,8 @@ def draw_all(results: Path, out: Path) -> list[Path]:
     chain = load(results / "chain_long.json", ChainReport)
     budget_file = results / "chain_long_b6000.json"
     budget = load(budget_file, ChainBudgetReport) if budget_file.exists() else None
+    current_file = results / "chain_long_passages.json"
+    current = load(current_file, ChainBudgetReport) if current_file.exists() else None
     frontier_files = sorted(results.glob("factcheck_grounding_frontier_*.json"))
     if not frontier_files:
         raise PlotInputError(f"{results}: no factcheck_grounding_frontier_*.json")
@@ -358,7 +369,7 @@ def draw_all(results: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     return [
         plot_chain_cost(chain, out),
-        plot_chain_accuracy(chain, budget, out),
+        plot_chain_accuracy(chain, budget, out, current),
         plot_factcheck_frontier(frontiers, out),
         plot_route_recall(route, out),
         plot_offload_tokens(offload, out),
