@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import os
 import platform
@@ -45,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from bench.options import chosen
-from bench.qa_data import QAItem, load_qa_dir
+from bench.qa_data import QAItem, load_qa_dir, split_items
 from nodes.chain.ordering.orders import ORDERS, order_chunks
 from nodes.chain.ordering.traverse import ROOT_STRATEGIES
 from nodes.chain.ordering.tree import build_tree
@@ -288,9 +287,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
 
     methods = chosen(args.methods, METHODS, "methods")
     budget = args.budget if args.budget is not None else ChainContext().budget
-    start, stop = (int(x) for x in args.long_split.split(":"))
-    files = [data[start:stop] for _, data in sorted(datasets.items())]
-    items = [item for group in itertools.zip_longest(*files) for item in group if item is not None]
+    items = split_items(datasets, args.long_split)
     pool = [item for data in datasets.values() for item in data]
     journal = cache_dir.parent / "chain_long_journal.jsonl"
     if methods:

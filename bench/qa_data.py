@@ -7,6 +7,7 @@ joined in order; here each paragraph is one chunk whose text is ``title + ": " +
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,3 +103,10 @@ def load_qa_dir(directory: str | Path) -> dict[str, list[QAItem]]:
     if not files:
         raise FileNotFoundError(f"no *.jsonl files in {directory}")
     return {f.stem: load_qa(f) for f in files}
+
+
+def split_items(datasets: dict[str, list[QAItem]], split: str) -> list[QAItem]:
+    """Items ``[a:b)`` (``split`` is ``"a:b"``) of every data set, interleaved set by set in name order."""
+    start, stop = (int(x) for x in split.split(":"))
+    files = [data[start:stop] for _, data in sorted(datasets.items())]
+    return [item for group in itertools.zip_longest(*files) for item in group if item is not None]
