@@ -22,7 +22,7 @@ from graphs.context import validate
 from nodes.chain.core import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
 from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.passages import PassageIndex, build_passage_index
-from nodes.chain.reading import ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
+from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.ingest import input_namespace, resolve_document
 from nodes.retrieval import index_key, lexical_index
 from stores.cache import ProcessCache
@@ -185,6 +185,8 @@ def _best_first(
             chain_state["extended"] = ctx.hop_budget
             left += ctx.hop_budget
             reason = "hop-budget"
+        if read and left < ctx.batch_tokens * LEAST_BATCH:
+            return Choice([], reason, [])
         room = min(room, left)
     batch = next_batch(scores, passages.tokens, chain_state["taken"], room, floor, at_least_one=not read)
     if ctx.max_chunks:

@@ -37,12 +37,16 @@ STOP_REASONS = ("complete", "budget", "hop-budget", "end")
 
 DEFAULT_BUDGET = 3000
 """Tokens of document text a chain reads at most by default (about three 900-token chunks)."""
-DEFAULT_BATCH = 1000
-"""Tokens of passages one best-first worker reads by default."""
+DEFAULT_BATCH = 1500
+"""Tokens of passages one best-first worker reads by default (two workers fill the default budget)."""
 DEFAULT_PASSAGE = 200
 """Most tokens of one passage by default (about one paragraph)."""
-DEFAULT_HOP = 1000
-"""Tokens a chain may read past its budget, once, while a missing piece is named."""
+DEFAULT_HOP = 0
+"""Tokens a chain may read past its budget, once, while a missing piece is named (default: never; the
+second batch already answers the first worker's missing piece within the budget)."""
+LEAST_BATCH = 0.25
+"""Share of ``batch_tokens`` below which what is left of the budget is not read: a worker's prompt and
+reply would cost more than the text it reads."""
 DEFAULT_FLOOR = -0.5
 """Relevance (standard deviations from the document's mean) below which a chunk is skipped."""
 

@@ -4,12 +4,14 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from doubles.chat import ScriptedChatModel
 from graphs.chain.graph import graph
 from nodes.chain import core as chain_nodes
+from nodes.chain import planner
 from nodes.chain.core import compose_evidence
 from nodes.ingest import ingest
 from stores.cache import reset_caches
@@ -261,6 +263,29 @@ def test_budget_ends_the_chain_and_the_manager_answers_from_what_was_read(falcon
     read = [s for call in never_done.calls[:-1] for _, s in shown_sentences(call)]
     assert 0 < sum(count_tokens(s) for s in read) <= budget
     assert out["calls"] == out["usage"]["worker"]["calls"] + 1 and out["answer"] == "40,000 euros"
+
+
+def test_a_remainder_under_the_least_batch_is_not_read(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    batch, budget = 40, 70
+
+    def run(least: float) -> tuple[dict[str, Any], ScriptedChatModel]:
+        monkeypatch.setattr(planner, "LEAST_BATCH", least)
+        model = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=quoting([("", "the budget")]))
+        context = {"budget": budget, "batch_tokens": batch, "passage_tokens": 20, "hop_budget": 0, "floor": -9.0}
+        with use_chat_model(model):
+            return graph.invoke({"question": "What budget?", "doc_id": falcon}, context=context), model
+
+    every, model = run(0.0)
+    shown = dict(shown_sentences(model.calls[0]))
+    spans = [re.fullmatch(r"(c\d+)\.(\d+)-(\d+)", p) for p in every["passages"]]
+    passages = [[f"{m[1]}.{i}" for i in range(int(m[2]), int(m[3]) + 1)] for m in spans if m]
+    # what the first worker read, as the budget counts it: each of its passages' sentences joined
+    left = budget - sum(count_tokens(" ".join(shown[x] for x in p)) for p in passages if all(x in shown for x in p))
+    assert every["usage"]["worker"]["calls"] == 2 and 0 < left < batch
+    above, _ = run((left + 1) / batch)  # what is left is under the least batch: no second call
+    below, _ = run((left - 1) / batch)
+    assert above["stopped"] == below["stopped"] == "budget"
+    assert above["usage"]["worker"]["calls"] == 1 and below["usage"]["worker"]["calls"] == 2
 
 
 def test_a_named_missing_piece_extends_the_budget_once(falcon: str) -> None:
