@@ -7,8 +7,8 @@ reads the result JSON files the benchmarks wrote and draws:
 - ``chain_cost.png``: tokens per question and evidence recall against document length, the anytime
   chain beside the full chain (``chain_long.json``, ``long_curve``);
 - ``chain_accuracy.png``: F1 against tokens per question for each method (``chain_long.json``,
-  ``long``, the previous reading; ``chain_long_b6000.json`` and ``chain_long_passages.json``, the
-  evidence-carrying reading, when present);
+  ``long``, the previous reading; ``chain_long_b6000.json``, and the evidence-carrying reading's
+  ``chain_long_passages.json`` and ``chain_long_batches.json``, when present);
 - ``factcheck_frontier.png``: recall against false alarms of every grounding setting and their
   frontier (each ``factcheck_grounding_frontier_*.json``);
 - ``route_recall.png``: agent recall at k = 1, 5, 10 per routing method (``route.json``);
@@ -225,20 +225,23 @@ def plot_chain_cost(report: ChainReport, out: Path) -> Path:
 
 
 def plot_chain_accuracy(
-    report: ChainReport, budget: ChainBudgetReport | None, out: Path, current: ChainBudgetReport | None = None
+    report: ChainReport,
+    budget: ChainBudgetReport | None,
+    out: Path,
+    readings: Sequence[tuple[str, ChainBudgetReport]] = (),
 ) -> Path:
-    """F1 against tokens per question, one point per method (and the doubled budget, and the
-    evidence-carrying reading, when measured)."""
+    """F1 against tokens per question, one point per method (and the doubled budget, and each
+    evidence-carrying reading measured, labelled by its setting)."""
     plt = _pyplot()
 
-    def before(name: str) -> str:  # the previous reading's label once the current one is drawn too
-        return _method_label(name) if current is None or name == "topk" else f"{name}, previous reading"
+    def before(name: str) -> str:  # the previous reading's label once a later one is drawn too
+        return _method_label(name) if not readings or name == "topk" else f"{name}, previous reading"
 
     points = [(before(name), row) for name, row in report.long.items()]
     if budget is not None:
         points += [(f"{before(name)}, budget 6,000", row) for name, row in budget.long.items()]
-    if current is not None:
-        points += [(f"{_method_label(name)}, quotes", row) for name, row in current.long.items() if name != "topk"]
+    for setting, current in readings:
+        points += [(f"{_method_label(name)}, {setting}", row) for name, row in current.long.items() if name != "topk"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, row in sorted(points, key=lambda p: p[1].tokens):  # a legend: neighbours' labels would overlap
         ax.scatter(row.tokens, row.f1, s=40, label=f"{label} (n={row.items}): F1 {row.f1:.2f}")
@@ -353,13 +356,23 @@ def plot_offload_tokens(report: OffloadReport, out: Path) -> Path:
     return _save(fig, out, "offload_tokens")
 
 
+READINGS = {
+    "chain_long_passages.json": "quotes, 1,000-token batches",
+    "chain_long_batches.json": "quotes, two 1,500-token batches",
+}
+"""Result files of the evidence-carrying reading, each drawn when present, with the setting it ran under."""
+
+
 def draw_all(results: Path, out: Path) -> list[Path]:
     """Every plot from the result files under ``results``, written into ``out``; returns the files."""
     chain = load(results / "chain_long.json", ChainReport)
     budget_file = results / "chain_long_b6000.json"
     budget = load(budget_file, ChainBudgetReport) if budget_file.exists() else None
-    current_file = results / "chain_long_passages.json"
-    current = load(current_file, ChainBudgetReport) if current_file.exists() else None
+    readings = [
+        (setting, load(results / name, ChainBudgetReport))
+        for name, setting in READINGS.items()
+        if (results / name).exists()
+    ]
     frontier_files = sorted(results.glob("factcheck_grounding_frontier_*.json"))
     if not frontier_files:
         raise PlotInputError(f"{results}: no factcheck_grounding_frontier_*.json")
@@ -369,7 +382,7 @@ def draw_all(results: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     return [
         plot_chain_cost(chain, out),
-        plot_chain_accuracy(chain, budget, out, current),
+        plot_chain_accuracy(chain, budget, out, readings),
         plot_factcheck_frontier(frontiers, out),
         plot_route_recall(route, out),
         plot_offload_tokens(offload, out),

@@ -134,3 +134,16 @@ def test_missing_and_broken_files_end_the_command_with_a_message(
     (tmp_path / "route.json").write_text("{not json")
     assert main(["--results", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "route.json: not a readable JSON file" in capsys.readouterr().err
+
+
+def test_each_evidence_reading_present_is_drawn_and_checked(tmp_path: Path) -> None:
+    write_results(tmp_path)
+    plain = draw_all(tmp_path, tmp_path / "plain")[1].read_bytes()
+    (tmp_path / "chain_long_batches.json").write_text(
+        json.dumps({"long": {"anytime": _chain_row(4, 0.3, 5_000, 0.9, 10_000)}})
+    )
+    drawn = draw_all(tmp_path, tmp_path / "drawn")[1].read_bytes()
+    assert drawn != plain  # the reading's point (and legend) is on the accuracy plot
+    (tmp_path / "chain_long_passages.json").write_text(json.dumps({"long": {"anytime": {"items": 4}}}))
+    with pytest.raises(PlotInputError, match=r"chain_long_passages\.json.*long\.anytime"):
+        draw_all(tmp_path, tmp_path / "out")
