@@ -123,9 +123,11 @@ class SentenceMap:
 
         self.limit = limit or ChainContext().passage_tokens
         self.by_chunk: dict[str, list[str]] = {}
+        self.raw: dict[str, list[str]] = {}
         for cid, text in chunks:
             paragraphs = chunk_paragraphs(truncate_tokens(text, CHUNK_TOKENS), self.limit)
-            self.by_chunk[cid] = [_norm(s) for paragraph in paragraphs for s in paragraph]
+            self.raw[cid] = [s for paragraph in paragraphs for s in paragraph]
+            self.by_chunk[cid] = [_norm(s) for s in self.raw[cid]]
 
     def read(self, row: dict[str, Any]) -> set[str]:
         """The sentences a run read: those of its passages, or every sentence of the chunks it read whole."""
@@ -141,6 +143,25 @@ class SentenceMap:
                 if 0 < int(number) <= len(sentences):
                     out.add(sentences[int(number) - 1])
         return out
+
+    def text_tokens(self, row: dict[str, Any]) -> int:
+        """Tokens of document text a run's workers were shown: each passage's sentences joined, as the
+        reading budget counts them (the chunks read whole, for a run without passages)."""
+        from nodes.chain.passages import span_labels
+        from stores.text import count_tokens
+
+        if row.get("passages") is None:
+            return int(row.get("read_tokens", 0))
+        total = 0
+        for span in row["passages"]:
+            shown = []
+            for label in span_labels(span):
+                cid, number = label.split(".")
+                sentences = self.raw.get(cid, [])
+                if 0 < int(number) <= len(sentences):
+                    shown.append(sentences[int(number) - 1])
+            total += count_tokens(" ".join(shown))
+        return total
 
     def recall(self, paragraphs: Sequence[Paragraph], row: dict[str, Any]) -> float | None:
         """Share of the supporting paragraphs at least half of whose words a run read (None without any)."""
@@ -176,7 +197,8 @@ def with_evidence(rows: Sequence[dict[str, Any]], items: Sequence[QAItem], embed
             doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
             chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
             maps[item.id] = SentenceMap(chunks)
-        out.append({**row, "evidence": maps[item.id].recall(item.paragraphs, row)})
+        found = maps[item.id]
+        out.append({**row, "evidence": found.recall(item.paragraphs, row), "text_tokens": found.text_tokens(row)})
     return out
 
 
@@ -562,9 +584,12 @@ def _cached(row: dict[str, Any]) -> bool:
 
 
 def _per_worker_call(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Mean input tokens of a worker call, and how many of them are not chunk text (prompt, notes, template)."""
+    """Mean input tokens of a worker call, and how many of them are not document text (prompt, notes, labels,
+    template): the text is the passages shown (``text_tokens``) or, for older rows, the chunks read."""
     calls = [
-        (r["usage"]["worker"], r["read_tokens"]) for r in rows if r.get("usage", {}).get("worker", {}).get("calls")
+        (r["usage"]["worker"], r.get("text_tokens", r["read_tokens"]))
+        for r in rows
+        if r.get("usage", {}).get("worker", {}).get("calls")
     ]
     if not calls:
         return {}

@@ -220,6 +220,21 @@ def test_bench_evidence_counts_the_sentences_a_run_read() -> None:
     assert sentences.recall([paragraphs[1]], {"passages": []}) is None
 
 
+def test_the_text_a_run_was_shown_counts_its_passages_not_its_chunks() -> None:
+    from bench.chain_long import _per_worker_call
+    from stores.text import count_tokens
+
+    chunks = [("c0", "A: Alpha is one. Beta is two.\n\nB: Gamma is three and more words follow here.")]
+    sentences = SentenceMap(chunks)
+    one = sentences.text_tokens({"passages": ["c0.3-3"], "read": ["c0"], "read_tokens": 99})
+    assert one == count_tokens("B: Gamma is three and more words follow here.")
+    assert sentences.text_tokens({"passages": None, "read": ["c0"], "read_tokens": 99}) == 99
+    usage = {"worker": {"calls": 2, "input": 300}}
+    rows = [{"usage": usage, "read_tokens": 99, "text_tokens": one}]
+    assert _per_worker_call(rows)["worker_overhead_per_call"] == (300 - one) / 2
+    assert _per_worker_call([{"usage": usage, "read_tokens": 99}])["worker_overhead_per_call"] == (300 - 99) / 2
+
+
 def test_answer_policy_reports_both_sides() -> None:
     rows = [
         {"prediction": "Paris", "answers": ["Paris"], "evidence": 1.0, "inferred": False, "dropped": 1},
