@@ -241,11 +241,11 @@ def plot_chain_accuracy(
     if budget is not None:
         points += [(f"{before(name)}, budget 6,000", row) for name, row in budget.long.items()]
     for setting, current in readings:
-        points += [(f"{_method_label(name)}, {setting}", row) for name, row in current.long.items() if name != "topk"]
+        points += [(f"{name}, {setting}", row) for name, row in current.long.items() if name != "topk"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, row in sorted(points, key=lambda p: p[1].tokens):  # a legend: neighbours' labels would overlap
         ax.scatter(row.tokens, row.f1, s=40, label=f"{label} (n={row.items}): F1 {row.f1:.2f}")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_xscale("log")
     _log_axis(ax.xaxis, (2_000, 5_000, 10_000, 20_000, 50_000))
     ax.set_xlabel("tokens per question")
@@ -357,8 +357,8 @@ def plot_offload_tokens(report: OffloadReport, out: Path) -> Path:
 
 
 READINGS = {
-    "chain_long_passages.json": "quotes, 1,000-token batches",
-    "chain_long_batches.json": "quotes, two 1,500-token batches",
+    "chain_long_passages.json": "quotes, 1,000-token batches (previous default)",
+    "chain_long_batches.json": "quotes, two 1,500-token batches (default)",
 }
 """Result files of the evidence-carrying reading, each drawn when present, with the setting it ran under."""
 
