@@ -129,39 +129,35 @@ class SentenceMap:
             self.raw[cid] = [s for paragraph in paragraphs for s in paragraph]
             self.by_chunk[cid] = [_norm(s) for s in self.raw[cid]]
 
-    def read(self, row: dict[str, Any]) -> set[str]:
-        """The sentences a run read: those of its passages, or every sentence of the chunks it read whole."""
+    def _spans(self, row: dict[str, Any], table: dict[str, list[str]]) -> list[list[str]]:
+        """Per passage of a run (``c3.4-7``), its sentences as ``table`` holds them."""
         from nodes.chain.passages import span_labels
 
-        if row.get("passages") is None:
-            return {s for cid in row.get("read", []) for s in self.by_chunk.get(cid, [])}
-        out = set()
+        out = []
         for span in row["passages"]:
+            sentences = []
             for label in span_labels(span):
                 cid, number = label.split(".")
-                sentences = self.by_chunk.get(cid, [])
-                if 0 < int(number) <= len(sentences):
-                    out.add(sentences[int(number) - 1])
+                known = table.get(cid, [])
+                if 0 < int(number) <= len(known):
+                    sentences.append(known[int(number) - 1])
+            out.append(sentences)
         return out
+
+    def read(self, row: dict[str, Any]) -> set[str]:
+        """The sentences a run read: those of its passages, or every sentence of the chunks it read whole."""
+        if row.get("passages") is None:
+            return {s for cid in row.get("read", []) for s in self.by_chunk.get(cid, [])}
+        return {s for passage in self._spans(row, self.by_chunk) for s in passage}
 
     def text_tokens(self, row: dict[str, Any]) -> int:
         """Tokens of document text a run's workers were shown: each passage's sentences joined, as the
         reading budget counts them (the chunks read whole, for a run without passages)."""
-        from nodes.chain.passages import span_labels
         from stores.text import count_tokens
 
         if row.get("passages") is None:
             return int(row.get("read_tokens", 0))
-        total = 0
-        for span in row["passages"]:
-            shown = []
-            for label in span_labels(span):
-                cid, number = label.split(".")
-                sentences = self.raw.get(cid, [])
-                if 0 < int(number) <= len(sentences):
-                    shown.append(sentences[int(number) - 1])
-            total += count_tokens(" ".join(shown))
-        return total
+        return sum(count_tokens(" ".join(passage)) for passage in self._spans(row, self.raw))
 
     def recall(self, paragraphs: Sequence[Paragraph], row: dict[str, Any]) -> float | None:
         """Share of the supporting paragraphs at least half of whose words a run read (None without any)."""

@@ -13,6 +13,7 @@ from graphs.chain.graph import graph
 from nodes.chain import core as chain_nodes
 from nodes.chain import planner
 from nodes.chain.core import compose_evidence
+from nodes.chain.passages import span_labels
 from nodes.ingest import ingest
 from stores.cache import reset_caches
 from stores.models import use_chat_model
@@ -277,8 +278,7 @@ def test_a_remainder_under_the_least_batch_is_not_read(falcon: str, monkeypatch:
 
     every, model = run(0.0)
     shown = dict(shown_sentences(model.calls[0]))
-    spans = [re.fullmatch(r"(c\d+)\.(\d+)-(\d+)", p) for p in every["passages"]]
-    passages = [[f"{m[1]}.{i}" for i in range(int(m[2]), int(m[3]) + 1)] for m in spans if m]
+    passages = [span_labels(span) for span in every["passages"]]
     # what the first worker read, as the budget counts it: each of its passages' sentences joined
     left = budget - sum(count_tokens(" ".join(shown[x] for x in p)) for p in passages if all(x in shown for x in p))
     assert every["usage"]["worker"]["calls"] == 2 and 0 < left < batch
