@@ -21,7 +21,8 @@ Sections of the output:
 - ``llm``: answers of the LLM chain on the short documents, every chunk read (``--parts llm``).
 - ``long``, ``long_curve``, ``long_ordering``: questions hidden in ~10,000-word documents
   (``--parts long`` with ``--data ../shared/data/qa_long``): anytime reading against full chains
-  and top-k retrieval, see :mod:`bench.chain_long`.
+  and top-k retrieval, see :mod:`bench.chain_long`; ``long_curve_paired`` holds the curve's
+  questions that ran at every length.
 
 Embeddings are cached under ``--cache`` (one ``.npz`` per data file, keyed by embedder and content),
 so re-runs skip the embedding model.
@@ -273,6 +274,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     """Run the long-document methods on the chosen split and summarise the journal's rows of that split."""
     from bench.chain_long import (
         METHODS,
+        curve_pairs,
         markdown_table,
         ordering_recall,
         paired,
@@ -319,6 +321,8 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     previous = with_evidence(previous, items, args.embedder)
     for size, size_rows in by_size.items():
         print(f"\n{size} words, budget {budget}:\n{markdown_table(summarise(size_rows))}", flush=True)
+    for size, size_rows in curve_pairs(by_size).items():
+        print(f"\n{size} words, the questions run at every length:\n{markdown_table(summarise(size_rows))}")
     split_table = summarise(paired(main_rows + previous, ["anytime", "topk"]))
     print(f"\nsplit {args.long_split}, anytime and top-k on the same questions:\n{markdown_table(split_table)}")
     return {
@@ -329,6 +333,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
             paired(main_rows + previous, ["anytime", "topk", "chow-liu-bfs (previous reading)"])
         ),
         "long_curve": {size: summarise(r) for size, r in by_size.items()},
+        "long_curve_paired": {size: summarise(r) for size, r in curve_pairs(by_size).items()},
         **({"long_ordering": ordering} if ordering is not None else {}),
         "long_notes": {
             "data": str(args.data),

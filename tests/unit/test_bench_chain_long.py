@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from bench.chain_long import (
     SentenceMap,
     answer_policy,
     as_text,
+    curve_pairs,
     evidence_recall,
     ordering_recall,
     pad_document,
@@ -140,6 +142,7 @@ def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.M
         )
     assert report["long"]["anytime"]["items"] == 2 and report["long"]["topk"]["items"] == 2
     assert set(report["long_curve"]) == {"orig", "300"}
+    assert {size: f["anytime"]["items"] for size, f in report["long_curve_paired"].items()} == {"orig": 2, "300": 2}
     assert json.loads(out.read_text())["long_notes"]["split"] == "0:1"
 
     # the manager re-asked on the journalled quotes: an unchanged manager gives the chain's answers from the cache
@@ -259,3 +262,30 @@ def test_passage_recall_reaches_more_evidence_than_whole_chunks_in_one_budget() 
     )
     result = passage_recall([item], budget=200, embedder="hash", sizes=(60,))
     assert result["items"] == 1 and result["passages-60"] == 1.0 and result["chunks"] < 1.0
+
+
+def test_the_cost_curve_pairs_the_questions_run_at_every_length() -> None:
+    def row(item: str, method: str, **extra: Any) -> dict[str, Any]:
+        return {"item": item, "method": method, **extra}
+
+    by_size = {
+        "orig": [row("a", "anytime"), row("b", "anytime"), row("a", "topk")],
+        "40000": [row("a", "anytime"), row("c", "anytime")],
+    }
+    paired_rows = curve_pairs(by_size)
+    assert {size: [(r["item"], r["method"]) for r in rows] for size, rows in paired_rows.items()} == {
+        "orig": [("a", "anytime")],
+        "40000": [("a", "anytime")],
+    }
+    assert curve_pairs({"orig": by_size["orig"]}) == {}
+
+
+def test_a_passage_run_without_its_shown_text_is_left_out_of_the_per_call_overhead() -> None:
+    usage = {"worker": {"input": 2000, "output": 50, "calls": 2}}
+    base = {"method": "anytime", "prediction": "x", "answers": ["x"], "tokens": 2050, "calls": 2, "read": ["c1"]}
+    base |= {"chunks": 4, "recall": 1.0, "words": 100, "stopped": "budget", "usage": usage, "seconds": 1.0}
+    counted = {**base, "item": "a", "passages": ["c1.1-3"], "text_tokens": 1500, "read_tokens": 9000}
+    padded = {**base, "item": "b", "passages": ["c1.1-3"], "read_tokens": 9000}  # shown text not counted
+    whole = {**base, "item": "c", "passages": None, "read_tokens": 1800}  # read whole chunks
+    figures = summarise([counted, padded, whole])["anytime"]
+    assert figures["worker_overhead_per_call"] == (2000 - 1500 + 2000 - 1800) / 4
