@@ -532,7 +532,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         recalls = [r["evidence"] for r in mine if r.get("evidence") is not None]
         chunk_recalls = [r["recall"] for r in mine if r["recall"] is not None]
         # a run that replayed cached replies (another method read the same chunks first) has no honest time
-        seconds = [r["seconds"] for r in mine if not _cached(r)] or [float("nan")]
+        seconds = [r["seconds"] for r in mine if not from_cache(r)] or [float("nan")]
         out[method] = {
             "items": len(mine),
             "em": round(float(np.mean([exact_match(r["prediction"], r["answers"]) for r in mine])), 3),
@@ -544,7 +544,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "evidence_recall": round(float(np.mean(recalls)), 3) if recalls else None,
             "chunk_recall": round(float(np.mean(chunk_recalls)), 3) if chunk_recalls else None,
             **answer_policy(mine),
-            "timed": sum(1 for r in mine if not _cached(r)),
+            "timed": sum(1 for r in mine if not from_cache(r)),
             "median_s": round(float(np.median(seconds)), 1),
             "p90_s": round(float(np.percentile(seconds, 90)), 1),
             "words": round(float(np.mean([r["words"] for r in mine]))),
@@ -581,7 +581,7 @@ def answer_policy(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _cached(row: dict[str, Any]) -> bool:
+def from_cache(row: dict[str, Any]) -> bool:
     """Whether any model reply of the run came from the response cache."""
     return any(counts.get("cached", 0) for counts in row.get("usage", {}).values())
 

@@ -13,8 +13,8 @@ sittings on different machines can be compared.
 
 Reported per method: median, p90 and mean seconds (ingestion excluded), input and output tokens,
 the share of predictions equal to the answer-journal's prediction for the same question and setup
-(the runs are greedy, so a difference is the machine's arithmetic, not a new reading), and the
-paired ratio of each method's seconds to the first method's.
+(the runs are greedy: a difference means a different choice of passages, e.g. from embedder vectors
+that agree closely but not bit for bit), and the paired ratio of each method's seconds to the first method's.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench import journal
 from bench.options import chosen
@@ -117,7 +119,7 @@ def run_timing(
                     "input_tokens": totals["input"],
                     "output_tokens": totals["output"],
                     "calls": totals["calls"],
-                    "cached": sum(c.get("cached", 0) for c in info.get("usage", {}).values()),
+                    "usage": info.get("usage", {}),
                     "failed": info.get("failed"),
                     "seconds": round(seconds, 2),
                     "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
@@ -131,7 +133,9 @@ def run_timing(
 
 def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
     """Per method: seconds and tokens, agreement with the answer journal; the paired ratio to ``methods[0]``."""
-    by = {m: {r["item"]: r for r in rows if r["method"] == m and not r.get("cached")} for m in methods}
+    from bench.chain_long import from_cache
+
+    by = {m: {r["item"]: r for r in rows if r["method"] == m and not from_cache(r)} for m in methods}
     both = sorted(set.intersection(*(set(v) for v in by.values()))) if by else []
     out: dict[str, Any] = {}
     for method in methods:
@@ -144,7 +148,7 @@ def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> 
         out[method] = {
             "items": len(mine),
             "median_s": round(statistics.median(seconds), 1),
-            "p90_s": round(_percentile(seconds, 0.9), 1),
+            "p90_s": round(float(np.percentile(seconds, 90)), 1),
             "mean_s": round(statistics.fmean(seconds), 1),
             "input_tokens": round(statistics.fmean(r["input_tokens"] for r in mine)),
             "output_tokens": round(statistics.fmean(r["output_tokens"] for r in mine)),
@@ -154,15 +158,6 @@ def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> 
             f"median_ratio_to_{methods[0]}": round(statistics.median(ratios), 3),
         }
     return out
-
-
-def _percentile(values: Sequence[float], share: float) -> float:
-    """Linear-interpolated percentile (numpy's default), without numpy for one number."""
-    ordered = sorted(values)
-    at = share * (len(ordered) - 1)
-    low = int(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -186,6 +181,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from graphs.chain.state import ChainContext
+    from stores.settings import get_settings
 
     args = parse_args(argv)
     budget = args.budget if args.budget is not None else ChainContext().budget
@@ -196,8 +192,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
     runs = report.setdefault("runs", {})
     entry = runs.setdefault(args.run, {})
-    from stores.settings import get_settings
-
     probe = not args.no_probe and not get_settings().base_url  # the probe measures the bundled model only
     if probe and "probe_before" not in entry:
         entry["probe_before"] = speed_probe()

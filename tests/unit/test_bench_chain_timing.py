@@ -57,7 +57,7 @@ def test_each_sitting_times_every_question_once_and_checks_the_journalled_answer
 def test_the_summary_pairs_methods_on_the_questions_both_timed() -> None:
     def row(item: str, method: str, seconds: float, **extra: Any) -> dict[str, Any]:
         base = {"item": item, "method": method, "seconds": seconds, "input_tokens": 100, "output_tokens": 10}
-        return {**base, "calls": 1, "same_as_journal": True, "failed": None, "cached": 0, **extra}
+        return {**base, "calls": 1, "same_as_journal": True, "failed": None, "usage": {}, **extra}
 
     rows = [
         row("a", "anytime", 80.0),
@@ -67,7 +67,7 @@ def test_the_summary_pairs_methods_on_the_questions_both_timed() -> None:
         row("c", "anytime", 100.0),
         row("c", "topk", 50.0),
         row("d", "anytime", 500.0),  # top-k never ran on d: left out of both
-        row("e", "anytime", 1.0, cached=3),
+        row("e", "anytime", 1.0, usage={"manager": {"input": 9, "output": 1, "calls": 1, "cached": 1}}),
         row("e", "topk", 1.0),
     ]
     summary = summarise_timing(rows, ["anytime", "topk"])
