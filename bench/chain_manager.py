@@ -45,8 +45,8 @@ def replay(row: dict[str, Any], question: str, doc_id: str, settings: dict[str, 
     """The graph's manager node on a journalled run's quotes."""
     from langgraph.runtime import Runtime
 
-    from graphs.chain.state import ChainContext
     from nodes.chain.agents import manager
+    from nodes.chain.state import ChainContext
     from stores.models import ModelOutputError
     from stores.usage import usage_totals
 

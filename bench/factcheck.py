@@ -224,7 +224,7 @@ def check_cases(
 ) -> None:
     """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems;
     ``grid``: the grounding flag under each setting of ``grid``)."""
-    from graphs.summarize.context import SummarizeContext
+    from nodes.summarize.context import SummarizeContext
     from nodes.summarize.fact_checker import check_sentences
     from nodes.summarize.grounding import grounding_problems
     from stores.models import llm_for

@@ -116,9 +116,9 @@ def run_session(
     """Ask one meeting's queries in one thread under ``policy``; one row per turn."""
     from langchain_core.runnables import RunnableConfig
 
-    from graphs.offload.context import OffloadContext
     from graphs.offload.graph import builder
-    from graphs.offload.state import OffloadInput
+    from nodes.offload.context import OffloadContext
+    from nodes.offload.state import OffloadInput
 
     graph = builder.compile(checkpointer=saver)
     meeting = session["meeting"]["id"]

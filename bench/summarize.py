@@ -145,10 +145,10 @@ def summarize_once(
     config: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], float]:
     """One summarization and its wall time; a run that ends in bad model output counts as an empty summary."""
-    from graphs.summarize.context import SummarizeContext
     from graphs.summarize.graph import graph
-    from graphs.summarize.state import SummarizeInput
+    from nodes.summarize.context import SummarizeContext
     from nodes.summarize.fact_checker import factcheck_stats
+    from nodes.summarize.state import SummarizeInput
     from stores.models import ModelOutputError
 
     request: SummarizeInput = {"doc_id": doc_id, "query": query, "method": method, "length": length}  # type: ignore[typeddict-item]

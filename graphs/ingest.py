@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.context import Context
+from nodes.context import Context
 from nodes.ingest import index_for_context, input_namespace, read_source
 
 

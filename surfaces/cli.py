@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from graphs.context import Context
+from nodes.context import Context
 from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
 from surfaces.options import context_option, context_values
 

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from graphs.offload.context import OffloadContext
+from nodes.offload.context import OffloadContext
 from stores.settings import InputError, run_timeout
 from surfaces.cli import (
     EXIT_OK,
@@ -185,9 +185,9 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_canvas(args: argparse.Namespace) -> int:
-    from graphs.offload.context import check_context
     from nodes.canvas_render import mermaid_js_source, render_html
     from nodes.offload.canvas_writer import ensure_canvas
+    from nodes.offload.context import check_context
     from stores.documents import get_document, write_atomic
     from stores.models import llm_for
     from stores.usage import track_usage

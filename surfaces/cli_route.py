@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graphs.route.context import RouteContext
+from nodes.route.context import RouteContext
 from nodes.route.model import BUILTIN_REGISTRY
 from surfaces.cli import EXIT_OK, add_common, print_json, progress, run_graph
 from surfaces.options import context_option, context_values

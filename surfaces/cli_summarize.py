@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 from langchain_core.runnables import RunnableConfig
 
-from graphs.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
+from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from surfaces.cli import EXIT_OK, add_common, document_id, print_json, progress, run_graph
 from surfaces.options import context_option, context_values
 

@@ -14,7 +14,7 @@ import typing
 from dataclasses import MISSING, Field, fields
 from typing import Any
 
-from graphs.context import Context
+from nodes.context import Context
 from stores.settings import InputError
 
 CONTEXT_DESTS = "_context_fields"

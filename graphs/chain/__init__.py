@@ -2,7 +2,7 @@
 
     orderer -> planner -> worker -> planner -> worker -> ... -> planner -> manager
 
-- :mod:`graphs.chain.state`: ``ChainContext`` (the settings), the input, output and state schemas;
+- :mod:`nodes.chain.state`: ``ChainContext`` (the settings), the input, output and state schemas;
 - :mod:`graphs.chain.graph`: ``builder`` and ``graph``, wired as drawn above.
 
 The nodes are the agents of :mod:`nodes.chain`: the orderer and the planner, the worker, the manager.

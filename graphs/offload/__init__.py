@@ -2,8 +2,8 @@
 
     begin -> [canvas] -> retrieve -> answer -> [recall -> answer] -> offload
 
-- :mod:`graphs.offload.context`: ``OffloadContext`` (the settings, their bounds and checks);
-- :mod:`graphs.offload.state`: the input, output and state schemas;
+- :mod:`nodes.offload.context`: ``OffloadContext`` (the settings, their bounds and checks);
+- :mod:`nodes.offload.state`: the input, output and state schemas;
 - :mod:`graphs.offload.graph`: ``builder`` and ``graph``, wired as drawn above.
 
 The nodes are the agents of :mod:`nodes.offload`: the canvas writer, the answering call, the offloader.

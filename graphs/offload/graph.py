@@ -28,7 +28,7 @@ as an AI message carrying its citations, offloaded and recalled ids.
 
 Modules, in the order a turn meets them:
 
-- :mod:`graphs.offload.context`: ``OffloadContext`` (the settings); :mod:`graphs.offload.state`: the input,
+- :mod:`nodes.offload.context`: ``OffloadContext`` (the settings); :mod:`nodes.offload.state`: the input,
   output and state schemas;
 - :mod:`nodes.offload.session`: ``begin`` and ``refuse``; :mod:`nodes.offload.canvas_writer`: ``canvas``;
 - :mod:`nodes.offload.answer`: ``retrieve``, ``answer`` and ``recall``;
@@ -40,12 +40,12 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.offload.context import OffloadContext
-from graphs.offload.state import OffloadInput, OffloadOutput, OffloadState
 from nodes.offload.answer import answer, recall, retrieve, route_answer
 from nodes.offload.canvas_writer import canvas
+from nodes.offload.context import OffloadContext
 from nodes.offload.offloader import offload
 from nodes.offload.session import begin, refuse, route_begin
+from nodes.offload.state import OffloadInput, OffloadOutput, OffloadState
 from stores.models import model_retry
 
 _retry = model_retry()

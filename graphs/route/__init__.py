@@ -2,7 +2,7 @@
 
     register -> route
 
-- :mod:`graphs.route.context`: ``RouteContext`` (the settings); :mod:`graphs.route.state`: the input, output
+- :mod:`nodes.route.context`: ``RouteContext`` (the settings); :mod:`nodes.route.state`: the input, output
   and state schemas;
 - :mod:`graphs.route.graph`: ``builder`` and ``graph``, wired as drawn above.
 

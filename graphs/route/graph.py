@@ -17,7 +17,7 @@ optional per-call ``k``, ``profile``, ``retrieval``, ``namespace``. Output: ``ag
 ``tools`` (for a single request), ``results`` (one per request), and what registration did.
 Progress of the embedding is streamed as custom events (``stream_mode="custom"``).
 
-- :mod:`graphs.route.context`: ``RouteContext`` (the settings); :mod:`graphs.route.state`: the schemas;
+- :mod:`nodes.route.context`: ``RouteContext`` (the settings); :mod:`nodes.route.state`: the schemas;
 - :mod:`nodes.route.router`: the ``register`` and ``route`` nodes;
 - this module: the graph, ``register -> route``.
 """
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.route.context import RouteContext
-from graphs.route.state import RouteInput, RouteOutput, RouteState
+from nodes.route.context import RouteContext
 from nodes.route.router import register_registry, route_requests
+from nodes.route.state import RouteInput, RouteOutput, RouteState
 from stores.models import model_retry
 
 _retry = model_retry()

@@ -7,8 +7,8 @@
              +-> factcheck (a document no longer than the summary)
     polish -> fit_length -> factcheck -> finish
 
-- :mod:`graphs.summarize.context`: ``SummarizeContext`` (the settings, their bounds and checks);
-- :mod:`graphs.summarize.state`: the input, output and state schemas;
+- :mod:`nodes.summarize.context`: ``SummarizeContext`` (the settings, their bounds and checks);
+- :mod:`nodes.summarize.state`: the input, output and state schemas;
 - :mod:`graphs.summarize.graph`: ``builder`` and ``graph``, wired as drawn above;
 - :mod:`graphs.summarize.baselines`: the map-reduce and refine subgraphs.
 

@@ -11,8 +11,6 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.summarize.context import BaselineContext
-from graphs.summarize.state import BaselineInput, BaselineOutput, MapReduceState, RefineState
 from nodes.summarize.baselines import (
     collapse,
     collect_notes,
@@ -25,6 +23,8 @@ from nodes.summarize.baselines import (
     reduce_notes,
     refine_step,
 )
+from nodes.summarize.context import BaselineContext
+from nodes.summarize.state import BaselineInput, BaselineOutput, MapReduceState, RefineState
 from stores.models import model_retry
 
 RETRY = model_retry()

@@ -22,7 +22,7 @@ streamed as custom events (``stream_mode="custom"``).
 
 Modules, in the order a run meets them:
 
-- :mod:`graphs.summarize.context`: ``SummarizeContext`` (the settings); :mod:`graphs.summarize.state`: the input,
+- :mod:`nodes.summarize.context`: ``SummarizeContext`` (the settings); :mod:`nodes.summarize.state`: the input,
   output and state schemas;
 - :mod:`nodes.summarize.request`: ``prepare`` (and ``route_method``) and ``finish``;
 - :mod:`nodes.summarize.editor`: ``overview``, ``questions``, ``merge`` (and ``after_merge``) and ``polish``;
@@ -37,13 +37,13 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from graphs.summarize.baselines import RETRY, map_reduce_graph, refine_graph
-from graphs.summarize.context import SummarizeContext
-from graphs.summarize.state import SummarizeInput, SummarizeOutput, SummarizeState
+from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editor import after_merge, merge, overview, polish_node, questions
 from nodes.summarize.expert import expert, send_questions
 from nodes.summarize.fact_checker import factcheck
 from nodes.summarize.length import fit_length
 from nodes.summarize.request import finish, prepare, route_method
+from nodes.summarize.state import SummarizeInput, SummarizeOutput, SummarizeState
 
 builder = StateGraph(
     SummarizeState, context_schema=SummarizeContext, input_schema=SummarizeInput, output_schema=SummarizeOutput

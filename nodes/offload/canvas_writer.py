@@ -20,10 +20,10 @@ from langgraph.runtime import Runtime
 from pydantic import Field, ValidationError, create_model
 
 import prompts
-from graphs.offload.context import OffloadContext
-from graphs.offload.state import OffloadState, call_record, session_context
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, outline_spec, render_mermaid
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, save_canvas
+from nodes.offload.context import OffloadContext
+from nodes.offload.state import OffloadState, call_record, session_context
 from stores.cache import lru_cache
 from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity

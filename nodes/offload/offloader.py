@@ -15,11 +15,11 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from graphs.offload.context import OffloadContext
-from graphs.offload.state import OffloadState, call_record, session_context
 from nodes.offload.canvas import content_terms
 from nodes.offload.chat import answer_message
+from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING
+from nodes.offload.state import OffloadState, call_record, session_context
 from stores.chat_stream import unstreamed
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadItem, get_offload_store

@@ -13,10 +13,10 @@ from typing import Any, Literal
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from graphs.offload.context import OffloadContext, check_context
-from graphs.offload.state import OffloadState, session_context
 from nodes.ingest import document_field, resolve_document
 from nodes.offload.chat import named_document, turn_question, withdrawn
+from nodes.offload.context import OffloadContext, check_context
+from nodes.offload.state import OffloadState, session_context
 from stores.documents import get_document, index_identity
 from stores.files import IngestRoot
 from stores.offload import check_session

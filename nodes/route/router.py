@@ -7,13 +7,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graphs.route.context import RouteContext
-from graphs.route.state import RouteState
+from nodes.route.context import RouteContext
 from nodes.route.entry import check_requests, embed_requests, route
 from nodes.route.fusion import RouteSettings
 from nodes.route.manifest import register, registered
 from nodes.route.mcp import load_registry, parse_registry
 from nodes.route.model import check_registry_name
+from nodes.route.state import RouteState
 from stores.settings import InputError
 from stores.vectorstore import get_store
 

@@ -19,12 +19,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
-from graphs.summarize.context import BaselineContext
-from graphs.summarize.state import MapReduceState, MapTask, RefineState
 from nodes.ingest import in_namespace
+from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
 from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
+from nodes.summarize.state import MapReduceState, MapTask, RefineState
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.usage import track_usage

@@ -8,9 +8,8 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from graphs.summarize.context import SummarizeContext
-from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.retrieval import hybrid_search
+from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editing import (
     build_overview,
     choose_expert,
@@ -29,6 +28,7 @@ from nodes.summarize.expert import bad_output
 from nodes.summarize.gaps import missing_parts, uncovered_topics
 from nodes.summarize.length import draft_fits, length_bounds, length_units
 from nodes.summarize.sentences import coverage, parse_cited_sentences
+from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
 from stores.models import llm_for
 from stores.settings import ModelError

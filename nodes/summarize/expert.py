@@ -22,9 +22,9 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
 import prompts
-from graphs.summarize.context import SummarizeContext
-from graphs.summarize.state import ExpertTask, SummarizeState, run_context
 from nodes.retrieval import Rerank, focus_snippet, hybrid_search
+from nodes.summarize.context import SummarizeContext
+from nodes.summarize.state import ExpertTask, SummarizeState, run_context
 from stores.cache import ProcessCache
 from stores.documents import cache_path, get_document, index_identity
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role

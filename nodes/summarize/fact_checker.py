@@ -21,9 +21,8 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from graphs.summarize.context import Checks, FactcheckMode, SummarizeContext
-from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.retrieval import focus_snippet, hybrid_search
+from nodes.summarize.context import Checks, FactcheckMode, SummarizeContext
 from nodes.summarize.expert import bad_output, citations_in, language_name
 from nodes.summarize.grounding import grounding_problems
 from nodes.summarize.length import (
@@ -34,6 +33,7 @@ from nodes.summarize.length import (
     total_units,
 )
 from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
+from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
 from stores.models import LLM, llm_for, messages
 from stores.settings import ModelError

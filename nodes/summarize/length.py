@@ -15,11 +15,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graphs.summarize.context import SummarizeContext
-from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.retrieval import hybrid_search
+from nodes.summarize.context import SummarizeContext
 from nodes.summarize.gaps import chunk_terms, uncovered_chunks
 from nodes.summarize.sentences import clean_sentence, dedupe_sentences, parse_cited_sentences, text_blocks, tidy_excerpt
+from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
 from stores.text import cjk_ratio, content_words, overlap, split_sentences
 from stores.vectorstore import Hit, get_store

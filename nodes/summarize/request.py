@@ -8,13 +8,13 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graphs.summarize.context import SummarizeContext, check_context
-from graphs.summarize.state import SummarizeState, run_context, target_length
 from nodes.ingest import resolve_document
+from nodes.summarize.context import SummarizeContext, check_context
 from nodes.summarize.editing import check_request
 from nodes.summarize.fact_checker import factcheck_stats
 from nodes.summarize.length import length_bounds, length_units, total_units
 from nodes.summarize.sentences import render_summary, text_blocks
+from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
 from stores.models import ModelOutputError
 from stores.settings import InputError, check_question

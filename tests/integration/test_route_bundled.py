@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from graphs.route.context import RouteContext
 from graphs.route.graph import graph
+from nodes.route.context import RouteContext
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "routing" / "livemcp_servers.json"
 GOLD = {

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from graphs.chain.state import ChainContext
-from graphs.context import Context, describe, validate
-from graphs.offload.context import OffloadContext, check_context
-from graphs.summarize.context import SummarizeContext
-from graphs.summarize.context import check_context as check_summarize
+from nodes.chain.state import ChainContext
+from nodes.context import Context, describe, validate
+from nodes.offload.context import OffloadContext, check_context
+from nodes.summarize.context import SummarizeContext
+from nodes.summarize.context import check_context as check_summarize
 from stores.settings import InputError
 
 

@@ -1,7 +1,7 @@
 """The layers import downwards only: ``surfaces`` -> ``graphs`` -> ``nodes`` -> ``stores``; tests use no benchmark code.
 
 ``stores/`` (I/O, models, text helpers) imports neither ``nodes`` nor ``graphs``; ``nodes/`` (the agents)
-imports from ``graphs`` only the schemas (``graphs.context`` and each workflow's ``state``/``context``),
+imports from ``graphs`` only the schemas (``nodes.context`` and each workflow's ``state``/``context``),
 never a wiring module; no runtime layer imports ``surfaces`` (the ways in), ``bench``, ``tests`` or the
 test doubles of ``doubles``; the benchmarks take their scripted models from ``doubles``, never from ``tests``;
 and tests import ``bench`` only when they test a benchmark. Imports are read
@@ -94,7 +94,7 @@ def test_nodes_import_only_the_schemas_of_graphs() -> None:
             }
         )
     }
-    assert not wrong, f"nodes/ may import only graphs.context and the workflows' state/context: {wrong}"
+    assert not wrong, f"nodes/ may import only nodes.context and the workflows' state/context: {wrong}"
 
 
 def test_tests_import_bench_only_to_test_benchmarks() -> None:

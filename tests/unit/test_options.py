@@ -8,11 +8,11 @@ from typing import get_args
 
 import pytest
 
-from graphs.chain.state import ChainContext
-from graphs.context import Context
-from graphs.offload.context import OffloadContext
-from graphs.route.context import RouteContext
-from graphs.summarize.context import Method, SummarizeContext
+from nodes.chain.state import ChainContext
+from nodes.context import Context
+from nodes.offload.context import OffloadContext
+from nodes.route.context import RouteContext
+from nodes.summarize.context import Method, SummarizeContext
 from surfaces.cli import build_parser
 from surfaces.options import CONTEXT_DESTS, context_field, context_option, context_values, option_help
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from graphs.context import field_descriptions
-from graphs.route.context import RouteContext
 from graphs.route.graph import builder, graph
+from nodes.context import field_descriptions
+from nodes.route.context import RouteContext
 from stores.settings import InputError
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from doubles.chat import ScriptedChatModel
-from graphs.route.context import RouteContext
 from graphs.route.graph import graph
+from nodes.route.context import RouteContext
 from stores.models import use_chat_model
 from stores.settings import InputError
 from stores.vectorstore import reset_stores

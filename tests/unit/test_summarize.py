@@ -16,10 +16,10 @@ import nodes.summarize.expert as summarize_experts
 from doubles.chat import ScriptedChatModel
 from doubles.replies import summarize_chat_model as fake_chat_model
 from doubles.replies import summarize_reply as scripted_reply
-from graphs.context import field_descriptions
-from graphs.summarize.context import SummarizeContext
 from graphs.summarize.graph import graph
+from nodes.context import field_descriptions
 from nodes.ingest import ingest
+from nodes.summarize.context import SummarizeContext
 from stores.checkpoint import open_checkpointer
 from stores.models import ModelOutputError, use_chat_model
 from stores.settings import InputError, ModelError

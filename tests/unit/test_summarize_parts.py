@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from doubles.chat import ScriptedChatModel
-from graphs.summarize.context import DEFAULT_EXPERTS
 from nodes.ingest import ingest
 from nodes.summarize.baselines import cite_chunk, group_notes, is_none
+from nodes.summarize.context import DEFAULT_EXPERTS
 from nodes.summarize.editing import (
     choose_expert,
     draft_changed,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graphs.context import Context, describe
+from nodes.context import Context, describe
 from nodes.route.fusion import AGGREGATES, DEFAULT_PROFILE, FUSIONS, INDEXES, PROFILES, RETRIEVALS, RouteSettings
 from nodes.route.model import BUILTIN_REGISTRY
 from stores.settings import get_settings

@@ -7,10 +7,10 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from graphs.context import Context, describe
 from nodes.chain.ordering.orders import ORDERS
 from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.chain.reading import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_HOP, DEFAULT_PASSAGE
+from nodes.context import Context, describe
 from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200

@@ -8,8 +8,8 @@ from typing import Annotated, Literal, NotRequired
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from nodes.ingest import in_namespace
+from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from stores.usage import merge_usage
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graphs.context import Context, describe, validate
+from nodes.context import Context, describe, validate
 from nodes.offload.memory import POLICIES
 from stores.offload import BACKENDS
 from stores.settings import InputError

@@ -9,8 +9,8 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.offload.context import OffloadContext
 from nodes.ingest import in_namespace
+from nodes.offload.context import OffloadContext
 from stores.usage import Usage, merge_usage, usage_totals
 
 

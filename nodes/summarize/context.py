@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from graphs.context import Context, describe, validate
+from nodes.context import Context, describe, validate
 from nodes.retrieval import Rerank
 from stores.settings import InputError
 
