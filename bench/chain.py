@@ -285,7 +285,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         summarise,
         with_evidence,
     )
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
 
     methods = chosen(args.methods, METHODS, "methods")
     budget = args.budget if args.budget is not None else ChainContext().budget

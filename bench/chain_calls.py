@@ -42,7 +42,7 @@ FLUSH = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2}
 def record_requests(item: QAItem, embedder: str) -> list[dict[str, Any]]:
     """Run the anytime chain on ``item`` and return the JSON bodies it sent to the model server."""
     from graphs.chain.graph import graph
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
     from nodes.ingest import ingest
 
     doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id

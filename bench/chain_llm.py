@@ -69,7 +69,7 @@ def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: s
 def _answer(method: str, doc_id: str, question: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
     """One method on one question: a full chain in that order, or a single reader call."""
     from graphs.chain.graph import graph
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
 
     if method not in CHAIN_METHODS:
         return _reader(doc_id, question, method, namespace, embedder)

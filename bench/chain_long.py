@@ -117,8 +117,9 @@ class SentenceMap:
     """The sentences of a document's chunks as the chain labels them, to tell which gold paragraphs a run read."""
 
     def __init__(self, chunks: Sequence[tuple[str, str]], limit: int | None = None) -> None:
+        from nodes.chain.context import ChainContext
         from nodes.chain.passages import chunk_paragraphs
-        from nodes.chain.state import CHUNK_TOKENS, ChainContext
+        from nodes.chain.state import CHUNK_TOKENS
         from stores.text import truncate_tokens
 
         self.limit = limit or ChainContext().passage_tokens
@@ -227,7 +228,7 @@ def setup_version(method: str) -> str:
     afresh instead of being read back from the journal."""
     from importlib import resources
 
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
 
     names = SETUP_PROMPTS.get(method, ("worker", "worker_user", "manager", "manager_user"))
     folder = resources.files("prompts").joinpath("chain")
@@ -311,7 +312,7 @@ def run_one(
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost
     (``cache``: replies may come from, and go to, the response cache)."""
     from graphs.chain.graph import graph
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder, cache=cache)

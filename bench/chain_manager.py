@@ -46,7 +46,7 @@ def replay(row: dict[str, Any], question: str, doc_id: str, settings: dict[str, 
     from langgraph.runtime import Runtime
 
     from nodes.chain.agents import manager
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
     from stores.models import ModelOutputError
     from stores.usage import usage_totals
 

@@ -180,7 +180,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from nodes.chain.state import ChainContext
+    from nodes.chain.context import ChainContext
     from stores.settings import get_settings
 
     args = parse_args(argv)

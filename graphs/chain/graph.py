@@ -13,7 +13,8 @@ reconciles their last notes. See :mod:`nodes.chain.reading` for the scores.
 
 Modules, in the order a run meets them:
 
-- :mod:`nodes.chain.state`: ``ChainContext`` (the settings), the input, output and state schemas;
+- :mod:`nodes.chain.context`: ``ChainContext`` (the settings); :mod:`nodes.chain.state`: the input, output and
+  state schemas;
 - :mod:`nodes.chain.planner`: the ``orderer`` and the ``planner`` nodes (and ``next_step``);
 - :mod:`nodes.chain.agents`: the ``worker`` and the ``manager`` nodes;
 - this module: the graph, wired as drawn above.
@@ -24,8 +25,9 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 
 from nodes.chain.agents import manager, worker
+from nodes.chain.context import ChainContext
 from nodes.chain.planner import next_step, orderer, planner
-from nodes.chain.state import ChainContext, ChainInput, ChainOutput, ChainState
+from nodes.chain.state import ChainInput, ChainOutput, ChainState
 from stores.models import model_retry
 
 _retry = model_retry()

@@ -2,10 +2,14 @@
 
     register -> route
 
-- :mod:`nodes.route.context`: ``RouteContext`` (the settings); :mod:`nodes.route.state`: the input, output
-  and state schemas;
 - :mod:`graphs.route.graph`: ``builder`` and ``graph``, wired as drawn above.
 
 The router (its nodes in :mod:`nodes.route.router`; retrieval, type-weighted rank fusion, the walk to the
-top agents) is :mod:`nodes.route`.
+top agents) is :mod:`nodes.route`. The settings (``RouteContext``, :mod:`nodes.route.context`) and the input, output and
+state schemas (:mod:`nodes.route.state`) sit beside them, and are re-exported here.
 """
+
+from nodes.route.context import RouteContext
+from nodes.route.state import RouteInput, RouteOutput, RouteState
+
+__all__ = ["RouteContext", "RouteInput", "RouteOutput", "RouteState"]

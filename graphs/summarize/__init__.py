@@ -7,10 +7,15 @@
              +-> factcheck (a document no longer than the summary)
     polish -> fit_length -> factcheck -> finish
 
-- :mod:`nodes.summarize.context`: ``SummarizeContext`` (the settings, their bounds and checks);
-- :mod:`nodes.summarize.state`: the input, output and state schemas;
 - :mod:`graphs.summarize.graph`: ``builder`` and ``graph``, wired as drawn above;
 - :mod:`graphs.summarize.baselines`: the map-reduce and refine subgraphs.
 
-The nodes are the agents of :mod:`nodes.summarize`: the editor, the experts, the fact-checker.
+The nodes are the agents of :mod:`nodes.summarize`: the editor, the experts, the fact-checker. The
+settings (``SummarizeContext``, their bounds and checks: :mod:`nodes.summarize.context`) and the input, output
+and state schemas (:mod:`nodes.summarize.state`) sit beside them, and are re-exported here.
 """
+
+from nodes.summarize.context import SummarizeContext
+from nodes.summarize.state import SummarizeInput, SummarizeOutput, SummarizeState
+
+__all__ = ["SummarizeContext", "SummarizeInput", "SummarizeOutput", "SummarizeState"]

@@ -10,9 +10,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from nodes.chain.context import ChainContext
 from nodes.chain.core import is_inferred, manager_answer, supporting_quotes, valid_citations, worker_step
 from nodes.chain.planner import reading_inputs
-from nodes.chain.state import ChainContext, ChainState
+from nodes.chain.state import ChainState
 from stores.models import llm_for
 from stores.settings import InputError
 from stores.usage import merge_usage, track_usage, usage_totals

@@ -17,11 +17,12 @@ from typing import Any, Literal
 import numpy as np
 from langgraph.runtime import Runtime
 
+from nodes.chain.context import ChainContext
 from nodes.chain.core import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
 from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.passages import PassageIndex, build_passage_index
 from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
-from nodes.chain.state import CHUNK_TOKENS, ChainContext, ChainState
+from nodes.chain.state import CHUNK_TOKENS, ChainState
 from nodes.context import validate
 from nodes.ingest import input_namespace, resolve_document
 from nodes.retrieval import index_key, lexical_index

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from nodes.chain.state import ChainContext
+from nodes.chain.context import ChainContext
 from nodes.context import Context, describe, validate
 from nodes.offload.context import OffloadContext, check_context
 from nodes.summarize.context import SummarizeContext

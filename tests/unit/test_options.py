@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from nodes.chain.state import ChainContext
+from nodes.chain.context import ChainContext
 from nodes.context import Context
 from nodes.offload.context import OffloadContext
 from nodes.route.context import RouteContext
