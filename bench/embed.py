@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.ingest import peak_rss_mb, transcripts, write_report
+from bench.ingest import peak_rss_mb, transcripts
+from bench.journal import write_report
 
 OVERLAP = 128
 

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.journal import write_report
+
 
 def transcripts(path: Path, limit: int | None, skip: int = 0) -> list[tuple[str, str]]:
     """``(meeting id, transcript text)`` pairs from a QMSum jsonl file, after the first ``skip``."""
@@ -50,13 +52,6 @@ def transcripts(path: Path, limit: int | None, skip: int = 0) -> list[tuple[str,
 def peak_rss_mb() -> float:
     """Maximum resident set size of this process so far, in MiB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def write_report(out: Path, result: dict[str, Any]) -> None:
-    """Write ``result`` as indented JSON to ``out`` (creating its folder) and print it."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
 
 
 def make_pdf(data: Path, out: Path, pages: int, skip: int) -> dict[str, Any]:

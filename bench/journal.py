@@ -3,7 +3,8 @@
 A benchmark appends each run as soon as it finishes and, on start, reads back the runs whose key it
 would write, so a killed run resumes where it stopped and runs accumulate across sittings. The setup
 part of a key is a short digest of what the runs depend on besides the item (prompts, settings,
-code), so a changed setup is run afresh instead of being read back.
+code), so a changed setup is run afresh instead of being read back. :func:`write_report` writes a finished
+benchmark's result file.
 """
 
 from __future__ import annotations
@@ -63,3 +64,10 @@ def paired(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[
         by_item.setdefault(r["item"], set()).add(r["method"])
     keep = {item for item, done in by_item.items() if set(methods) <= done}
     return [r for r in rows if r["item"] in keep and r["method"] in methods]
+
+
+def write_report(out: Path, result: dict[str, Any]) -> None:
+    """Write ``result`` as indented JSON to ``out`` (creating its folder) and print it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.ingest import write_report
+from bench.journal import write_report
 
 HIDDEN, FFN, LAYERS, WIDTH = 384, 1536, 12, 510
 SHAPES = {"qkv": (HIDDEN, 3 * HIDDEN), "ffn_in": (HIDDEN, FFN), "ffn_out": (FFN, HIDDEN)}

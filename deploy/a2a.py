@@ -20,6 +20,7 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from deploy.assistants import workflow_of
 from deploy.mcp import RUN_TIMEOUT, own_url, reason
 from surfaces.access import presented_key
 
@@ -32,8 +33,6 @@ router = APIRouter()
 
 
 def _workflow(assistant: str) -> str | None:
-    from deploy.app import workflow_of
-
     found = workflow_of(assistant)
     return found if found in CONVERSATIONAL else None
 

