@@ -37,25 +37,16 @@ def as_document(item: QAItem) -> str:
 
 def _reader(doc_id: str, question: str, method: str, namespace: str, embedder: str) -> tuple[str, dict[str, Any]]:
     """The single-call baselines: top-k within the chunk budget, or the full document."""
-    from nodes.chain.core import document_vectors, query_similarity, read_and_answer
+    from nodes.chain.baselines import read_and_answer, top_k
     from stores.models import llm_for
     from stores.text import count_tokens
     from stores.usage import track_usage
-    from stores.vectorstore import Hit, get_store
+    from stores.vectorstore import get_store
 
     store = get_store(namespace, embedder)
-    doc = document_vectors(store, doc_id)
     hits = store.by_doc(doc_id)
     if method == "topk":
-        ranked = np.argsort(-query_similarity(store, doc, question), kind="stable").tolist()
-        chosen: list[Hit] = []
-        used = 0
-        for i in ranked:
-            cost = count_tokens(hits[i].text)
-            if chosen and used + cost > CHUNK_BUDGET:
-                break
-            chosen.append(hits[i])
-            used += cost
+        chosen = top_k(store, doc_id, question, CHUNK_BUDGET)
     else:
         total = sum(count_tokens(h.text) for h in hits)
         if total > FULL_WINDOW:

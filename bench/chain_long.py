@@ -218,7 +218,7 @@ LEGACY_SETUPS = {"topk": "e25db8fc", "chain": "8c8f3845"}
 """Setups of journal rows written before keys named one: the prompts and defaults of that time."""
 
 
-READING_MODULES = ("core", "planner", "passages", "reading", "agents")
+READING_MODULES = ("orderer", "planner", "worker", "manager", "passages", "reading")
 """Modules of ``nodes.chain`` whose source is part of a chain method's setup."""
 
 
@@ -276,25 +276,13 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
 
 def _topk(doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True) -> tuple[str, dict[str, Any]]:
     """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
-    from nodes.chain.core import document_vectors, query_similarity, read_and_answer
+    from nodes.chain.baselines import read_and_answer, top_k
     from nodes.chain.state import CHUNK_TOKENS
     from stores.models import llm_for
-    from stores.text import count_tokens, truncate_tokens
     from stores.usage import track_usage
-    from stores.vectorstore import Hit, get_store
+    from stores.vectorstore import get_store
 
-    store = get_store(NAMESPACE, embedder)
-    doc = document_vectors(store, doc_id)
-    hits = store.by_doc(doc_id)
-    ranked = np.argsort(-query_similarity(store, doc, question), kind="stable").tolist()
-    chosen: list[Hit] = []
-    used = 0
-    for i in ranked:
-        cost = count_tokens(truncate_tokens(hits[i].text, CHUNK_TOKENS))
-        if chosen and used + cost > budget:
-            break
-        chosen.append(hits[i])
-        used += cost
+    chosen = top_k(get_store(NAMESPACE, embedder), doc_id, question, budget, CHUNK_TOKENS)
     with track_usage() as usage:
         answer = read_and_answer(
             llm_for("manager", None, cache=cache),
@@ -423,7 +411,7 @@ def ordering_recall(
     (what ``topk`` ranks by); ``best-first[w,j]`` the best-first order with tree weight ``w`` and
     jump penalty ``j``. Documents are ingested as in :func:`run_long` (a no-op when they are).
     """
-    from nodes.chain.core import cached_tree, document_vectors, query_similarity
+    from nodes.chain.orderer import cached_tree, document_vectors, query_similarity
     from nodes.chain.ordering.orders import order_chunks
     from nodes.chain.reading import ReadingPolicy, best_first_order, match
     from nodes.ingest import ingest
@@ -478,7 +466,7 @@ def passage_recall(
     the same ranked by BM25 alone. A supporting paragraph counts as read when at least half of its
     words were (see :class:`SentenceMap`).
     """
-    from nodes.chain.core import document_vectors, query_similarity
+    from nodes.chain.orderer import document_vectors, query_similarity
     from nodes.chain.passages import build_passage_index
     from nodes.chain.reading import match, next_batch, standardise
     from nodes.chain.state import CHUNK_TOKENS
@@ -562,7 +550,7 @@ STOP_REASONS = ("complete", "budget", "hop-budget", "end")
 def answer_policy(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Both sides of the answer policy: how often a method answers, how good its answers are, and how
     often an "unknown" had all of the evidence in what it read (and what the chain's quotes lost)."""
-    from nodes.chain.core import is_unknown
+    from nodes.chain.manager import is_unknown
 
     answered = [r for r in rows if not is_unknown(r["prediction"])]
     unknown = [r for r in rows if is_unknown(r["prediction"])]

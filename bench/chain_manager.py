@@ -37,7 +37,7 @@ def manager_setup() -> str:
     folder = resources.files("prompts").joinpath("chain")
     names = ("manager", "manager_user")
     parts: list[bytes | str] = [folder.joinpath(f"{n}.{lang}.txt").read_bytes() for n in names for lang in ("en", "zh")]
-    parts += [resources.files("nodes.chain").joinpath(f"{n}.py").read_bytes() for n in ("agents", "core", "passages")]
+    parts += [resources.files("nodes.chain").joinpath(f"{n}.py").read_bytes() for n in ("manager", "passages")]
     return journal.digest(parts)
 
 
@@ -45,8 +45,8 @@ def replay(row: dict[str, Any], question: str, doc_id: str, settings: dict[str, 
     """The graph's manager node on a journalled run's quotes."""
     from langgraph.runtime import Runtime
 
-    from nodes.chain.agents import manager
     from nodes.chain.context import ChainContext
+    from nodes.chain.manager import manager
     from stores.models import ModelOutputError
     from stores.usage import usage_totals
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nodes.chain.core import document_vectors
+from nodes.chain.orderer import document_vectors
 from nodes.ingest import ingest
 from nodes.retrieval import hybrid_search
 from stores.chunking import chunk_text, effective_overlap

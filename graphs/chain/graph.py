@@ -15,8 +15,9 @@ Modules, in the order a run meets them:
 
 - :mod:`nodes.chain.context`: ``ChainContext`` (the settings); :mod:`nodes.chain.state`: the input, output and
   state schemas;
-- :mod:`nodes.chain.planner`: the ``orderer`` and the ``planner`` nodes (and ``next_step``);
-- :mod:`nodes.chain.agents`: the ``worker`` and the ``manager`` nodes;
+- :mod:`nodes.chain.orderer`: the ``orderer`` node; :mod:`nodes.chain.planner`: the ``planner`` node (and
+  ``next_step``);
+- :mod:`nodes.chain.worker`: the ``worker`` node; :mod:`nodes.chain.manager`: the ``manager`` node;
 - this module: the graph, wired as drawn above.
 """
 
@@ -24,10 +25,12 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.chain.agents import manager, worker
 from nodes.chain.context import ChainContext
-from nodes.chain.planner import next_step, orderer, planner
+from nodes.chain.manager import manager
+from nodes.chain.orderer import orderer
+from nodes.chain.planner import next_step, planner
 from nodes.chain.state import ChainInput, ChainOutput, ChainState
+from nodes.chain.worker import worker
 from stores.models import model_retry
 
 _retry = model_retry()

@@ -26,6 +26,8 @@ from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_
 _LABEL = re.compile(r"^\s*\[?\s*(c\d+\.\d+)\s*\]?\s*$")
 _LABELS_IN = re.compile(r"\[(c\d+\.\d+)\]")
 _SPACE = re.compile(r"\s+")
+QUOTE_LINE = re.compile(r"^\[(c\d+\.\d+)\] ")
+"""A line of the evidence: ``[c3.2] sentence``."""
 _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
 _OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 

@@ -1,12 +1,10 @@
-"""The orderer and the planner: which chunk each chain reads next, and when reading stops.
+"""The planner: which passages each chain reads next, and when reading stops.
 
-The orderer resolves the document (``doc_id``, or a ``path`` or ``text`` it ingests), loads (or
-builds and caches) the Chow-Liu tree over its chunks and, for fixed orders, plans the order(s).
-Before every worker the planner chooses the next chunk (best-first along the tree, scored by the
-question and by what the notes say is still missing; or the next chunk of a fixed order) or ends
-the chain: when the notes answer the question (``complete``), when the next chunk would exceed the
-reading budget (``budget``), or when nothing above the relevance floor is left (``end``). See
-:mod:`nodes.chain.reading` for the scores.
+Before every worker the planner chooses the next passages (best-first along the tree, scored by
+the question and by what the notes say is still missing; or the next chunk of a fixed order the
+orderer planned, :mod:`nodes.chain.orderer`) or ends the chain: when the notes answer the question
+(``complete``), when the next chunk would exceed the reading budget (``budget``), or when nothing
+above the relevance floor is left (``end``). See :mod:`nodes.chain.reading` for the scores.
 """
 
 from __future__ import annotations
@@ -18,77 +16,15 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from nodes.chain.context import ChainContext
-from nodes.chain.core import DocumentVectors, cached_tree, document_vectors, plan_orders, query_similarity
-from nodes.chain.ordering.traverse import multi_roots
+from nodes.chain.orderer import DocumentVectors, cached_tree, document_vectors, fresh_chain
 from nodes.chain.passages import PassageIndex, build_passage_index
 from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.chain.state import CHUNK_TOKENS, ChainState
-from nodes.context import validate
-from nodes.ingest import input_namespace, resolve_document
 from nodes.retrieval import index_key, lexical_index
 from stores.cache import ProcessCache
-from stores.settings import InputError, check_question
+from stores.settings import InputError
 from stores.text import truncate_tokens
 from stores.vectorstore import get_store
-
-
-def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
-    """Ingest if needed, load or build the Chow-Liu tree, and plan the chains."""
-    ctx = runtime.context or ChainContext()
-    validate(ctx)
-    question = check_question(state.get("question") or "")
-    namespace = input_namespace(state, ctx)
-    doc_id = resolve_document(state, ctx, runtime.stream_writer)
-    store = get_store(namespace, ctx.embedder)
-    doc = document_vectors(store, doc_id)
-    tree, cached = cached_tree(
-        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
-    )
-    sims = query_similarity(store, doc, question)
-    ids = doc.chunk_ids
-    if ctx.order == "best-first":
-        starts = multi_roots(tree, sims, n_roots=ctx.roots) if ctx.roots > 1 else []
-        plan = [[ids[r]] for r in starts] or [[]]
-    else:
-        orders = plan_orders(
-            ctx.order,
-            tree=tree,
-            doc=doc,
-            query_sim=sims,
-            root=ctx.root,
-            children=ctx.children,
-            seed=ctx.seed,
-            roots=ctx.roots,
-        )
-        plan = [[ids[i] for i in o] for o in orders]
-    runtime.stream_writer(
-        {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
-    )
-    return {
-        "question": question,
-        "doc_id": doc_id,
-        "path": "",
-        "text": "",
-        "namespace": namespace,
-        "language": doc.info.language,
-        "chunk_ids": ids,
-        "plan": plan,
-        "order": [],
-        "read": [],
-        "passages": [],
-        "skipped": [],
-        "stops": [],
-        "dropped": 0,
-        "batch": [],
-        "tree": [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges],
-        "chain": 0,
-        "notes": [],
-        **fresh_chain(),
-    }
-
-
-def fresh_chain() -> dict[str, Any]:
-    return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0, "extended": 0, "taken": []}
 
 
 def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:

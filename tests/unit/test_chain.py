@@ -10,10 +10,10 @@ import pytest
 
 from doubles.chat import ScriptedChatModel
 from graphs.chain.graph import graph
-from nodes.chain import core as chain_nodes
+from nodes.chain import orderer as chain_nodes
 from nodes.chain import planner
-from nodes.chain.core import compose_evidence
 from nodes.chain.passages import span_labels
+from nodes.chain.worker import compose_evidence
 from nodes.ingest import ingest
 from stores.cache import reset_caches
 from stores.models import use_chat_model
@@ -373,6 +373,7 @@ def test_the_planner_loads_the_document_once_per_process(falcon: str, monkeypatc
         return real(store, doc_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(chain_graph, "document_vectors", counted)
+    monkeypatch.setattr(chain_nodes, "document_vectors", counted)  # the orderer's
     with use_chat_model(fake()):
         out = graph.invoke({"question": "Who leads the team?", "doc_id": falcon}, context={"read_all": True})
         assert len(out["read"]) > 2

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from doubles.chat import ScriptedChatModel
 from doubles.replies import offload_chat_model
 from graphs.offload.graph import builder as offload_builder
-from nodes.chain.core import cached_tree, document_vectors
+from nodes.chain.orderer import cached_tree, document_vectors
 from nodes.ingest import ingest
 from nodes.offload.canvas import load_canvas
 from nodes.offload.canvas_writer import ensure_canvas

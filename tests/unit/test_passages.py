@@ -2,18 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from nodes.chain.core import (
-    Answer,
-    closest,
-    is_inferred,
-    on_topic,
-    supporting_quotes,
-    valid_citations,
-    with_context,
-)
+from nodes.chain.manager import Answer, is_inferred, supporting_quotes, valid_citations
 from nodes.chain.ordering.tree import ChowLiuTree
 from nodes.chain.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
 from nodes.chain.reading import ReadingPolicy, chunk_bonus, next_batch
+from nodes.chain.worker import closest, on_topic, with_context
 
 CHUNKS = [
     ("c0", "Alpha is one. Beta is two.\n\nGamma is three."),

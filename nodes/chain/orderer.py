@@ -1,0 +1,198 @@
+"""The orderer: the document resolved, its Chow-Liu tree loaded (or built and cached), the chains planned.
+
+The orderer resolves the document (``doc_id``, or a ``path`` or ``text`` it ingests) and loads the
+Chow-Liu tree over the chunk embeddings, built once per document and cached beside it
+(:mod:`nodes.chain.ordering` holds the algorithms); only the root and the traversal depend on the
+question. For fixed orders it turns the tree into the order(s) the workers read the chunks in; for
+best-first reading, where the planner (:mod:`nodes.chain.planner`) chooses as it goes, it picks the
+chains' roots.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from langgraph.runtime import Runtime
+
+from nodes.chain.context import ChainContext
+from nodes.chain.ordering.orders import order_chunks
+from nodes.chain.ordering.traverse import multi_roots
+from nodes.chain.ordering.tree import ChowLiuTree, build_tree
+from nodes.chain.state import ChainState
+from nodes.context import validate
+from nodes.ingest import index_document, input_namespace, resolve_document
+from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
+from stores.loaders import load_text
+from stores.settings import InputError, check_question
+from stores.vectorstore import VectorStore, get_store
+
+
+def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
+    """Ingest if needed, load or build the Chow-Liu tree, and plan the chains."""
+    ctx = runtime.context or ChainContext()
+    validate(ctx)
+    question = check_question(state.get("question") or "")
+    namespace = input_namespace(state, ctx)
+    doc_id = resolve_document(state, ctx, runtime.stream_writer)
+    store = get_store(namespace, ctx.embedder)
+    doc = document_vectors(store, doc_id)
+    tree, cached = cached_tree(
+        store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
+    )
+    sims = query_similarity(store, doc, question)
+    ids = doc.chunk_ids
+    if ctx.order == "best-first":
+        starts = multi_roots(tree, sims, n_roots=ctx.roots) if ctx.roots > 1 else []
+        plan = [[ids[r]] for r in starts] or [[]]
+    else:
+        orders = plan_orders(
+            ctx.order,
+            tree=tree,
+            doc=doc,
+            query_sim=sims,
+            root=ctx.root,
+            children=ctx.children,
+            seed=ctx.seed,
+            roots=ctx.roots,
+        )
+        plan = [[ids[i] for i in o] for o in orders]
+    runtime.stream_writer(
+        {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
+    )
+    return {
+        "question": question,
+        "doc_id": doc_id,
+        "path": "",
+        "text": "",
+        "namespace": namespace,
+        "language": doc.info.language,
+        "chunk_ids": ids,
+        "plan": plan,
+        "order": [],
+        "read": [],
+        "passages": [],
+        "skipped": [],
+        "stops": [],
+        "dropped": 0,
+        "batch": [],
+        "tree": [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges],
+        "chain": 0,
+        "notes": [],
+        **fresh_chain(),
+    }
+
+
+def fresh_chain() -> dict[str, Any]:
+    return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0, "extended": 0, "taken": []}
+
+
+@dataclass
+class DocumentVectors:
+    """A document's chunks (ids, sections) and their embeddings, in document order."""
+
+    info: DocumentInfo
+    chunk_ids: list[str]
+    sections: list[str]
+    matrix: np.ndarray
+
+
+def document_vectors(store: VectorStore, doc_id: str) -> DocumentVectors:
+    """Chunk ids, sections and embeddings of an ingested document."""
+    info = get_document(store.namespace, doc_id)
+    hits = store.by_doc(doc_id, with_embeddings=True)
+    if not hits:
+        raise InputError(f"document {doc_id!r} has no chunks in namespace {store.namespace!r}; ingest it first")
+    matrix = np.asarray([h.embedding for h in hits], dtype=np.float32)
+    return DocumentVectors(info, [h.chunk_id for h in hits], [h.section for h in hits], matrix)
+
+
+def _extra_vectors(namespace: str, doc_id: str, embedder: str, expected: list[str]) -> np.ndarray:
+    """Embeddings of the same document in another embedder's space (indexed there on first use)."""
+    store = get_store(namespace, embedder)
+    info = get_document(namespace, doc_id)
+    if store.count(doc_id=doc_id, kind="chunk") != len(expected):
+        text = document_text(namespace, doc_id)
+        index_document(
+            load_text(text, title=info.title, source=info.source),
+            store,
+            chunk_size=info.chunk_size,
+            chunk_overlap=info.chunk_overlap,
+            record=False,
+        )
+    hits = store.by_doc(doc_id, with_embeddings=True)
+    if [h.chunk_id for h in hits] != expected:
+        raise InputError(f"the chunks of {doc_id!r} differ between embedders; re-ingest the document")
+    return np.asarray([h.embedding for h in hits], dtype=np.float32)
+
+
+def cached_tree(
+    store: VectorStore,
+    doc: DocumentVectors,
+    *,
+    temperature: float | None = None,
+    extra_embedders: Sequence[str] = (),
+    exact_max: int = 2000,
+) -> tuple[ChowLiuTree, bool]:
+    """The document's Chow-Liu tree, from the per-document cache when it was built from the same index."""
+    tag = "+".join([store.space, *extra_embedders])
+    shape = f"{re.sub(r'[^a-z0-9+.-]+', '-', tag.lower())}-t{temperature or 0}-x{exact_max}"
+    key = f"chowliu-{shape}-i{index_identity(doc.info)}.json"
+    path = cache_path(store.namespace, doc.info.doc_id, key)
+    if path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("n") == len(doc.chunk_ids):
+            return ChowLiuTree.from_dict(data), True
+    matrices = [doc.matrix] + [
+        _extra_vectors(store.namespace, doc.info.doc_id, name, doc.chunk_ids) for name in extra_embedders
+    ]
+    tree = build_tree(matrices if len(matrices) > 1 else doc.matrix, temperature=temperature, exact_max=exact_max)
+    write_atomic(path, json.dumps(tree.to_dict()))
+    return tree, False
+
+
+def query_similarity(store: VectorStore, doc: DocumentVectors, question: str) -> np.ndarray:
+    """Cosine similarity of every chunk to the question."""
+    q = np.asarray(store.embedder.embed_query(question), dtype=np.float32)
+    norms = np.linalg.norm(doc.matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    norms[norms == 0] = 1.0
+    return (doc.matrix @ q) / norms
+
+
+def plan_orders(
+    order: str,
+    *,
+    tree: ChowLiuTree,
+    doc: DocumentVectors,
+    query_sim: np.ndarray,
+    root: str = "query",
+    children: str = "weight",
+    seed: int = 0,
+    roots: int = 1,
+    max_chunks: int = 0,
+) -> list[list[int]]:
+    """One chunk order per chain (several when multi-root voting), each cut to ``max_chunks``."""
+    n = len(doc.chunk_ids)
+    common: dict[str, Any] = {
+        "n": n,
+        "tree": tree,
+        "query_sim": query_sim,
+        "sections": doc.sections,
+        "children": children,
+        "seed": seed,
+        "embeddings": doc.matrix,
+    }
+    if roots > 1 and order.startswith("chow-liu"):
+        starts = multi_roots(tree, query_sim, n_roots=roots)
+        orders = [order_chunks(order, root=int(r), **common) for r in starts]
+    elif roots > 1 and order == "random":
+        orders = [order_chunks(order, root=root, **{**common, "seed": seed + i}) for i in range(roots)]
+    else:
+        orders = [order_chunks(order, root=root, **common)]
+    if max_chunks > 0:
+        orders = [o[:max_chunks] for o in orders]
+    return orders
