@@ -2,10 +2,11 @@
 
 Each field has a description (LangGraph Studio shows it) and falls back to the ``LONGDOC_*``
 settings (:func:`stores.settings.get_settings`, the one place the environment is read), read when a
-``Context`` is made, never at import. Workflows extend it
-with their own knobs. Nodes read ``runtime.context``: callers pass ``context=`` (a dict is made
-into the workflow's context by LangGraph); a caller that passes none gets the defaults. The
-servers turn their callers' ``configurable`` into the context once, at the door:
+``Context`` is made, never at import. Workflows extend it with their own knobs, each role's system
+prompt among them (:func:`prompt_field`: the template file's text by default, so LangGraph Studio,
+assistants and ``context=`` can change it). Nodes read ``runtime.context``: callers pass ``context=``
+(a dict is made into the workflow's context by LangGraph); a caller that passes none gets the
+defaults. The servers turn their callers' ``configurable`` into the context once, at the door:
 :mod:`surfaces.serve` (LangServe) and :mod:`deploy.app` (Aegra).
 """
 
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
+from string import Template
 from typing import Any, TypeVar
 
+import prompts
 from stores.settings import InputError, get_settings
 
 C = TypeVar("C", bound="Context")
@@ -33,6 +36,50 @@ def describe(
     if max is not None:
         meta["max"] = max
     return meta
+
+
+MAX_PROMPT_CHARS = 20_000
+"""Longest prompt a caller may put in a prompt field (:func:`prompt_field`)."""
+
+
+def prompt_field(name: str, role: str) -> Any:
+    """A ``Context`` field holding the system prompt ``name`` (e.g. ``"chain/worker"``) of ``role``.
+
+    Its default is the English template's text; left at it, a document in another language gets that
+    language's template (:func:`prompts.chosen`). :func:`validate` refuses a changed prompt that lacks a
+    placeholder the template has or names one it has not, or is over :data:`MAX_PROMPT_CHARS` characters.
+    """
+    names = ", ".join(f"${n}" for n in sorted(prompts.placeholders(name)))
+    text = (
+        f"System prompt of the {role}"
+        + (f"; it must use exactly the placeholders {names}" if names else "; it takes no $placeholder")
+        + " (write $$ for a dollar sign). Left at this default, a Chinese document gets the Chinese template."
+    )
+    return field(default=prompts.load(name).template, metadata={**describe(text), "prompt": name})
+
+
+def check_prompt(field_name: str, name: str, text: object) -> None:
+    """Refuse (InputError) a prompt field's value that the template ``name`` cannot be replaced by."""
+    if not isinstance(text, str):
+        raise InputError(f"{field_name} must be text, got {type(text).__name__}")
+    if text == prompts.load(name).template:
+        return
+    if not text.strip():
+        raise InputError(f"{field_name} is empty; leave it out to use the default prompt")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise InputError(f"{field_name} is {len(text):,} characters long; at most {MAX_PROMPT_CHARS:,}")
+    template = Template(text)
+    if not template.is_valid():
+        raise InputError(f"{field_name} has a '$' that starts no $name placeholder; write $$ for a dollar sign")
+    given, wanted = set(template.get_identifiers()), prompts.placeholders(name)
+    if missing := wanted - given:
+        raise InputError(f"{field_name} lacks {', '.join(f'${n}' for n in sorted(missing))}, which the prompt fills in")
+    if unknown := given - wanted:
+        has = ", ".join(f"${n}" for n in sorted(wanted)) or "none"
+        raise InputError(
+            f"{field_name} names {', '.join(f'${n}' for n in sorted(unknown))}, which the prompt does not "
+            f"fill in (its placeholders: {has})"
+        )
 
 
 @dataclass(kw_only=True)
@@ -105,6 +152,9 @@ def validate(ctx: Context) -> None:
     """
     for f in fields(ctx):
         value, meta = getattr(ctx, f.name), f.metadata
+        if "prompt" in meta:
+            check_prompt(f.name, meta["prompt"], value)
+            continue
         choices = meta.get("choices")
         if choices is not None and value not in choices:
             raise InputError(f"unknown {f.name} {value!r}; choose one of {', '.join(choices)}")

@@ -3,6 +3,11 @@
 Templates live beside this module as ``<workflow>/<role>.<lang>.txt`` and use ``$name``
 placeholders (``$$`` for a literal dollar). Rendering a template with a missing variable raises
 ``KeyError``; an unknown template or language raises ``FileNotFoundError``.
+
+Every role's system prompt is also a field of its workflow's ``Context`` (e.g. ``worker_prompt``), whose
+default is the English file's text. The rule for languages (:func:`chosen`): a field left at its default
+gives the file in the document's language (a Chinese document gets the ``zh`` file); a field a caller
+changed is used as it is, whatever the document's language.
 """
 
 from __future__ import annotations
@@ -25,9 +30,18 @@ def load(name: str, lang: str = "en") -> Template:
     raise FileNotFoundError(f"no prompt template {name!r} for language {lang!r}")
 
 
-def render(name: str, lang: str = "en", **values: object) -> str:
-    """Render template ``name`` with ``values``; every placeholder must be given."""
-    return load(name, lang).substitute({k: str(v) for k, v in values.items()}).strip()
+def chosen(name: str, lang: str = "en", template: str | None = None) -> Template:
+    """The template ``name`` in ``lang``; or ``template``, a caller's text for it, unless that is the English
+    file's text (a Context field left at its default), which stands for the file in every language."""
+    if template is None or template == load(name).template:
+        return load(name, lang)
+    return Template(template)
+
+
+def render(name: str, lang: str = "en", *, template: str | None = None, **values: object) -> str:
+    """Render template ``name`` (or a caller's ``template`` for it, see :func:`chosen`) with ``values``;
+    every placeholder must be given."""
+    return chosen(name, lang, template).substitute({k: str(v) for k, v in values.items()}).strip()
 
 
 def placeholders(name: str, lang: str = "en") -> set[str]:

@@ -213,6 +213,7 @@ def _cmd_canvas(args: argparse.Namespace) -> int:
             input_tokens=ctx.canvas_input_tokens,
             max_tokens=ctx.canvas_max_tokens,
             refresh=args.rebuild,
+            system_prompt=ctx.canvas_prompt,
         )
     if out_path is not None:
         if out_path.suffix.lower() == ".mmd":

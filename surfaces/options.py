@@ -3,7 +3,8 @@
 Every setting a command offers is a field of the workflow's context; :func:`context_option` turns the
 field into an option (its type, its choices, and a help text of its description, bounds and default), so
 the help cannot drift from what a run does. An option left out is ``None`` and the context's default
-applies; :func:`context_values` gathers the ones given.
+applies; :func:`context_values` gathers the ones given. The prompt fields (``worker_prompt``, ...) get no
+option: a system prompt is a page of text, changed from ``context=``, LangGraph Studio or an assistant.
 """
 
 from __future__ import annotations

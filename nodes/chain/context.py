@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from nodes.chain.ordering.orders import ORDERS
 from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.chain.reading import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_HOP, DEFAULT_PASSAGE
-from nodes.context import Context, describe
+from nodes.context import Context, describe, prompt_field
 
 
 @dataclass(kw_only=True)
@@ -92,3 +92,5 @@ class ChainContext(Context):
     exact_max: int = field(
         default=2000, metadata=describe("Largest chunk count for the exact dense tree; sparse above.")
     )
+    worker_prompt: str = prompt_field("chain/worker", "workers")
+    manager_prompt: str = prompt_field("chain/manager", "manager")

@@ -44,6 +44,7 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
             chain_notes=notes,
             lang=state.get("language", "en"),
             max_tokens=ctx.manager_max_tokens,
+            system_prompt=ctx.manager_prompt,
         )
     known = list(state.get("read", []))
     total_usage = merge_usage(state.get("usage"), usage)
@@ -67,8 +68,10 @@ def manager_answer(
     chain_notes: Sequence[str],
     lang: str,
     max_tokens: int = 200,
+    system_prompt: str | None = None,
 ) -> Answer:
-    """The manager's answer from the quotes every chain gathered."""
+    """The manager's answer from the quotes every chain gathered (``system_prompt``: the context's
+    ``manager_prompt``; None: the template file in ``lang``)."""
     if len(chain_notes) == 1:
         body = "Quotes:\n" + (chain_notes[0] or "(the readers quoted nothing)")
         reconcile = ""
@@ -78,7 +81,7 @@ def manager_answer(
             "Several chains read the document in different orders; reconcile their quotes: prefer what "
             "several chains quoted, and ignore quotes that contradict the others."
         )
-    system = prompts.render("chain/manager", lang, reconcile=reconcile)
+    system = prompts.render("chain/manager", lang, template=system_prompt, reconcile=reconcile)
     user = prompts.render("chain/manager_user", lang, question=question, notes=body)
     return llm.structured(messages(system, user), Answer, max_tokens=max_tokens)
 

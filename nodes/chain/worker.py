@@ -48,6 +48,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
             max_tokens=ctx.worker_max_tokens,
             max_evidence_tokens=ctx.evidence_tokens,
             previous_missing=state.get("missing", ""),
+            system_prompt=ctx.worker_prompt,
         )
     touched = list(dict.fromkeys(reading.passages.passages[i].chunk_id for i in batch))  # best passage first
     order = [list(o) for o in state.get("order") or []]
@@ -189,10 +190,13 @@ def worker_step(
     max_tokens: int = 160,
     max_evidence_tokens: int = 700,
     previous_missing: str = "",
+    system_prompt: str | None = None,
 ) -> WorkerResult:
-    """One worker: read a batch of passages with the evidence so far; quote what bears on the question."""
+    """One worker: read a batch of passages with the evidence so far; quote what bears on the question.
+
+    ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``)."""
     shown = sentence_index(passages)
-    system = prompts.render("chain/worker", lang, quotes=quotes)
+    system = prompts.render("chain/worker", lang, template=system_prompt, quotes=quotes)
     user = prompts.render(
         "chain/worker_user",
         lang,

@@ -61,17 +61,20 @@ def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def ask(llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str) -> tuple[AnswerReply, str]:
+def ask(
+    llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str, plain_prompt: str | None = None
+) -> tuple[AnswerReply, str]:
     """One answering call: schema-enforced JSON, or plain text when the JSON stays invalid.
 
     Returns the reply and ``"json"`` or ``"text"`` (how the answer was obtained); an empty
-    plain-text answer is a ModelOutputError, never an answer.
+    plain-text answer is a ModelOutputError, never an answer. ``plain_prompt`` is the context's
+    ``answer_plain_prompt`` (None: the template file in ``lang``).
     """
     schema: type[AnswerReply] = RecallReply if recall else AnswerReply
     try:
         return llm.structured(memory.messages(), schema, max_tokens=max_tokens), "json"
     except ModelOutputError:
-        system = prompts.render("offload/answer_plain", lang)
+        system = prompts.render("offload/answer_plain", lang, template=plain_prompt)
         with track_usage() as spent:
             text = llm.text(messages(system, memory.user), max_tokens=max_tokens)
         if not text.strip():
@@ -223,11 +226,19 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
         runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
         pieces += recalled
-    system = prompts.render("offload/answer_recall" if can_recall else "offload/answer", lang)
+    if can_recall:
+        system = prompts.render("offload/answer_recall", lang, template=ctx.answer_recall_prompt)
+    else:
+        system = prompts.render("offload/answer", lang, template=ctx.answer_prompt)
     memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
     with track_usage() as usage, streamed_field("answer") as written:
         reply, mode = ask(
-            llm_for("expert", ctx), memory, recall=can_recall, max_tokens=ctx.answer_max_tokens, lang=lang
+            llm_for("expert", ctx),
+            memory,
+            recall=can_recall,
+            max_tokens=ctx.answer_max_tokens,
+            lang=lang,
+            plain_prompt=ctx.answer_plain_prompt,
         )
     step = "answer_after_recall" if round_ else "answer"
     calls = [*state.get("calls", []), call_record(step, usage, estimated=memory.tokens, mode=mode)]

@@ -120,10 +120,13 @@ def write_canvas(
     input_tokens: int,
     max_tokens: int,
     lang: str,
+    system_prompt: str | None = None,
 ) -> CanvasSpec:
-    """Ask the model for the document's structure; raises :class:`ModelOutputError` when it stays invalid."""
+    """Ask the model for the document's structure; raises :class:`ModelOutputError` when it stays invalid.
+
+    ``system_prompt`` is the context's ``canvas_prompt`` (None: the template file in ``lang``)."""
     schema = canvas_schema(max_nodes)
-    system = prompts.render("offload/canvas", lang, max_nodes=max_nodes)
+    system = prompts.render("offload/canvas", lang, template=system_prompt, max_nodes=max_nodes)
     user = prompts.render(
         "offload/canvas_user",
         lang,
@@ -149,8 +152,10 @@ def ensure_canvas(
     max_tokens: int = 1000,
     lang: str | None = None,
     refresh: bool = False,
+    system_prompt: str | None = None,
 ) -> tuple[Canvas, bool]:
-    """The document's canvas; ``cached`` is True when no model call was made."""
+    """The document's canvas; ``cached`` is True when no model call was made (a canvas is drawn once per
+    document: ``system_prompt``, the canvas writer's, applies to a canvas drawn now)."""
     if not refresh:
         cached = load_canvas(store, info.doc_id)
         if cached is not None:
@@ -170,6 +175,7 @@ def ensure_canvas(
             input_tokens=input_tokens,
             max_tokens=max_tokens,
             lang=lang or info.language,
+            system_prompt=system_prompt,
         )
         if not spec.nodes:
             error = "the model's canvas has no usable node"
@@ -206,6 +212,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             input_tokens=ctx.canvas_input_tokens,
             max_tokens=ctx.canvas_max_tokens,
             lang=state.get("lang"),
+            system_prompt=ctx.canvas_prompt,
         )
     summary = {**made.summary(), "cached": cached}
     how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")

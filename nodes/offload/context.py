@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nodes.context import Context, describe, validate
+from nodes.context import Context, describe, prompt_field, validate
 from nodes.offload.memory import POLICIES
 from stores.offload import BACKENDS
 from stores.settings import InputError
@@ -78,6 +78,13 @@ class OffloadContext(Context):
             "Document of a new session whose first turn names none (a chat client that sends only messages)."
         ),
     )
+    canvas_prompt: str = prompt_field("offload/canvas", "canvas writer")
+    answer_prompt: str = prompt_field("offload/answer", "answering call (no offloaded turn to recall)")
+    answer_recall_prompt: str = prompt_field("offload/answer_recall", "answering call that may recall offloaded turns")
+    answer_plain_prompt: str = prompt_field(
+        "offload/answer_plain", "answering call's plain-text retry (its JSON reply failed)"
+    )
+    offloader_prompt: str = prompt_field("offload/offloader", "offloader")
 
 
 def check_context(ctx: OffloadContext) -> None:

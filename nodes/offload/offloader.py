@@ -60,16 +60,18 @@ def compress_turn(
     lang: str,
     max_tokens: int,
     answer_tokens: int = 200,
+    system_prompt: str | None = None,
 ) -> tuple[OffloadNote, str]:
     """The offloader's note on a finished turn; on invalid output, the answer's first sentence.
 
     The note is checked against the exchange: facts whose words are mostly absent from the
     question and answer are dropped, and an unsupported conclusion is replaced by the answer's first
     sentence. Returns the note and an error message (empty when the model's note was used).
+    ``system_prompt`` is the context's ``offloader_prompt`` (None: the template file in ``lang``).
     """
     none = "（无）" if lang == "zh" else "(none)"
     facts = "\n".join(f"- {f}" for f in pinned.get("facts", [])) or none
-    system = prompts.render("offload/offloader", lang)
+    system = prompts.render("offload/offloader", lang, template=system_prompt)
     user = prompts.render(
         "offload/offloader_user",
         lang,
@@ -152,6 +154,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
             pinned=state.get("pinned") or {},
             lang=lang,
             max_tokens=ctx.offloader_max_tokens,
+            system_prompt=ctx.offloader_prompt,
         )
     conclusion = truncate_tokens(" ".join(note.conclusion.split()), ctx.conclusion_tokens)
     raw = prompts.render(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nodes.context import Context, describe
+from nodes.context import Context, describe, prompt_field
 from nodes.route.fusion import AGGREGATES, DEFAULT_PROFILE, FUSIONS, INDEXES, PROFILES, RETRIEVALS, RouteSettings
 from nodes.route.model import BUILTIN_REGISTRY
 from stores.settings import get_settings
@@ -108,3 +108,5 @@ class RouteContext(Context):
         default_factory=lambda: get_settings().route_decompose,
         metadata=describe("Split each request into its tasks with one router-model call, route each, fuse the lists."),
     )
+    expand_prompt: str = prompt_field("route/expand", "router model writing example requests (expand)")
+    decompose_prompt: str = prompt_field("route/decompose", "router model splitting a request into tasks (decompose)")

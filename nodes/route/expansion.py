@@ -170,25 +170,27 @@ def journal_for(namespace: str) -> ExpansionJournal | SharedExpansionJournal:
     return ExpansionJournal(namespace_dir(namespace) / "registries" / "expansions.jsonl")
 
 
-@lru_cache(maxsize=1)
-def _prompt_id() -> str:
+@lru_cache(maxsize=8)
+def _prompt_id(system_prompt: str | None = None) -> str:
     return content_hash(
         EXPANSION_VERSION
-        + prompts.load("route/expand").template
+        + prompts.chosen("route/expand", "en", system_prompt).template
         + prompts.load("route/expand_user").template
         + f"{PER_TOOL}/{PER_AGENT}/{DESCRIPTION_TOKENS}"
     )
 
 
-def tool_key(agent: Agent, tool: Tool, model_id: str) -> str:
+def tool_key(agent: Agent, tool: Tool, model_id: str, system_prompt: str | None = None) -> str:
     """Journal key of a tool's examples: prompt version, model, the agent's and the tool's texts."""
-    return content_hash(json.dumps(["tool", _prompt_id(), model_id, agent.name, agent.description, tool.text]))
+    version = _prompt_id(system_prompt)
+    return content_hash(json.dumps(["tool", version, model_id, agent.name, agent.description, tool.text]))
 
 
-def agent_key(agent: Agent, model_id: str) -> str:
+def agent_key(agent: Agent, model_id: str, system_prompt: str | None = None) -> str:
     """Journal key of an agent's task kinds: prompt version, model, its description and tool names."""
     names = sorted(t.name for t in agent.tools)
-    return content_hash(json.dumps(["agent", _prompt_id(), model_id, agent.name, agent.description, names]))
+    version = _prompt_id(system_prompt)
+    return content_hash(json.dumps(["agent", version, model_id, agent.name, agent.description, names]))
 
 
 def clean_examples(values: Iterable[Any], limit: int) -> list[str]:
@@ -239,13 +241,15 @@ def expand_registry(
     *,
     model_id: str,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    system_prompt: str | None = None,
 ) -> tuple[Registry, ExpansionStats]:
     """``registry`` with model-written examples on every tool and agent the model answered for.
 
     Entries already in ``journal`` call no model. A batch whose reply fails (the model layer's own
     schema retries spent) is recorded in ``stats.failed`` and its tools keep their description
     only; it is tried again on the next expansion. ``model_id`` names the model in the journal
-    keys, so examples written by another model are not reused.
+    keys, so examples written by another model are not reused; ``system_prompt`` (the context's
+    ``expand_prompt``; None: the template file) is in them too.
     """
     import time
 
@@ -257,13 +261,13 @@ def expand_registry(
         written: dict[str, list[str]] = {}
         missing = []
         for tool in agent.tools:
-            hit = journal.get(tool_key(agent, tool, model_id))
+            hit = journal.get(tool_key(agent, tool, model_id, system_prompt))
             if hit is None:
                 missing.append(tool)
             else:
                 written[tool.name] = hit
                 stats.tools_cached += 1
-        akey = agent_key(agent, model_id)
+        akey = agent_key(agent, model_id, system_prompt)
         agent_tasks = journal.get(akey)
         if agent_tasks is not None:
             stats.agents_cached += 1
@@ -274,7 +278,7 @@ def expand_registry(
             batch = batches.pop(0)
             started = time.perf_counter()
             with track_usage() as used:
-                reply = _ask(llm, agent, batch)
+                reply = _ask(llm, agent, batch, system_prompt)
             usage = merge_usage(usage, used)
             cost = {**usage_totals(used), "seconds": round(time.perf_counter() - started, 2)}
             if reply is None:
@@ -291,7 +295,8 @@ def expand_registry(
                     missed.append(tool)  # asked once more, on its own batch, before it is left bare
                     continue
                 written[tool.name] = examples
-                rows.append({"key": tool_key(agent, tool, model_id), "node": list(tool.node), "examples": examples})
+                key = tool_key(agent, tool, model_id, system_prompt)
+                rows.append({"key": key, "node": list(tool.node), "examples": examples})
                 stats.tools_written += 1
             if missed:
                 batches.append(missed)
@@ -315,10 +320,10 @@ def expand_registry(
     return replace(registry, agents=tuple(agents)), stats
 
 
-def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool]) -> ExpansionReply | None:
+def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool], system_prompt: str | None = None) -> ExpansionReply | None:
     from stores.models import ModelOutputError
 
-    system = prompts.render("route/expand", per_tool=PER_TOOL, per_agent=PER_AGENT)
+    system = prompts.render("route/expand", template=system_prompt, per_tool=PER_TOOL, per_agent=PER_AGENT)
     user = prompts.render(
         "route/expand_user",
         agent=agent.name,
@@ -334,11 +339,12 @@ def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool]) -> ExpansionReply | None
         return None
 
 
-def decompose(request: str, llm: LLM) -> list[str]:
-    """The separate tasks of ``request`` (itself alone when it asks for one thing or the reply fails)."""
+def decompose(request: str, llm: LLM, system_prompt: str | None = None) -> list[str]:
+    """The separate tasks of ``request`` (itself alone when it asks for one thing or the reply fails);
+    ``system_prompt`` is the context's ``decompose_prompt`` (None: the template file)."""
     from stores.models import ModelOutputError
 
-    system = prompts.render("route/decompose", max=MAX_INTENTS)
+    system = prompts.render("route/decompose", template=system_prompt, max=MAX_INTENTS)
     user = prompts.render("route/decompose_user", request=request)
     try:
         reply = llm.structured(messages(system, user), DecomposeReply, max_tokens=60 * MAX_INTENTS)

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from nodes.context import validate
 from nodes.route.context import RouteContext
 from nodes.route.entry import check_requests, embed_requests, route
 from nodes.route.fusion import RouteSettings
@@ -29,6 +30,7 @@ def _requests(state: RouteState) -> list[str]:
 def register_registry(state: RouteState, runtime: Runtime[RouteContext]) -> dict[str, Any]:
     """Validate the requests, read the registry and make sure it is embedded in the store."""
     ctx = runtime.context or RouteContext()
+    validate(ctx)
     _requests(state)
     namespace = state.get("namespace") or ctx.namespace
     name = state.get("registry")
@@ -70,7 +72,10 @@ def _expand(registry: Any, namespace: str, ctx: RouteContext, progress: Any) -> 
     from stores.models import llm_for
 
     llm = llm_for("router", ctx)
-    return expand_registry(registry, journal_for(namespace), llm, model_id=model_id(llm), progress=progress)
+    journal = journal_for(namespace)
+    return expand_registry(
+        registry, journal, llm, model_id=model_id(llm), progress=progress, system_prompt=ctx.expand_prompt
+    )
 
 
 def route_settings(ctx: RouteContext, profile: str = "", **overrides: Any) -> RouteSettings:
@@ -132,7 +137,7 @@ def _decomposed(
     llm = llm_for("router", ctx)
     routed, tasks_of = [], []
     for i, request in enumerate(requests):
-        tasks = decompose(request, llm)
+        tasks = decompose(request, llm, ctx.decompose_prompt)
         tasks = [t for t in tasks if t != request]
         own = None if vectors is None else [vectors[i], *(store.embedder.embed_query(t) for t in tasks)]
         parts = route([request, *tasks], registry, store, settings, query_vectors=own)

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
+from nodes.context import validate
 from nodes.ingest import in_namespace
 from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
@@ -53,6 +54,7 @@ def is_none(text: str) -> bool:
 def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
+    validate(ctx)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
     runtime.stream_writer(
         {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
@@ -84,7 +86,7 @@ def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, An
     store = get_store(ctx.namespace, ctx.embedder)
     hit = store.chunks(state["doc_id"], [state["chunk_id"]])[0]
     lang = state["lang"]
-    system = prompts.render("summarize/map", lang, language=language_name(lang))
+    system = prompts.render("summarize/map", lang, template=ctx.map_prompt, language=language_name(lang))
     user = prompts.render(
         "summarize/map_user", lang, chunk_id=hit.chunk_id, text=hit.text, query=focus_text(state["query"], lang)
     )
@@ -143,7 +145,9 @@ def collapse(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[s
             if len(group) == 1:
                 out.append(group[0])
                 continue
-            system = prompts.render("summarize/collapse", lang, language=language_name(lang), tokens=budget)
+            system = prompts.render(
+                "summarize/collapse", lang, template=ctx.collapse_prompt, language=language_name(lang), tokens=budget
+            )
             user = prompts.render(
                 "summarize/collapse_user", lang, notes="\n".join(group), query=focus_text(state.get("query", ""), lang)
             )
@@ -162,7 +166,8 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
     if not notes:
         return {"final_text": ""}
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
-    system = writing_prompt("summarize/reduce", lang, length=length, fmt=state.get("format", "paragraphs"))
+    fmt = state.get("format", "paragraphs")
+    system = writing_prompt("summarize/reduce", lang, length=length, fmt=fmt, template=ctx.reduce_prompt)
     joined = truncate_tokens("\n".join(f"- {n}" for n in notes), max(ctx.collapse_token_limit, 400) * 2)
     user = prompts.render("summarize/reduce_user", lang, notes=joined, query=focus_text(state.get("query", ""), lang))
     with track_usage() as usage:
@@ -177,6 +182,7 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
 def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids and start with an empty summary."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
+    validate(ctx)
     hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
@@ -188,7 +194,8 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     cid = state["chunk_ids"][i]
     hit = get_store(ctx.namespace, ctx.embedder).chunks(state["doc_id"], [cid])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
-    system = writing_prompt("summarize/refine", lang, length=length, fmt=state.get("format", "paragraphs"))
+    fmt = state.get("format", "paragraphs")
+    system = writing_prompt("summarize/refine", lang, length=length, fmt=fmt, template=ctx.refine_prompt)
     user = prompts.render(
         "summarize/refine_user",
         lang,

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from nodes.context import Context, describe, validate
+from nodes.context import Context, describe, prompt_field, validate
 from nodes.retrieval import Rerank
 from stores.settings import InputError
 
@@ -39,6 +39,10 @@ class BaselineContext(Context):
     )
     max_collapses: int = field(default=3, metadata=_describe("Map-reduce: most collapse passes before reducing."))
     map_max_tokens: int = field(default=110, metadata=_describe("Map-reduce: max tokens of one chunk's note."))
+    map_prompt: str = prompt_field("summarize/map", "map-reduce baseline's map step (one chunk's notes)")
+    collapse_prompt: str = prompt_field("summarize/collapse", "map-reduce baseline's collapse step")
+    reduce_prompt: str = prompt_field("summarize/reduce", "map-reduce baseline's reduce step (the summary)")
+    refine_prompt: str = prompt_field("summarize/refine", "refine baseline")
 
 
 Method = Literal["expert-editor", "map-reduce", "refine"]
@@ -120,6 +124,12 @@ class SummarizeContext(BaselineContext):
         ),
     )
     fill_chunks: int = field(default=6, metadata=describe("Chunks whose sentences may fill a short summary.", min=0))
+    questions_prompt: str = prompt_field("summarize/questions", "editor's questions")
+    expert_prompt: str = prompt_field("summarize/expert", "experts")
+    merge_prompt: str = prompt_field("summarize/merge", "editor's merge of the answers into the draft")
+    polish_prompt: str = prompt_field("summarize/polish", "editor's polish of the draft")
+    direct_prompt: str = prompt_field("summarize/direct", "one-call summary of a one-chunk document")
+    factcheck_prompt: str = prompt_field("summarize/factcheck", "fact-checker")
 
 
 def check_context(ctx: SummarizeContext) -> None:

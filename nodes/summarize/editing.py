@@ -44,11 +44,13 @@ def format_instruction(fmt: str, lang: str) -> str:
     return "一到两段连贯的文字" if lang == "zh" else "one or two coherent paragraphs"
 
 
-def writing_prompt(name: str, lang: str, *, length: int, fmt: str) -> str:
-    """The system prompt ``name`` of a step that writes the summary text (length, layout, language)."""
+def writing_prompt(name: str, lang: str, *, length: int, fmt: str, template: str | None = None) -> str:
+    """The system prompt ``name`` of a step that writes the summary text (length, layout, language); ``template``
+    is the context's field for it (None: the template file in ``lang``)."""
     return prompts.render(
         name,
         lang,
+        template=template,
         length=length,
         unit=unit_name(lang),
         format=format_instruction(fmt, lang),
@@ -139,16 +141,20 @@ def write_questions(
     lang: str,
     parts: Sequence[str] = (),
     topics: Sequence[str] = (),
+    system_prompt: str | None = None,
 ) -> list[dict[str, str]]:
     """The editor's next questions (schema-enforced; ModelOutputError after retries).
 
     ``parts`` are the parts of the focus the draft does not answer yet (:func:`nodes.summarize.gaps.missing_parts`),
     ``topics`` the document's topics it does not cover yet (:func:`nodes.summarize.gaps.uncovered_topics`): the prompt
-    asks the editor to aim its questions at them first.
+    asks the editor to aim its questions at them first. ``system_prompt`` is the context's ``questions_prompt``
+    (None: the template file in ``lang``).
     """
     schema = questions_schema(list(experts), n)
     expert_lines = "\n".join(f"- {name}: {desc}" for name, desc in experts.items())
-    system = prompts.render("summarize/questions", lang, n=n, experts=expert_lines, language=language_name(lang))
+    system = prompts.render(
+        "summarize/questions", lang, template=system_prompt, n=n, experts=expert_lines, language=language_name(lang)
+    )
     asked_lines = "\n".join(f"- {truncate_tokens(q, 30)}" for q in list(asked)[-8:]) or placeholder("none", lang)
     user = prompts.render(
         "summarize/questions_user",
@@ -226,10 +232,25 @@ def usable_answers(answers: Sequence[dict[str, Any]], position: dict[str, int], 
 
 
 def merge_answers(
-    llm: LLM, *, draft: str, answers: Sequence[dict[str, Any]], query: str, length: int, lang: str
+    llm: LLM,
+    *,
+    draft: str,
+    answers: Sequence[dict[str, Any]],
+    query: str,
+    length: int,
+    lang: str,
+    system_prompt: str | None = None,
 ) -> MergeResult:
-    """The editor folds this round's answers into the draft and judges it (ModelOutputError after retries)."""
-    system = prompts.render("summarize/merge", lang, length=length, unit=unit_name(lang), language=language_name(lang))
+    """The editor folds this round's answers into the draft and judges it (ModelOutputError after retries);
+    ``system_prompt`` is the context's ``merge_prompt`` (None: the template file in ``lang``)."""
+    system = prompts.render(
+        "summarize/merge",
+        lang,
+        template=system_prompt,
+        length=length,
+        unit=unit_name(lang),
+        language=language_name(lang),
+    )
     lines = [
         f"- Q ({a['expert']}): {truncate_tokens(a['question'], 40)}\n  A (confidence {float(a['confidence']):.1f}): "
         f"{a['answer']}"
@@ -277,12 +298,15 @@ _ADVICE = {
 }
 
 
-def polish(llm: LLM, *, draft: str, query: str, length: int, fmt: str, lang: str) -> str:
+def polish(
+    llm: LLM, *, draft: str, query: str, length: int, fmt: str, lang: str, system_prompt: str | None = None
+) -> str:
     """Rewrite the draft to the requested length, format and language, keeping its citations.
 
     The prompt gives the draft's current length and the accepted range, and says which way to go.
+    ``system_prompt`` is the context's ``polish_prompt`` (None: the template file in ``lang``).
     """
-    system = writing_prompt("summarize/polish", lang, length=length, fmt=fmt)
+    system = writing_prompt("summarize/polish", lang, length=length, fmt=fmt, template=system_prompt)
     current = length_units(re.sub(r"\[[^\]]*\]", "", draft), lang)
     low, high = length_bounds(length)
     advice = _ADVICE["long" if current > high else "short" if current < low else "fits"][lang == "zh"]
@@ -309,8 +333,11 @@ def evidence_block(hits: Sequence[Hit], focus: str, budget: int) -> str:
     return "\n\n".join(f"[{h.chunk_id}] {focus_snippet(h.text, focus, share)}" for h in hits)
 
 
-def direct_summary(llm: LLM, *, evidence: str, query: str, length: int, fmt: str, lang: str) -> str:
-    """Summarize a short document (or a few chunks) in one call, with citations."""
-    system = writing_prompt("summarize/direct", lang, length=length, fmt=fmt)
+def direct_summary(
+    llm: LLM, *, evidence: str, query: str, length: int, fmt: str, lang: str, system_prompt: str | None = None
+) -> str:
+    """Summarize a short document (or a few chunks) in one call, with citations (``system_prompt``: the
+    context's ``direct_prompt``; None: the template file in ``lang``)."""
+    system = writing_prompt("summarize/direct", lang, length=length, fmt=fmt, template=system_prompt)
     user = prompts.render("summarize/direct_user", lang, query=focus_text(query, lang), evidence=evidence)
     return llm.text(messages(system, user), max_tokens=tokens_for(length, lang))

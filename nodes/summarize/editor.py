@@ -70,6 +70,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
                 lang=lang,
                 parts=parts,
                 topics=topics,
+                system_prompt=ctx.questions_prompt,
             )
         except ModelError as exc:
             if not bad_output(exc):
@@ -126,6 +127,7 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
                     query=state.get("query", ""),
                     length=length,
                     lang=lang,
+                    system_prompt=ctx.merge_prompt,
                 )
             new_draft = result.draft.strip()
             judgement = result.model_dump(exclude={"draft"})
@@ -193,7 +195,13 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
         evidence = evidence_block(hits, focus, ctx.direct_tokens)
         with track_usage() as usage:
             text = direct_summary(
-                llm_for("editor", ctx), evidence=evidence, query=query, length=length, fmt=fmt, lang=lang
+                llm_for("editor", ctx),
+                evidence=evidence,
+                query=query,
+                length=length,
+                fmt=fmt,
+                lang=lang,
+                system_prompt=ctx.direct_prompt,
             )
         emit({"stage": "polish", "message": f"summarized {len(hits)} chunks in one call"})
         return {"final_text": text, "usage": usage}
@@ -201,7 +209,15 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
         emit({"stage": "polish", "message": "the draft already has the requested length, format and language"})
         return {"final_text": draft}
     with track_usage() as usage:
-        text = polish(llm_for("editor", ctx), draft=draft, query=query, length=length, fmt=fmt, lang=lang)
+        text = polish(
+            llm_for("editor", ctx),
+            draft=draft,
+            query=query,
+            length=length,
+            fmt=fmt,
+            lang=lang,
+            system_prompt=ctx.polish_prompt,
+        )
     if not parse_cited_sentences(text) or coverage(text, draft) < 0.5:
         emit({"stage": "polish", "message": "the polished text strays from the draft; keeping the draft"})
         return {"final_text": draft, "usage": usage}

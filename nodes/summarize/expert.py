@@ -128,9 +128,13 @@ def _sqlite_cache(path: Path) -> Any:
 _stores: ProcessCache[Path, Any] = ProcessCache("expert answer stores", 64)
 
 
-def expert_prompt_version(lang: str) -> str:
-    """A digest of the expert's prompts and reply schema (part of the answer-cache key)."""
-    parts = [prompts.load(name, lang).template for name in ("summarize/expert", "summarize/expert_user")]
+def expert_prompt_version(lang: str, system_prompt: str | None = None) -> str:
+    """A digest of the expert's prompts and reply schema (part of the answer-cache key); ``system_prompt`` is the
+    context's ``expert_prompt`` (None: the template file in ``lang``)."""
+    parts = [
+        prompts.chosen("summarize/expert", lang, system_prompt).template,
+        prompts.load("summarize/expert_user", lang).template,
+    ]
     parts.append(json.dumps(ExpertReply.model_json_schema(), sort_keys=True))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -180,8 +184,10 @@ def answer_question(
     chunk_tokens: int = 160,
     max_tokens: int = 120,
     rerank: Rerank = "none",
+    system_prompt: str | None = None,
 ) -> dict[str, Any]:
-    """One expert's answer to ``question`` from the chunks it retrieves.
+    """One expert's answer to ``question`` from the chunks it retrieves (``system_prompt``: the context's
+    ``expert_prompt``; None: the template file in ``lang``).
 
     Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
@@ -195,7 +201,12 @@ def answer_question(
         for h in hits
     )
     system = prompts.render(
-        "summarize/expert", lang, expert=expert, description=description, language=language_name(lang)
+        "summarize/expert",
+        lang,
+        template=system_prompt,
+        expert=expert,
+        description=description,
+        language=language_name(lang),
     )
     user = prompts.render("summarize/expert_user", lang, excerpts=excerpts, question=question)
     reply = llm.structured(messages(system, user), reply_schema(retrieved), max_tokens=max_tokens)
@@ -258,7 +269,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         model=[spec.model, spec.base_url, spec.temperature],
         embedder=ctx.embedder,
         index=index_identity(get_document(ctx.namespace, state["doc_id"])),
-        prompts=expert_prompt_version(lang),
+        prompts=expert_prompt_version(lang, ctx.expert_prompt),
     )
     hit = cache.get(key) if cache else None
     with track_usage() as usage:
@@ -278,6 +289,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     chunk_tokens=ctx.expert_chunk_tokens,
                     max_tokens=ctx.expert_max_tokens,
                     rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
+                    system_prompt=ctx.expert_prompt,
                 )
             except ModelError as exc:
                 result = {

@@ -95,6 +95,7 @@ def check_sentences(
     max_citations: int = 2,
     prefer: Sequence[str] = (),
     keep_coverage: float = 0.9,
+    system_prompt: str | None = None,
 ) -> list[dict[str, Any]]:
     """Check every sentence against its cited chunks: by the checker model, by grounding, or both.
 
@@ -140,7 +141,7 @@ def check_sentences(
             numbered = "\n".join(
                 f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1)
             )
-            system = prompts.render("summarize/factcheck", lang, language=language_name(lang))
+            system = prompts.render("summarize/factcheck", lang, template=system_prompt, language=language_name(lang))
             evidence = evidence_for(store, doc_id, batch, chunk_tokens)
             user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
             try:
@@ -266,6 +267,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             checks=cast(Checks, ctx.factcheck_checks),  # and this to get_args(Checks)
             batch_size=ctx.factcheck_batch,
             prefer=citations_in(state.get("draft", "")),
+            system_prompt=ctx.factcheck_prompt,
         )
         kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
         return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)]
