@@ -36,6 +36,26 @@ NOSTREAM = "nostream"
 """The tag LangGraph's ``messages`` stream skips (``langgraph.constants.TAG_NOSTREAM``)."""
 
 
+def partial_field(text: str, field: str) -> str | None:
+    """The string field ``field`` of a JSON object still being written (langchain_core's ``parse_partial_json``).
+
+    None until the field's value has begun, or while the text does not parse (an escape sequence cut in
+    the middle); a first half of a surrogate pair at its end is left for the next call, so each value
+    starts with the one before.
+    """
+    start = text.lstrip()
+    if not start.startswith("{"):
+        return None
+    try:
+        value = parse_partial_json(start)
+    except ValueError:
+        return None
+    found = value.get(field) if isinstance(value, dict) else None
+    if not isinstance(found, str):
+        return None
+    return found[:-1] if found and "\ud800" <= found[-1] <= "\udbff" else found
+
+
 class FieldStream(BaseCallbackHandler):
     """Re-streams field ``field`` of the JSON replies it observes as one AI message with id :attr:`message_id`.
 
@@ -85,12 +105,7 @@ class FieldStream(BaseCallbackHandler):
             return None
         if not start.startswith("{"):
             return self.raw  # a plain-text reply streams as it is
-        try:
-            value = parse_partial_json(start)
-        except ValueError:
-            return None
-        text = value.get(self.field) if isinstance(value, dict) else None
-        return text if isinstance(text, str) else None
+        return partial_field(start, self.field)
 
     def _open(self) -> CallbackManagerForLLMRun:
         if self.run is None:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from nodes.context import Context
+from stores.chat_stream import partial_field
 from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
 from surfaces.options import context_option, context_values
 
@@ -95,56 +96,6 @@ def progress(quiet: bool, desc: str) -> Iterator[Callable[[dict[str, Any]], None
             bar.close()
 
 
-def partial_json_string(text: str, key: str) -> str | None:
-    """The value of the string field ``key`` of a JSON object that is still being written.
-
-    ``None`` until the field's opening quote has arrived; afterwards the decoded characters so
-    far (an escape sequence cut in the middle is left for the next call).
-    """
-    match = re.search(r'"' + re.escape(key) + r'"\s*:\s*"', text)
-    if match is None:
-        return None
-    out: list[str] = []
-    i = match.end()
-    while i < len(text):
-        char = text[i]
-        if char == '"':
-            break
-        if char != "\\":
-            out.append(char)
-            i += 1
-            continue
-        if i + 1 >= len(text):
-            break
-        code = text[i + 1]
-        if code == "u":
-            digits = text[i + 2 : i + 6]
-            if len(digits) < 4:
-                break
-            try:
-                point = int(digits, 16)
-            except ValueError:
-                out.append(digits)
-                i += 6
-                continue
-            if 0xD800 <= point < 0xDC00:
-                low = re.match(r"\\u([dD][c-fC-F][0-9a-fA-F]{2})", text[i + 6 : i + 12])
-                if low is None:
-                    if len(text) - (i + 6) < 6:
-                        break
-                    i += 6
-                    continue
-                point = 0x10000 + ((point - 0xD800) << 10) + (int(low.group(1), 16) - 0xDC00)
-                i += 6
-            if not 0xDC00 <= point < 0xE000:
-                out.append(chr(point))
-            i += 6
-            continue
-        out.append({"n": "\n", "t": "\t", "r": "", "b": "", "f": ""}.get(code, code))
-        i += 2
-    return "".join(out)
-
-
 class AnswerPrinter:
     """Prints an answer on stdout as the model writes it, from the graph's ``messages`` stream.
 
@@ -173,7 +124,7 @@ class AnswerPrinter:
                 sys.stdout.write("\n")
             self.current, self.reply, self.shown = key, "", ""
         self.reply += content
-        text = self.reply if self.field is None else partial_json_string(self.reply, self.field)
+        text = self.reply if self.field is None else partial_field(self.reply, self.field)
         if text and text.startswith(self.shown) and len(text) > len(self.shown):
             sys.stdout.write(text[len(self.shown) :])
             sys.stdout.flush()

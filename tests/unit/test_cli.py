@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from surfaces.cli import EXIT_INPUT, EXIT_OK, AnswerPrinter, main, partial_json_string
+from stores.chat_stream import partial_field
+from surfaces.cli import EXIT_INPUT, EXIT_OK, AnswerPrinter, main
 
 
 def test_ingest_json_then_cached(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,11 +59,11 @@ def test_help_explains_the_product(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_partial_json_string_grows_with_the_reply() -> None:
     full = json.dumps({"answer": 'Bob "Chen"\nsigned 😀 中文', "evidence": ["c1"]})
-    seen = [partial_json_string(full[:i], "answer") for i in range(len(full) + 1)]
+    seen = [partial_field(full[:i], "answer") for i in range(len(full) + 1)]
     assert seen[0] is None and seen[-1] == 'Bob "Chen"\nsigned 😀 中文'
     grown = [s for s in seen if s is not None]
     assert all(b.startswith(a) for a, b in itertools.pairwise(grown))
-    assert partial_json_string('{"evidence": ["c1"]}', "answer") is None
+    assert partial_field('{"evidence": ["c1"]}', "answer") is None
 
 
 def test_answer_printer_restarts_on_a_retry_and_ends_with_the_final_answer(
