@@ -111,7 +111,7 @@ class Query:
 
 def load_queries(path: Path, registry: Any) -> tuple[list[Query], int]:
     """Queries with gold tools present in the registry, and how many gold tools were dropped."""
-    from stores.settings import MAX_QUESTION_CHARS
+    from stores.questions import MAX_QUESTION_CHARS
 
     present = {(t.agent, t.name) for t in registry.tools}
     queries, dropped = [], 0
@@ -1024,7 +1024,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5, help="folds of the settings choice (default 5; 0: none)")
     args = parser.parse_args(argv)
     none = Path("none")
-    from stores.settings import InputError
+    from stores.errors import InputError
 
     try:
         results = run(

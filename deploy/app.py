@@ -48,7 +48,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
 from deploy.assistants import GRAPHS, workflow_of
-from stores.settings import InputError, get_settings, run_deadline, run_timeout
+from stores.deadlines import run_deadline, run_timeout
+from stores.errors import InputError
+from stores.settings import get_settings
 from surfaces.access import (
     FILE_INPUTS,
     AccessError,

@@ -18,7 +18,8 @@ from string import Template
 from typing import Any, TypeVar
 
 import prompts
-from stores.settings import InputError, get_settings
+from stores.errors import InputError
+from stores.settings import get_settings
 
 C = TypeVar("C", bound="Context")
 

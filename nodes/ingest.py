@@ -28,8 +28,9 @@ from stores.documents import (
     index_identity,
     save_document,
 )
+from stores.errors import InputError
 from stores.loaders import LoadedDocument, load_bytes, load_path, load_text
-from stores.settings import MAX_QUESTION_CHARS, InputError
+from stores.questions import MAX_QUESTION_CHARS
 from stores.text import content_hash, detect_language
 from stores.vectorstore import (
     Record,
@@ -325,7 +326,7 @@ def resolve_document(
 
 
 QUESTION_FIELDS = ("question", "query")
-"""Input fields holding a question (at most :data:`~stores.settings.MAX_QUESTION_CHARS` characters)."""
+"""Input fields holding a question (at most :data:`~stores.questions.MAX_QUESTION_CHARS` characters)."""
 
 
 def check_input_sizes(values: Any) -> None:

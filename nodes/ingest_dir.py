@@ -20,8 +20,9 @@ from typing import Any
 
 from nodes.ingest import IngestResult, Progress, index_document, is_indexed
 from stores.documents import write_atomic
+from stores.errors import InputError
 from stores.loaders import SUPPORTED, LoadedDocument, load_path
-from stores.settings import InputError, get_settings
+from stores.settings import get_settings
 from stores.vectorstore import VectorStore, get_store
 
 PREFETCH = 2

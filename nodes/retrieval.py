@@ -20,8 +20,8 @@ import numpy as np
 
 from stores.cache import ProcessCache
 from stores.documents import find_document, index_identity
+from stores.errors import InputError
 from stores.ranking import RRF_K, rrf_scores
-from stores.settings import InputError
 from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
 

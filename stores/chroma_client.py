@@ -13,7 +13,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from stores.cache import ProcessCache
-from stores.settings import InputError, get_settings
+from stores.errors import InputError
+from stores.settings import get_settings
 from stores.text import check_name
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stores.settings import InputError, TooLarge, get_settings
+from stores.errors import InputError, TooLarge
+from stores.settings import get_settings
 from stores.text import estimate_tokens, split_sentences
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from stores.chroma_client import check_namespace
-from stores.settings import InputError, get_settings
+from stores.errors import InputError
+from stores.settings import get_settings
 from stores.shared_files import shared_files
 
 

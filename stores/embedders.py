@@ -37,7 +37,8 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from stores.cache import lru_cache
-from stores.settings import InputError, ModelError, get_settings
+from stores.errors import InputError, ModelError
+from stores.settings import get_settings
 from stores.text import lexical_tokens
 
 

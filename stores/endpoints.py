@@ -17,7 +17,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from stores.cache import ProcessCache
-from stores.settings import ModelError, RunTimeout, check_deadline, deadline_left, get_settings
+from stores.deadlines import check_deadline, deadline_left
+from stores.errors import ModelError, RunTimeout
+from stores.settings import get_settings
 
 
 class DeadlineReached(BaseException):
@@ -44,7 +46,7 @@ def http_client() -> Any:
     """The process's HTTP client for model requests, which holds every request to the run's deadline.
 
     Its transport refuses a request (a first attempt or a retry) once the deadline of the current
-    run (:func:`stores.settings.run_deadline`) has passed, cuts each request's connect and read
+    run (:func:`stores.deadlines.run_deadline`) has passed, cuts each request's connect and read
     timeouts to the time left, and stops reading a streamed reply when the time is up.
     """
     global _http_client

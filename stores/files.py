@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stores.settings import InputError, get_settings
+from stores.errors import InputError
+from stores.settings import get_settings
 
 
 class IngestRoot:

@@ -1,6 +1,6 @@
 """Reading documents from disk (txt, md, pdf, docx, html) into plain text with markdown headings.
 
-Every failure is an :class:`~stores.settings.InputError` with a message a person can act on.
+Every failure is an :class:`~stores.errors.InputError` with a message a person can act on.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from stores.settings import InputError, TooLarge, get_settings
+from stores.errors import InputError, TooLarge
+from stores.settings import get_settings
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}

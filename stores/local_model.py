@@ -23,7 +23,8 @@ from typing import Any
 
 import httpx
 
-from stores.settings import BUNDLED_MODEL_NAME, ModelError, get_settings
+from stores.errors import ModelError
+from stores.settings import BUNDLED_MODEL_NAME, get_settings
 
 PARTS = 22
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"

@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, ValidationError
 
 from stores.chat_stream import call_config, streaming_wanted
+from stores.deadlines import check_deadline, deadline_left
 from stores.endpoints import (
     DeadlineReached,
     deadline_reached,
@@ -38,17 +39,10 @@ from stores.endpoints import (
     rate_limiter,
     unavailable,
 )
+from stores.errors import InputError, ModelError, RunTimeout
 from stores.llm_cache import cached_reply, remember
 from stores.replies import complete_sentences, cut_reply, parse_json_object
-from stores.settings import (
-    InputError,
-    ModelError,
-    RoleModel,
-    RunTimeout,
-    check_deadline,
-    deadline_left,
-    get_settings,
-)
+from stores.settings import RoleModel, get_settings
 from stores.usage import Usage, merge_usage, record_usage, usage_of
 
 T = TypeVar("T", bound=BaseModel)

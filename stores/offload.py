@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from stores.cache import ProcessCache
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.text import check_name, count_tokens, lexical_tokens, overlap
 from stores.vectorstore import Record, VectorStore, check_namespace, get_store
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from stores.settings import InputError
+from stores.errors import InputError
 
 RRF_K = 60
 """The usual smoothing constant ``k`` of reciprocal rank fusion."""

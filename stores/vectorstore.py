@@ -26,7 +26,8 @@ from stores.chroma_client import get_client as get_client
 from stores.chroma_client import reset_clients
 from stores.documents import published_index
 from stores.embedders import embedder_id, get_embedder
-from stores.settings import InputError, get_settings
+from stores.errors import InputError
+from stores.settings import get_settings
 
 KINDS = ("chunk", "canvas", "offload", "agent", "tool")
 DEFAULT_BATCH = 256

@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stores.errors import InputError
 from stores.files import IngestRoot
-from stores.settings import InputError, get_settings
+from stores.settings import get_settings
 from stores.vectorstore import check_namespace
 
 COMMON_FIELDS = frozenset({"namespace", "chunk_size", "chunk_overlap"})

@@ -26,7 +26,8 @@ from typing import Any
 
 from nodes.context import Context
 from stores.chat_stream import partial_field
-from stores.settings import InputError, ModelError, RunTimeout, run_deadline, run_timeout, run_timeout_message
+from stores.deadlines import run_deadline, run_timeout, run_timeout_message
+from stores.errors import InputError, ModelError, RunTimeout
 from surfaces.options import context_option, context_values
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -363,7 +364,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
     """End the run inside the block once ``seconds`` have passed, in whatever thread it runs.
 
     Every model call of the run, on this thread or on the graph's worker threads, is held to the
-    deadline (:func:`stores.settings.run_deadline`): none starts after it, and one in flight is
+    deadline (:func:`stores.deadlines.run_deadline`): none starts after it, and one in flight is
     cut when it comes, with a :class:`RunTimeout`. On the main thread, where the platform has
     interval timers, a timer signal also raises :class:`DeadlinePassed` in whatever else the run
     is waiting on (a worker thread, a file), again every second until the run has stopped.

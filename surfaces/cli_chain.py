@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from nodes.chain.context import ChainContext
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.usage import usage_totals
 from surfaces.cli import (
     EXIT_OK,

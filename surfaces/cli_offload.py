@@ -23,7 +23,8 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 
 from nodes.offload.context import OffloadContext
-from stores.settings import InputError, run_timeout
+from stores.deadlines import run_timeout
+from stores.errors import InputError
 from surfaces.cli import (
     EXIT_OK,
     AnswerPrinter,

@@ -16,7 +16,7 @@ from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from nodes.context import Context
-from stores.settings import InputError
+from stores.errors import InputError
 
 CONTEXT_DESTS = "_context_fields"
 """Parser default listing the context fields a command has options for."""

@@ -24,8 +24,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import START
 
 from nodes.ingest import check_input_sizes
+from stores.errors import InputError
 from stores.models import ModelOutputError
-from stores.settings import InputError
 
 Plan = tuple[Any, RunnableConfig]
 

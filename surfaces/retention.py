@@ -19,8 +19,8 @@ from typing import Any
 
 from stores.checkpoint import open_checkpointer
 from stores.documents import doc_dir, list_documents, lock_dir, namespace_dir
+from stores.errors import InputError
 from stores.offload import check_session
-from stores.settings import InputError
 from stores.shared_files import shared_files
 from stores.vectorstore import check_namespace, get_client, namespace_collections
 from surfaces.access import ThreadOwners

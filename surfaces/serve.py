@@ -49,18 +49,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
+from stores.deadlines import run_deadline, run_timeout, run_timeout_message
+from stores.errors import InputError, ModelError, RunTimeout, TooLarge
 from stores.models import ChatFactory, use_chat_model
-from stores.settings import (
-    InputError,
-    ModelError,
-    RunTimeout,
-    TooLarge,
-    get_settings,
-    run_config,
-    run_deadline,
-    run_timeout,
-    run_timeout_message,
-)
+from stores.settings import get_settings, run_config
 from surfaces import registry, resume
 from surfaces.access import (
     TENANT_KEY,
@@ -81,7 +73,7 @@ async def _deadline() -> AsyncIterator[None]:
     """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`.
 
     The request gets its answer then; the model calls of its worker threads, which the event
-    loop cannot cancel, are held to the same deadline (:func:`stores.settings.run_deadline`):
+    loop cannot cancel, are held to the same deadline (:func:`stores.deadlines.run_deadline`):
     the one in flight is cut, none is sent after it.
     """
     seconds = run_timeout()

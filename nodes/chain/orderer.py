@@ -27,8 +27,9 @@ from nodes.chain.state import ChainState
 from nodes.context import validate
 from nodes.ingest import index_document, input_namespace, resolve_document
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
+from stores.errors import InputError
 from stores.loaders import load_text
-from stores.settings import InputError, check_question
+from stores.questions import check_question
 from stores.vectorstore import VectorStore, get_store
 
 

@@ -22,7 +22,7 @@ from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, 
 from nodes.chain.state import CHUNK_TOKENS, ChainState
 from nodes.retrieval import index_key, lexical_index
 from stores.cache import ProcessCache
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.text import truncate_tokens
 from stores.vectorstore import get_store
 

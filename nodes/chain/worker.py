@@ -22,8 +22,8 @@ from nodes.chain.passages import QUOTE_LINE, Passage, check_quotes, label_order,
 from nodes.chain.planner import reading_inputs
 from nodes.chain.reading import nothing_missing
 from nodes.chain.state import ChainState
+from stores.errors import InputError
 from stores.models import LLM, llm_for, messages
-from stores.settings import InputError
 from stores.text import content_words, count_tokens
 from stores.usage import track_usage
 from stores.vectorstore import get_store

@@ -27,8 +27,8 @@ from nodes.offload.state import OffloadState, call_record, session_context
 from stores.cache import lru_cache
 from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity
+from stores.errors import InputError
 from stores.models import LLM, ModelOutputError, llm_for, messages
-from stores.settings import InputError
 from stores.text import truncate_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import Hit, VectorStore, get_store

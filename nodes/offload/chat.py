@@ -14,8 +14,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 
 from stores.documents import find_document
+from stores.errors import InputError
 from stores.loaders import SUPPORTED
-from stores.settings import InputError
 
 DOC_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])")
 """A document id (16 hex digits of its content hash) written in a message."""

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from nodes.context import Context, describe, prompt_field, validate
 from nodes.offload.memory import POLICIES
+from stores.errors import InputError
 from stores.offload import BACKENDS
-from stores.settings import InputError
 
 
 @dataclass(kw_only=True)

@@ -18,9 +18,10 @@ from nodes.offload.chat import named_document, turn_question, withdrawn
 from nodes.offload.context import OffloadContext, check_context
 from nodes.offload.state import OffloadState, session_context
 from stores.documents import get_document, index_identity
+from stores.errors import InputError
 from stores.files import IngestRoot
 from stores.offload import check_session
-from stores.settings import InputError, check_question
+from stores.questions import check_question
 from stores.text import truncate_tokens
 from stores.vectorstore import get_store
 

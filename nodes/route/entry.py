@@ -14,7 +14,8 @@ from nodes.route.indexes import MatrixIndex, StoreIndex, gather_candidates, memo
 from nodes.route.manifest import register, registered
 from nodes.route.mcp import load_registry, registry_from_agents
 from nodes.route.model import BUILTIN_REGISTRY, Registry
-from stores.settings import InputError, check_question
+from stores.errors import InputError
+from stores.questions import check_question
 from stores.text import content_hash
 
 

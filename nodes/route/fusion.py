@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from nodes.route.model import NodeId, PerRegistry, Ranked, Registry
+from stores.errors import InputError
 from stores.ranking import minmax_scores, rrf_scores
-from stores.settings import InputError
 
 Retrieval = Literal["vector", "bm25", "hybrid"]
 RETRIEVALS: tuple[str, ...] = ("vector", "bm25", "hybrid")

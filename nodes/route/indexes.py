@@ -14,7 +14,7 @@ from nodes.route.entities import clauses, kind_index
 from nodes.route.fusion import Candidates, RouteSettings
 from nodes.route.model import Agent, NodeId, PerRegistry, Ranked, Registry, Tool
 from stores.cache import ProcessCache
-from stores.settings import InputError
+from stores.errors import InputError
 
 FIELDS: tuple[str, ...] = ("name", "description", "parameters", "examples")
 """The fields of a node's document that field-weighted BM25 scores separately, in the order of

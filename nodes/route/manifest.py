@@ -23,7 +23,7 @@ from nodes.route.model import (
     record_id,
 )
 from stores.cache import ProcessCache
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.text import content_hash
 
 

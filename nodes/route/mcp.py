@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.route.model import BUILTIN_REGISTRY, Agent, Registry, Tool, check_registry_name, registry_name_for
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.text import is_name
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from stores.cache import ProcessCache
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.text import check_name, content_hash, truncate_tokens
 
 T = TypeVar("T")

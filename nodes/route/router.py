@@ -15,7 +15,7 @@ from nodes.route.manifest import register, registered
 from nodes.route.mcp import load_registry, parse_registry
 from nodes.route.model import check_registry_name
 from nodes.route.state import RouteState
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.vectorstore import get_store
 
 

@@ -8,7 +8,7 @@ from typing import Literal, get_args
 
 from nodes.context import Context, describe, prompt_field, validate
 from nodes.retrieval import Rerank
-from stores.settings import InputError
+from stores.errors import InputError
 
 DEFAULT_EXPERTS: dict[str, str] = {
     "fact": "concrete facts: events, figures, names, dates, places and decisions.",

@@ -24,8 +24,8 @@ from nodes.summarize.expert import citations_in, focus_text, language_name, plac
 from nodes.summarize.length import length_bounds, length_units, tokens_for, unit_name
 from nodes.summarize.sentences import coverage
 from stores.documents import DocumentInfo
+from stores.errors import InputError
 from stores.models import LLM, messages
-from stores.settings import InputError
 from stores.text import jaccard, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
 

@@ -30,8 +30,8 @@ from nodes.summarize.length import draft_fits, length_bounds, length_units
 from nodes.summarize.sentences import coverage, parse_cited_sentences
 from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
+from stores.errors import ModelError
 from stores.models import llm_for
-from stores.settings import ModelError
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
 

@@ -27,8 +27,8 @@ from nodes.summarize.context import SummarizeContext
 from nodes.summarize.state import ExpertTask, SummarizeState, run_context
 from stores.cache import ProcessCache
 from stores.documents import cache_path, get_document, index_identity
+from stores.errors import ModelError
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
-from stores.settings import ModelError
 from stores.text import lexical_tokens
 from stores.usage import track_usage
 from stores.vectorstore import VectorStore, get_store

@@ -35,8 +35,8 @@ from nodes.summarize.length import (
 from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
 from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
+from stores.errors import ModelError
 from stores.models import LLM, llm_for, messages
-from stores.settings import ModelError
 from stores.usage import track_usage
 from stores.vectorstore import VectorStore, get_store
 

@@ -16,8 +16,9 @@ from nodes.summarize.length import length_bounds, length_units, total_units
 from nodes.summarize.sentences import render_summary, text_blocks
 from nodes.summarize.state import SummarizeState, run_context, target_length
 from stores.documents import get_document
+from stores.errors import InputError
 from stores.models import ModelOutputError
-from stores.settings import InputError, check_question
+from stores.questions import check_question
 from stores.text import split_sentences
 from stores.vectorstore import get_store
 

@@ -16,8 +16,8 @@ from nodes.chain.passages import span_labels
 from nodes.chain.worker import compose_evidence
 from nodes.ingest import ingest
 from stores.cache import reset_caches
+from stores.errors import InputError, ModelError
 from stores.models import use_chat_model
-from stores.settings import InputError, ModelError
 from stores.text import count_tokens
 from stores.vectorstore import get_store
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main

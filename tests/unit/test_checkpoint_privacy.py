@@ -17,8 +17,9 @@ from doubles.checkpoint_checks import config, db_holds, served, thread_rows
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
+from stores.errors import InputError
 from stores.models import use_chat_model
-from stores.settings import MAX_QUESTION_CHARS, InputError
+from stores.questions import MAX_QUESTION_CHARS
 
 __all__ = ["served"]  # the fixture
 

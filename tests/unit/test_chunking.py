@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from stores.chunking import chunk_text, split_sections
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.text import content_hash, count_tokens, detect_language, split_sentences
 
 

@@ -11,7 +11,7 @@ from nodes.context import Context, describe, validate
 from nodes.offload.context import OffloadContext, check_context
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.context import check_context as check_summarize
-from stores.settings import InputError
+from stores.errors import InputError
 
 
 @dataclass(kw_only=True)

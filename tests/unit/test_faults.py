@@ -564,7 +564,7 @@ def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sen
 def test_the_run_deadline_holds_on_any_thread(endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from stores.settings import RunTimeout
+    from stores.errors import RunTimeout
 
     monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "20")  # each call alone would wait 20 s, twice
     outcome: dict[str, object] = {}

@@ -21,8 +21,8 @@ from nodes.offload.canvas import load_canvas
 from nodes.offload.canvas_writer import ensure_canvas
 from nodes.retrieval import lexical_index
 from stores.documents import get_document, index_identity
+from stores.errors import InputError
 from stores.models import LLM, use_chat_model
-from stores.settings import InputError
 from stores.vectorstore import get_store
 
 TEXT = "# Herons\n\n" + "\n\n".join(

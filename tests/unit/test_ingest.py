@@ -8,7 +8,7 @@ from graphs.ingest import graph
 from nodes.ingest import ingest
 from stores.documents import document_text, get_document, list_documents
 from stores.embedders import HashEmbeddings
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.vectorstore import get_store
 
 

@@ -11,7 +11,7 @@ import pytest
 from nodes.ingest import chunk_records, embed_records, index_document, read_source
 from nodes.ingest_dir import document_files, ingest_directory
 from stores.chunking import chunk_text
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.vectorstore import VectorStore, get_store
 from tests.unit.test_ingest import CountingEmbeddings
 

@@ -18,8 +18,9 @@ from graphs.summarize.graph import graph as summarize
 from nodes.ingest import DOCUMENT_FIELDS, read_source
 from nodes.ingest import ingest as ingest_file
 from stores.documents import list_documents
+from stores.errors import InputError
 from stores.models import use_chat_model
-from stores.settings import MAX_QUESTION_CHARS, InputError
+from stores.questions import MAX_QUESTION_CHARS
 from stores.text import content_hash
 from surfaces import cli
 from surfaces.registry import compile_with

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from doubles.files import docx_bomb, docx_bytes, pdf_with_text
+from stores.errors import InputError
 from stores.loaders import decode_bytes, load_path, load_text
-from stores.settings import InputError
 
 
 def _pdf_with_text(path: Path, text: str, pages: int = 1) -> None:
@@ -204,7 +204,7 @@ def test_text_of_only_invisible_characters_or_headings_is_empty(tmp_path: Path, 
 
 def test_extracted_text_and_chunks_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from stores.chunking import chunk_text
-    from stores.settings import TooLarge
+    from stores.errors import TooLarge
 
     monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "1000")
     with pytest.raises(TooLarge, match="1099 characters of text is over the 1000 limit"):
@@ -222,7 +222,7 @@ def test_extracted_text_and_chunks_are_bounded(tmp_path: Path, monkeypatch: pyte
 def test_a_pdf_of_3000_pages_is_refused_before_its_text_is_read(tmp_path: Path) -> None:
     import time
 
-    from stores.settings import TooLarge
+    from stores.errors import TooLarge
 
     pdf = tmp_path / "pages.pdf"
     _pdf_with_text(pdf, "A", pages=3000)
@@ -236,7 +236,7 @@ def test_a_docx_that_unpacks_to_30_mb_of_xml_is_refused_fast(tmp_path: Path) -> 
     import time
     import tracemalloc
 
-    from stores.settings import TooLarge
+    from stores.errors import TooLarge
 
     bomb = docx_bomb(30)
     path = tmp_path / "bomb.docx"
@@ -255,8 +255,8 @@ def test_a_docx_that_unpacks_to_30_mb_of_xml_is_refused_fast(tmp_path: Path) -> 
 
 
 def test_docx_archive_members_and_unpacked_size_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.errors import TooLarge
     from stores.loaders import load_bytes
-    from stores.settings import TooLarge
 
     many = docx_bytes(["Hello."], {f"extra/item{i}.xml": b"<a/>" for i in range(30)})
     monkeypatch.setenv("LONGDOC_MAX_ARCHIVE_MEMBERS", "20")

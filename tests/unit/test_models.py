@@ -8,9 +8,10 @@ from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
 from stores import local_model
+from stores.errors import InputError, ModelError
 from stores.models import LLM, ModelOutputError, llm_for, messages, use_chat_model
 from stores.replies import parse_json_object
-from stores.settings import InputError, ModelError, get_settings
+from stores.settings import get_settings
 from stores.usage import merge_usage, track_usage
 
 
@@ -162,8 +163,9 @@ def test_truncated_structured_reply_is_retried_with_a_larger_budget(monkeypatch:
 def test_a_run_deadline_keeps_the_earlier_of_two_and_no_call_starts_after_it() -> None:
     import time
 
+    from stores.deadlines import check_deadline, deadline_left, run_deadline
+    from stores.errors import RunTimeout
     from stores.models import transient
-    from stores.settings import RunTimeout, check_deadline, deadline_left, run_deadline
 
     model = ScriptedChatModel(default="fine")
     assert deadline_left() is None and check_deadline() is None

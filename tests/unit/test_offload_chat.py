@@ -15,8 +15,8 @@ from doubles.replies import offload_chat_model
 from graphs.offload.graph import builder
 from nodes.ingest import ingest
 from stores.chat_stream import FieldStream, streamed_field, unstreamed
+from stores.errors import InputError
 from stores.models import LLM, use_chat_model
-from stores.settings import InputError
 
 BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
 

@@ -17,9 +17,9 @@ from graphs.offload.graph import OffloadContext, builder, graph
 from nodes.ingest import ingest
 from stores.cache import reset_caches
 from stores.checkpoint import open_checkpointer
+from stores.errors import InputError
 from stores.models import use_chat_model
 from stores.offload import get_offload_store
-from stores.settings import InputError
 from stores.text import count_tokens
 from stores.vectorstore import get_store
 

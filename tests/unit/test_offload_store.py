@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from stores.errors import InputError
 from stores.offload import (
     ChromaOffloadStore,
     MemoryOffloadStore,
@@ -16,7 +17,6 @@ from stores.offload import (
     is_offload_id,
     reset_memory_stores,
 )
-from stores.settings import InputError
 from stores.vectorstore import get_store, reset_stores
 
 

@@ -17,8 +17,8 @@ from nodes.ingest import ingest
 from nodes.offload.context import OffloadContext
 from nodes.route.context import RouteContext
 from nodes.summarize.context import SummarizeContext, check_context
+from stores.errors import InputError
 from stores.models import use_chat_model
-from stores.settings import InputError
 from tests.fakes import quoting
 
 CONTEXTS: tuple[type[Context], ...] = (ChainContext, SummarizeContext, OffloadContext, RouteContext)

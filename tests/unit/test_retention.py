@@ -14,8 +14,8 @@ from doubles.checkpoint_checks import config, db_holds, served, thread_rows
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.documents import cache_path, doc_dir, list_documents, namespace_dir
+from stores.errors import InputError
 from stores.models import use_chat_model
-from stores.settings import InputError
 from stores.vectorstore import get_client, get_store
 from surfaces.cli import main
 from surfaces.retention import forget_document, forget_thread

@@ -13,7 +13,7 @@ from nodes.retrieval import (
     lexical_index,
     rrf_fuse,
 )
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.vectorstore import Hit, get_store
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"

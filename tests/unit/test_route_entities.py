@@ -10,7 +10,7 @@ from nodes.route.entities import KindIndex, clauses, parameter_kinds, request_fo
 from nodes.route.fusion import Candidates, RouteSettings, fusion_lists, rank
 from nodes.route.indexes import BM25Index, gather_candidates
 from nodes.route.mcp import parse_registry
-from stores.settings import InputError
+from stores.errors import InputError
 
 
 def _schema(*names: str) -> dict[str, Any]:

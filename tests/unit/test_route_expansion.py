@@ -19,8 +19,8 @@ from nodes.route.indexes import BM25Index, MatrixIndex, StoreIndex
 from nodes.route.manifest import register, registered
 from nodes.route.mcp import parse_registry
 from nodes.route.model import example_record_id, record_id
+from stores.errors import InputError
 from stores.models import LLM, ModelError, use_chat_model
-from stores.settings import InputError
 from stores.usage import track_usage
 from stores.vectorstore import get_store
 from tests.unit.test_router import SERVERS

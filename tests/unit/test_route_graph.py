@@ -10,7 +10,7 @@ import pytest
 from graphs.route.graph import builder, graph
 from nodes.context import field_descriptions
 from nodes.route.context import RouteContext
-from stores.settings import InputError
+from stores.errors import InputError
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 
 SERVERS: list[dict[str, Any]] = [

@@ -10,8 +10,8 @@ import pytest
 from doubles.chat import ScriptedChatModel
 from graphs.route.graph import graph
 from nodes.route.context import RouteContext
+from stores.errors import InputError
 from stores.models import use_chat_model
-from stores.settings import InputError
 from stores.vectorstore import reset_stores
 from tests.unit.test_route_expansion import _reply
 from tests.unit.test_router import SERVERS

@@ -21,7 +21,7 @@ from nodes.route.fusion import (
 from nodes.route.indexes import MatrixIndex, StoreIndex, gather_candidates
 from nodes.route.manifest import register, register_agents, registered
 from nodes.route.mcp import builtin_registry, load_registry, parse_registry
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.vectorstore import get_store
 
 SERVERS: list[dict[str, Any]] = [

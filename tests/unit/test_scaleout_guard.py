@@ -11,7 +11,7 @@ import pytest
 
 from deploy import app as guard
 from deploy.auth import authenticate, keyring
-from stores.settings import deadline_left
+from stores.deadlines import deadline_left
 from surfaces.access import IngestRoot, Tenant
 
 KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-old"]}}

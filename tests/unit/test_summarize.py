@@ -21,8 +21,8 @@ from nodes.context import field_descriptions
 from nodes.ingest import ingest
 from nodes.summarize.context import SummarizeContext
 from stores.checkpoint import open_checkpointer
+from stores.errors import InputError, ModelError
 from stores.models import ModelOutputError, use_chat_model
-from stores.settings import InputError, ModelError
 from stores.usage import usage_totals
 from tests.fakes import length_finish_error
 

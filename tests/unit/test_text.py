@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from stores.errors import InputError
 from stores.ranking import rrf_scores
-from stores.settings import InputError
 from stores.text import (
     CITATION_TAG,
     STOPWORDS,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stores.documents import DocumentInfo, document_text, get_document, list_documents, save_document
-from stores.settings import InputError
+from stores.errors import InputError
 from stores.vectorstore import Record, VectorStore, check_namespace, get_store, reset_stores
 from tests.backends import backend, chroma_url
 
