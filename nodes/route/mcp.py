@@ -1,4 +1,8 @@
-"""Reading a registry from the MCP servers JSON format, with clear errors; the built-in registry."""
+"""Reading a registry from the MCP servers JSON format, with clear errors; the built-in registry.
+
+Each entry is validated by a pydantic model (:class:`AgentEntry`, :class:`ToolEntry`, :class:`RegistryEntries`);
+the first problem becomes an InputError naming the entry (``agent #2: 'tools' must be a list``).
+"""
 
 from __future__ import annotations
 
@@ -6,58 +10,149 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from nodes.route.model import BUILTIN_REGISTRY, Agent, Registry, Tool, check_registry_name, registry_name_for
 from stores.errors import InputError
 from stores.text import is_name
 
 
-def _text_field(value: Any, what: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InputError(f"{what} must be a string, got {type(value).__name__}")
-    return value.strip()
+class _Entry(BaseModel):
+    """An entry of the MCP servers format: text fields stripped (missing: empty), unknown keys ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = ""
+    description: str = ""
+    examples: tuple[str, ...] = ()
+    """Requests the entry serves (written by the router model, or by hand)."""
+
+    @field_validator("name", "description", "category", "owner", mode="before", check_fields=False)
+    @classmethod
+    def _text(cls, value: Any, info: ValidationInfo) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise ValueError(f"'{info.field_name}' must be a string, got {type(value).__name__}")
+        return value.strip()
+
+    @field_validator("examples", mode="before")
+    @classmethod
+    def _examples(cls, value: Any) -> tuple[str, ...]:
+        raw = value or []
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise ValueError("'examples' must be a list of strings")
+        return tuple(x.strip() for x in raw if x.strip())
 
 
-def _parameters(entry: Mapping[str, Any], what: str) -> tuple[str, ...]:
-    schema = entry.get("input_schema", entry.get("inputSchema", entry.get("parameters")))
-    if schema is None:
-        return ()
-    if isinstance(schema, Mapping):
-        props = schema.get("properties", {})
-        if not isinstance(props, Mapping):
-            raise InputError(f"{what}: 'properties' of the input schema must be an object")
-        return tuple(str(p) for p in props)
-    if isinstance(schema, list) and all(isinstance(p, str) for p in schema):
-        return tuple(schema)
-    raise InputError(f"{what}: the input schema must be a JSON schema object or a list of parameter names")
+class ToolEntry(_Entry):
+    """A tool: an object with a name, a description and an input schema, or a bare name."""
+
+    parameters: tuple[str, ...] = Field(
+        default=(), validation_alias=AliasChoices("input_schema", "inputSchema", "parameters")
+    )
+    """The input schema's property names (or a list of parameter names)."""
+    owner: str = Field(default="", validation_alias=AliasChoices("agent", "owner", "server"))
+    """The owner agent of a top-level tool."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"name": data}
+        if not isinstance(data, Mapping):
+            raise ValueError("expected an object with a name and a description")
+        return data
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _parameters(cls, schema: Any) -> tuple[str, ...]:
+        if schema is None:
+            return ()
+        if isinstance(schema, Mapping):
+            props = schema.get("properties", {})
+            if not isinstance(props, Mapping):
+                raise ValueError("'properties' of the input schema must be an object")
+            return tuple(str(p) for p in props)
+        if isinstance(schema, list) and all(isinstance(p, str) for p in schema):
+            return tuple(schema)
+        raise ValueError("the input schema must be a JSON schema object or a list of parameter names")
+
+
+class AgentEntry(_Entry):
+    """An agent (an MCP server): name, description, category and its tools (checked one by one)."""
+
+    category: str = ""
+    tools: list[Any] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _object(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise ValueError("expected an object with a name, a description and tools")
+        return data
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise ValueError("'tools' must be a list")
+        return value
+
+
+class RegistryEntries(BaseModel):
+    """A registry given as an object: its agents (``agents`` or ``servers``) and top-level tools."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agents: list[Any] | None = Field(default=None, validation_alias=AliasChoices("agents", "servers"))
+    tools: list[Any] | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, list):
+            raise ValueError("its top-level 'tools' must be a list")
+        return value
+
+
+E = TypeVar("E", bound=BaseModel)
+
+
+def _checked(model: type[E], data: Any, what: str) -> E:
+    """``data`` validated as ``model``; InputError naming ``what`` and the first problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        error = first.get("ctx", {}).get("error")
+        raise InputError(f"{what}: {error if error is not None else first['msg']}") from None
 
 
 def _tool(entry: Any, agent: str, what: str) -> Tool:
-    if isinstance(entry, str):
-        entry = {"name": entry}
-    if not isinstance(entry, Mapping):
-        raise InputError(f"{what}: expected an object with a name and a description")
-    name = _text_field(entry.get("name"), f"{what} name")
-    if not name:
+    checked = _checked(ToolEntry, entry, what)
+    if not checked.name:
         raise InputError(f"{what} has no name")
     return Tool(
         agent=agent,
-        name=name,
-        description=_text_field(entry.get("description"), f"{what} ({name}) description"),
-        parameters=_parameters(entry, f"{what} ({name})"),
-        examples=_examples(entry, f"{what} ({name})"),
+        name=checked.name,
+        description=checked.description,
+        parameters=checked.parameters,
+        examples=checked.examples,
     )
-
-
-def _examples(entry: Mapping[str, Any], what: str) -> tuple[str, ...]:
-    """Optional ``examples``: requests the entry serves (written by the router model, or by hand)."""
-    raw = entry.get("examples") or []
-    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-        raise InputError(f"{what}: 'examples' must be a list of strings")
-    return tuple(x.strip() for x in raw if x.strip())
 
 
 def _dedupe_tools(agent: str, tools: list[Tool], warnings: list[str]) -> tuple[Tool, ...]:
@@ -90,13 +185,11 @@ def parse_registry(data: Any, name: str = "registry") -> Registry:
     check_registry_name(name)
     loose_tools: list[Any] = []
     if isinstance(data, Mapping):
-        entries = data.get("agents", data.get("servers"))
-        if entries is None and "tools" not in data:
+        listed = _checked(RegistryEntries, data, "the registry")
+        if listed.agents is None and "tools" not in data:
             raise InputError("a registry object needs an 'agents' (or 'servers') list")
-        entries = entries or []
-        loose_tools = data.get("tools") or []
-        if not isinstance(loose_tools, list):
-            raise InputError("the top-level 'tools' of a registry must be a list")
+        entries: Any = listed.agents or []
+        loose_tools = listed.tools or []
     else:
         entries = data
     if not isinstance(entries, list):
@@ -106,21 +199,14 @@ def parse_registry(data: Any, name: str = "registry") -> Registry:
     tools_of: dict[str, list[Tool]] = {}
     for i, entry in enumerate(entries):
         what = f"agent #{i + 1}"
-        if not isinstance(entry, Mapping):
-            raise InputError(f"{what}: expected an object with a name, a description and tools")
-        agent_name = _text_field(entry.get("name"), f"{what} name")
+        checked = _checked(AgentEntry, entry, what)
+        agent_name = checked.name
         if not agent_name:
             raise InputError(f"{what} has no name")
-        raw_tools = entry.get("tools") or []
-        if not isinstance(raw_tools, list):
-            raise InputError(f"agent {agent_name!r}: 'tools' must be a list")
         agent = Agent(
-            name=agent_name,
-            description=_text_field(entry.get("description"), f"agent {agent_name!r} description"),
-            category=_text_field(entry.get("category"), f"agent {agent_name!r} category"),
-            examples=_examples(entry, f"agent {agent_name!r}"),
+            name=agent_name, description=checked.description, category=checked.category, examples=checked.examples
         )
-        tools = [_tool(t, agent_name, f"tool #{j + 1} of agent {agent_name!r}") for j, t in enumerate(raw_tools)]
+        tools = [_tool(t, agent_name, f"tool #{j + 1} of agent {agent_name!r}") for j, t in enumerate(checked.tools)]
         if agent_name in agents:
             if agents[agent_name] != agent or tools_of[agent_name] != tools:
                 raise InputError(f"two different agents are named {agent_name!r}; agent names must be unique")
@@ -130,8 +216,7 @@ def parse_registry(data: Any, name: str = "registry") -> Registry:
         tools_of[agent_name] = tools
     for j, entry in enumerate(loose_tools):
         what = f"top-level tool #{j + 1}"
-        owner = entry.get("agent", entry.get("owner", entry.get("server"))) if isinstance(entry, Mapping) else None
-        owner = _text_field(owner, f"{what} owner") if owner is not None else ""
+        owner = _checked(ToolEntry, entry, what).owner
         tool = _tool(entry, owner, what)
         if not owner:
             warnings.append(f"tool {tool.name!r} names no owner agent; left out")
