@@ -31,8 +31,9 @@ def track_usage() -> Iterator[Usage]:
     Recorders nest: each request is added to every open one, so a node's and an outer caller's both
     count it. LangGraph runs each step with a copy of the caller's context, so a recorder opened
     inside a node receives that step's requests only. Not ``langchain_core``'s
-    ``get_usage_metadata_callback``: it counts per model name, not per role, and never sees replies
-    answered from :mod:`stores.llm_cache` (no model runs) nor counts tokens an endpoint leaves out.
+    ``UsageMetadataCallbackHandler`` (``get_usage_metadata_callback``), even with role tags: it sums per
+    model name, has no count of replies answered from :mod:`stores.llm_cache`, and counts nothing for a
+    reply whose endpoint sent no token counts (:func:`usage_of` counts those here).
     """
     spent: Usage = {}
     token = _recorders.set((*_recorders.get(), spent))

@@ -10,6 +10,7 @@ from nodes.route.model import BUILTIN_REGISTRY
 from stores.settings import get_settings
 
 _DEFAULTS = RouteSettings()
+"""The router's defaults: every knob of RouteContext that RouteSettings also has takes its default from there."""
 
 
 @dataclass(kw_only=True)
@@ -20,9 +21,10 @@ class RouteContext(Context):
         default_factory=lambda: get_settings().route_registry or BUILTIN_REGISTRY,
         metadata=describe("Registered registry to route over when the input names none (built in: longdoc)."),
     )
-    k: int = field(default=5, metadata=describe("How many agents to return (K)."))
+    k: int = field(default=_DEFAULTS.k, metadata=describe("How many agents to return (K)."))
     candidates_factor: int = field(
-        default=10, metadata=describe("N = candidates_factor x K agents and tools fetched by each retriever.")
+        default=_DEFAULTS.candidates_factor,
+        metadata=describe("N = candidates_factor x K agents and tools fetched by each retriever."),
     )
     rrf_k: float = field(
         default=_DEFAULTS.rrf_k, metadata=describe("Smoothing constant k of reciprocal rank fusion (write-up: 60).")
@@ -55,7 +57,8 @@ class RouteContext(Context):
         ),
     )
     bm25_weight: float = field(
-        default=1.0, metadata=describe("Weight of the BM25 lists relative to the vector lists (hybrid).")
+        default=_DEFAULTS.bm25_weight,
+        metadata=describe("Weight of the BM25 lists relative to the vector lists (hybrid)."),
     )
     fusion: str = field(
         default=_DEFAULTS.fusion,
@@ -94,8 +97,10 @@ class RouteContext(Context):
             choices=INDEXES,
         ),
     )
-    evidence_tools: int = field(default=3, metadata=describe("Matched tools listed per agent as evidence."))
-    top_tools: int = field(default=10, metadata=describe("How many top tools to return."))
+    evidence_tools: int = field(
+        default=_DEFAULTS.evidence, metadata=describe("Matched tools listed per agent as evidence.")
+    )
+    top_tools: int = field(default=_DEFAULTS.top_tools, metadata=describe("How many top tools to return."))
     expand: bool = field(
         default_factory=lambda: get_settings().route_expand,
         metadata=describe(

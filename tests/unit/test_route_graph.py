@@ -10,6 +10,7 @@ import pytest
 from graphs.route.graph import builder, graph
 from nodes.context import field_descriptions
 from nodes.route.context import RouteContext
+from nodes.route.fusion import RouteSettings
 from stores.errors import InputError
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
 
@@ -261,3 +262,12 @@ def test_route_settings_come_from_the_context_field_by_field() -> None:
     # weights left empty come from the profile; the call's own profile, k and retrieval win
     called = route_settings(RouteContext(), "paper", k=2, retrieval="vector")
     assert (called.agent_weight, called.tool_weight, called.k, called.retrieval) == (1.5, 1.0, 2, "vector")
+
+
+def test_the_route_context_takes_the_routers_defaults() -> None:
+    ctx, router = RouteContext(), RouteSettings()
+    shared = {f.name for f in fields(RouteSettings)} & {f.name for f in fields(RouteContext)}
+    assert {"k", "candidates_factor", "bm25_weight", "top_tools", "rrf_k"} <= shared
+    for name in shared - {"agent_weight", "tool_weight"}:  # the context leaves those to its profile
+        assert getattr(ctx, name) == getattr(router, name), name
+    assert ctx.evidence_tools == router.evidence
