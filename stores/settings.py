@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import AliasChoices, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -85,6 +85,10 @@ def _flag(name: str, raw: Any) -> Any:
     if raw.lower() in ("0", "false", "no", "off"):
         return False
     raise InputError(f"{name} must be on or off, got {raw!r}")
+
+
+_READERS: dict[Any, Any] = {float: _number, int: _integer, bool: _flag}
+"""How a value of each type is read from its variable."""
 
 
 class _Environment(BaseSettings):
@@ -191,45 +195,13 @@ class Settings(_Environment):
         field = str(info.field_name)
         return "LONGDOC_" + names.get(field, field.upper())
 
-    @field_validator(
-        "temperature",
-        "connect_timeout",
-        "read_timeout",
-        "cooldown",
-        "requests_per_second",
-        "max_unpack_ratio",
-        mode="before",
-    )
+    @field_validator("*", mode="before")
     @classmethod
-    def _numbers(cls, raw: Any, info: ValidationInfo) -> Any:
-        return _number(cls._variable(info), raw)
-
-    @field_validator(
-        "n_ctx",
-        "n_threads",
-        "n_parallel",
-        "n_batch",
-        "max_retries",
-        "max_concurrency",
-        "max_bytes",
-        "max_request_bytes",
-        "max_text_chars",
-        "max_chunks",
-        "max_pdf_pages",
-        "max_archive_members",
-        "max_unpacked_bytes",
-        "max_batch",
-        "max_json_depth",
-        mode="before",
-    )
-    @classmethod
-    def _integers(cls, raw: Any, info: ValidationInfo) -> Any:
-        return _integer(cls._variable(info), raw)
-
-    @field_validator("llm_cache", "route_expand", "route_decompose", mode="before")
-    @classmethod
-    def _flags(cls, raw: Any, info: ValidationInfo) -> Any:
-        return _flag(cls._variable(info), raw)
+    def _read(cls, raw: Any, info: ValidationInfo) -> Any:
+        """A number, an integer or an on/off value, read with a message naming its variable."""
+        hint = cls.model_fields[str(info.field_name)].annotation
+        kinds = [kind for kind in (hint, *get_args(hint)) if kind in _READERS]
+        return _READERS[kinds[0]](cls._variable(info), raw) if kinds else raw
 
     @field_validator("home", "cache_dir")
     @classmethod
