@@ -10,10 +10,14 @@ LangServe app applies:
 - a run is created only with a built-in assistant (one of the five graphs), only with the
   ``context`` keys :data:`surfaces.access.SERVED_FIELDS` serves (400), only in a namespace of the
   tenant, in its context, input and state update alike (403; none given: the tenant's first),
-  naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), addressing a checkpoint by id
-  only (never another thread's, 400), without ``command.goto`` (400), and only on a thread the
+  naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), without a chat ``session`` (the thread is
+  the session, 400), addressing a checkpoint by id
+  only (never another thread's, 400), without ``command.goto`` and with a ``command.update`` of the
+  workflow's input keys only (400), and only on a thread the
   tenant created (404 for any other, the same whether another tenant holds the id or nobody does);
   the thread is bound to its namespace in PostgreSQL on first use, so no instance moves it;
+- a thread's state is written by its runs only (``POST /threads/{id}/state`` with ``values`` is refused, 400:
+  it would set the namespace or session a thread is bound to);
 - thread ids are chosen by the server (``POST /threads`` with a ``thread_id`` is refused, 400), and a
   500's body never reaches the caller (it could hold a database's SQL statement);
 - a request body must be JSON (415), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep, without ``NaN``
@@ -58,6 +62,7 @@ from surfaces.access import (
     ThreadOwners,
     max_request_bytes,
     read_json_body,
+    refuse_server_inputs,
     replay_body,
     served_fields,
     thread_key,
@@ -69,6 +74,7 @@ ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 
 GRAPHS = ("ingest", "chain", "summarize", "offload", "route")
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
+STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
 
 
 def workflow_of(assistant_id: str) -> str | None:
@@ -116,11 +122,21 @@ def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
     """``value`` (an input or a state update) with server file names resolved in the ingest root; its namespace."""
     if not isinstance(value, dict):
         return value, ""
+    refuse_server_inputs(value)
     out = dict(value)
     for key in FILE_INPUTS:
         if out.get(key):
             out[key] = files.resolve(str(out[key]))
     return out, str(out.get("namespace") or "")
+
+
+@functools.cache
+def input_keys(workflow: str) -> frozenset[str]:
+    """The keys of ``workflow``'s input: all a ``command.update`` may write (never the state's own, e.g. what a
+    chat session is bound to)."""
+    from deploy import served
+
+    return frozenset(getattr(served, workflow).get_input_jsonschema().get("properties", {}))
 
 
 def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
@@ -136,6 +152,9 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
             raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
     if command.get("goto"):
         raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
+    update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
+    if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
+        raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
     context = {**dict(config.pop("configurable", None) or {}), **dict(body.get("context") or {})}
     context.pop("thread_id", None)
     extra = sorted(set(context) - served_fields(workflow))
@@ -236,6 +255,10 @@ class TenantGuard:
             await _answer(send, 422, "the request is not JSON")
             return
         match = RUN_PATH.match(scope["path"])
+        if STATE_PATH.match(scope["path"]) and isinstance(body, dict) and body.get("values") is not None:
+            # A state update would write any channel (the namespace or session a thread is bound to), unchecked.
+            await _answer(send, 400, "state updates are not served: send the input as a new run")
+            return
         if match is None or scope["method"] != "POST":
             if scope["path"].rstrip("/") == "/threads" and isinstance(body, dict) and body.get("thread_id"):
                 # Ids are the server's to choose: one answer, whether or not another tenant holds the id.

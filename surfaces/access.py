@@ -21,6 +21,8 @@ The LangServe app (:mod:`surfaces.serve`) applies these rules to every request:
   followed, and refused when they lead out), and every refusal says the same thing.
 - **Settings.** Callers may set only the fields of :data:`SERVED_FIELDS` in ``configurable``:
   models, endpoints, keys, embedders and caches stay the operator's.
+- **Sessions.** A chat's session is the thread the server resolved; an input ``session`` is refused
+  (:data:`SERVER_INPUTS`).
 """
 
 from __future__ import annotations
@@ -141,6 +143,22 @@ names, endpoints (``base_url``), temperatures, embedders and the LLM cache are n
 
 FILE_INPUTS = ("path", "registry_path")
 """Input keys that name a file on the server."""
+
+SERVER_INPUTS = ("session",)
+"""Input keys only the server sets: a chat's ``session`` (whose offloaded items a turn reads and writes) is the
+thread the server resolved for the caller, so a caller sending one is refused (400)."""
+
+
+def refuse_server_inputs(value: Any) -> None:
+    """InputError when input ``value`` sets a key of :data:`SERVER_INPUTS`."""
+    if isinstance(value, dict):
+        for key in SERVER_INPUTS:
+            if key in value:
+                raise InputError(
+                    f"{key} is not taken from callers: a chat session is its thread "
+                    "(send thread_id, or create a thread, to start or go on with one)"
+                )
+
 
 TENANT_KEY = "longdoc_tenant"
 """``configurable`` key under which the server records the request's tenant (never the caller's)."""
@@ -483,6 +501,7 @@ class Access:
         """``value`` with file names resolved inside the ingest root; refuses foreign namespaces."""
         if not isinstance(value, dict):
             return value
+        refuse_server_inputs(value)
         out = dict(value)
         if out.get("namespace"):
             tenant.namespace_for(str(out["namespace"]))

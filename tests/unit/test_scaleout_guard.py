@@ -51,6 +51,9 @@ def test_a_run_gets_the_tenants_namespace_and_only_served_settings() -> None:
         ({"assistant_id": "chain", "config": {"callbacks": []}}, 400),
         ({"assistant_id": "chain", "command": {"update": {"namespace": "team-a"}}}, 403),
         ({"assistant_id": "chain", "command": {"goto": {"node": "manager", "input": {}}}}, 400),
+        ({"assistant_id": "offload", "input": {"question": "?", "session": "t0123456789ab:their-thread"}}, 400),
+        ({"assistant_id": "offload", "command": {"update": {"session": "t0123456789ab:their-thread"}}}, 400),
+        ({"assistant_id": "offload", "command": {"update": {"bound": {"namespace": "team-a"}}}}, 400),
     ]
     for request, status in refusals:
         with pytest.raises(guard.Refused) as refused:
@@ -191,6 +194,15 @@ def test_runs_get_the_run_deadline_and_large_bodies_are_refused(monkeypatch: pyt
     monkeypatch.setenv("LONGDOC_MAX_REQUEST_BYTES", "1000")
     assert _call("/threads/t8/runs/wait", "key-a", {"assistant_id": "ingest", "input": {"text": "x" * 2000}})[0] == 413
     assert _call("/threads/t8/state", "key-a", {"values": {"x": "y" * 2000}})[0] == 413
+
+
+def test_a_threads_state_is_written_by_its_runs_only() -> None:
+    """A state update would set the namespace or session a chat is bound to: refused; reading state is not."""
+    bound = {"values": {"bound": {"namespace": "team-b", "session": "t0123456789ab:their-thread"}}}
+    assert _call("/threads/t6/state", "key-a", bound) == (400, None)
+    assert _call("/threads/t6/state", "key-a", {"values": None, "subgraphs": False})[0] == 200
+    update = {"assistant_id": "offload", "command": {"update": {"question": "And the budget?"}}}
+    assert _call("/threads/t6/runs/wait", "key-a", update)[0] == 200
 
 
 def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sample_markdown: Path) -> None:

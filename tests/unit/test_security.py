@@ -293,6 +293,45 @@ def test_a_thread_id_names_the_tenants_own_thread_and_reveals_nothing(tenants: T
     assert turn(ALICE, alice_doc, "bob-session").json()["output"]["turn"] == 1
 
 
+def test_a_chat_session_is_the_callers_own_thread_never_a_value_it_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tenants sharing a namespace: one cannot write or read the other's offloaded turns by naming its session."""
+    from stores.offload import get_offload_store
+    from surfaces.access import thread_key
+
+    shared = {"namespaces": ["shared"]}
+    monkeypatch.setenv(
+        "LONGDOC_SERVER_KEYS", json.dumps({"b": {"key": "b-key", **shared}, "c": {"key": "c-key", **shared}})
+    )
+    b, c = {"X-API-Key": "b-key"}, {"X-API-Key": "c-key"}
+    with _client(fake_chat_model()) as client:
+        doc_id = _ingest(client, b, {"text": FALCON.read_text(encoding="utf-8")}).json()["output"]["doc_id"]
+
+        def turn(headers: dict[str, str], thread: str, question: str, **extra: str):  # type: ignore[no-untyped-def]
+            body = {
+                "input": {"question": question, "doc_id": doc_id, **extra},
+                "config": {"configurable": {"thread_id": thread}},
+            }
+            return client.post("/offload/invoke", json=body, headers=headers)
+
+        first = turn(b, "bchat", "Who manages procurement?")
+        assert first.status_code == 200, first.text
+        victim = first.json()["output"]["session"]
+        assert victim == thread_key("b", "bchat")
+        stored = get_offload_store("shared").get(victim, ["o1"])[0].text
+        for route in ("invoke", "stream", "batch"):
+            body: dict = {"question": "What is the launch code?", "doc_id": doc_id, "session": victim}
+            payload = {"inputs": [body]} if route == "batch" else {"input": body}
+            refused = client.post(
+                f"/offload/{route}", json={**payload, "config": {"configurable": {"thread_id": "c1"}}}, headers=c
+            )
+            assert refused.status_code == 400 and "session" in refused.json()["detail"], refused.text
+        # C's own turn on a thread of the same name is its own session: B's stored turn is untouched.
+        own = turn(c, "bchat", "What is the launch code?")
+        assert own.status_code == 200 and own.json()["output"]["session"] == thread_key("c", "bchat")
+        assert get_offload_store("shared").get(victim, ["o1"])[0].text == stored
+        assert get_offload_store("shared").get(own.json()["output"]["session"], ["o1"])[0].text != stored
+
+
 def test_single_server_key_is_one_tenant_with_every_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGDOC_SERVER_API_KEY", "s3cret")
     with _client() as client:
