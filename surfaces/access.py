@@ -170,16 +170,30 @@ class AccessError(PermissionError):
     """The caller's tenant may not do this (a foreign namespace or thread): HTTP 403."""
 
 
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|[A-Za-z]+')
-"""A JSON string (skipped whole), a bracket, or a bare word (``true``, ``NaN``...)."""
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|[-+]?[0-9.][0-9.eE+-]*|[A-Za-z]+')
+"""A JSON string (skipped whole), a bracket, a number, or a bare word (``true``, ``NaN``...)."""
+
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A ``\\uXXXX`` escape of a UTF-16 surrogate: text only when a high one is followed by a low one."""
+
+MAX_NUMBER_CHARS = 40
+"""Longest number a request's JSON may write (Python refuses integers past 4,300 digits with a ValueError)."""
 
 
 def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
-    """InputError when request body ``raw`` nests deeper than ``max_depth`` or holds ``NaN`` / ``Infinity``.
+    """InputError when request body ``raw`` is not plain JSON text a parser reads safely.
 
-    One pass over the bytes before any parser sees them: the standard library's parser has no depth
-    limit (it fails with a RecursionError, a 500) and reads ``NaN`` as a number.
+    Refused: bytes that are not UTF-8, nesting deeper than ``max_depth``, ``NaN`` / ``Infinity`` or a
+    number that overflows to one, a number longer than :data:`MAX_NUMBER_CHARS`, and a string holding a
+    lone surrogate (``"\\ud800"``, which no text can be written with). One pass over the bytes before any
+    parser sees them: the standard library's parser has no depth limit (a RecursionError), reads ``NaN``
+    as a number, fails on a 5,000-digit integer and takes lone surrogates, which fail only later where the
+    text is written (each a 500).
     """
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"the request body is not UTF-8 text (an invalid byte at offset {exc.start})") from None
     limit = get_settings().max_json_depth if max_depth is None else max_depth
     depth = 0
     for match in _JSON_TOKEN.finditer(raw):
@@ -190,8 +204,31 @@ def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
                 raise InputError(f"the request's JSON nests deeper than {limit} levels (LONGDOC_MAX_JSON_DEPTH)")
         elif token in (b"]", b"}"):
             depth -= 1
-        elif token[:1] != b'"' and token not in (b"true", b"false", b"null", b"e", b"E"):
+        elif token[:1] == b'"':
+            if _SURROGATE.search(token):
+                _check_text(token)
+        elif token[:1] in b"+-.0123456789":
+            _check_number(token)
+        elif token not in (b"true", b"false", b"null"):
             raise InputError(f"the request's JSON holds {token[:20].decode()!r}, which is not a JSON value")
+
+
+def _check_text(token: bytes) -> None:
+    try:
+        json.loads(token).encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        raise InputError("the request's JSON holds a lone surrogate escape (\\ud800-\\udfff): not text") from None
+
+
+def _check_number(token: bytes) -> None:
+    if len(token) > MAX_NUMBER_CHARS:
+        raise InputError(f"the request's JSON holds a number of {len(token)} characters; at most {MAX_NUMBER_CHARS}")
+    try:
+        value = float(token)
+    except ValueError:
+        raise InputError(f"the request's JSON holds {token[:20].decode()!r}, which is not a JSON number") from None
+    if not math.isfinite(value):
+        raise InputError(f"the request's JSON holds {token.decode()}, which is not a finite number")
 
 
 def check_finite(values: Any, where: str = "configurable") -> None:

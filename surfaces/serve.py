@@ -26,6 +26,8 @@ again, and rolled back to its last finished step when another input comes (:mod:
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import typing
 import uuid
@@ -74,6 +76,8 @@ from surfaces.access import (
     thread_key,
 )
 from surfaces.resume import Plan, aforget_refused, forget_refused
+
+log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -125,6 +129,77 @@ class GuardMiddleware:
             await JSONResponse({"detail": str(exc)}, status_code=exc.status)(scope, receive, send)
             return
         await self.app(scope, replay_body(body, receive), send)
+
+
+def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
+    """The status and message a failed request answers with: 400/413 for bad input, 403, 503 for the model,
+    else 500 with no detail (an internal error's text never reaches the caller)."""
+    if isinstance(exc, InputError):
+        return _input_status(exc), files.scrub(str(exc)) if files is not None else str(exc)
+    if isinstance(exc, AccessError):
+        return 403, str(exc)
+    if isinstance(exc, ModelError):
+        return 503, str(exc)
+    return 500, "the server failed on this request; its log has the details"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """What a streamed run failed with: the first exception inside (nested) exception groups, behind Starlette's
+    ``RuntimeError`` for a handled exception raised once the response had started."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif isinstance(exc, RuntimeError) and "response already started" in str(exc) and exc.__cause__:
+            exc = exc.__cause__
+        else:
+            return exc
+
+
+class StreamErrorMiddleware:
+    """A streamed response whose run fails ends with one ``error`` event and a complete body.
+
+    LangServe sends a generic error event, then re-raises, and the server drops the connection half-way
+    through the body. Here its event is held back: the stream ends with an event naming what failed
+    (status and message as :func:`error_reply` gives them) and the body is finished; a stream that ends
+    well gets the held event back.
+    """
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = {"started": False, "stream": False, "done": False}
+        held: list[Any] = []
+
+        async def guarded(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+                kind = dict(message.get("headers") or []).get(b"content-type", b"")
+                state["stream"] = kind.startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body" and state["stream"]:
+                if b"event: error" in message.get("body", b""):
+                    held.append(message)
+                    return
+                if not message.get("more_body"):
+                    state["done"] = True
+                    for early in held:
+                        await send({**early, "more_body": True})
+                    held.clear()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, guarded)
+        except BaseException as failure:  # a started stream is finished with an error event, not dropped
+            if not (state["started"] and state["stream"]) or state["done"]:
+                raise
+            log.error("a streamed run failed after its response started", exc_info=failure)
+            status, text = error_reply(_leaf(failure), self.access.files)
+            event = f"event: error\r\ndata: {json.dumps({'status_code': status, 'message': text})}\r\n\r\n"
+            await send({"type": "http.response.body", "body": event.encode(), "more_body": False})
 
 
 class ChatModelMiddleware:
@@ -476,6 +551,7 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
         description="Summarize, question, offload and route over long documents.",
         lifespan=lifespan,
     )
+    app.add_middleware(StreamErrorMiddleware, access=access)
     app.add_middleware(GuardMiddleware, access=access)
     if chat_model is not None:
         app.add_middleware(ChatModelMiddleware, model=chat_model)

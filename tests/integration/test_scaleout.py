@@ -314,3 +314,16 @@ def test_a_run_stops_at_the_run_deadline(cluster: Deployment) -> None:
     run = c.runs.list(thread)[0]
     assert run["status"] == "error" and "LONGDOC_RUN_TIMEOUT" in run["error_message"], run
     assert took < 10
+
+
+def test_an_instance_starts_with_a_keys_file_of_digests_alone(cluster: Deployment, tmp_path: Path) -> None:
+    """The form docs/security.md recommends: no plain key for the launcher's start-up probe, which needs none."""
+    from surfaces.access import key_digest
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"team-d": f"sha256:{key_digest('key-d')}"}), encoding="utf-8")
+    started = time.monotonic()
+    digests = cluster.start_instance("digests", timeout=90, extra_env={"LONGDOC_SERVER_KEYS": str(keys)})
+    assert time.monotonic() - started < 90
+    assert httpx.get(digests.url + "/live", headers={"X-API-Key": "key-d"}, timeout=30).status_code == 200
+    assert httpx.get(digests.url + "/live", headers={"X-API-Key": "key-a"}, timeout=30).status_code == 401

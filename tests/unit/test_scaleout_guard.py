@@ -107,7 +107,7 @@ def test_the_auth_handler_names_the_tenant_of_a_key() -> None:
         asyncio.run(authenticate({"X-API-Key": "key-c"}))
 
 
-def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+def _call(path: str, key: str | None, body: dict[str, Any] | bytes) -> tuple[int, dict[str, Any] | None]:
     """Send one request through the guard; the status, and the body the app behind it received."""
     seen: dict[str, Any] = {}
 
@@ -125,7 +125,7 @@ def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[s
         if message["type"] == "http.response.start":
             status.append(message["status"])
 
-    payload = json.dumps(body).encode()
+    payload = body if isinstance(body, bytes) else json.dumps(body).encode()
 
     async def receive() -> Any:
         return {"type": "http.request", "body": payload, "more_body": False}
@@ -244,3 +244,24 @@ def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sam
     assert guard.continue_dead_run("chain", "dead", {**body, "command": {"resume": 1}}, saver)["command"] == {
         "resume": 1
     }
+
+
+def test_text_a_parser_chokes_on_is_a_short_400_on_mcp_and_a2a_too() -> None:
+    """The app's own routes (/mcp, /a2a) and Aegra's, through the app as Aegra mounts it."""
+    from fastapi.testclient import TestClient
+
+    from tests.unit.test_security import MALFORMED
+
+    call = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ingest", "arguments": {"text": %s}}}'
+    )
+    message = b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"text": %s}]}}}'
+    run = b'{"assistant_id": "ingest", "input": {"text": %s}}'
+    headers = {"content-type": "application/json", "x-api-key": "key-a", "accept": "application/json"}
+    with TestClient(guard.app, raise_server_exceptions=False) as client:
+        for case, value in MALFORMED.items():
+            for path, template in (("/mcp", call), ("/a2a/offload", message), ("/threads/t1/runs/wait", run)):
+                response = client.post(path, content=template % value, headers=headers)
+                assert response.status_code == 400, (case, path, response.text)
+                text = response.json()["message"]
+                assert "\n" not in text and len(text) < 200 and "Error" not in text, (case, path, text)

@@ -421,6 +421,66 @@ def test_deep_json_and_non_finite_numbers_are_400_not_500() -> None:
         assert client.post("/ingest/invoke", json=quoted).status_code == 200
 
 
+MALFORMED = {
+    "lone surrogate": b'"Otters \\ud800 hold hands."',
+    "lone low surrogate": b'"\\udc00 Otters."',
+    "invalid UTF-8": b'"Otters \xff\xfe hold hands."',
+    "5,000-digit integer": b"9" * 5000,
+    "overflowing number": b"1e999",
+}
+"""JSON values the standard parser takes (or half takes) that used to end in a 500 with the exception's text."""
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_text_a_parser_chokes_on_is_a_short_400(case: str) -> None:
+    value = MALFORMED[case]
+    bodies = {
+        "/ingest/invoke": b'{"input": {"text": %s}}' % value,
+        "/ingest/stream": b'{"input": {"text": "Otters.", "title": %s}}' % value,
+        "/ingest/batch": b'{"inputs": [{"text": "Otters."}], "config": {"configurable": {"chunk_size": %s}}}' % value,
+        "/offload/invoke": b'{"input": {"question": %s, "doc_id": "0123456789abcdef"}}' % value,
+    }
+    with TestClient(create_app(), raise_server_exceptions=False) as client:
+        for route, body in bodies.items():
+            response = client.post(route, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 400, (route, response.text)
+            detail = response.json()["detail"]
+            assert "\n" not in detail and len(detail) < 200 and "Error" not in detail, detail
+        good = {"input": {"text": "Otters \U0001f9a6 hold hands, caf\u00e9."}}  # a surrogate pair is text
+        headers = {"content-type": "application/json"}
+        assert client.post("/ingest/invoke", content=json.dumps(good), headers=headers).status_code == 200
+
+
+@pytest.mark.enable_socket
+def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model fails half-way through a streamed run: the client reads every byte, the last event says why."""
+    import httpx
+
+    from stores.endpoints import endpoint_gate
+
+    for name, value in {"LONGDOC_READ_TIMEOUT": "0.5", "LONGDOC_MAX_RETRIES": "0", "LONGDOC_MODEL": "scripted"}.items():
+        monkeypatch.setenv(name, value)
+    endpoint_gate.reset()
+    script = fake_endpoint.Script(fault="error_500")
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as model, fake_endpoint.running(create_app()) as url:
+        monkeypatch.setenv("LONGDOC_BASE_URL", model + "/v1")
+        doc = httpx.post(f"{url}/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+        doc_id = doc.json()["output"]["doc_id"]
+        for route, body in (
+            ("/offload/stream", {"question": "Who manages procurement?", "doc_id": doc_id}),
+            ("/chain/stream", {"question": "Who manages procurement?", "doc_id": doc_id}),
+            ("/summarize/stream_events", {"doc_id": doc_id, "length": 40}),
+        ):
+            endpoint_gate.reset()
+            with httpx.stream("POST", url + route, json={"input": body}, timeout=60) as response:
+                text = "".join(response.iter_text())  # an incomplete body would raise here
+            events = [block for block in text.split("\r\n\r\n") if block.strip()]
+            assert len(events) > 2 and "event: data" in events[1], (route, text[:300])
+            assert events[-1].startswith("event: error"), (route, events[-1])
+            error = json.loads(events[-1].split("data: ", 1)[1])
+            assert error["status_code"] == 503 and model in error["message"], error
+
+
 def test_a_batch_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     with _client() as client:
         response = client.post("/ingest/batch", json={"inputs": [{"text": "Otters."}] * 2000})
