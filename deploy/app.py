@@ -23,6 +23,8 @@ LangServe app applies:
 - a request body must be JSON (415), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep, without ``NaN``
   (400), as on LangServe;
 - the namespace is then fixed in the run's ``context``, where every node reads it;
+- one run at a time per thread, on every instance: a run on a thread whose run is still going is refused
+  (409) or, with ``multitask_strategy: enqueue``, waits and runs as the next turn (:func:`take_thread`);
 - as on LangServe, a run on a thread whose last run stopped half-way (its instance was killed)
   resumes that run when it brings the same input, and starts from its last finished step when it
   brings another (:func:`continue_dead_run`);
@@ -38,6 +40,7 @@ A pure ASGI middleware, since the request body must be read and rewritten before
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -52,7 +55,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
-from stores.settings import InputError, get_settings, run_deadline, run_timeout
+from stores.checkpoint import ThreadLock, busy_message
+from stores.settings import DEFAULT_RUN_TIMEOUT, InputError, get_settings, run_deadline, run_timeout
 from surfaces.access import (
     FILE_INPUTS,
     AccessError,
@@ -266,25 +270,100 @@ class TenantGuard:
                 return
             await self.app(scope, replay_body(raw, receive), send)
             return
+        thread = match["thread"]
         try:
             if not isinstance(body, dict):
                 raise Refused(422, "the run request must be a JSON object")
-            checked = await anyio.to_thread.run_sync(check_run, body, match["thread"], tenant, self.files)
+            checked = await anyio.to_thread.run_sync(check_run, body, thread, tenant, self.files)
             workflow = str(workflow_of(str(checked["assistant_id"])))
-            checked = await anyio.to_thread.run_sync(continue_dead_run, workflow, match["thread"], checked)
         except Refused as exc:
             await _answer(send, exc.status, str(exc))
             return
-        payload = json.dumps(checked).encode()
-        scope = {
-            **scope,
-            "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-            + [(b"content-length", str(len(payload)).encode())],
-        }
-        # The run's task is created inside this call and copies the context: every model call of the
-        # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
-        with run_deadline(run_timeout()):
-            await self.app(scope, replay_body(payload, receive), send)
+        lock = ThreadLock(thread)
+        try:
+            await take_thread(lock, thread, checked)
+        except Refused as exc:
+            await _answer(send, exc.status, str(exc))
+            return
+        released = False
+        try:
+            try:
+                checked = await anyio.to_thread.run_sync(continue_dead_run, workflow, thread, checked)
+            except Refused as exc:
+                await _answer(send, exc.status, str(exc))
+                return
+            known = await anyio.to_thread.run_sync(thread_runs, thread)
+            payload = json.dumps(checked).encode()
+            scope = {
+                **scope,
+                "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+                + [(b"content-length", str(len(payload)).encode())],
+            }
+            # The run's task is created inside this call and copies the context: every model call of the
+            # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
+            with run_deadline(run_timeout()):
+                await self.app(scope, replay_body(payload, receive), send)
+            released = await hold_until_done(lock, thread, known)
+        finally:
+            if not released:
+                await anyio.to_thread.run_sync(lock.release)
+
+
+MULTITASK = ("reject", "enqueue")
+"""The ``multitask_strategy`` values served: a run on a busy thread is refused (409), or waits for its turn."""
+
+
+async def take_thread(lock: ThreadLock, thread: str, body: dict[str, Any]) -> None:
+    """Take ``thread`` for the run ``body`` asks for; :class:`Refused` 409 while another run holds it.
+
+    Aegra 0.6 takes ``multitask_strategy`` and ignores it, so two runs on one thread would both write turn 2:
+    with ``reject`` (the default) the second is refused at once, with ``enqueue`` it waits (at most the run
+    deadline) and runs as the next turn. The lock holds across instances (:class:`stores.checkpoint.ThreadLock`).
+    """
+    strategy = body.get("multitask_strategy") or "reject"
+    if strategy not in MULTITASK:
+        raise Refused(400, f"multitask_strategy {str(strategy)[:20]!r} is not served: use reject or enqueue")
+    wait = (run_timeout() or DEFAULT_RUN_TIMEOUT) if strategy == "enqueue" else 0.0
+    if not await anyio.to_thread.run_sync(lock.acquire, wait):
+        raise Refused(409, busy_message(thread))
+
+
+def thread_runs(thread: str) -> set[str]:
+    """Ids of the runs Aegra has recorded on ``thread`` (none without its database)."""
+    url = get_settings().postgres_url
+    if not url:
+        return set()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {str(row[0]) for row in conn.execute("SELECT run_id FROM runs WHERE thread_id = %s", (thread,))}
+
+
+_holders: set[asyncio.Task[None]] = set()
+
+
+async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> bool:
+    """Keep ``thread`` taken while the run this request created still runs in this instance (a background run, or a
+    stream the caller left with ``on_disconnect: continue``); True when a task now gives the lock back."""
+    created = await anyio.to_thread.run_sync(thread_runs, thread) - known
+    if not created:
+        return False
+    from aegra_api.api.runs import active_runs
+
+    running = [active_runs[run] for run in created if run in active_runs and not active_runs[run].done()]
+    if not running:
+        return False
+
+    async def release_after() -> None:
+        try:
+            await asyncio.gather(*running, return_exceptions=True)
+        finally:
+            await anyio.to_thread.run_sync(lock.release)
+
+    holder = asyncio.create_task(release_after())
+    _holders.add(holder)
+    holder.add_done_callback(_holders.discard)
+    return True
 
 
 def _without_details(send: Send) -> Send:

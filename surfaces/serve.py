@@ -26,6 +26,7 @@ again, and rolled back to its last finished step when another input comes (:mod:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -37,6 +38,7 @@ from contextlib import asynccontextmanager
 from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -51,6 +53,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
+from stores.checkpoint import ThreadBusy, ThreadLock, athread_lock, busy_message, thread_lock
 from stores.models import ChatFactory, use_chat_model
 from stores.settings import (
     InputError,
@@ -75,7 +78,7 @@ from surfaces.access import (
     served_fields,
     thread_key,
 )
-from surfaces.resume import Plan, aforget_refused, forget_refused
+from surfaces.resume import aforget_refused, forget_refused
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +218,9 @@ class ChatModelMiddleware:
 
 
 def _input_status(exc: InputError) -> int:
-    """413 for input over a size bound, 400 for other bad input."""
+    """413 for input over a size bound, 409 for a thread whose run is still going, 400 for other bad input."""
+    if isinstance(exc, ThreadBusy):
+        return 409
     return 413 if isinstance(exc, TooLarge) else 400
 
 
@@ -265,10 +270,14 @@ def authorizer(access: Access, workflow: str) -> Any:
                 requested = given.pop()
             namespace = tenant.namespace_for(requested)
             configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
-            if not configurable.get("thread_id"):
+            named = bool(configurable.get("thread_id"))
+            if not named:
                 configurable["thread_id"] = str(uuid.uuid4())
             thread = str(configurable["thread_id"])
             access.threads.claim(thread_key(tenant.name, thread), tenant.name, namespace)
+            if named and not await anyio.to_thread.run_sync(_thread_free, thread_key(tenant.name, thread)):
+                # Said before a stream starts; the run itself holds the thread (ServedGraph._one_run).
+                raise ThreadBusy(busy_message(thread))
         except AccessError as exc:
             raise HTTPException(403, str(exc)) from None
         except InputError as exc:
@@ -276,6 +285,15 @@ def authorizer(access: Access, workflow: str) -> Any:
         return {**config, "configurable": configurable}
 
     return authorize
+
+
+def _thread_free(thread: str) -> bool:
+    """Whether no run holds ``thread`` now (taken and given back at once)."""
+    lock = ThreadLock(thread)
+    if not lock.acquire():
+        return False
+    lock.release()
+    return True
 
 
 def _served_context(context: type, workflow: str) -> type:
@@ -387,11 +405,18 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         pairs = [self._prepare(value, c) for value, c in zip(inputs, configs, strict=True)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
-    def _planned(self, value: Any, config: RunnableConfig | None) -> Plan:
-        return resume.plan(self.bound, *self._prepare(value, config))
+    def _one_run(self, config: RunnableConfig) -> Any:
+        """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`): a second run on a
+        busy thread is refused (409) instead of writing the same turn beside the first."""
+        if getattr(self.bound, "checkpointer", None) is None:
+            return contextlib.nullcontext()
+        return thread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
 
-    async def _aplanned(self, value: Any, config: RunnableConfig | None) -> Plan:
-        return await resume.aplan(self.bound, *self._prepare(value, config))
+    def _aone_run(self, config: RunnableConfig) -> Any:
+        """:meth:`_one_run` for asyncio callers."""
+        if getattr(self.bound, "checkpointer", None) is None:
+            return contextlib.nullcontext()
+        return athread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
 
     def _context(self, config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the run's ``context``: the workflow's context built from the prepared ``configurable``.
@@ -405,69 +430,83 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return {**kwargs, "context": schema.from_mapping(dict(config.get("configurable") or {}))}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        value, config = self._planned(input, config)
-        with forget_refused(self.bound, config):
-            return super().invoke(value, config, **self._context(config, kwargs))
+        value, config = self._prepare(input, config)
+        with self._one_run(config):
+            value, config = resume.plan(self.bound, value, config)
+            with forget_refused(self.bound, config):
+                return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            return await super().ainvoke(value, config, **self._context(config, kwargs))
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        value, config = self._planned(input, config)
-        with forget_refused(self.bound, config):
-            yield from super().stream(value, config, **self._context(config, kwargs))
+        value, config = self._prepare(input, config)
+        with self._one_run(config):
+            value, config = resume.plan(self.bound, value, config)
+            with forget_refused(self.bound, config):
+                yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            async for chunk in super().astream(value, config, **self._context(config, kwargs)):
-                yield chunk
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                async for chunk in super().astream(value, config, **self._context(config, kwargs)):
+                    yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
-                yield chunk
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
+                    yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            async for event in super().astream_events(value, config, **self._context(config, kwargs)):
-                yield event
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                async for event in super().astream_events(value, config, **self._context(config, kwargs)):
+                    yield event
 
     # Each input of a batch runs with its own context: RunnableBinding.batch would give them all the same kwargs.
     def batch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
-        plans = [resume.plan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
         run = super().invoke
 
-        def one(plan: Plan) -> Any:
+        def one(value: Any, config: RunnableConfig) -> Any:
             try:
-                with forget_refused(self.bound, plan[1]):
-                    return run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                with self._one_run(config):
+                    value, config = resume.plan(self.bound, value, config)
+                    with forget_refused(self.bound, config):
+                        return run(value, config, **self._context(config, kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
                 raise
 
         with get_executor_for_config(configs[0] if configs else None) as executor:
-            return list(executor.map(one, plans))
+            return list(executor.map(one, values, configs))
 
     async def abatch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
-        plans = [await resume.aplan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
         run = super().ainvoke
 
-        async def one(plan: Plan) -> Any:
+        async def one(value: Any, config: RunnableConfig) -> Any:
             try:
-                async with aforget_refused(self.bound, plan[1]):
-                    return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                async with self._aone_run(config):
+                    value, config = await resume.aplan(self.bound, value, config)
+                    async with aforget_refused(self.bound, config):
+                        return await run(value, config, **self._context(config, kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
@@ -475,7 +514,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
         async with _deadline():
             limit = configs[0].get("max_concurrency") if configs else None
-            return await gather_with_concurrency(limit, *(one(plan) for plan in plans))
+            return await gather_with_concurrency(limit, *(one(v, c) for v, c in zip(values, configs, strict=True)))
 
 
 class DeferredSaver(BaseCheckpointSaver):

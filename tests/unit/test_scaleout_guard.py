@@ -265,3 +265,53 @@ def test_text_a_parser_chokes_on_is_a_short_400_on_mcp_and_a2a_too() -> None:
                 assert response.status_code == 400, (case, path, response.text)
                 text = response.json()["message"]
                 assert "\n" not in text and len(text) < 200 and "Error" not in text, (case, path, text)
+
+
+def test_one_run_at_a_time_per_thread_refused_or_enqueued() -> None:
+    """Aegra ignores multitask_strategy: the guard holds the thread for the run, so a second run is a 409, or
+    with ``enqueue`` the next turn once the first has ended."""
+    order: list[str] = []
+
+    async def main() -> list[tuple[str, int]]:
+        release = asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            body = json.loads((await receive())["body"])
+            order.append(f"start {body['input']['question']}")
+            if body["input"]["question"] == "first":
+                await release.wait()
+            order.append(f"end {body['input']['question']}")
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        async def call(question: str, **extra: Any) -> tuple[str, int]:
+            body = {"assistant_id": "offload", "input": {"question": question}, **extra}
+            payload = json.dumps(body).encode()
+            status: list[int] = []
+
+            async def receive() -> Any:
+                return {"type": "http.request", "body": payload, "more_body": False}
+
+            async def send(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    status.append(message["status"])
+
+            headers = [(b"content-type", b"application/json"), (b"x-api-key", b"key-a")]
+            scope = {"type": "http", "method": "POST", "path": "/threads/t4/runs/wait", "headers": headers}
+            await guard.TenantGuard(app)(scope, receive, send)
+            return question, status[0]
+
+        first = asyncio.create_task(call("first"))
+        while not order:
+            await asyncio.sleep(0.01)
+        refused = await call("second")
+        strange = await call("third", multitask_strategy="interrupt")
+        queued = asyncio.create_task(call("fourth", multitask_strategy="enqueue"))
+        await asyncio.sleep(0.5)
+        assert not queued.done()  # waiting for the thread
+        release.set()
+        return [await first, refused, strange, await queued, await call("fifth")]
+
+    answers = asyncio.run(main())
+    assert answers == [("first", 200), ("second", 409), ("third", 400), ("fourth", 200), ("fifth", 200)]
+    assert order == ["start first", "end first", "start fourth", "end fourth", "start fifth", "end fifth"]
