@@ -33,7 +33,7 @@ LangServe app applies:
 
 The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/offload``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
-the caller's key.
+the caller's key, and ``/forget`` (:func:`forget_on_aegra`: a tenant deletes its own thread or document).
 
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
 """
@@ -50,7 +50,8 @@ from typing import Any
 from uuid import UUID, uuid5
 
 import anyio
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -396,6 +397,59 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
+    """A tenant's forget on the deployment: ``{"thread_id": ID}`` (a thread it created) or ``{"doc_id": ID,
+    "namespace": NS}`` (a document of one of its namespaces, with its own threads that name it).
+
+    A thread goes with its checkpoints, chat items and owner record (:mod:`surfaces.retention`) and Aegra's own
+    rows: the thread, its runs (which hold their inputs and outputs) and their stream events.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from surfaces.retention import NothingToForget, Report, compact, drop_document, forget_threads, threads_held
+
+    if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
+        raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
+    name = tenant.name or "anonymous"
+    url = str(get_settings().postgres_url or "")
+    if not url:
+        raise InputError("forget on this deployment needs its PostgreSQL database (LONGDOC_POSTGRES_URL)")
+    import psycopg
+
+    report = Report()
+    with psycopg.connect(url, autocommit=True) as conn, PostgresSaver.from_conn_string(url) as saver:
+        own = [str(r[0]) for r in conn.execute("SELECT thread_id FROM thread WHERE user_id = %s", (name,))]
+        if request.get("thread_id"):
+            threads = [str(request["thread_id"])] if str(request["thread_id"]) in own else []
+            if not threads:
+                raise NothingToForget(f"no thread {str(request['thread_id'])[:80]!r} for this API key to forget")
+            namespace, doc_id = "", ""
+        else:
+            namespace, doc_id = tenant.namespace_for(str(request.get("namespace") or "")), str(request["doc_id"])
+            from stores.documents import doc_dir, find_document
+
+            doc_dir(namespace, doc_id)  # checks the id
+            if find_document(namespace, doc_id) is None:
+                raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+            threads = []
+            for thread in own:
+                latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+                values = (latest.checkpoint.get("channel_values") or {}) if latest is not None else {}
+                if values.get("doc_id") == doc_id and values.get("namespace", namespace) == namespace:
+                    threads.append(thread)
+        with threads_held(threads):
+            forget_threads(saver, threads, report)
+            for thread in threads:
+                _owners().forget(thread_key(name, thread))
+                conn.execute(
+                    "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = %s)", (thread,)
+                )
+                conn.execute("DELETE FROM thread WHERE thread_id = %s", (thread,))  # its runs go with it
+            if doc_id:
+                drop_document(namespace, doc_id, report)
+    return compact(report)
+
+
 @contextlib.asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
     """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own)."""
@@ -405,6 +459,32 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
 
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
 app.add_middleware(TenantGuard)
+
+
+@app.post("/forget")
+async def forget(request: Request) -> JSONResponse:
+    """Delete the caller's own thread or document with everything kept about it (:func:`forget_on_aegra`): the
+    report of what was deleted, 404 for what does not exist, 409 for a thread whose run is still going."""
+    from deploy.auth import keyring
+    from stores.checkpoint import ThreadBusy
+    from surfaces.retention import NothingToForget
+
+    tenant = keyring().tenant_of({k.lower(): v for k, v in request.headers.items()})
+    if tenant is None:  # the guard answers 401 before; kept for a direct call
+        return JSONResponse({"error": "refused", "message": "a valid API key is required"}, status_code=401)
+    try:
+        body = json.loads(await request.body() or b"{}")
+        return JSONResponse(await anyio.to_thread.run_sync(forget_on_aegra, tenant, body))
+    except NothingToForget as exc:
+        return JSONResponse({"error": "not_found", "message": str(exc)}, status_code=404)
+    except ThreadBusy as exc:
+        return JSONResponse({"error": "busy", "message": str(exc)}, status_code=409)
+    except AccessError as exc:
+        return JSONResponse({"error": "forbidden", "message": str(exc)}, status_code=403)
+    except (InputError, ValueError) as exc:
+        return JSONResponse({"error": "refused", "message": str(exc)[:300]}, status_code=400)
+
+
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
 app.include_router(a2a.router)
 """The workflows as MCP tools (:mod:`deploy.mcp`) and the chat as an A2A agent (:mod:`deploy.a2a`), behind the

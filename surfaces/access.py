@@ -499,6 +499,24 @@ class ThreadOwners:
         if tuple(row) != (tenant, namespace):
             raise AccessError(f"thread {thread_id!r} belongs to another API key or namespace")
 
+    def owner(self, thread_id: str) -> tuple[str, str] | None:
+        """``(tenant, namespace)`` of ``thread_id``, or None when it has no owner record."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            row = db.execute(
+                f"SELECT tenant, namespace FROM {self.table} WHERE thread_id = {mark}", (thread_id,)
+            ).fetchone()
+        return (str(row[0]), str(row[1])) if row else None
+
+    def named(self, thread_id: str) -> list[str]:
+        """The served threads a caller knows as ``thread_id``: the ids :func:`thread_key` stored it under."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            rows = db.execute(
+                f"SELECT thread_id FROM {self.table} WHERE substr(thread_id, 15) = {mark}", (thread_id,)
+            ).fetchall()
+        return [str(r[0]) for r in rows if re.fullmatch(r"t[0-9a-f]{12}:", str(r[0])[:14])]
+
     def forget(self, thread_id: str) -> None:
         """Drop the owner record of ``thread_id`` (the thread is being deleted)."""
         mark = "%s" if self.url is not None else "?"

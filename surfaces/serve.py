@@ -79,6 +79,7 @@ from surfaces.access import (
     thread_key,
 )
 from surfaces.resume import aforget_refused, forget_refused
+from surfaces.retention import NothingToForget, forget_for_tenant
 
 log = logging.getLogger(__name__)
 
@@ -218,9 +219,12 @@ class ChatModelMiddleware:
 
 
 def _input_status(exc: InputError) -> int:
-    """413 for input over a size bound, 409 for a thread whose run is still going, 400 for other bad input."""
+    """413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget
+    that does not exist, 400 for other bad input."""
     if isinstance(exc, ThreadBusy):
         return 409
+    if isinstance(exc, NothingToForget):
+        return 404
     return 413 if isinstance(exc, TooLarge) else 400
 
 
@@ -618,6 +622,19 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "workflows": names}
+
+    @app.post("/forget")
+    async def forget(request: Request) -> JSONResponse:
+        """Delete the caller's own thread (``{"thread_id": ID}``) or a document of one of its namespaces (``{"doc_id":
+        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was)."""
+        tenant = getattr(request.state, "tenant", None)
+        if tenant is None:
+            raise HTTPException(401, "missing or wrong API key")
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            raise InputError("the request is not JSON") from None
+        return JSONResponse(await anyio.to_thread.run_sync(forget_for_tenant, tenant, body))
 
     for name in names:
         add_routes(
