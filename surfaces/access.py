@@ -28,6 +28,7 @@ The LangServe app (:mod:`surfaces.serve`) applies these rules to every request:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -37,7 +38,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,16 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
 An explicit allow-list: a context field added later is not served until it is listed here. Model
 names, endpoints (``base_url``), temperatures, embedders and the LLM cache are never listed.
 """
+
+
+@functools.cache
+def operator_fields() -> frozenset[str]:
+    """The shared ``Context`` fields no caller of a server sets: model names, endpoints, temperatures, the
+    embedder and the LLM cache (every field of :class:`graphs.context.Context` but :data:`COMMON_FIELDS`)."""
+    from graphs.context import Context
+
+    return frozenset(f.name for f in fields(Context)) - COMMON_FIELDS
+
 
 FILE_INPUTS = ("path", "registry_path")
 """Input keys that name a file on the server."""
