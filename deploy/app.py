@@ -56,6 +56,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
+from nodes.ingest import check_input_sizes
 from stores.checkpoint import ThreadLock, busy_message
 from stores.settings import DEFAULT_RUN_TIMEOUT, InputError, get_settings, run_deadline, run_timeout
 from surfaces.access import (
@@ -65,6 +66,7 @@ from surfaces.access import (
     Refused,
     Tenant,
     ThreadOwners,
+    check_settings,
     max_request_bytes,
     read_json_body,
     refuse_server_inputs,
@@ -166,6 +168,9 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     if extra:
         raise Refused(400, f"{workflow} does not take these context keys from callers: {', '.join(extra)}")
     try:
+        # Every setting checked now: a refused one never becomes a run, whose record would keep its input.
+        check_settings(workflow, {k: v for k, v in context.items() if k != "namespace"}, "context")
+        check_input_sizes(body.get("input"))
         value, wanted = _checked_value(body.get("input"), files)
         update, updated = _checked_value(command.get("update"), files)
         asked = {n for n in (wanted, updated, str(context.get("namespace") or "")) if n}

@@ -152,6 +152,27 @@ def operator_fields() -> frozenset[str]:
     return frozenset(f.name for f in fields(Context)) - COMMON_FIELDS
 
 
+def check_settings(workflow: str, values: dict[str, Any], where: str = "configurable") -> None:
+    """Every check a run's settings get, made at the server's door, before anything is ingested or checkpointed:
+    the workflow's context built from ``values`` and checked as its nodes would check it (each field's bounds and
+    choices, the workflow's own ``check_context``, the chunking)."""
+    import sys
+
+    from graphs.context import validate
+    from stores.chunking import effective_overlap
+    from surfaces import registry
+
+    schema = registry.context_schema(workflow)
+    if schema is None:
+        return
+    ctx = schema.from_mapping({k: v for k, v in values.items() if k != TENANT_KEY})
+    validate(ctx)
+    own = getattr(sys.modules[schema.__module__], "check_context", None)
+    if own is not None:
+        own(ctx)
+    effective_overlap(ctx.chunk_size, ctx.chunk_overlap)
+
+
 FILE_INPUTS = ("path", "registry_path")
 """Input keys that name a file on the server."""
 

@@ -73,6 +73,7 @@ from surfaces.access import (
     AccessError,
     Refused,
     check_finite,
+    check_settings,
     read_json_body,
     replay_body,
     served_fields,
@@ -266,6 +267,12 @@ def authorizer(access: Access, workflow: str) -> Any:
             raise HTTPException(413, f"a batch may hold at most {most} inputs (LONGDOC_MAX_BATCH), got {len(inputs)}")
         try:
             check_finite(config.get("configurable") or {})
+            # Every setting checked now (the body's and the URL's): a refused one never ingests the text it came
+            # with nor starts a run.
+            for sent in [*_configs(body), config]:
+                check_settings(workflow, dict(sent.get("configurable") or {}))
+            for value in inputs:
+                check_input_sizes(value)
             access.check_inputs(inputs, tenant)
             configurable = dict(config.get("configurable") or {})
             requested = str(configurable.get("namespace") or "")
@@ -375,6 +382,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
         check_input_sizes(value)
+        check_settings(self.workflow, configurable)
         if self.access is not None:
             tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
             value = self.access.check_input(value, tenant)

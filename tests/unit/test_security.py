@@ -513,3 +513,27 @@ def test_uploads_are_bounded_and_clearly_refused(monkeypatch: pytest.MonkeyPatch
         body = {"input": {"text": "Otters hold hands while they sleep. " * 400}}
         response = client.post("/ingest/invoke", json=body)
         assert response.status_code == 413 and "LONGDOC_MAX_CHUNKS" in response.json()["detail"]
+
+
+# --- settings: checked first, every one bounded -----------------------------------------------------------
+def test_a_refused_setting_leaves_no_document_and_no_checkpoint(longdoc_home: Path) -> None:
+    """``max_chunks: -5`` is a 400 before the text is ingested or the question reaches a checkpoint (or its WAL)."""
+    from stores.documents import list_documents
+
+    text = "# Heron\n\nThe 3391-KESTREL-DUNE shelf holds the pumps.\n"
+    question = "Where is the 6674-PLOVER-MARSH kept?"
+    with TestClient(create_app(fake_chat_model())) as client:
+        for route, payload in (
+            ("/chain/invoke", {"input": {"question": question, "text": text}}),
+            ("/chain/stream", {"input": {"question": question, "text": text}}),
+            ("/chain/batch", {"inputs": [{"question": question, "text": text}]}),
+            ("/offload/invoke", {"input": {"question": question, "text": text}, "settings": {"token_budget": 50}}),
+        ):
+            settings = payload.pop("settings", {"max_chunks": -5})
+            config = {"configurable": {"thread_id": "refused", **settings}}
+            response = client.post(route, json={**payload, "config": config})
+            assert response.status_code == 400, (route, response.text)
+        assert list_documents("default") == []
+    for needle in ("3391-KESTREL", "6674-PLOVER"):
+        held = [str(p) for p in longdoc_home.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+        assert held == [], (needle, held)
