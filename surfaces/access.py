@@ -152,16 +152,125 @@ def operator_fields() -> frozenset[str]:
     return frozenset(f.name for f in fields(Context)) - COMMON_FIELDS
 
 
+CALLER_BOUNDS: dict[str, tuple[float, float]] = {
+    # every workflow
+    "chunk_size": (50, 4000),
+    "chunk_overlap": (0, 2000),
+    # chain
+    "budget": (0, 50_000),
+    "batch_tokens": (20, 6000),
+    "passage_tokens": (20, 2000),
+    "hop_budget": (0, 50_000),
+    "floor": (-10, 10),
+    "confirm": (0, 10),
+    "tree_weight": (0, 10),
+    "jump_penalty": (0, 10),
+    "roots": (1, 10),
+    "max_chunks": (0, 5000),
+    "sharpen": (0, 10),
+    "seed": (0, 2**32 - 1),
+    "quotes": (1, 50),
+    "evidence_tokens": (50, 6000),
+    "worker_max_tokens": (16, 2000),
+    "manager_max_tokens": (16, 2000),
+    # summarize
+    "collapse_token_limit": (100, 6000),
+    "max_collapses": (0, 10),
+    "map_max_tokens": (16, 2000),
+    "max_rounds": (1, 10),
+    "min_rounds": (0, 10),
+    "questions_per_round": (1, 8),
+    "expert_k": (1, 20),
+    "expert_chunk_tokens": (20, 2000),
+    "expert_max_tokens": (16, 2000),
+    "factcheck_batch": (1, 50),
+    "direct_tokens": (0, 6000),
+    # offload
+    "keep_turns": (0, 50),
+    "token_budget": (0, 7000),
+    "details_k": (1, 20),
+    "min_score": (-1, 1),
+    "min_details": (0, 20),
+    "detail_tokens": (20, 2000),
+    "canvas_nodes": (0, 15),
+    "canvas_min_score": (-1, 1),
+    "canvas_max_nodes": (1, 15),
+    "canvas_input_tokens": (100, 6000),
+    "canvas_max_tokens": (100, 4000),
+    "history_hits": (0, 20),
+    "history_min_score": (-1, 1),
+    "large_output_tokens": (20, 6000),
+    "recall_tokens": (20, 4000),
+    "conclusion_tokens": (10, 500),
+    "max_facts": (0, 50),
+    "answer_max_tokens": (20, 4000),
+    "offloader_max_tokens": (20, 2000),
+    # route
+    "k": (1, 50),
+    "candidates_factor": (1, 50),
+    "rrf_k": (0, 1000),
+    "agent_weight": (0, 100),
+    "tool_weight": (0, 100),
+    "bm25_weight": (0, 100),
+    "evidence_tools": (0, 50),
+    "top_tools": (0, 100),
+}
+"""The range each numeric setting a caller of a server may set must fall in (400 outside it): no knob asks an
+endpoint for 10^9 tokens or a run for 60,000 results. The workflows' own checks (each field's ``min`` and ``max``,
+the rules across fields) come on top (:func:`check_settings`)."""
+
+MAX_EXPERTS = 12
+"""Experts a summarize caller may name (each description at most :data:`MAX_EXPERT_CHARS` characters)."""
+
+MAX_EXPERT_CHARS = 1000
+
+MAX_THREAD_ID_CHARS = 100
+"""Longest thread id a caller may name (letters, digits, ``_ . : -``: a thread is also a chat session's id)."""
+
+
+def check_thread_id(thread_id: str) -> str:
+    """``thread_id`` if a caller may name a thread with it, else InputError."""
+    from stores.text import check_name
+
+    return check_name(thread_id, "thread_id", max_chars=MAX_THREAD_ID_CHARS, marks="_.:-")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def check_caller_settings(values: Any, where: str = "configurable") -> None:
+    """InputError when a setting in ``values`` falls outside :data:`CALLER_BOUNDS` (or names too many experts)."""
+    if not isinstance(values, dict):
+        return
+    for key, value in values.items():
+        if key in CALLER_BOUNDS and value is not None:
+            low, high = CALLER_BOUNDS[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise InputError(f"{where}.{key} must be a number from {_number(low)} to {_number(high)}")
+    experts = values.get("experts")
+    if experts is not None and (
+        not isinstance(experts, dict)
+        or len(experts) > MAX_EXPERTS
+        or any(not isinstance(v, str) or len(v) > MAX_EXPERT_CHARS for v in experts.values())
+    ):
+        raise InputError(
+            f"{where}.experts must map at most {MAX_EXPERTS} names to descriptions of at most {MAX_EXPERT_CHARS} "
+            "characters"
+        )
+
+
 def check_settings(workflow: str, values: dict[str, Any], where: str = "configurable") -> None:
     """Every check a run's settings get, made at the server's door, before anything is ingested or checkpointed:
-    the workflow's context built from ``values`` and checked as its nodes would check it (each field's bounds and
-    choices, the workflow's own ``check_context``, the chunking)."""
+    :func:`check_caller_settings`, then the workflow's context built from ``values`` and checked as its nodes
+    would check it (each field's bounds and choices, the workflow's own ``check_context``, the chunking)."""
     import sys
 
     from graphs.context import validate
     from stores.chunking import effective_overlap
     from surfaces import registry
 
+    check_caller_settings(values, where)
     schema = registry.context_schema(workflow)
     if schema is None:
         return

@@ -74,6 +74,7 @@ from surfaces.access import (
     Refused,
     check_finite,
     check_settings,
+    check_thread_id,
     read_json_body,
     replay_body,
     served_fields,
@@ -282,7 +283,9 @@ def authorizer(access: Access, workflow: str) -> Any:
             namespace = tenant.namespace_for(requested)
             configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
             named = bool(configurable.get("thread_id"))
-            if not named:
+            if named:
+                check_thread_id(str(configurable["thread_id"]))
+            else:
                 configurable["thread_id"] = str(uuid.uuid4())
             thread = str(configurable["thread_id"])
             access.threads.claim(thread_key(tenant.name, thread), tenant.name, namespace)
@@ -391,6 +394,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             configurable["namespace"] = namespace
             if not configurable.get("thread_id"):
                 configurable["thread_id"] = str(uuid.uuid4())
+            check_thread_id(str(configurable["thread_id"]))
             # The tenant's own thread of that id: another tenant's id names another thread.
             configurable["thread_id"] = thread_key(tenant.name, str(configurable["thread_id"]))
             self.access.threads.claim(configurable["thread_id"], tenant.name, namespace)

@@ -37,6 +37,7 @@ from stores.settings import InputError
 from surfaces.access import (
     FILE_INPUTS,
     Refused,
+    check_caller_settings,
     check_finite,
     operator_fields,
     read_json_body,
@@ -196,6 +197,7 @@ class StudioGuard:
             if not isinstance(given, dict):
                 continue
             check_finite(given, where)
+            check_caller_settings(given, where)
             refused = sorted(set(given) & operator_fields())
             if refused:
                 raise InputError(

@@ -317,15 +317,20 @@ def test_one_run_at_a_time_per_thread_refused_or_enqueued() -> None:
     assert order == ["start first", "end first", "start fourth", "end fourth", "start fifth", "end fifth"]
 
 
-def test_settings_are_checked_before_a_run_is_created() -> None:
+def test_settings_are_checked_and_bounded_before_a_run_is_created() -> None:
     """A refused setting never becomes a run (whose record would keep its input) nor a checkpoint."""
     files = IngestRoot(None)
     for context, input_ in (
         ({"max_chunks": -5}, {"question": "?", "text": "Otters."}),
-        ({"chunk_size": 20}, {"question": "?"}),
+        ({"worker_max_tokens": 10**9}, {"question": "?"}),
+        ({"chunk_size": 2**70}, {"question": "?"}),
         ({}, {"question": "?" * 5000}),
     ):
         with pytest.raises(guard.Refused) as refused:
             guard.check_run({"assistant_id": "chain", "input": input_, "context": context}, "s1", TEAM_B, files)
         assert refused.value.status == 400, (context, str(refused.value))
-    assert _call("/threads/s3/runs/wait", "key-a", {"assistant_id": "chain", "context": {"roots": 0}})[0] == 400
+    route = {"assistant_id": "route", "input": {"requests": ["plot sales"] * 60_000}}
+    with pytest.raises(guard.Refused) as refused:
+        guard.check_run(route, "s2", TEAM_B, files)
+    assert refused.value.status == 400 and "at most 100" in str(refused.value)
+    assert _call("/threads/s3/runs/wait", "key-a", {"assistant_id": "chain", "context": {"roots": 10**4}})[0] == 400

@@ -537,3 +537,49 @@ def test_a_refused_setting_leaves_no_document_and_no_checkpoint(longdoc_home: Pa
     for needle in ("3391-KESTREL", "6674-PLOVER"):
         held = [str(p) for p in longdoc_home.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
         assert held == [], (needle, held)
+
+
+BOUNDED = {
+    "ingest": {"chunk_size": 2**70, "chunk_overlap": 10**6},
+    "chain": {"worker_max_tokens": 10**9, "manager_max_tokens": 10**9, "budget": 10**9, "roots": 10**4},
+    "summarize": {"expert_max_tokens": 10**9, "map_max_tokens": 10**9, "expert_k": 10**5, "direct_tokens": 10**9},
+    "offload": {"answer_max_tokens": 10**9, "offloader_max_tokens": 10**9, "canvas_max_tokens": 10**9},
+    "route": {"k": 10**6, "top_tools": 10**6, "candidates_factor": 10**6},
+}
+
+
+@pytest.mark.parametrize("workflow", sorted(BOUNDED))
+def test_every_caller_knob_is_bounded(workflow: str) -> None:
+    import typing
+
+    from surfaces.access import CALLER_BOUNDS, served_fields
+    from surfaces.registry import context_schema
+
+    schema = context_schema(workflow)
+    hints = typing.get_type_hints(schema)
+    for f in fields(schema):
+        numeric = hints[f.name] in (int, float, int | None, float | None)
+        if f.name in served_fields(workflow) and numeric:
+            bounded = f.name in CALLER_BOUNDS or {"min", "max"} <= set(f.metadata)
+            assert bounded, f"{workflow}.{f.name} has no upper bound for callers"
+    with TestClient(create_app(fake_chat_model())) as client:
+        for key, huge in BOUNDED[workflow].items():
+            config = {"configurable": {key: huge}}
+            response = client.post(f"/{workflow}/invoke", json={"input": {"text": "x"}, "config": config})
+            assert response.status_code == 400 and key in response.json()["detail"], (key, response.text)
+
+
+def test_inputs_and_thread_ids_are_bounded() -> None:
+    with TestClient(create_app(fake_chat_model())) as client:
+        many = {"input": {"requests": ["plot sales"] * 60_000, "registry": "longdoc"}}
+        response = client.post("/route/invoke", json=many)
+        assert response.status_code == 400 and "at most 100 requests" in response.json()["detail"]
+        long_thread = {"input": {"text": "Otters."}, "config": {"configurable": {"thread_id": "t" * 100_000}}}
+        response = client.post("/ingest/invoke", json=long_thread)
+        assert response.status_code == 400 and "thread_id" in response.json()["detail"]
+        odd = {"input": {"text": "Otters."}, "config": {"configurable": {"thread_id": "has space/and slash"}}}
+        assert client.post("/ingest/invoke", json=odd).status_code == 400
+        title = {"input": {"text": "Otters.", "title": "t" * 10_000}}
+        assert client.post("/ingest/invoke", json=title).status_code == 400
+        chat = {"input": {"messages": [{"type": "human", "content": "hi"}] * 1000, "doc_id": "0123456789abcdef"}}
+        assert client.post("/offload/invoke", json=chat).status_code == 400

@@ -136,3 +136,8 @@ def test_mcp_and_a2a_tool_calls_are_held_to_the_same_rules(tmp_path: Path, monke
     a2a = {"jsonrpc": "2.0", "id": 8, "method": "message/send", "params": {"message": message}}
     assert _call("POST", "/a2a/offload", a2a) == (200, "not reached")
     assert _call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})[0] == 200
+
+
+def test_the_settings_a_caller_may_set_are_bounded() -> None:
+    for context in ({"worker_max_tokens": 10**9}, {"chunk_size": 2**70}, {"k": 10**6}, {"max_chunks": -5}):
+        assert _call("POST", "/runs/wait", {**RUN, "context": context}) == (400, "not reached"), context
