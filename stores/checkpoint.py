@@ -76,6 +76,25 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
         yield saver
 
 
+def truncate_log(saver: Any) -> None:
+    """Fold a SQLite saver's write-ahead log into its file and empty the log, so rows just deleted leave no copy
+    in it (the file's own pages are zeroed as rows go: ``secure_delete``). Nothing to do for PostgreSQL."""
+    saver = getattr(saver, "target", None) or saver
+    conn: Any = getattr(saver, "conn", None)
+    if type(conn).__module__ == "sqlite3":
+        with saver.lock:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+async def atruncate_log(saver: Any) -> None:
+    """:func:`truncate_log` for an asyncio SQLite saver (the LangServe app's)."""
+    saver = getattr(saver, "target", None) or saver
+    conn: Any = getattr(saver, "conn", None)
+    if type(conn).__module__.startswith("aiosqlite"):
+        async with saver.lock:
+            await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 class ThreadBusy(InputError):
     """Another run on the thread is still going: one run at a time per thread (HTTP 409, exit code 2)."""
 
