@@ -583,3 +583,15 @@ def test_inputs_and_thread_ids_are_bounded() -> None:
         assert client.post("/ingest/invoke", json=title).status_code == 400
         chat = {"input": {"messages": [{"type": "human", "content": "hi"}] * 1000, "doc_id": "0123456789abcdef"}}
         assert client.post("/offload/invoke", json=chat).status_code == 400
+
+
+def test_a_run_refused_after_its_first_checkpoint_leaves_no_copy_in_the_write_ahead_log(longdoc_home: Path) -> None:
+    """The run writes its input checkpoint, then refuses (an unknown document): the thread is deleted and the
+    SQLite log emptied, so the question is in no live file, read without checkpointing it first."""
+    question = "Where is the 4471-GANNET-REEF kept?"
+    with TestClient(create_app(fake_chat_model())) as client:
+        body = {"input": {"question": question, "doc_id": "0123456789abcdef"}}
+        response = client.post("/offload/invoke", json={**body, "config": {"configurable": {"thread_id": "late"}}})
+        assert response.status_code == 400 and "not ingested" in response.json()["detail"]
+        held = [str(p) for p in longdoc_home.rglob("checkpoints.sqlite*") if b"4471-GANNET" in p.read_bytes()]
+        assert held == []
