@@ -73,6 +73,7 @@ from surfaces.access import (
     replay_body,
     served_fields,
     thread_key,
+    with_length,
 )
 from surfaces.resume import plan
 
@@ -300,11 +301,7 @@ class TenantGuard:
                 return
             known = await anyio.to_thread.run_sync(thread_runs, thread)
             payload = json.dumps(checked).encode()
-            scope = {
-                **scope,
-                "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-                + [(b"content-length", str(len(payload)).encode())],
-            }
+            scope = with_length(scope, payload)
             # The run's task is created inside this call and copies the context: every model call of the
             # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
             with run_deadline(run_timeout()):

@@ -443,6 +443,12 @@ async def read_json_body(headers: Any, receive: Callable[[], Awaitable[Any]], li
     return raw
 
 
+def with_length(scope: Any, payload: bytes) -> Any:
+    """ASGI ``scope`` with its ``Content-Length`` that of ``payload`` (a body rewritten before the app reads it)."""
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+    return {**scope, "headers": [*headers, (b"content-length", str(len(payload)).encode())]}
+
+
 def replay_body(body: bytes, receive: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
     """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
     sent = False

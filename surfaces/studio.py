@@ -43,6 +43,7 @@ from surfaces.access import (
     read_json_body,
     refuse_server_inputs,
     replay_body,
+    with_length,
 )
 
 STUDIO_ORIGIN = "https://smith.langchain.com"
@@ -127,11 +128,7 @@ class StudioGuard:
             await self.app(scope, replay_body(raw, receive), send)
             return
         payload = json.dumps(checked).encode()
-        scope = {
-            **scope,
-            "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-            + [(b"content-length", str(len(payload)).encode())],
-        }
+        scope = with_length(scope, payload)
         await self.app(scope, replay_body(payload, receive), send)
 
     def check(self, path: str, body: Any) -> Any:
