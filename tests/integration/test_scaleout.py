@@ -384,3 +384,26 @@ def test_a_tenant_forgets_its_own_thread_and_document_with_aegras_records(cluste
     a.runs.wait(after, "chain", input={"question": "Where?", "doc_id": doc_id})
     run = a.runs.list(after)[0]
     assert run["status"] == "error" and "not ingested" in run["error_message"], run
+
+
+def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(cluster: Deployment) -> None:
+    with running(create_app(Script(fault="error_500"))) as endpoint:
+        failing = cluster.start_instance(
+            "failing-model", extra_env={"LONGDOC_BASE_URL": f"{endpoint}/v1", "LONGDOC_MAX_RETRIES": "0"}
+        )
+        c = client(failing)
+        doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+        thread = c.threads.create()["thread_id"]
+        body = {"assistant_id": "chain", "input": {"question": "Who manages procurement?", "doc_id": doc_id}}
+        with httpx.stream(
+            "POST",
+            f"{failing.url}/threads/{thread}/runs/stream",
+            json=body,
+            headers={"X-API-Key": "key-a"},
+            timeout=120,
+        ) as reply:
+            text = "".join(reply.iter_text())  # a body cut half-way would raise here
+    events = [block.split("\n", 1)[0] for block in text.replace("\r\n", "\n").split("\n\n") if block.strip()]
+    # Aegra names the failure in an error event, then ends the stream.
+    assert events[-2:] == ["event: error", "event: end"] or events[-1] == "event: error", text[-1000:]
+    assert "model endpoint" in text and "Traceback" not in text
