@@ -394,7 +394,6 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             configurable["namespace"] = namespace
             if not configurable.get("thread_id"):
                 configurable["thread_id"] = str(uuid.uuid4())
-            check_thread_id(str(configurable["thread_id"]))
             # The tenant's own thread of that id: another tenant's id names another thread.
             configurable["thread_id"] = thread_key(tenant.name, str(configurable["thread_id"]))
             self.access.threads.claim(configurable["thread_id"], tenant.name, namespace)
