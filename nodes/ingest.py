@@ -329,8 +329,22 @@ QUESTION_FIELDS = ("question", "query")
 """Input fields holding a question (at most :data:`~stores.questions.MAX_QUESTION_CHARS` characters)."""
 
 
+MAX_REQUESTS = 100
+"""Requests one route input may carry (``requests``): each returns its agents and tools."""
+
+MAX_MESSAGES = 100
+"""Messages one chat input may carry (a chat client sends the turn's new message)."""
+
+MAX_TITLE_CHARS = 500
+"""Longest title an ingest input may give its document."""
+
+MAX_K = 50
+"""Most agents a route input may ask for (``k``)."""
+
+
 def check_input_sizes(values: Any) -> None:
-    """InputError when a question field of a workflow's input is over the limit (checked before any run starts)."""
+    """InputError when a field of a workflow's input is over its limit (checked before any run starts): a question
+    (:data:`~stores.settings.MAX_QUESTION_CHARS`), the number of route requests, chat messages, ``k``, a title."""
     if not isinstance(values, Mapping):
         return
     for name in QUESTION_FIELDS:
@@ -338,8 +352,19 @@ def check_input_sizes(values: Any) -> None:
         if isinstance(value, str) and len(value) > MAX_QUESTION_CHARS:
             raise InputError(f"the {name} is {len(value)} characters long; the limit is {MAX_QUESTION_CHARS}")
     requests = values.get("requests")
+    if isinstance(requests, list) and len(requests) > MAX_REQUESTS:
+        raise InputError(f"a route input may carry at most {MAX_REQUESTS} requests, got {len(requests)}")
     if isinstance(requests, list) and any(isinstance(r, str) and len(r) > MAX_QUESTION_CHARS for r in requests):
         raise InputError(f"a request is over {MAX_QUESTION_CHARS} characters long")
+    messages = values.get("messages")
+    if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
+        raise InputError(f"a chat input may carry at most {MAX_MESSAGES} messages, got {len(messages)}")
+    k = values.get("k")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K):
+        raise InputError(f"k must be a number from 1 to {MAX_K}")
+    title = values.get("title")
+    if isinstance(title, str) and len(title) > MAX_TITLE_CHARS:
+        raise InputError(f"the title is {len(title)} characters long; the limit is {MAX_TITLE_CHARS}")
 
 
 def detach_text(values: Any, context: Any, progress: Progress | None = None) -> Any:

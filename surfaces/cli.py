@@ -275,8 +275,10 @@ def describe_models() -> dict[str, Any]:
 def _cmd_forget(args: argparse.Namespace) -> int:
     from surfaces.retention import forget_document, forget_namespace, forget_thread
 
+    if args.tenant and not args.thread:
+        raise InputError("--tenant narrows --thread to the served thread one tenant knows by that id")
     if args.thread and not (args.doc or args.namespace):
-        report = forget_thread(args.thread)
+        report = forget_thread(args.thread, tenant=args.tenant or None)
     elif args.doc and not args.thread:
         report = forget_document(args.namespace or "default", args.doc)
     elif args.namespace and not args.thread:
@@ -331,7 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser("forget", help="delete a thread, a document or a namespace and everything kept about it")
-    p.add_argument("--thread", default="", help="a thread: its checkpoints, chat items and owner record")
+    p.add_argument(
+        "--thread",
+        default="",
+        help="a thread: its checkpoints, chat items and owner record (and every served thread a caller knows by it)",
+    )
+    p.add_argument("--tenant", default="", help="with --thread: only the served thread of this tenant")
     p.add_argument("--doc", default="", help="a document (of --namespace, default 'default') and its threads")
     p.add_argument("--namespace", default="", help="alone: the whole namespace, its documents and threads")
     p.set_defaults(func=_cmd_forget)

@@ -135,7 +135,7 @@ def _interactive() -> Any:
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     from graphs.offload.graph import builder
-    from stores.checkpoint import open_checkpointer
+    from stores.checkpoint import open_checkpointer, thread_lock
     from surfaces.resume import forget_refused, plan
 
     questions = read_script(args.script) if args.script else None
@@ -145,7 +145,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     context = _chat_context(args)
     stream = wants_stream(args) and not args.script
     turn_seconds = None if args.script else run_timeout()
-    with open_checkpointer() as saver:
+    # One run at a time per session: another `longdoc chat --session` (or a server) on it is refused.
+    with thread_lock(session), open_checkpointer() as saver:
         graph = builder.compile(checkpointer=saver)
         previous = graph.get_state(cast(RunnableConfig, config)).values
         started = bool(previous.get("turn"))

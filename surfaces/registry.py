@@ -35,3 +35,10 @@ def compile_with(name: str, checkpointer: BaseCheckpointSaver | None) -> Any:
         graph = graph.with_config(recursion_limit=limit)
     graph.name = name
     return graph
+
+
+def context_schema(name: str) -> Any:
+    """The context class of workflow ``name`` (None when it has none)."""
+    if name not in WORKFLOWS:
+        raise KeyError(f"unknown workflow {name!r}; one of {', '.join(WORKFLOWS)}")
+    return getattr(importlib.import_module(WORKFLOWS[name]).builder, "context_schema", None)

@@ -44,10 +44,12 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
 
     The question is the ``question`` field or a new human message (:func:`nodes.offload.chat.turn_question`).
 
+    The session (the key of the turn's offloaded items) is the run's thread id, never a value of the input:
+    the thread the server resolved for the caller, or a new id for a run without a thread.
+
     A refused turn (``InputError``) writes back what the session is bound to (nothing before its
-    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``session``, ``goal``,
-    question or human message stays out of the thread and cannot refuse a later turn; ``refuse``
-    then raises the error.
+    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``goal``, question or
+    human message stays out of the thread and cannot refuse a later turn; ``refuse`` then raises the error.
     """
     try:
         return _begin(state, runtime)
@@ -89,10 +91,10 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             raise InputError(
                 f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
             )
-        if state.get("session") and state["session"] != bound["session"]:
-            raise InputError(f"this thread belongs to session {bound['session']!r}, not {state['session']!r}")
         doc_id = bound["doc_id"]
-    session = bound.get("session") or state.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
+    # The thread the server resolved names the session (on LangServe it is already the tenant's own:
+    # surfaces.access.thread_key); a caller never chooses whose offloaded items a turn reads or writes.
+    session = bound.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
     info = get_document(ctx.namespace, doc_id)
     index = index_identity(info)

@@ -23,7 +23,7 @@ class ChatMessages(TypedDict, total=False):
 
 
 class OffloadRequest(ChatMessages):
-    """The input less ``doc_id`` and ``session`` (which the state shares with the output, where they are always set)."""
+    """The input less ``doc_id`` (which the state shares with the output, where it is always set)."""
 
     question: NotRequired[str]
     """The question of this turn (or send it as a new human message in ``messages``)."""
@@ -43,8 +43,6 @@ class OffloadInput(OffloadRequest):
     doc_id: NotRequired[str]
     """First turn: id of an ingested document; give exactly one of doc_id, path or text. Later turns may omit it
     or name the same document."""
-    session: NotRequired[str]
-    """Session id for the offload store (default: the thread id)."""
 
 
 class OffloadOutput(ChatMessages):
@@ -75,7 +73,7 @@ class OffloadOutput(ChatMessages):
     doc_id: str
     """The document of the session."""
     session: str
-    """Session id (offload store key)."""
+    """Session id (offload store key): the run's thread id, as the server resolved it (never an input)."""
     policy: str
     """Memory policy of the session."""
     usage: Annotated[dict, merge_usage]

@@ -314,3 +314,96 @@ def test_a_run_stops_at_the_run_deadline(cluster: Deployment) -> None:
     run = c.runs.list(thread)[0]
     assert run["status"] == "error" and "LONGDOC_RUN_TIMEOUT" in run["error_message"], run
     assert took < 10
+
+
+def test_an_instance_starts_with_a_keys_file_of_digests_alone(cluster: Deployment, tmp_path: Path) -> None:
+    """The form docs/security.md recommends: no plain key for the launcher's start-up probe, which needs none."""
+    from surfaces.access import key_digest
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"team-d": f"sha256:{key_digest('key-d')}"}), encoding="utf-8")
+    started = time.monotonic()
+    digests = cluster.start_instance("digests", timeout=90, extra_env={"LONGDOC_SERVER_KEYS": str(keys)})
+    assert time.monotonic() - started < 90
+    assert httpx.get(digests.url + "/live", headers={"X-API-Key": "key-d"}, timeout=30).status_code == 200
+    assert httpx.get(digests.url + "/live", headers={"X-API-Key": "key-a"}, timeout=30).status_code == 401
+
+
+def test_two_runs_on_one_thread_are_one_run_and_a_409_on_any_instance(cluster: Deployment) -> None:
+    """Aegra ignores multitask_strategy: the guard holds the thread across instances."""
+    import threading
+
+    with running(create_app(Script(prompt_seconds=0.3))) as endpoint:
+        slow = cluster.start_instance("slow-model", extra_env={"LONGDOC_BASE_URL": f"{endpoint}/v1"})
+        a, b = client(slow), client(cluster.instances[1])
+        doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+        thread = a.threads.create()["thread_id"]
+        turn = {"question": "Who manages procurement?", "doc_id": doc_id}
+        first = a.runs.create(thread, "offload", input=turn)
+        with pytest.raises(httpx.HTTPStatusError) as busy:
+            b.runs.wait(thread, "offload", input={"question": "And the budget?"})
+        assert busy.value.response.status_code == 409 and "one run at a time" in busy.value.response.text
+        queued: list[Any] = []
+        waiter = threading.Thread(
+            target=lambda: queued.append(
+                b.runs.wait(thread, "offload", input={"question": "And the budget?"}, multitask_strategy="enqueue")
+            )
+        )
+        waiter.start()
+        a.runs.join(thread, first["run_id"])
+        waiter.join(timeout=120)
+    assert queued and queued[0]["turn"] == 2
+    assert [m["type"] for m in a.threads.get_state(thread)["values"]["messages"]] == ["human", "ai", "human", "ai"]
+
+
+def test_a_tenant_forgets_its_own_thread_and_document_with_aegras_records(cluster: Deployment) -> None:
+    import psycopg
+
+    a = client(cluster.instances[0])
+    text = FALCON + "\n\nThe 5521-EGRET-CLOVER shelf holds the spare pumps."
+    doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": text})["doc_id"]
+    thread = a.threads.create()["thread_id"]
+    a.runs.wait(thread, "offload", input={"question": "Where is the 8820-HERON-BASIN valve?", "doc_id": doc_id})
+    url = cluster.instances[1].url
+    as_a, as_b = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
+    assert httpx.post(f"{url}/forget", json={"thread_id": thread}, headers=as_b, timeout=60).status_code == 404
+    gone = httpx.post(f"{url}/forget", json={"thread_id": thread}, headers=as_a, timeout=60)
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["threads"] == [thread] and gone.json()["checkpoints"] > 0 and gone.json()["records"] > 0
+    with psycopg.connect(cluster.postgres_url, autocommit=True) as conn:
+        for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs", "runs", "thread"):
+            rows = conn.execute(f"SELECT count(*) FROM {table} WHERE thread_id = %s", (thread,)).fetchone()
+            assert rows == (0,), table
+        events = conn.execute("SELECT count(*) FROM run_events WHERE data::text LIKE '%%8820-HERON%%'").fetchone()
+        assert events == (0,)
+    assert httpx.post(f"{url}/forget", json={"thread_id": thread}, headers=as_a, timeout=60).status_code == 404
+    dropped = httpx.post(f"{url}/forget", json={"doc_id": doc_id}, headers=as_a, timeout=60)
+    assert dropped.status_code == 200 and dropped.json()["documents"] == [doc_id], dropped.text
+    assert httpx.post(f"{url}/forget", json={"doc_id": doc_id}, headers=as_a, timeout=60).status_code == 404
+    after = a.threads.create()["thread_id"]
+    a.runs.wait(after, "chain", input={"question": "Where?", "doc_id": doc_id})
+    run = a.runs.list(after)[0]
+    assert run["status"] == "error" and "not ingested" in run["error_message"], run
+
+
+def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(cluster: Deployment) -> None:
+    with running(create_app(Script(fault="error_500"))) as endpoint:
+        failing = cluster.start_instance(
+            "failing-model", extra_env={"LONGDOC_BASE_URL": f"{endpoint}/v1", "LONGDOC_MAX_RETRIES": "0"}
+        )
+        c = client(failing)
+        doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
+        thread = c.threads.create()["thread_id"]
+        body = {"assistant_id": "chain", "input": {"question": "Who manages procurement?", "doc_id": doc_id}}
+        with httpx.stream(
+            "POST",
+            f"{failing.url}/threads/{thread}/runs/stream",
+            json=body,
+            headers={"X-API-Key": "key-a"},
+            timeout=120,
+        ) as reply:
+            text = "".join(reply.iter_text())  # a body cut half-way would raise here
+    events = [block.split("\n", 1)[0] for block in text.replace("\r\n", "\n").split("\n\n") if block.strip()]
+    # Aegra names the failure in an error event, then ends the stream.
+    assert events[-2:] == ["event: error", "event: end"] or events[-1] == "event: error", text[-1000:]
+    assert "model endpoint" in text and "Traceback" not in text

@@ -233,3 +233,16 @@ def test_the_command_check_catches_a_wrong_option() -> None:
     assert _check(["python", "-m", "bench.no_such_module"], makefile)
     assert _check(["make", "no-such-target"], makefile)
     assert _check(["longdoc", "ask", "a.txt", "q", "--budget", "6000"], makefile) is None
+
+
+def test_security_doc_states_every_caller_bound() -> None:
+    """docs/security.md names every setting of ``surfaces.access.CALLER_BOUNDS`` with the top of its range."""
+    from surfaces.access import CALLER_BOUNDS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text(encoding="utf-8")
+    table = text.split("### What a caller may set", 1)[1].split("`LONGDOC_SERVER_KEYS`", 1)[0]
+    for key, (_low, high) in CALLER_BOUNDS.items():
+        row = next((line for line in table.splitlines() if f"`{key}`" in line), "")
+        top = f"{int(high):,}" if float(high).is_integer() else f"{high:g}"
+        shown = (top, top.replace(",", ""), "2^32-1")
+        assert row and any(s in row.split(f"`{key}`", 1)[1].split(";")[0] for s in shown), (key, row)

@@ -358,13 +358,14 @@ EVERY_FAULT = [mode for mode in fake_endpoint.FAULTS if mode != "ok"] + ["refuse
 
 
 def _snapshot(home: Path) -> dict[str, str]:
-    """Digest of every file of the data home but the checkpoints (documents, vectors, offloaded turns, caches)."""
+    """Digest of every file of the data home but the checkpoints and the (empty) lock files: documents, vectors,
+    offloaded turns, caches."""
     import hashlib
 
     return {
         str(path.relative_to(home)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(home.rglob("*"))
-        if path.is_file() and not path.name.startswith("checkpoints.sqlite")
+        if path.is_file() and not path.name.startswith("checkpoints.sqlite") and path.suffix != ".lock"
     }
 
 
