@@ -25,7 +25,7 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
-The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/offload``
+The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/chat``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
 the caller's key.
 
@@ -62,20 +62,21 @@ from surfaces.access import (
     served_fields,
     thread_key,
 )
+from surfaces.registry import ALIASES, WORKFLOWS, canonical
 from surfaces.resume import plan
 
 ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
 
-GRAPHS = ("ingest", "chain", "summarize", "offload", "route")
+GRAPHS = (*WORKFLOWS, *ALIASES)
+"""The graph ids of ``aegra.json``: the workflows, and their former ids (:data:`surfaces.registry.ALIASES`)."""
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
 
 
 def workflow_of(assistant_id: str) -> str | None:
-    """The graph a built-in assistant runs (given by graph name or by Aegra's id), else None."""
-    if assistant_id in GRAPHS:
-        return assistant_id
-    return next((g for g in GRAPHS if str(uuid5(ASSISTANT_NAMESPACE, g)) == assistant_id), None)
+    """The workflow a built-in assistant runs (given by graph id, former or not, or by Aegra's id), else None."""
+    graph = next((g for g in GRAPHS if assistant_id in (g, str(uuid5(ASSISTANT_NAMESPACE, g)))), None)
+    return None if graph is None else canonical(graph)
 
 
 @functools.cache
@@ -127,7 +128,7 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
     workflow = workflow_of(str(body.get("assistant_id", "")))
     if workflow is None:
-        raise Refused(403, "only the built-in assistants are served: " + ", ".join(GRAPHS))
+        raise Refused(403, "only the built-in assistants are served: " + ", ".join(WORKFLOWS))
     config = dict(body.get("config") or {})
     checkpoint = dict(body.get("checkpoint") or {})
     command = dict(body.get("command") or {})

@@ -504,10 +504,11 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
     async def health() -> dict[str, Any]:
         return {"status": "ok", "workflows": names}
 
-    for name in names:
+    former = [alias for alias, name in registry.ALIASES.items() if name in names]
+    for name in [*names, *former]:  # a former id serves the same graph, threads and checkpoints
         add_routes(
             app,
-            ServedGraph(bound=registry.compile_with(name, saver), name=name, access=access),
+            ServedGraph(bound=registry.compile_with(name, saver), name=registry.canonical(name), access=access),
             path=f"/{name}",
             per_req_config_modifier=authorizer(access, name),
         )

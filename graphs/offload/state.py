@@ -56,6 +56,9 @@ class OffloadOutput(ChatMessages):
     """The answer."""
     citations: list[str]
     """Chunk ids the answer cites."""
+    sources: list[dict]
+    """What the answer cites, one per chunk: {doc_id, title, chunk_id, label (the sentence, ``c3.2``), quote (its
+    words)}; the answer message's text ends with them as Markdown."""
     input_tokens: int
     """Input tokens of the answering call as the model reported them (the second one after a recall)."""
     offloaded: list[dict]
@@ -102,6 +105,8 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     index identity: its history cites chunk ids of that index)}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
+    notice: str
+    """What a refused chat message is answered with in the chat (empty: the refusal is an error)."""
     reply_id: str
     """Message id of this turn's answer: the AI message streamed while the answer was written."""
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from uuid import uuid5
 
 import pytest
 
@@ -29,8 +30,10 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_built_in_assistants_are_known_by_graph_name_and_by_aegra_id() -> None:
-    assert guard.workflow_of("chain") == "chain"
-    assert guard.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "chain"  # uuid5 of Aegra's namespace
+    assert guard.workflow_of("ask") == "ask"
+    assert guard.workflow_of("chain") == "ask"  # the former id names the same workflow
+    assert guard.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "ask"  # uuid5 of "chain" in Aegra's namespace
+    assert guard.workflow_of(str(uuid5(guard.ASSISTANT_NAMESPACE, "chat"))) == "chat"
     assert guard.workflow_of("some-assistant") is None
 
 
