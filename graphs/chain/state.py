@@ -7,10 +7,11 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from graphs.context import Context, describe
+from graphs.context import Context, DocumentId, DocumentPath, DocumentText, Namespace, describe, described
 from nodes.chain.ordering.orders import ORDERS
 from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
 from nodes.chain.reading import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_HOP, DEFAULT_PASSAGE
+from stores.settings import MAX_QUESTION_CHARS
 from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
@@ -104,21 +105,24 @@ class ChainContext(Context):
 class ChainRequest(TypedDict):
     """The input less ``doc_id`` (which the state shares with the output, where it is always set)."""
 
-    question: str
-    """The question to answer."""
-    path: NotRequired[str]
-    """Path of a document to ingest first (txt, md, pdf, docx, html); or doc_id or text."""
-    text: NotRequired[str]
-    """Raw text to ingest first (cleared from the state once ingested); or doc_id or path."""
-    namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
+    question: Annotated[
+        str,
+        described(
+            "The question to answer about the document, in its words or yours; one question per call.",
+            example="Who manages procurement, and which supplier did they find?",
+            minLength=1,
+            maxLength=MAX_QUESTION_CHARS,
+        ),
+    ]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    namespace: NotRequired[Namespace]
 
 
 class ChainInput(ChainRequest):
-    """A question about a document."""
+    """A question about one document, named by doc_id (or given as text)."""
 
-    doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path or text."""
+    doc_id: NotRequired[DocumentId]
 
 
 class ChainOutput(TypedDict):

@@ -9,15 +9,27 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from graphs.context import DocumentId, DocumentPath, DocumentText, Namespace, described
 from graphs.offload.context import OffloadContext
 from nodes.ingest import in_namespace
+from stores.settings import MAX_QUESTION_CHARS
 from stores.usage import Usage, merge_usage, usage_totals
+
+SESSION = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+"""A session id as the input schema states it (:func:`stores.offload.check_session`)."""
 
 
 class ChatMessages(TypedDict, total=False):
     """The conversation as chat clients read and write it."""
 
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[
+        list[AnyMessage],
+        described(
+            "The conversation: a new human message is the turn (its words, and a document attached as a file "
+            "content block on the first turn); each answer comes back as an AI message ending with its sources."
+        ),
+        add_messages,  # last: LangGraph takes a field's reducer from the end of its metadata
+    ]
     """Chat transcript: each turn's question (a new human message may be the turn) and its answer, an AI message
     whose ``additional_kwargs["longdoc"]`` holds the turn, document, citations, offloaded and recalled ids."""
 
@@ -25,26 +37,48 @@ class ChatMessages(TypedDict, total=False):
 class OffloadRequest(ChatMessages):
     """The input less ``doc_id`` and ``session`` (which the state shares with the output, where they are always set)."""
 
-    question: NotRequired[str]
-    """The question of this turn (or send it as a new human message in ``messages``)."""
-    path: NotRequired[str]
-    """First turn: a file to ingest and talk about (or doc_id or text)."""
-    text: NotRequired[str]
-    """First turn: raw text to ingest and talk about (cleared from the thread once ingested)."""
-    namespace: NotRequired[str]
-    """Namespace of the document and the offload store (default: the context's); fixed for the session."""
-    goal: NotRequired[str]
-    """A goal to pin for the whole session (default: the offloader infers one)."""
+    question: NotRequired[
+        Annotated[
+            str,
+            described(
+                "This turn's question or request about the document (a chat client sends a human message in "
+                "messages instead).",
+                example="Who manages procurement, and what supplier did they find?",
+                minLength=1,
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    namespace: NotRequired[Namespace]
+    goal: NotRequired[
+        Annotated[
+            str,
+            described(
+                "A goal to keep in mind for the whole conversation (default: inferred from the questions).",
+                example="plan the field trials",
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
 
 
 class OffloadInput(OffloadRequest):
-    """One turn of a session."""
+    """One turn of a conversation about one document: the first names it (doc_id, text or an attached file),
+    later turns on the same thread go on about it."""
 
-    doc_id: NotRequired[str]
-    """First turn: id of an ingested document; give exactly one of doc_id, path or text. Later turns may omit it
-    or name the same document."""
-    session: NotRequired[str]
-    """Session id for the offload store (default: the thread id)."""
+    doc_id: NotRequired[DocumentId]
+    session: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Id of the conversation's offload store (default: the thread's); rarely needed.",
+                example="falcon-review",
+                pattern=SESSION,
+            ),
+        ]
+    ]
 
 
 class OffloadOutput(ChatMessages):

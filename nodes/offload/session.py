@@ -90,7 +90,7 @@ class NoDocument(InputError):
     """A first turn that names no document (a chat message is answered with what to attach or name)."""
 
     def __init__(self, namespace: str) -> None:
-        super().__init__("no document: attach one to the message, or give one of doc_id, path or text")
+        super().__init__("no document: give one of doc_id, path or text")
         self.namespace = namespace
 
 

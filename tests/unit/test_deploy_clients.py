@@ -125,3 +125,17 @@ def test_an_a2a_message_becomes_a_turn() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             a2a.turn_input(parts)
+
+
+def test_every_input_field_says_what_it_is_with_an_example_and_its_bounds() -> None:
+    for name in WORKFLOWS:
+        properties = mcp.input_schema(name)["properties"]
+        for field, spec in properties.items():
+            assert len(spec.get("description", "")) > 20 and spec.get("examples"), (name, field)
+    ask = mcp.input_schema("ask")["properties"]
+    assert ask["doc_id"]["pattern"] == "^[0-9a-f]{16}$" and ask["question"]["maxLength"] == 4000
+    assert (
+        mcp.input_schema("summarize")["properties"]["length"] | {"minimum": 10, "maximum": 2000}
+        == (mcp.input_schema("summarize")["properties"]["length"])
+    )
+    assert mcp.input_schema("ingest")["properties"]["namespace"]["pattern"].startswith("^[A-Za-z0-9]")
