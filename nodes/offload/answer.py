@@ -291,8 +291,10 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     info = find_document(ctx.namespace, doc_id)
     title = (info.title or info.source) if info is not None else doc_id
     update["sources"] = cited_sources(store, doc_id, title, update["citations"], update["answer"])
+    if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
+        stream_more(written.message_id, update["answer"])
     rendered = render_sources(update["sources"], lang)
-    if rendered and written.message_id:  # the sources end the streamed message as they end the kept one
+    if rendered:  # the sources end the streamed message as they end the kept one
         stream_more(written.message_id, "\n\n" + rendered)
     return update
 

@@ -386,3 +386,20 @@ def test_a_turn_that_recalls_streams_one_message() -> None:
     assert len({c.id for c, _ in second}) == 1  # the call that asked to recall showed nothing
     assert "".join(str(c.content) for c, _ in second) == values["messages"][-1].content
     assert [type(m).__name__ for m in values["messages"]] == ["HumanMessage", "AIMessage"] * 2
+
+
+def test_a_held_reply_whose_recall_is_already_in_view_is_shown_as_the_answer() -> None:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        if '"recall"' in str(messages[0].content):  # asks for a chunk the memory shows whole: no recall round
+            return json.dumps({"recall": ["c0"], "answer": "Bob Chen manages procurement. [c0]", "citations": ["c0"]})
+        return offload_reply(messages)
+
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    text = "# Falcon\n\n" + FALCON_LINE + "\n"
+    with use_chat_model(ScriptedChatModel(default=reply)):
+        turn(compiled, {"text": text, "messages": [HumanMessage("Who manages procurement?")]}, {}, "held")
+        second, values = turn(compiled, {"messages": [HumanMessage("Who buys for the project?")]}, {}, "held")
+    assert values["turn"] == 2 and not values["recalled"]
+    streamed = "".join(str(c.content) for c, _ in second)
+    assert len({c.id for c, _ in second}) == 1 and streamed == values["messages"][-1].content
+    assert streamed.startswith("Bob Chen manages procurement. [c0]\n\n**Sources**\n- ")
