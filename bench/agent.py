@@ -1,0 +1,341 @@
+"""Agent check: does a LangGraph agent given longdoc's MCP tools pick the right tool and arguments?
+
+The tools come from the project's own MCP route (:mod:`deploy.mcp`, served here on a unix socket from
+:mod:`deploy.dev`) through ``langchain-mcp-adapters``, as any agent loads them: their names,
+descriptions and input schemas are all the agent knows of them. The agent is a LangGraph graph
+(model -> tools, the model bound to the tools) stopped before its tools run: what is measured is the
+first tool call it makes for each of :data:`REQUESTS`, varied requests a user of an agent would send
+("what does report X say about ...", "summarize ...", "which tool should I use to ...", "keep this
+note ..."), with a catalogue of the user's documents in the system prompt.
+
+A request counts as right when the call names the expected tool and its arguments pass every check
+of the item (the document's id, the words the question or focus must carry, a length near the one
+asked, ...); the tool alone is reported too. Every run is journalled
+(``bench/results/agent_journal.jsonl``), so a killed run resumes; nothing was tuned on these items
+(the descriptions and the prompt were written before the first run).
+
+    flock /tmp/longdoc-model.lock .venv/bin/python -m bench.agent            # the bundled model
+    .venv/bin/python -m bench.agent --items 0:5 --out /tmp/agent.json        # a part
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+
+import prompts
+from bench import journal
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+CATALOGUE = {
+    "falcon": ("Project Falcon status report", "9362242a1b2c3d4e"),
+    "board": ("Q3 board meeting transcript", "5be1c0ffee123456"),
+    "contract": ("Supplier contract with Sunpump Ltd (PDF)", "0a1b2c3d4e5f6071"),
+}
+"""The documents the user has ingested, as the agent is told: name and doc_id."""
+
+Check = Callable[[Any], bool]
+
+
+def words(*options: str) -> Check:
+    """The argument is a text holding at least one of ``options`` (any case)."""
+    return lambda value: isinstance(value, str) and any(o.lower() in value.lower() for o in options)
+
+
+def doc(name: str) -> Check:
+    """The argument is the doc_id of catalogue document ``name``."""
+    return lambda value: value == CATALOGUE[name][1]
+
+
+def near(number: int, tolerance: int = 20) -> Check:
+    """The argument is a number within ``tolerance`` of ``number``."""
+    return lambda value: isinstance(value, int | float) and abs(value - number) <= tolerance
+
+
+def equals(expected: Any) -> Check:
+    return lambda value: value == expected
+
+
+REQUESTS: list[tuple[str, str, dict[str, Check]]] = [
+    # ask: one fact or question about a named document
+    (
+        "What does the Project Falcon report say about who manages procurement?",
+        "ask",
+        {"doc_id": doc("falcon"), "question": words("procurement")},
+    ),
+    (
+        "In the Q3 board meeting, when was the budget approved?",
+        "ask",
+        {"doc_id": doc("board"), "question": words("budget")},
+    ),
+    (
+        "Who signed the supplier contract, and how long does it run?",
+        "ask",
+        {"doc_id": doc("contract"), "question": words("sign", "long", "run", "term")},
+    ),
+    (
+        "According to the Falcon report, when do the field trials start?",
+        "ask",
+        {"doc_id": doc("falcon"), "question": words("trial")},
+    ),
+    (
+        "Find what Maria said about hiring in the board meeting.",
+        "ask",
+        {"doc_id": doc("board"), "question": words("hiring", "hire")},
+    ),
+    (
+        "What penalty does the Sunpump contract set for late delivery?",
+        "ask",
+        {"doc_id": doc("contract"), "question": words("penalt", "late")},
+    ),
+    (
+        "Does the Falcon status report mention any risk from dust?",
+        "ask",
+        {"doc_id": doc("falcon"), "question": words("dust")},
+    ),
+    (
+        "How much money is the supplier contract worth in total?",
+        "ask",
+        {"doc_id": doc("contract"), "question": words("worth", "total", "money", "amount", "value")},
+    ),
+    # summarize: the whole document, or what it says about a topic, at a length
+    ("Summarize the Q3 board meeting transcript.", "summarize", {"doc_id": doc("board")}),
+    (
+        "Give me an overview of the Project Falcon report in about 50 words.",
+        "summarize",
+        {"doc_id": doc("falcon"), "length": near(50)},
+    ),
+    (
+        "Summarize what the board meeting decided about the budget.",
+        "summarize",
+        {"doc_id": doc("board"), "query": words("budget")},
+    ),
+    (
+        "Write a bullet-point summary of the supplier contract.",
+        "summarize",
+        {"doc_id": doc("contract"), "format": equals("bullets")},
+    ),
+    ("What are the main points of the Falcon report, overall?", "summarize", {"doc_id": doc("falcon")}),
+    (
+        "Summarize the supplier's obligations in the Sunpump contract in 80 words.",
+        "summarize",
+        {"doc_id": doc("contract"), "query": words("obligation"), "length": near(80)},
+    ),
+    # ingest: a document given in the request
+    (
+        "Please add this to my documents: 'Meeting notes, 4 May: the pump passed the pressure test.'",
+        "ingest",
+        {"text": words("pressure test")},
+    ),
+    (
+        "Keep this memo so I can ask about it later: 'From June, all field reports go to Ana Ruiz.'",
+        "ingest",
+        {"text": words("Ana Ruiz")},
+    ),
+    (
+        "Index the following document under the title 'Site visit': The site has three wells and one pump house.",
+        "ingest",
+        {"text": words("three wells"), "title": words("site visit")},
+    ),
+    # route: which tool or agent fits a task (among a registry of MCP servers)
+    ("Which tool should I use to plot monthly sales from an Excel file?", "route", {"request": words("excel", "plot")}),
+    ("Which agent can translate a PDF into Spanish?", "route", {"request": words("translat")}),
+    ("I need to post a message to my team's Slack channel: which tool fits?", "route", {"request": words("slack")}),
+    ("What tool would search GitHub issues for a crash report?", "route", {"request": words("github")}),
+    # chat: a conversation over several turns
+    (
+        "Let's talk about the Falcon report over a few questions. First: what is the project's goal?",
+        "chat",
+        {"doc_id": doc("falcon"), "question": words("goal")},
+    ),
+    (
+        "Start a conversation about the board meeting transcript; to begin, who attended?",
+        "chat",
+        {"doc_id": doc("board"), "question": words("attend")},
+    ),
+    (
+        "I'd like to discuss the supplier contract with you step by step. Who are the parties?",
+        "chat",
+        {"doc_id": doc("contract"), "question": words("part")},
+    ),
+]
+"""(request, the tool that fits it, checks of its arguments): 8 ask, 6 summarize, 3 ingest, 4 route, 3 chat."""
+
+
+def system_prompt() -> str:
+    documents = "\n".join(f"- {title}: doc_id {doc_id}" for title, doc_id in CATALOGUE.values())
+    return prompts.render("agent/system", "en", documents=documents)
+
+
+@contextlib.contextmanager
+def served_tools() -> Iterator[Path]:
+    """The project's MCP route (:mod:`deploy.dev`) served on a unix socket for the life of the block."""
+    import uvicorn
+
+    from deploy.dev import app
+
+    with tempfile.TemporaryDirectory(prefix="longdoc-mcp-") as folder:
+        socket = Path(folder) / "mcp.sock"
+        server = uvicorn.Server(uvicorn.Config(app, uds=str(socket), log_level="warning", lifespan="on"))
+        thread = threading.Thread(target=server.run, name="mcp-server", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the MCP route did not start")
+            time.sleep(0.05)
+        try:
+            yield socket
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+def load_tools(socket: Path) -> list[BaseTool]:
+    """The served tools through ``langchain-mcp-adapters``, as an agent loads them."""
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    def client(
+        headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None, auth: httpx.Auth | None = None
+    ) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(uds=str(socket))
+        return httpx.AsyncClient(transport=transport, headers=headers, timeout=timeout or 60, auth=auth)
+
+    server = {"url": "http://longdoc/mcp", "transport": "streamable_http", "httpx_client_factory": client}
+    return asyncio.run(MultiServerMCPClient({"longdoc": server}).get_tools())  # type: ignore[dict-item]
+
+
+def agent_graph(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
+    """A tool-calling agent (model -> tools -> model ...), compiled to stop before its tools run."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(tools)
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=InMemorySaver(), interrupt_before=["tools"])
+
+
+def first_call(graph: Any, request: str, thread: str) -> dict[str, Any]:
+    """The agent's first reply to ``request``: its tool calls (name and arguments) and its text."""
+    value = {"messages": [SystemMessage(system_prompt()), HumanMessage(request)]}
+    out = graph.invoke(value, {"configurable": {"thread_id": thread}})
+    reply = out["messages"][-1]
+    calls = [{"name": c["name"], "args": c["args"]} for c in getattr(reply, "tool_calls", [])]
+    text = reply.content if isinstance(reply, AIMessage) and isinstance(reply.content, str) else ""
+    return {"calls": calls, "text": text[:500]}
+
+
+def score(item: int, reply: dict[str, Any]) -> dict[str, Any]:
+    """Whether the first call of ``reply`` is the expected tool, with arguments that pass the item's checks."""
+    _, tool, checks = REQUESTS[item]
+    call: dict[str, Any] = reply["calls"][0] if reply["calls"] else {"name": "", "args": {}}
+    failed = [key for key, check in checks.items() if not check(call["args"].get(key))]
+    tool_ok = call["name"] == tool
+    return {"tool_ok": tool_ok, "right": tool_ok and not failed, "failed_args": failed if tool_ok else []}
+
+
+def setup_digest(tools: Sequence[BaseTool], model_name: str) -> str:
+    """What a run depends on besides its item: the prompt, the tools as served, the model."""
+    shown = [{"name": t.name, "description": t.description, "schema": t.args_schema} for t in tools]
+    return journal.digest([system_prompt(), json.dumps(shown, sort_keys=True, default=str), model_name])
+
+
+def run(
+    model: BaseChatModel, items: Sequence[int], journal_path: Path, model_name: str, log: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
+    """Each item's row (read back from the journal when it holds one for this setup)."""
+    with served_tools() as socket:
+        tools = load_tools(socket)
+    graph = agent_graph(model, tools)
+    setup = setup_digest(tools, model_name)
+    done = journal.read(journal_path)
+    rows = []
+    for item in items:
+        key = f"{item}:{setup}"
+        row = done.get(key)
+        if row is None:
+            started = time.monotonic()
+            reply = first_call(graph, REQUESTS[item][0], f"agent-{item}")
+            row = {
+                "key": key,
+                "item": item,
+                "request": REQUESTS[item][0],
+                "expected": REQUESTS[item][1],
+                **reply,
+                **score(item, reply),
+                "seconds": round(time.monotonic() - started, 1),
+            }
+            journal.append(journal_path, row)
+        rows.append(row)
+        got = row["calls"][0]["name"] if row["calls"] else "(no call)"
+        log(f"[{item:2d}] {'ok ' if row['right'] else 'BAD'} {row['expected']:9s} <- {got:9s} {row['request'][:60]}")
+    return rows
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy over ``rows``, overall and per expected tool."""
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_tool.setdefault(row["expected"], []).append(row)
+
+    def share(part: Sequence[dict[str, Any]], key: str) -> float:
+        return round(sum(r[key] for r in part) / len(part), 3) if part else 0.0
+
+    return {
+        "n": len(rows),
+        "accuracy": share(rows, "right"),
+        "tool_accuracy": share(rows, "tool_ok"),
+        "per_tool": {
+            t: {"n": len(p), "accuracy": share(p, "right"), "tool_accuracy": share(p, "tool_ok")}
+            for t, p in sorted(by_tool.items())
+        },
+        "median_seconds": sorted(r["seconds"] for r in rows)[len(rows) // 2] if rows else 0.0,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.agent", description=__doc__.splitlines()[0])
+    parser.add_argument("--items", default=f"0:{len(REQUESTS)}", help="items to run, as start:end")
+    parser.add_argument("--journal", type=Path, default=RESULTS / "agent_journal.jsonl")
+    parser.add_argument("--out", type=Path, default=RESULTS / "agent.json")
+    parser.add_argument("--max-tokens", type=int, default=400, help="most tokens of the agent's reply")
+    args = parser.parse_args(argv)
+    start, end = (int(x) for x in args.items.split(":"))
+    from stores.models import chat_model, resolve_role
+
+    model_name = resolve_role("router").model
+    model = chat_model("router", max_tokens=args.max_tokens)
+    rows = run(model, range(start, min(end, len(REQUESTS))), args.journal, model_name)
+    report = {"benchmark": "agent", "model": model_name, "items": f"{start}:{end}", **summary(rows), "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
