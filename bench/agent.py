@@ -219,8 +219,8 @@ def load_tools(socket: Path) -> list[BaseTool]:
     return asyncio.run(MultiServerMCPClient({"longdoc": server}).get_tools())  # type: ignore[dict-item]
 
 
-def agent_graph(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
-    """A tool-calling agent (model -> tools -> model ...), compiled to stop before its tools run."""
+def agent_graph(model: BaseChatModel, tools: Sequence[BaseTool], stop_before_tools: bool = True) -> Any:
+    """A tool-calling agent (model -> tools -> model ...), compiled to stop before its tools run (by default)."""
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
@@ -236,7 +236,7 @@ def agent_graph(model: BaseChatModel, tools: Sequence[BaseTool]) -> Any:
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=InMemorySaver(), interrupt_before=["tools"])
+    return builder.compile(checkpointer=InMemorySaver(), interrupt_before=["tools"] if stop_before_tools else None)
 
 
 def first_call(graph: Any, request: str, thread: str) -> dict[str, Any]:
@@ -317,18 +317,55 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def transcript(model: BaseChatModel, url: str, request: str, document: str) -> str:
+    """The agent run to its end against a server's MCP tools (``url``, e.g. ``make dev``): the conversation as
+    Markdown, every tool result as the JSON it came as. ``document`` is ingested first, as the catalogue's
+    Falcon report."""
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langgraph_sdk import get_sync_client
+
+    ingested: Any = get_sync_client(url=url).runs.wait(None, "ingest", input={"text": document})
+    doc_id = str(ingested["doc_id"])
+    CATALOGUE["falcon"] = (CATALOGUE["falcon"][0], doc_id)
+    server = {"url": f"{url}/mcp", "transport": "streamable_http"}
+    tools = asyncio.run(MultiServerMCPClient({"longdoc": server}).get_tools())  # type: ignore[dict-item]
+    graph = agent_graph(model, tools, stop_before_tools=False)
+    value = {"messages": [SystemMessage(system_prompt()), HumanMessage(request)]}
+    out = asyncio.run(graph.ainvoke(value, {"configurable": {"thread_id": "transcript"}}))  # MCP tools run async
+    lines = []
+    for message in out["messages"][1:]:
+        content = (
+            message.content
+            if isinstance(message.content, str)
+            else "".join(str(b.get("text", "")) for b in message.content if isinstance(b, dict))
+        )
+        if message.type == "tool":
+            lines.append(f"**tool {message.name}** returned:\n\n```json\n{content}\n```")
+        elif getattr(message, "tool_calls", None):
+            calls = "; ".join(f"`{c['name']}({json.dumps(c['args'], ensure_ascii=False)})`" for c in message.tool_calls)
+            lines.append(f"**agent** calls {calls}")
+        else:
+            lines.append(f"**{'user' if message.type == 'human' else 'agent'}**: {content}")
+    return "\n\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.agent", description=__doc__.splitlines()[0])
     parser.add_argument("--items", default=f"0:{len(REQUESTS)}", help="items to run, as start:end")
     parser.add_argument("--journal", type=Path, default=RESULTS / "agent_journal.jsonl")
     parser.add_argument("--out", type=Path, default=RESULTS / "agent.json")
     parser.add_argument("--max-tokens", type=int, default=400, help="most tokens of the agent's reply")
+    parser.add_argument("--transcript", metavar="URL", help="run item --items' first to its end on this server")
     args = parser.parse_args(argv)
     start, end = (int(x) for x in args.items.split(":"))
     from stores.models import chat_model, resolve_role
 
     model_name = resolve_role("router").model
     model = chat_model("router", max_tokens=args.max_tokens)
+    if args.transcript:
+        document = (Path(__file__).resolve().parents[1] / "notebooks" / "data" / "falcon.md").read_text("utf-8")
+        print(transcript(model, args.transcript, REQUESTS[start][0], document))
+        return 0
     rows = run(model, range(start, min(end, len(REQUESTS))), args.journal, model_name)
     report = {"benchmark": "agent", "model": model_name, "items": f"{start}:{end}", **summary(rows), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)

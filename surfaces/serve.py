@@ -49,6 +49,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
+from nodes.offload.session import detach_uploads
 from stores.models import ChatFactory, use_chat_model
 from stores.settings import (
     InputError,
@@ -272,8 +273,9 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
         """The input and config a run starts from: checked, the tenant's, and without document text.
 
-        Oversized questions are refused and a document's ``text`` is ingested here, before the run
-        writes its first checkpoint: the thread keeps the ``doc_id``, never the text.
+        Oversized questions are refused and a document's ``text`` (or a file attached to a chat message)
+        is ingested here, before the run writes its first checkpoint: the thread keeps the ``doc_id``,
+        never the text.
         """
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
@@ -292,6 +294,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         schema = getattr(self.bound, "context_schema", None)
         if schema is not None and getattr(self.bound, "checkpointer", None) is not None:
             value = detach_text(value, schema.from_mapping(configurable))
+            if self.workflow == "chat":  # a file attached to a chat message, too
+                value = detach_uploads(value, schema.from_mapping(configurable))
         return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
 
     @staticmethod

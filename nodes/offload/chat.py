@@ -138,6 +138,8 @@ class Attachment:
     """The file's bytes in base64."""
     text: str = ""
     """The document as text (a ``text-plain`` block)."""
+    doc_id: str = ""
+    """A document ingested already, when the server's door took the file (:func:`ingested_block`)."""
 
     def note(self, outcome: str) -> str:
         """What the message keeps of the attachment once it is ingested or refused (never its content)."""
@@ -157,6 +159,11 @@ def _filename(block: Mapping[str, Any], suffix: str) -> str:
 def attachment(block: Mapping[str, Any]) -> Attachment:
     """The document a content block carries; InputError naming what cannot be read (a link, an image...)."""
     kind = block.get("type")
+    extras: Mapping[str, Any] = block.get("extras") or {} if isinstance(block.get("extras"), Mapping) else {}
+    if extras.get("refused"):
+        raise InputError(str(extras["refused"]))
+    if extras.get("ingested") and isinstance(block.get("file_id"), str):
+        return Attachment(_filename(block, ".txt"), doc_id=str(block["file_id"]))
     media = str(block.get("mime_type") or block.get("mimeType") or "").split(";")[0].strip().lower()
     named = _filename(block, "")
     if kind in ("image", "audio", "video") or media.startswith(("image/", "audio/", "video/")):
@@ -223,3 +230,15 @@ def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> st
     head = "**来源**" if lang == "zh" else "**Sources**"
     lines = [f'- {s["title"]}, [{s["label"]}]: "{s["quote"]}"' for s in sources]
     return "\n".join([head, *lines])
+
+
+def ingested_block(block: Mapping[str, Any], ingest: Any) -> dict[str, Any]:
+    """A document block as a server's door leaves it once ``ingest`` (an :class:`Attachment` -> doc id) took it:
+    a reference to the ingested document, or the reason it was refused; never the file's content."""
+    try:
+        given = attachment(block)
+        doc_id = given.doc_id or ingest(given)
+    except InputError as exc:
+        name = _filename(block, "") or "the attachment"
+        return {"type": "file", "extras": {"filename": name, "refused": str(exc)}}
+    return {"type": "file", "file_id": doc_id, "extras": {"filename": given.filename, "ingested": True}}

@@ -8,6 +8,7 @@ one goes on to the canvas writer (policy ``offload_canvas``, :mod:`nodes.offload
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from langgraph.config import get_config
@@ -16,11 +17,14 @@ from langgraph.runtime import Runtime
 import prompts
 from graphs.offload.context import OffloadContext, check_context
 from graphs.offload.state import OffloadState, session_context
-from nodes.ingest import document_field, index_for_context, read_source, resolve_document
+from nodes.ingest import IngestResult, document_field, in_namespace, index_for_context, read_source, resolve_document
 from nodes.offload.chat import (
+    DOCUMENT_BLOCKS,
+    Attachment,
     attachment,
     attachments,
     help_text,
+    ingested_block,
     kept_message,
     named_document,
     notice_message,
@@ -120,12 +124,11 @@ def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> t
     for position, block in blocks:
         try:
             given = attachment(block)
-            doc = (
-                load_text(given.text, title=given.filename)
-                if given.text
-                else read_source(data=given.data, filename=given.filename)
-            )
-            result = index_for_context(doc, ctx.namespace, ctx, writer)
+            if given.doc_id:  # ingested at the server's door
+                info = get_document(ctx.namespace, given.doc_id)
+                result = IngestResult(doc_id=info.doc_id, chunks=info.chunks, cached=True, title=info.title)
+            else:
+                result = ingest_attachment(given, ctx, writer)
         except InputError as exc:
             name = _shown_name(block)
             notes[position] = f"[attached {name}: not read]"
@@ -134,8 +137,51 @@ def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> t
             exc.notes = notes  # type: ignore[attr-defined]
             raise
         ids.append(result.doc_id)
-        notes[position] = given.note(f"document {result.doc_id}, {result.chunks} chunks")
+        notes[position] = given.note(
+            f"document {result.doc_id}, {result.chunks} chunk{'' if result.chunks == 1 else 's'}"
+        )
     return list(dict.fromkeys(ids)), {"messages": [kept_message(message, notes)]}
+
+
+def ingest_attachment(given: Attachment, ctx: Any, writer: Any = None) -> IngestResult:
+    """Read and index a document given in a chat message, in the context's namespace, under every ingest's bounds."""
+    doc = (
+        load_text(given.text, title=given.filename)
+        if given.text
+        else read_source(data=given.data, filename=given.filename)
+    )
+    return index_for_context(doc, ctx.namespace, ctx, writer)
+
+
+def detach_uploads(values: Any, context: Any) -> Any:
+    """A chat input with the documents its messages carry ingested now and referred to by id.
+
+    Run by a server before a checkpointed run starts (as :func:`nodes.ingest.detach_text` is), so no
+    checkpoint holds an upload; a file that cannot be read is left as the reason, which the turn
+    answers in the chat.
+    """
+    if not isinstance(values, Mapping) or not isinstance(values.get("messages"), list):
+        return values
+    ctx = in_namespace(context, values)
+    messages = []
+    for message in values["messages"]:
+        content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", None)
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS for b in content
+        ):
+            content = [
+                ingested_block(b, lambda given: ingest_attachment(given, ctx).doc_id)
+                if isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS
+                else b
+                for b in content
+            ]
+            message = (
+                {**message, "content": content}
+                if isinstance(message, Mapping)
+                else message.model_copy(update={"content": content})
+            )
+        messages.append(message)
+    return {**values, "messages": messages}
 
 
 def _shown_name(block: Any) -> str:

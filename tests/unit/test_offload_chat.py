@@ -278,7 +278,7 @@ def test_a_document_attached_to_the_message_is_ingested_and_answered(kind: str) 
     assert out["messages"][-1].content.startswith(out["answer"]) and "Bob Chen" in out["answer"]
     kept = out["messages"][0]
     assert kept.id == message.id and kept.text.startswith("Who manages procurement?")
-    assert f"document {doc_id}, 1 chunks]" in kept.text
+    assert f"document {doc_id}, 1 chunk]" in kept.text
     stored = json.dumps([m.content for m in compiled.get_state(config).values["messages"]])
     assert '"type": "file"' not in stored and '"text-plain"' not in stored
     payload = str(block.get("base64") or block.get("data") or "")
