@@ -139,3 +139,49 @@ def test_every_input_field_says_what_it_is_with_an_example_and_its_bounds() -> N
         == (mcp.input_schema("summarize")["properties"]["length"])
     )
     assert mcp.input_schema("ingest")["properties"]["namespace"]["pattern"].startswith("^[A-Za-z0-9]")
+
+
+def test_the_official_a2a_client_reads_a_streamed_turn_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SSE events of SendStreamingMessage as the SDK parses them (the run itself scripted)."""
+    import asyncio
+
+    import httpx
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types.a2a_pb2 import Message, SendMessageRequest
+    from google.protobuf.json_format import MessageToDict, ParseDict
+
+    from deploy.dev import app as dev_app
+
+    final = 'Bob Chen. [c2]\n\n**Sources**\n- Falcon, [c2.2]: "Bob Chen manages procurement."'
+    seen: list[dict] = []
+
+    async def scripted_turn(scope, headers, assistant, value, thread):  # type: ignore[no-untyped-def]
+        seen.append(value)
+        yield "started", ("thread-1", "run-1")
+        yield "words", "Bob "
+        yield "words", "Chen. [c2]"
+        yield "done", {"messages": [{"type": "ai", "content": final}]}
+
+    monkeypatch.setattr(a2a, "stream_turn", scripted_turn)
+
+    async def converse() -> list[dict]:
+        transport = httpx.ASGITransport(app=dev_app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as http:
+            client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url("http://testserver/a2a/chat")
+            message = {"role": "ROLE_USER", "parts": [{"text": "Who buys?"}], "messageId": "m1"}
+            request = SendMessageRequest(message=ParseDict(message, Message()))
+            return [MessageToDict(e) async for e in client.send_message(request)]
+
+    events = asyncio.run(converse())
+    assert seen == [{"messages": [{"type": "human", "content": "Who buys?"}]}]
+    assert [next(iter(e)) for e in events] == [
+        "task",
+        "statusUpdate",
+        "artifactUpdate",
+        "artifactUpdate",
+        "artifactUpdate",
+        "statusUpdate",
+    ]
+    words = "".join(e["artifactUpdate"]["artifact"]["parts"][0]["text"] for e in events if "artifactUpdate" in e)
+    assert words == final and events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert events[0]["task"]["contextId"] == "thread-1" and events[-2]["artifactUpdate"]["lastChunk"]
