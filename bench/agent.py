@@ -247,13 +247,32 @@ def first_call(graph: Any, request: str, thread: str) -> dict[str, Any]:
     reply = out["messages"][-1]
     calls = [{"name": c["name"], "args": c["args"]} for c in getattr(reply, "tool_calls", [])]
     text = reply.content if isinstance(reply, AIMessage) and isinstance(reply.content, str) else ""
-    return {"calls": calls, "text": text[:500]}
+    return {"calls": calls, "text": text[:2000]}
 
 
-def score(item: int, reply: dict[str, Any]) -> dict[str, Any]:
-    """Whether the first call of ``reply`` is the expected tool, with arguments that pass the item's checks."""
+def text_calls(text: str) -> list[dict[str, Any]]:
+    """A tool call the model wrote as JSON in its text (``{"name": ..., "arguments": {...}}``, in a code block or
+    not) instead of as a tool call: what an agent that reads calls from text would run."""
+    from langchain_core.utils.json import parse_json_markdown
+
+    try:
+        value = parse_json_markdown(text)
+    except (ValueError, TypeError):
+        return []
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return []
+    args: dict[str, Any] = next(
+        (value[k] for k in ("arguments", "args", "parameters") if isinstance(value.get(k), dict)), {}
+    )
+    return [{"name": value["name"], "args": args}]
+
+
+def score(item: int, reply: dict[str, Any], *, from_text: bool = False) -> dict[str, Any]:
+    """Whether the first call of ``reply`` is the expected tool, with arguments that pass the item's checks
+    (``from_text``: a call written as JSON in the reply's text counts too, when it made none)."""
     _, tool, checks = REQUESTS[item]
-    call: dict[str, Any] = reply["calls"][0] if reply["calls"] else {"name": "", "args": {}}
+    calls = reply["calls"] or (text_calls(reply.get("text", "")) if from_text else [])
+    call: dict[str, Any] = calls[0] if calls else {"name": "", "args": {}}
     failed = [key for key, check in checks.items() if not check(call["args"].get(key))]
     tool_ok = call["name"] == tool
     return {"tool_ok": tool_ok, "right": tool_ok and not failed, "failed_args": failed if tool_ok else []}
@@ -298,21 +317,33 @@ def run(
 
 
 def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Accuracy over ``rows``, overall and per expected tool."""
-    by_tool: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_tool.setdefault(row["expected"], []).append(row)
+    """Accuracy over ``rows`` (scored again from each row's reply), overall and per expected tool; and the same
+    counting calls the model wrote as JSON in its text."""
+    strict = [score(r["item"], r) for r in rows]
+    lenient = [score(r["item"], r, from_text=True) for r in rows]
+    by_tool: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_tool.setdefault(row["expected"], []).append(i)
 
-    def share(part: Sequence[dict[str, Any]], key: str) -> float:
-        return round(sum(r[key] for r in part) / len(part), 3) if part else 0.0
+    def share(scores: Sequence[dict[str, Any]], key: str, part: Sequence[int] | None = None) -> float:
+        chosen = [scores[i] for i in (range(len(scores)) if part is None else part)]
+        return round(sum(s[key] for s in chosen) / len(chosen), 3) if chosen else 0.0
 
     return {
         "n": len(rows),
-        "accuracy": share(rows, "right"),
-        "tool_accuracy": share(rows, "tool_ok"),
+        "accuracy": share(strict, "right"),
+        "tool_accuracy": share(strict, "tool_ok"),
+        "tool_calls": sum(bool(r["calls"]) for r in rows),
+        "accuracy_with_text_calls": share(lenient, "right"),
+        "tool_accuracy_with_text_calls": share(lenient, "tool_ok"),
         "per_tool": {
-            t: {"n": len(p), "accuracy": share(p, "right"), "tool_accuracy": share(p, "tool_ok")}
-            for t, p in sorted(by_tool.items())
+            t: {
+                "n": len(part),
+                "accuracy": share(strict, "right", part),
+                "accuracy_with_text_calls": share(lenient, "right", part),
+                "tool_accuracy_with_text_calls": share(lenient, "tool_ok", part),
+            }
+            for t, part in sorted(by_tool.items())
         },
         "median_seconds": sorted(r["seconds"] for r in rows)[len(rows) // 2] if rows else 0.0,
     }

@@ -54,9 +54,21 @@ def test_a_call_is_right_with_the_expected_tool_and_arguments(tmp_path: Path) ->
     assert lines[0].startswith("[ 0] ok  ask") and "BAD" in lines[3]
     report = agent.summary(rows)
     assert report["n"] == 4 and report["accuracy"] == 0.25 and report["tool_accuracy"] == 0.5
-    assert report["per_tool"]["ask"] == {"n": 4, "accuracy": 0.25, "tool_accuracy": 0.5}
+    assert report["tool_calls"] == 3 and report["per_tool"]["ask"]["accuracy"] == 0.25
 
     # A second sitting reads every finished item back from the journal: no model call.
     again = scripted({})
     assert agent.run(again, range(4), tmp_path / "journal.jsonl", "scripted", lines.append) == rows
     assert again.calls == []
+
+
+def test_a_call_written_as_json_text_counts_only_in_the_lenient_figure() -> None:
+    falcon = agent.CATALOGUE["falcon"][1]
+    text = (
+        f'```json\n{{"name": "ask", "arguments": {{"doc_id": "{falcon}", "question": "Who does procurement?"}}}}\n```'
+    )
+    row = {"item": 0, "expected": "ask", "calls": [], "text": text, "seconds": 1.0}
+    assert agent.text_calls(text) == [{"name": "ask", "args": {"doc_id": falcon, "question": "Who does procurement?"}}]
+    assert agent.text_calls("I would use ask.") == [] and agent.text_calls('{"no": "name"}') == []
+    report = agent.summary([row])
+    assert report["accuracy"] == 0.0 and report["accuracy_with_text_calls"] == 1.0 and report["tool_calls"] == 0
