@@ -60,6 +60,10 @@ RESULT_FIELDS: dict[str, tuple[str, ...]] = {
 """The output fields a tool call returns, for the workflows whose output also serves their internals
 (the reading tree and notes of ``ask``, a chat turn's memory report); the others return their whole output."""
 
+FIRST = ("doc_id", "question", "query", "request", "requests", "text", "data", "filename", "length", "format")
+"""The fields a tool's schema lists first, in this order: which document and what to do with it, the ones an
+agent fills on almost every call (a small model fills the fields it sees first, examples and all)."""
+
 REQUIRED: dict[str, tuple[str, ...]] = {"chat": ("question",)}
 """Fields a tool requires though its graph does not (a chat client may send a message instead of a question)."""
 
@@ -72,7 +76,10 @@ def input_schema(workflow: str) -> dict[str, Any]:
     from deploy import served
 
     schema = copy.deepcopy(getattr(served, workflow).get_input_jsonschema())
-    schema.get("properties", {}).pop("messages", None)
+    properties = schema.get("properties", {})
+    properties.pop("messages", None)
+    order = [name for name in FIRST if name in properties] + [name for name in properties if name not in FIRST]
+    schema["properties"] = {name: properties[name] for name in order}
     if "$defs" in schema and "$ref" not in json.dumps(schema.get("properties", {})):
         schema.pop("$defs")
     required = [*schema.get("required", []), *REQUIRED.get(workflow, ())]
