@@ -31,7 +31,7 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
-The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/offload``
+The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/chat``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
 the caller's key, and ``/forget`` (:func:`forget_on_aegra`: a tenant deletes its own thread or document).
 
@@ -55,7 +55,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
-from deploy.assistants import GRAPHS, workflow_of
+from deploy.assistants import workflow_of
 from nodes.ingest import check_input_sizes
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
@@ -77,6 +77,7 @@ from surfaces.access import (
     thread_key,
     with_length,
 )
+from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
 
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
@@ -142,7 +143,7 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
     workflow = workflow_of(str(body.get("assistant_id", "")))
     if workflow is None:
-        raise Refused(403, "only the built-in assistants are served: " + ", ".join(GRAPHS))
+        raise Refused(403, "only the built-in assistants are served: " + ", ".join(WORKFLOWS))
     config = dict(body.get("config") or {})
     checkpoint = dict(body.get("checkpoint") or {})
     command = dict(body.get("command") or {})

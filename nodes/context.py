@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from string import Template
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import prompts
 from stores.errors import InputError
@@ -81,6 +81,64 @@ def check_prompt(field_name: str, name: str, text: object) -> None:
             f"{field_name} names {', '.join(f'${n}' for n in sorted(unknown))}, which the prompt does not "
             f"fill in (its placeholders: {has})"
         )
+
+
+DOC_ID = "^[0-9a-f]{16}$"
+"""A document id as the input schemas state it: 16 hex digits of its content hash."""
+NAME = "^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+"""A namespace or registry name as the input schemas state it (:func:`stores.text.check_name`)."""
+
+
+def described(text: str, *, example: Any = None, **bounds: Any) -> Any:
+    """Metadata of an input field, for ``Annotated``: its description, an example and its bounds.
+
+    They reach the input's JSON schema, which MCP tools, A2A skills, Studio forms and the OpenAPI pages
+    show. ``bounds`` are JSON Schema keywords (``maxLength``, ``pattern``, ``minimum``...) that the
+    workflow's own checks enforce with their own messages; they go into the schema as written
+    (``json_schema_extra``) rather than as pydantic constraints, which LangServe would enforce first, in
+    its words.
+    """
+    from pydantic import Field
+
+    return Field(description=text, examples=None if example is None else [example], json_schema_extra=bounds or None)
+
+
+DocumentId = Annotated[
+    str,
+    described(
+        "Id of a document ingested in the namespace (16 hex digits, as ingest returns it); give exactly one of "
+        "doc_id, text or path.",
+        example="9362242a1b2c3d4e",
+        pattern=DOC_ID,
+    ),
+]
+DocumentText = Annotated[
+    str,
+    described(
+        "The document as plain text or Markdown, ingested first (the same text again costs nothing) and then "
+        "named by its id; instead of doc_id or path. At most LONGDOC_MAX_TEXT_CHARS characters.",
+        example="# Project Falcon\n\nBob Chen manages procurement. Field trials start in June.",
+        minLength=1,
+    ),
+]
+DocumentPath = Annotated[
+    str,
+    described(
+        "A txt, md, pdf, docx or html file on the server, under its LONGDOC_INGEST_ROOT (relative to it), "
+        "ingested first; instead of doc_id or text.",
+        example="reports/falcon.md",
+        maxLength=4096,
+    ),
+]
+Namespace = Annotated[
+    str,
+    described(
+        "Namespace of the documents (default: the caller's own); one namespace never sees another's.",
+        example="team1",
+        pattern=NAME,
+    ),
+]
+"""The input fields every workflow shares, with their descriptions, examples and bounds."""
 
 
 @dataclass(kw_only=True)

@@ -28,8 +28,8 @@ from stores.documents import (
     index_identity,
     save_document,
 )
-from stores.errors import InputError
-from stores.loaders import LoadedDocument, load_bytes, load_path, load_text
+from stores.errors import InputError, TooLarge
+from stores.loaders import LoadedDocument, load_bytes, load_path, load_text, max_bytes
 from stores.questions import MAX_QUESTION_CHARS
 from stores.text import content_hash, detect_language
 from stores.vectorstore import (
@@ -79,6 +79,11 @@ def read_source(
     if data:
         if not filename:
             raise InputError("data needs a filename whose suffix gives the type (e.g. report.pdf)")
+        size = len(data) * 3 // 4  # what the base64 decodes to, give or take its padding: checked before decoding
+        if size > max_bytes() + 2:
+            raise TooLarge(
+                f"{Path(filename).name}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)"
+            )
         try:
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError) as exc:

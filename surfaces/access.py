@@ -52,7 +52,7 @@ COMMON_FIELDS = frozenset({"namespace", "chunk_size", "chunk_overlap"})
 
 SERVED_FIELDS: dict[str, frozenset[str]] = {
     "ingest": COMMON_FIELDS,
-    "chain": COMMON_FIELDS
+    "ask": COMMON_FIELDS
     | {
         "order",
         "root",
@@ -95,7 +95,7 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "factcheck_batch",
         "direct_tokens",
     },
-    "offload": COMMON_FIELDS
+    "chat": COMMON_FIELDS
     | {
         "policy",
         "keep_turns",
@@ -476,8 +476,10 @@ def thread_key(tenant: str, thread_id: str) -> str:
 
 
 def served_fields(workflow: str) -> frozenset[str]:
-    """The ``configurable`` keys callers may set on ``workflow`` (thread_id aside)."""
-    return SERVED_FIELDS.get(workflow, COMMON_FIELDS)
+    """The ``configurable`` keys callers may set on ``workflow`` or its former id (thread_id aside)."""
+    from surfaces.registry import ALIASES
+
+    return SERVED_FIELDS.get(ALIASES.get(workflow, workflow), COMMON_FIELDS)
 
 
 @dataclass(frozen=True)

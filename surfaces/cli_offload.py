@@ -175,12 +175,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             if args.script or args.json:
                 print_json(turn_json(out))
                 continue
-            if printer is not None:
-                printer.finish(out["answer"])
+            reply = str(out["messages"][-1].content) if out.get("messages") else out["answer"]
+            if printer is not None:  # the answer, then the sources it cites (document, sentence, quoted words)
+                printer.finish(reply)
             else:
-                print(out["answer"])
-            if out["citations"]:
-                print("sources: " + ", ".join(out["citations"]))
+                print(reply)
             if not args.quiet:
                 print(_status(out), file=sys.stderr)
     return EXIT_OK

@@ -53,6 +53,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
+from nodes.offload.session import detach_uploads
 from stores.checkpoint import ThreadBusy, ThreadLock, athread_lock, busy_message, thread_lock
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout, TooLarge
@@ -371,8 +372,9 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
         """The input and config a run starts from: checked, the tenant's, and without document text.
 
-        Oversized questions are refused and a document's ``text`` is ingested here, before the run
-        writes its first checkpoint: the thread keeps the ``doc_id``, never the text.
+        Oversized questions are refused and a document's ``text`` (or a file attached to a chat message)
+        is ingested here, before the run writes its first checkpoint: the thread keeps the ``doc_id``,
+        never the text.
         """
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
@@ -392,6 +394,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         schema = getattr(self.bound, "context_schema", None)
         if schema is not None and getattr(self.bound, "checkpointer", None) is not None:
             value = detach_text(value, schema.from_mapping(configurable))
+            if self.workflow == "chat":  # a file attached to a chat message, too
+                value = detach_uploads(value, schema.from_mapping(configurable))
         return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
 
     @staticmethod
@@ -639,12 +643,13 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
             raise InputError("the request is not JSON") from None
         return JSONResponse(await anyio.to_thread.run_sync(forget_for_tenant, tenant, body))
 
-    for name in names:
+    former = [alias for alias, name in registry.ALIASES.items() if name in names]
+    for name in [*names, *former]:  # a former id serves the same graph, threads and checkpoints
         add_routes(
             app,
-            ServedGraph(bound=registry.compile_with(name, saver), name=name, access=access),
+            ServedGraph(bound=registry.compile_with(name, saver), name=registry.canonical(name), access=access),
             path=f"/{name}",
-            per_req_config_modifier=authorizer(access, name),
+            per_req_config_modifier=authorizer(access, registry.canonical(name)),
         )
     return app
 

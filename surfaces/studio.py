@@ -1,4 +1,4 @@
-"""The guard of ``langgraph dev`` (LangGraph Studio), as ``langgraph.json`` mounts it (``http.app``).
+"""The guard of ``langgraph dev`` (LangGraph Studio), on the app ``langgraph.json`` mounts (:mod:`deploy.dev`).
 
 ``langgraph dev`` serves the graphs to whoever can reach it: by default it answers every origin (CORS
 ``*``, with Chrome's private-network permission) and takes a run's ``context`` from the caller, so any
@@ -28,8 +28,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stores.errors import InputError
@@ -239,8 +237,3 @@ async def _answer(send: Send, status: int, message: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-app = Starlette(middleware=[Middleware(StudioGuard)])
-"""The app ``langgraph dev`` mounts (``http.app`` in ``langgraph.json``): no routes of its own, only the guard,
-which the server runs before all of its routes."""

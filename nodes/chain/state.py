@@ -6,6 +6,8 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from nodes.context import DocumentId, DocumentPath, DocumentText, Namespace, described
+from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
@@ -15,21 +17,24 @@ CHUNK_TOKENS = 1200
 class ChainRequest(TypedDict):
     """The input less ``doc_id`` (which the state shares with the output, where it is always set)."""
 
-    question: str
-    """The question to answer."""
-    path: NotRequired[str]
-    """Path of a document to ingest first (txt, md, pdf, docx, html); or doc_id or text."""
-    text: NotRequired[str]
-    """Raw text to ingest first (cleared from the state once ingested); or doc_id or path."""
-    namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
+    question: Annotated[
+        str,
+        described(
+            "The question to answer about the document, in its words or yours; one question per call.",
+            example="Who manages procurement, and which supplier did they find?",
+            minLength=1,
+            maxLength=MAX_QUESTION_CHARS,
+        ),
+    ]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    namespace: NotRequired[Namespace]
 
 
 class ChainInput(ChainRequest):
-    """A question about a document."""
+    """A question about one document, named by doc_id (or given as text)."""
 
-    doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path or text."""
+    doc_id: NotRequired[DocumentId]
 
 
 class ChainOutput(TypedDict):

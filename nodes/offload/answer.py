@@ -18,15 +18,19 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
+from nodes.chain.passages import chunk_paragraphs
+from nodes.chain.reading import DEFAULT_PASSAGE
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
+from nodes.offload.chat import render_sources
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
 from nodes.offload.state import OffloadState, call_record, session_context
-from stores.chat_stream import streamed_field
+from stores.chat_stream import stream_more, streamed_field
+from stores.documents import find_document
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
-from stores.text import CITATION_TAG, count_tokens
+from stores.text import CITATION_TAG, content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import VectorStore, get_store
 
@@ -40,17 +44,49 @@ class AnswerReply(BaseModel):
     citations: list[str] = Field(default_factory=list, max_length=8, description="Chunk ids used, such as c3.")
 
 
-class RecallReply(AnswerReply):
-    """The answering model's reply when offloaded turns can be recalled."""
+class RecallReply(BaseModel):
+    """The answering model's reply when offloaded turns can be recalled.
+
+    ``recall`` comes first and is required, so the model writes it before the answer: whether the
+    answer is the turn's (and so streams to chat clients) is known before its first word.
+    """
 
     recall: list[str] = Field(
-        default_factory=list,
         max_length=3,
         description="Ids (o2, c7) whose full text is needed before answering; empty when the memory suffices.",
     )
+    answer: str = Field(description="The answer, at most 3 short sentences, with [c3]-style citations.")
+    citations: list[str] = Field(default_factory=list, max_length=8, description="Chunk ids used, such as c3.")
 
 
-def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
+QUOTE_WORDS = 40
+"""Most words of a sentence quoted as a source."""
+
+
+def cited_sources(store: VectorStore, doc_id: str, title: str, citations: Sequence[str], answer: str) -> list[dict]:
+    """Per cited chunk, the sentence that backs the answer best (most content words shared): what the answer's
+    sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``)."""
+    words = content_words(answer)
+    hits = {h.chunk_id: h for h in store.chunks(doc_id, list(citations))}
+    sources: list[dict] = []
+    for chunk_id in citations:
+        hit = hits.get(chunk_id)
+        if hit is None:
+            continue
+        sentences = [s for paragraph in chunk_paragraphs(hit.text, DEFAULT_PASSAGE) for s in paragraph]
+        if not sentences:
+            continue
+        best = max(range(len(sentences)), key=lambda i: (len(words & content_words(sentences[i])), -i))
+        quote = " ".join(sentences[best].split())
+        cut = quote.split(" ")
+        if len(cut) > QUOTE_WORDS:
+            quote = " ".join(cut[:QUOTE_WORDS]) + " ..."
+        label = f"{chunk_id}.{best + 1}"
+        sources.append({"doc_id": doc_id, "title": title, "chunk_id": chunk_id, "label": label, "quote": quote})
+    return sources
+
+
+def citations_of(reply: AnswerReply | RecallReply, chunks: int) -> list[str]:
     """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document."""
     found = [*reply.citations, *CITATION_TAG.findall(reply.answer)]
     out = []
@@ -63,14 +99,14 @@ def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
 
 def ask(
     llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str, plain_prompt: str | None = None
-) -> tuple[AnswerReply, str]:
+) -> tuple[AnswerReply | RecallReply, str]:
     """One answering call: schema-enforced JSON, or plain text when the JSON stays invalid.
 
     Returns the reply and ``"json"`` or ``"text"`` (how the answer was obtained); an empty
     plain-text answer is a ModelOutputError, never an answer. ``plain_prompt`` is the context's
     ``answer_plain_prompt`` (None: the template file in ``lang``).
     """
-    schema: type[AnswerReply] = RecallReply if recall else AnswerReply
+    schema: type[AnswerReply | RecallReply] = RecallReply if recall else AnswerReply
     try:
         return llm.structured(memory.messages(), schema, max_tokens=max_tokens), "json"
     except ModelOutputError:
@@ -231,7 +267,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     else:
         system = prompts.render("offload/answer", lang, template=ctx.answer_prompt)
     memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
-    with track_usage() as usage, streamed_field("answer") as written:
+    with track_usage() as usage, streamed_field("answer", hold="recall" if can_recall else "") as written:
         reply, mode = ask(
             llm_for("expert", ctx),
             memory,
@@ -263,6 +299,14 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         return update
     update["answer"] = reply.answer.strip()
     update["citations"] = citations_of(reply, int(state.get("chunks") or 0))
+    info = find_document(ctx.namespace, doc_id)
+    title = (info.title or info.source) if info is not None else doc_id
+    update["sources"] = cited_sources(store, doc_id, title, update["citations"], update["answer"])
+    if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
+        stream_more(written.message_id, update["answer"])
+    rendered = render_sources(update["sources"], lang)
+    if rendered:  # the sources end the streamed message as they end the kept one
+        stream_more(written.message_id, "\n\n" + rendered)
     return update
 
 

@@ -8,21 +8,37 @@ one goes on to the canvas writer (policy ``offload_canvas``, :mod:`nodes.offload
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from nodes.ingest import document_field, resolve_document
-from nodes.offload.chat import named_document, turn_question, withdrawn
+import prompts
+from nodes.ingest import IngestResult, document_field, in_namespace, index_for_context, read_source, resolve_document
+from nodes.offload.chat import (
+    DOCUMENT_BLOCKS,
+    Attachment,
+    attachment,
+    attachments,
+    help_text,
+    ingested_block,
+    kept_message,
+    named_document,
+    notice_message,
+    pending,
+    turn_question,
+    withdrawn,
+)
 from nodes.offload.context import OffloadContext, check_context
 from nodes.offload.state import OffloadState, session_context
 from stores.documents import get_document, index_identity
 from stores.errors import InputError
 from stores.files import IngestRoot
+from stores.loaders import load_text
 from stores.offload import check_session
 from stores.questions import check_question
-from stores.text import truncate_tokens
+from stores.text import detect_language, truncate_tokens
 from stores.vectorstore import get_store
 
 
@@ -38,9 +54,12 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
 
     The document is named as in every workflow (:func:`nodes.ingest.resolve_document`): exactly one
     of ``doc_id``, ``path`` or ``text`` on the first turn; later turns may omit it, and what they
-    give must name the bound document (and namespace). A chat client's first turn may instead name
-    it in the context (``doc_id``) or in its message, as an ingested document's id or as a file
-    under ``LONGDOC_INGEST_ROOT`` (:func:`nodes.offload.chat.named_document`).
+    give must name the bound document (and namespace). A chat client's first turn may instead attach
+    it to the message (a file or text-plain content block: :func:`nodes.offload.chat.attachments`,
+    ingested into the session's namespace under the usual bounds), name it in the context
+    (``doc_id``), or name it in its words, as an ingested document's id or as a file under
+    ``LONGDOC_INGEST_ROOT`` (:func:`nodes.offload.chat.named_document`). A message with an attachment
+    and no words asks for an overview.
 
     The question is the ``question`` field or a new human message (:func:`nodes.offload.chat.turn_question`).
 
@@ -48,34 +67,179 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
     the thread the server resolved for the caller, or a new id for a run without a thread.
 
     A refused turn (``InputError``) writes back what the session is bound to (nothing before its
-    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``goal``, question or
-    human message stays out of the thread and cannot refuse a later turn; ``refuse`` then raises the error.
+    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``goal`` or question
+    stays out of the thread and cannot refuse a later turn. A turn given as a field is then an error
+    (``refuse`` raises it) and its human message is withdrawn; a turn given as a chat message is answered
+    in the chat instead (what to attach or name, or why the message was not taken), its message kept
+    without the attachment's content, so nothing vanishes from the conversation.
     """
     try:
         return _begin(state, runtime)
     except InputError as exc:
         bound = state.get("bound") or {}
         restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
-        cleared = {"path": "", "text": "", "goal": "", "question": "", "messages": withdrawn(state.get("messages", []))}
-        return {"refused": str(exc) or type(exc).__name__, **cleared, **restored}
+        cleared = {"path": "", "text": "", "goal": "", "question": ""}
+        reason = str(exc) or type(exc).__name__
+        newest = pending(state.get("messages", []))
+        if state.get("question") or not newest:
+            return {"refused": reason, "notice": "", **cleared, **restored, "messages": withdrawn(newest)}
+        lang = detect_language(newest[-1].text if isinstance(newest[-1].text, str) else "")
+        if isinstance(exc, NoDocument):
+            notice = help_text(exc.namespace, lang)
+        else:
+            notice = prompts.render("offload/refused", lang, reason=IngestRoot.from_env().scrub(reason))
+        notes = getattr(exc, "notes", None) or {i: "[attachment not read]" for i, _ in attachments(newest[-1])}
+        kept = [getattr(exc, "kept", None) or kept_message(newest[-1], notes)] if attachments(newest[-1]) else []
+        return {"refused": reason, "notice": notice, **cleared, **restored, "messages": kept}
+
+
+class NoDocument(InputError):
+    """A first turn that names no document (a chat message is answered with what to attach or name)."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__("no document: give one of doc_id, path or text")
+        self.namespace = namespace
 
 
 def refuse(state: OffloadState) -> dict[str, Any]:
-    """Raise the error ``begin`` refused the turn with (its input is already out of the thread)."""
-    raise InputError(state["refused"])
+    """Answer a refused chat message in the chat; raise the error of any other refused turn.
+
+    Either way the turn's input is already out of the thread (``begin``)."""
+    notice = state.get("notice")
+    if not notice:
+        raise InputError(state["refused"])
+    return {"messages": [notice_message(notice, state["refused"])], "answer": notice, "citations": [], "notice": ""}
+
+
+def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> tuple[list[str], dict[str, Any]]:
+    """Ingest the documents the turn's newest human message carries: their ids, and the message without them.
+
+    Refused (too big, an unreadable or unsupported file, a link): an InputError naming the file, whose
+    ``notes`` say what the kept message shows in the attachment's place.
+    """
+    newest = pending(state.get("messages", []))
+    message = newest[-1] if newest else None
+    blocks = attachments(message)
+    if message is None or not blocks:
+        return [], {}
+    ids: list[str] = []
+    notes: dict[int, str] = {}
+    for position, block in blocks:
+        try:
+            given = attachment(block)
+            if given.doc_id:  # ingested at the server's door
+                info = get_document(ctx.namespace, given.doc_id)
+                result = IngestResult(doc_id=info.doc_id, chunks=info.chunks, cached=True, title=info.title)
+            else:
+                result = ingest_attachment(given, ctx, writer)
+        except InputError as exc:
+            name = _shown_name(block)
+            notes[position] = f"[attached {name}: not read]"
+            for other, _ in blocks:
+                notes.setdefault(other, "[attachment not read]")
+            exc.notes = notes  # type: ignore[attr-defined]
+            raise
+        ids.append(result.doc_id)
+        notes[position] = given.note(
+            f"document {result.doc_id}, {result.chunks} chunk{'' if result.chunks == 1 else 's'}"
+        )
+    return list(dict.fromkeys(ids)), {"messages": [kept_message(message, notes)]}
+
+
+def ingest_attachment(given: Attachment, ctx: Any, writer: Any = None) -> IngestResult:
+    """Read and index a document given in a chat message, in the context's namespace, under every ingest's bounds."""
+    doc = (
+        load_text(given.text, title=given.filename)
+        if given.text
+        else read_source(data=given.data, filename=given.filename)
+    )
+    return index_for_context(doc, ctx.namespace, ctx, writer)
+
+
+def detach_uploads(values: Any, context: Any) -> Any:
+    """A chat input with the documents its messages carry ingested now and referred to by id.
+
+    Run by a server before a checkpointed run starts (as :func:`nodes.ingest.detach_text` is), so no
+    checkpoint holds an upload; a file that cannot be read is left as the reason, which the turn
+    answers in the chat.
+    """
+    if not isinstance(values, Mapping) or not isinstance(values.get("messages"), list):
+        return values
+    ctx = in_namespace(context, values)
+    messages = []
+    for message in values["messages"]:
+        content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", None)
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS for b in content
+        ):
+            content = [
+                ingested_block(b, lambda given: ingest_attachment(given, ctx).doc_id)
+                if isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS
+                else b
+                for b in content
+            ]
+            message = (
+                {**message, "content": content}
+                if isinstance(message, Mapping)
+                else message.model_copy(update={"content": content})
+            )
+        messages.append(message)
+    return {**values, "messages": messages}
+
+
+def _shown_name(block: Any) -> str:
+    try:
+        return attachment(block).filename
+    except InputError:
+        return "the attachment"
 
 
 def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     ctx = session_context(state, runtime)
     check_context(ctx)
-    asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
-    question = " ".join(check_question(asked).split())
+    attached, kept = take_attachments(state, ctx, runtime.stream_writer)
+    try:
+        return _bind(state, runtime, ctx, attached, kept)
+    except InputError as exc:
+        if kept and not hasattr(exc, "notes"):  # the attachments were read: the kept message says so
+            exc.notes = {}  # type: ignore[attr-defined]
+            exc.kept = kept["messages"][0]  # type: ignore[attr-defined]
+        raise
+
+
+def _bind(
+    state: OffloadState,
+    runtime: Runtime[OffloadContext],
+    ctx: OffloadContext,
+    attached: list[str],
+    kept: dict[str, Any],
+) -> dict[str, Any]:
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
     values = dict(state)
+    if len(attached) > 1:
+        raise InputError("several documents are attached; a conversation reads one document: attach one")
+    try:
+        asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
+    except InputError:
+        if not attached:
+            raise
+        asked, added = "", []
+    if asked or not attached:
+        asked = check_question(asked)
+    if attached and not first and attached[0] != bound["doc_id"]:
+        raise InputError(
+            "this conversation is about another document; start a new conversation (thread) to talk about this one"
+        )
+    if attached and first:
+        if document_field(values) not in (None, "doc_id") or values.get("doc_id") not in (None, "", attached[0]):
+            raise InputError("the message attaches a document and the input names another; give one")
+        values["doc_id"] = attached[0]
     if first and document_field(values) is None:
         named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
-        values.update(named or named_document(question, ctx.namespace, IngestRoot.from_env().resolve))
+        values.update(named or named_document(asked, ctx.namespace, IngestRoot.from_env().resolve))
+        if document_field(values) is None:
+            raise NoDocument(ctx.namespace)
     if not first:
         if state.get("namespace") and state["namespace"] != ctx.namespace:
             raise InputError(
@@ -97,6 +261,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     session = bound.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
     info = get_document(ctx.namespace, doc_id)
+    question = " ".join(check_question(asked or prompts.render("offload/overview_question", info.language)).split())
     index = index_identity(info)
     if not first and bound.get("index", index) != index:
         raise InputError(
@@ -113,7 +278,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         pinned["goal"] = truncate_tokens(" ".join(str(state["goal"]).split()), 30)
     update: dict[str, Any] = {
         "question": question,
-        "messages": added,
+        "messages": [*kept.get("messages", []), *added],
         "path": "",
         "text": "",
         "goal": "",
@@ -137,7 +302,9 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "recall_ids": [],
         "recall_round": 0,
         "refused": "",
+        "notice": "",
         "reply_id": "",
+        "sources": [],
     }
     if first:
         update["history"] = []

@@ -8,32 +8,62 @@ from typing import Annotated, Literal, NotRequired
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from nodes.context import DocumentId, DocumentPath, DocumentText, Namespace, described
 from nodes.ingest import in_namespace
 from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
+from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import merge_usage
 
 
 class SummarizeInput(TypedDict):
-    """What to summarize and how."""
+    """What to summarize (one document, named by doc_id or given as text) and how."""
 
-    doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path or text."""
-    path: NotRequired[str]
-    """File to summarize (ingested first, idempotently); or doc_id or text."""
-    text: NotRequired[str]
-    """Raw text to summarize (ingested first, then cleared from the state); or doc_id or path."""
-    namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
-    query: NotRequired[str]
-    """Focus of the summary, e.g. "what was decided about the budget" (empty: the whole document)."""
-    length: NotRequired[int]
-    """Target length in words (characters for Chinese); default 120."""
-    format: NotRequired[Literal["paragraphs", "bullets"]]
-    """Layout of the summary; default paragraphs."""
-    language: NotRequired[Literal["", "en", "zh"]]
-    """Output language; empty: the document's."""
-    method: NotRequired[Method]
-    """expert-editor (default), map-reduce or refine."""
+    doc_id: NotRequired[DocumentId]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    namespace: NotRequired[Namespace]
+    query: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Focus of the summary: what to summarize the document about (empty: the whole document).",
+                example="what was decided about the budget",
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
+    length: NotRequired[
+        Annotated[
+            int,
+            described(
+                "Target length in words (characters for Chinese); default 120. The summary lands within 25% of it.",
+                example=80,
+                minimum=10,
+                maximum=2000,
+            ),
+        ]
+    ]
+    format: NotRequired[
+        Annotated[
+            Literal["paragraphs", "bullets"], described("Layout of the summary; default paragraphs.", example="bullets")
+        ]
+    ]
+    language: NotRequired[
+        Annotated[
+            Literal["", "en", "zh"],
+            described("Language of the summary: en or zh; empty (default): the document's.", example="en"),
+        ]
+    ]
+    method: NotRequired[
+        Annotated[
+            Method,
+            described(
+                "expert-editor (default: an editor questions expert agents, then fact-checks), or the baselines "
+                "map-reduce and refine.",
+                example="expert-editor",
+            ),
+        ]
+    ]
 
 
 class SummarizeOutput(TypedDict, total=False):

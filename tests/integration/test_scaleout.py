@@ -7,6 +7,7 @@ empty ``LONGDOC_HOME``, so whatever one sees of the other's work came through th
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -21,6 +22,8 @@ from langgraph_sdk import get_sync_client
 from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
 from deploy.demo import walkthrough
 from doubles.endpoint import Script, create_app, running
+from doubles.files import pdf_with_text
+from surfaces.registry import DESCRIPTIONS
 from tests.integration import clients
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,9 +116,9 @@ def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deploymen
         lambda: b.threads.get(own),
         lambda: b.threads.get_state(own),
         lambda: b.threads.get_history(own),
-        lambda: b.runs.wait(own, "chain", input={"doc_id": doc_id, "question": "Who buys?"}),
+        lambda: b.runs.wait(own, "ask", input={"doc_id": doc_id, "question": "Who buys?"}),
         lambda: b.runs.create(own, "chain", input={"doc_id": doc_id, "question": "Who buys?"}),
-        lambda: b.runs.wait(own, "chain", command={"goto": None}),
+        lambda: b.runs.wait(own, "ask", command={"goto": None}),
         lambda: b.runs.wait(b.threads.create()["thread_id"], "chain", input={"question": "?"}, config=_ns("team-a")),
         lambda: b.runs.wait(b.threads.create()["thread_id"], "ingest", input={"text": "x", "namespace": "team-a"}),
         lambda: b.assistants.create(graph_id="chain", config={"configurable": {"base_url": "http://127.0.0.1:9"}}),
@@ -176,18 +179,32 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
     doc_id = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"text": text})["doc_id"]
     key_a, key_b = {"X-API-Key": "key-a"}, {"Authorization": "Bearer key-b"}
     for instance in cluster.instances[:2]:
-        calls = [clients.ask_chain(doc_id), ("chain", {"question": "Who?"}), ("chain", {"question": 5})]
+        calls = [
+            clients.ask_tool(doc_id),
+            ("ask", {"question": "Who?"}),
+            ("ask", {"question": 5}),
+            ("ask", {"question": "Who?", "doc_id": "not-an-id"}),
+            ("chat", {"question": "Who manages procurement?", "doc_id": doc_id}),
+        ]
         session = clients.mcp_session(instance.url, calls, headers=key_a)
-        assert list(session["tools"]) == ["ingest", "chain", "summarize", "offload", "route"]
-        assert "messages" not in session["tools"]["offload"].inputSchema["properties"]
-        good, missing, wrong = session["results"]
+        assert list(session["tools"]) == ["ingest", "ask", "summarize", "chat", "route"]
+        for name, tool in session["tools"].items():
+            assert tool.description == DESCRIPTIONS[name]
+            properties = tool.inputSchema["properties"]
+            assert "messages" not in properties and all(p.get("description") for p in properties.values())
+        good, missing, wrong, malformed, chat = session["results"]
         assert not good.isError and good.structuredContent["answer"] and good.structuredContent["citations"]
-        assert missing.isError and "no document" in clients.text_of(missing)
+        assert json.loads(clients.text_of(good)) == good.structuredContent  # JSON, not Python repr
+        assert (
+            missing.isError and clients.text_of(missing) == "ask failed: no document: give one of doc_id, path or text"
+        )
         assert wrong.isError and "validation" in clients.text_of(wrong)
+        assert malformed.isError and "does not match '^[0-9a-f]{16}$'" in clients.text_of(malformed)
+        assert set(chat.structuredContent) == {"answer", "sources", "citations", "turn", "doc_id", "session"}
 
     # Tenant B sees neither A's document nor A's namespace through its tools.
     foreign = clients.mcp_session(
-        cluster.instances[1].url, [clients.ask_chain(doc_id), clients.ask_chain(doc_id, namespace="team-a")], key_b
+        cluster.instances[1].url, [clients.ask_tool(doc_id), clients.ask_tool(doc_id, namespace="team-a")], key_b
     )
     unknown, refused = foreign["results"]
     assert unknown.isError and "is not ingested in namespace 'team-b'" in clients.text_of(unknown)
@@ -209,21 +226,21 @@ def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
     c = client(cluster.instances[0])
     doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": FALCON})["doc_id"]
     key_a = {"X-API-Key": "key-a"}
-    card = httpx.get(f"{a}/a2a/offload/.well-known/agent-card.json", headers=key_a, timeout=30).json()
-    assert card["skills"] and card["supportedInterfaces"][0]["url"] == "/a2a/offload"
+    card = httpx.get(f"{a}/a2a/chat/.well-known/agent-card.json", headers=key_a, timeout=30).json()
+    assert card["skills"][0]["examples"] and card["supportedInterfaces"][0]["url"] == f"{a}/a2a/chat"
     first = clients.a2a_send(
-        a, "offload", [{"text": "Who manages procurement?"}, {"data": {"doc_id": doc_id}}], None, key_a
+        a, "chat", [{"text": "Who manages procurement?"}, {"data": {"doc_id": doc_id}}], None, key_a
     )
     assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
-    second = clients.a2a_send(b, "offload", [{"text": "And the budget?"}], first["contextId"], key_a)
+    second = clients.a2a_send(b, "offload", [{"text": "And the budget?"}], first["contextId"], key_a)  # former id
     assert second["status"]["state"] == "TASK_STATE_COMPLETED", second
     state = c.threads.get_state(first["contextId"])["values"]
     assert state["turn"] == 2 and clients.artifact_text(second) == state["messages"][-1]["content"]
     assert clients.artifact_text(first) == state["messages"][1]["content"]
 
     # Another tenant cannot join the conversation (the answer an unknown one gets); a key-less call never reaches it.
-    other = clients.a2a_send(b, "offload", [{"text": "What else?"}], first["contextId"], {"X-API-Key": "key-b"})
-    nobody = clients.a2a_send(b, "offload", [{"text": "What else?"}], str(uuid.uuid4()), {"X-API-Key": "key-b"})
+    other = clients.a2a_send(b, "chat", [{"text": "What else?"}], first["contextId"], {"X-API-Key": "key-b"})
+    nobody = clients.a2a_send(b, "chat", [{"text": "What else?"}], str(uuid.uuid4()), {"X-API-Key": "key-b"})
     refusal = other["status"]["message"]["parts"][0]["text"]
     assert other["status"]["state"] == nobody["status"]["state"] == "TASK_STATE_REJECTED" and "404" in refusal
     assert refusal.replace(first["contextId"], "ID") == nobody["status"]["message"]["parts"][0]["text"].replace(
@@ -231,9 +248,47 @@ def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
     )
     assert c.threads.get_state(first["contextId"])["values"]["turn"] == 2
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}
-    assert httpx.post(f"{a}/a2a/offload", json=body, timeout=30).status_code == 401
-    unknown = httpx.post(f"{a}/a2a/chain", json=body, headers=key_a, timeout=30).json()
+    assert httpx.post(f"{a}/a2a/chat", json=body, timeout=30).status_code == 401
+    unknown = httpx.post(f"{a}/a2a/ask", json=body, headers=key_a, timeout=30).json()
     assert unknown["error"]["code"] == -32602
+
+    # The official SDK's client, streaming (its default), across both instances: a PDF in the first message.
+    pdf = base64.b64encode(pdf_with_text("Bob Chen manages procurement. Field trials start in June.")).decode()
+    turns = [
+        [{"text": "Who manages procurement?"}, {"raw": pdf, "mediaType": "application/pdf", "filename": "brief.pdf"}],
+        [{"text": "When do the trials start?"}],
+    ]
+    for events in clients.a2a_sdk_conversation(a, "chat", turns, key_a):
+        text, state = clients.streamed_answer(events)
+        assert state == "TASK_STATE_COMPLETED" and "**Sources**" in text, events
+
+
+def test_a_document_dropped_into_the_chat_stays_in_the_tenants_namespace(cluster: Deployment) -> None:
+    a, b = client(cluster.instances[0]), client(cluster.instances[1], "key-b")
+    pdf = base64.b64encode(pdf_with_text("Ana Ruiz signs the supplier contract in May.")).decode()
+    block = {"type": "file", "base64": pdf, "mime_type": "application/pdf", "extras": {"filename": "contract.pdf"}}
+    words = {"type": "text", "text": "Who signs the supplier contract?"}
+    thread = b.threads.create()["thread_id"]
+    turn = clients.chat_turn(b, thread, [words, block])
+    reply = clients.check_chat_turn(turn, 1)
+    doc_id = reply["additional_kwargs"]["longdoc"]["doc_id"]
+    kept = b.threads.get_state(thread)["values"]["messages"][0]["content"]
+    assert "Ana Ruiz" in reply["content"] and "[attached contract.pdf: document " in str(kept)
+    # tenant A cannot reach it, and B cannot drop a file into A's namespace
+    asked = clients.mcp_session(cluster.instances[0].url, [clients.ask_tool(doc_id)], {"X-API-Key": "key-a"})
+    assert "is not ingested in namespace 'team-a'" in clients.text_of(asked["results"][0])
+    with pytest.raises(httpx.HTTPStatusError) as foreign:
+        b.runs.wait(
+            b.threads.create()["thread_id"],
+            "chat",
+            input={"messages": [{"type": "human", "content": [words, block]}]},
+            context={"namespace": "team-a"},
+        )
+    assert foreign.value.response.status_code == 403 and "not open to this API key" in foreign.value.response.text
+    # an unreadable file is answered in the chat
+    sheet = {"type": "file", "base64": "YSxiCg==", "mime_type": "text/csv", "extras": {"filename": "sheet.csv"}}
+    out = clients.chat_turn(a, a.threads.create()["thread_id"], [words, sheet])["values"]
+    assert "sheet.csv: unsupported type text/csv" in out["messages"][-1]["content"]
 
 
 def _ns(namespace: str) -> dict[str, Any]:

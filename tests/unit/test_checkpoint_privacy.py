@@ -75,3 +75,25 @@ def test_a_refused_command_line_run_leaves_no_checkpoint(tmp_path: Path, longdoc
         thread_rows(longdoc_home, "t-cli") == thread_rows(longdoc_home, "t-cli-sum") == 0
     )
     assert db_holds(longdoc_home, "why why why") == []
+
+
+def test_a_file_attached_to_a_chat_message_never_reaches_the_checkpoint_database(
+    served: Any, longdoc_home: Path
+) -> None:
+    upload = base64.b64encode(TEXT.replace("7731", "4417").encode()).decode()
+    block = {
+        "type": "file",
+        "source_type": "base64",
+        "mime_type": "text/markdown",
+        "data": upload,
+        "metadata": {"filename": "vault.md"},
+    }
+    bad = {"type": "file", "base64": base64.b64encode(b"a,b\n4417,1\n").decode(), "mime_type": "text/csv"}
+    words = {"type": "text", "text": "What opens the archive?"}
+    with use_chat_model(offload_chat_model()):
+        chat = served("chat").invoke({"messages": [{"type": "human", "content": [words, block]}]}, config("t-att"))
+        refused = served("chat").invoke({"messages": [{"type": "human", "content": [words, bad]}]}, config("t-bad"))
+    assert chat["turn"] == 1 and "[attached vault.md: document " in str(chat["messages"][0].content)
+    assert "text/csv" in refused["messages"][-1].content and not refused.get("turn")
+    for needle in (upload[:40], upload[len(upload) // 2 :][:40], upload[-40:], TEXT[:1000]):
+        assert db_holds(longdoc_home, needle) == [], needle

@@ -6,10 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from uuid import uuid5
 
 import pytest
 
 from deploy import app as guard
+from deploy import assistants
 from deploy.auth import authenticate, keyring
 from stores.deadlines import deadline_left
 from surfaces.access import IngestRoot, Tenant
@@ -29,9 +31,11 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_built_in_assistants_are_known_by_graph_name_and_by_aegra_id() -> None:
-    assert guard.workflow_of("chain") == "chain"
-    assert guard.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "chain"  # uuid5 of Aegra's namespace
-    assert guard.workflow_of("some-assistant") is None
+    assert assistants.workflow_of("ask") == "ask"
+    assert assistants.workflow_of("chain") == "ask"  # the former id names the same workflow
+    assert assistants.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "ask"  # uuid5 of "chain" in Aegra's ns
+    assert assistants.workflow_of(str(uuid5(assistants.ASSISTANT_NAMESPACE, "chat"))) == "chat"
+    assert assistants.workflow_of("some-assistant") is None
 
 
 def test_a_run_gets_the_tenants_namespace_and_only_served_settings() -> None:
