@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from doubles.endpoint import free_port
+from stores.local_model import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from stores.checkpoint import open_checkpointer
-from surfaces import registry
-from surfaces.serve import ServedGraph
 
 
 def db_holds(home: Path, needle: str) -> list[str]:
@@ -41,13 +34,6 @@ def thread_rows(home: Path, thread_id: str) -> int:
             db.execute(f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?", (thread_id,)).fetchone()[0]
             for table in ("checkpoints", "writes")
         )
-
-
-@pytest.fixture
-def served() -> Iterator[Any]:
-    """A served workflow by name, compiled with the SQLite checkpointer under ``LONGDOC_HOME``."""
-    with open_checkpointer() as saver:
-        yield lambda name: ServedGraph(bound=registry.compile_with(name, saver), name=name)
 
 
 def config(thread: str) -> dict[str, Any]:

@@ -13,14 +13,12 @@ from typing import Any
 
 import pytest
 
-from doubles.checkpoint_checks import config, db_holds, served, thread_rows
+from doubles.checkpoint_checks import config, db_holds, thread_rows
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
 from stores.models import use_chat_model
 from stores.settings import MAX_QUESTION_CHARS, InputError
-
-__all__ = ["served"]  # the fixture
 
 SECRET = "Vault code 7731-ZEBRA-QUILL opens the archive."
 TEXT = "\n\n".join(

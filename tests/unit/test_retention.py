@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from doubles.checkpoint_checks import config, db_holds, served, thread_rows
+from doubles.checkpoint_checks import config, db_holds, thread_rows
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.documents import cache_path, doc_dir, list_documents, namespace_dir
@@ -20,8 +20,6 @@ from stores.vectorstore import get_client, get_store
 from surfaces.cli import main
 from surfaces.retention import forget_document, forget_thread
 from tests.unit.test_checkpoint_privacy import TEXT
-
-__all__ = ["served"]  # the fixture
 
 
 def _everything(namespace: str, doc_id: str) -> dict[str, int]:
