@@ -35,7 +35,6 @@ A pure ASGI middleware, since the request body must be read and rewritten before
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import re
 from collections.abc import AsyncIterator
@@ -48,6 +47,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
+from stores.cache import lru_cache
 from stores.settings import InputError, get_settings, run_deadline, run_timeout
 from surfaces.access import (
     FILE_INPUTS,
@@ -78,7 +78,7 @@ def workflow_of(assistant_id: str) -> str | None:
     return next((g for g in GRAPHS if str(uuid5(ASSISTANT_NAMESPACE, g)) == assistant_id), None)
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def _owners() -> ThreadOwners:
     return ThreadOwners()
 

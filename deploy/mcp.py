@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
+from stores.cache import lru_cache
 from surfaces.access import presented_key
 
 DESCRIPTIONS = {
@@ -42,7 +42,7 @@ RUN_TIMEOUT = 900.0
 server: Server[Any, Any] = Server("longdoc")
 
 
-@functools.cache
+@lru_cache(maxsize=8)
 def input_schema(workflow: str) -> dict[str, Any]:
     """The workflow's input JSON schema as a tool's ``inputSchema`` (the chat transcript left to chat clients)."""
     from deploy import served

@@ -7,9 +7,10 @@ placeholders (``$$`` for a literal dollar). Rendering a template with a missing 
 
 from __future__ import annotations
 
-from functools import lru_cache
 from importlib import resources
 from string import Template
+
+from stores.cache import lru_cache
 
 LANGUAGES = ("en", "zh")
 

@@ -488,7 +488,7 @@ def bundled(monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_endpoint.Script]:
         server = local_model.LocalServer(
             handle=None, port=port, model="scripted", path=Path("scripted.gguf"), n_ctx=8192
         )
-        monkeypatch.setattr(local_model, "_server", server)
+        local_model.servers.put(local_model.BUNDLED, server)  # forgotten by the reset after the test
         monkeypatch.delenv("LONGDOC_BASE_URL", raising=False)
         script.url = server.base_url  # type: ignore[attr-defined]
         yield script
