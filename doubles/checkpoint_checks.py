@@ -28,6 +28,19 @@ def db_holds(home: Path, needle: str) -> list[str]:
     return found
 
 
+def threads_holding(home: Path, needle: str) -> set[str]:
+    """The thread ids of the checkpoints and writes whose row contains ``needle``."""
+    found: set[str] = set()
+    with sqlite3.connect(home / "checkpoints.sqlite") as db:
+        for table in ("checkpoints", "writes"):
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            for row in db.execute(f"SELECT * FROM {table}"):
+                values = dict(zip(columns, row, strict=True))
+                if any(needle.encode() in (v if isinstance(v, bytes) else str(v).encode()) for v in row):
+                    found.add(str(values["thread_id"]))
+    return found
+
+
 def thread_rows(home: Path, thread_id: str) -> int:
     with sqlite3.connect(home / "checkpoints.sqlite") as db:
         return sum(

@@ -144,9 +144,13 @@ def test_one_chunk_and_identical_chunks() -> None:
 
 
 def test_question_in_another_language(falcon: str) -> None:
-    with use_chat_model(fake()):
+    model = fake()
+    with use_chat_model(model):
         out = graph.invoke({"question": "批准的预算是多少？", "doc_id": falcon}, context={"read_all": True})
-    assert out["answer"] and len(out["order"][0]) >= 4
+    order = out["order"][0]
+    assert sorted(order) == [f"c{i}" for i in range(len(order))] and len(order) >= 4  # every chunk read
+    assert out["answer"] == "40,000 euros"  # the manager's reply
+    assert len(model.calls) >= 2 and all("Question: 批准的预算是多少？" in str(m[-1].content) for m in model.calls)
 
 
 def test_manager_output_that_never_fits_is_a_model_error(falcon: str) -> None:
