@@ -83,6 +83,7 @@ def distribution_of(module: str) -> str | None:
     return None
 
 
+@functools.cache
 def third_party_imports(*packages: str) -> dict[str, set[str]]:
     """Distribution -> the files of ``packages`` importing it (standard library and local packages left out)."""
     local = set(RUNTIME) | set(SOURCE_ONLY)
