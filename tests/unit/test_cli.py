@@ -131,3 +131,20 @@ def test_ask_offers_the_reading_knobs_of_the_chain_context() -> None:
     )
     given = {"floor": -1.0, "tree_weight": 1.0, "jump_penalty": 0.5, "roots": 2, "namespace": "default"}
     assert context_values(args, ChainContext) == given
+
+
+def test_the_embedder_option_offers_every_embedder_and_refuses_others(capsys: pytest.CaptureFixture[str]) -> None:
+    from graphs.context import Context, validate
+    from stores.embedders import EMBEDDERS
+    from stores.settings import InputError
+    from surfaces.cli import build_parser
+    from surfaces.options import context_field
+
+    described = context_field(Context, "embedder").metadata
+    assert described["choices"] == EMBEDDERS and all(name in described["description"] for name in EMBEDDERS)
+    assert build_parser().parse_args(["ask", "a.md", "q", "--embedder", "e5torch"]).embedder == "e5torch"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ask", "a.md", "q", "--embedder", "bert"])
+    assert "invalid choice: 'bert'" in capsys.readouterr().err
+    with pytest.raises(InputError, match="unknown embedder 'bert'"):
+        validate(Context(embedder="bert"))
