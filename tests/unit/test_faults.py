@@ -577,13 +577,27 @@ def test_a_bundled_server_that_makes_no_progress_is_cut_at_the_read_timeout(
 
 
 def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sent(
-    bundled: fake_endpoint.Script,
+    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
-    # Each request keeps the one slot 0.35 s without a byte: three at once would wait up to
-    # 1.05 s in all, twice the read timeout, if their clocks started before the slot was theirs.
-    bundled.prompt_seconds = 0.7 * READ_TIMEOUT
+    import httpx
+
+    from stores import local_model
+
+    # Each request keeps the one slot 0.35 s without a byte: three at once wait 1.05 s in all. Each is sent only
+    # once the slot is its own, with its whole read timeout (counted, not timed: a busy machine changes neither).
+    bundled.prompt_seconds = 0.35
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "5")
+    slots = local_model.servers.get(local_model.BUNDLED).slots  # type: ignore[union-attr]
+    sent: list[tuple[bool, object]] = []
+    send = httpx.HTTPTransport.handle_request
+
+    def sending(transport: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        sent.append((slots._value == 0, (request.extensions.get("timeout") or {}).get("read")))  # type: ignore[attr-defined]
+        return send(transport, request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", sending)
     errors: list[BaseException] = []
 
     def ask(i: int) -> None:
@@ -598,6 +612,7 @@ def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sen
     for thread in threads:
         thread.join(timeout=30)
     assert not errors, errors
+    assert sent == [(True, 5.0)] * 3  # each sent holding the slot, with its whole read timeout
     assert len(bundled.requests) == 3 and bundled.busy_most == 1  # nothing retried, one at a time
 
 
