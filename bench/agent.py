@@ -212,8 +212,9 @@ TUNING = range(0, 9)
 """The items seen before the one change made after a run (the order of the MCP schemas' fields)."""
 
 
-def system_prompt() -> str:
-    documents = "\n".join(f"- {title}: doc_id {doc_id}" for title, doc_id in CATALOGUE.values())
+def system_prompt(catalogue: dict[str, tuple[str, str]] | None = None) -> str:
+    """The agent's system prompt naming the documents of ``catalogue`` (:data:`CATALOGUE` by default)."""
+    documents = "\n".join(f"- {title}: doc_id {doc_id}" for title, doc_id in (catalogue or CATALOGUE).values())
     return prompts.render("agent/system", "en", documents=documents)
 
 
@@ -251,7 +252,7 @@ def load_tools(socket: Path) -> list[BaseTool]:
         transport = httpx.AsyncHTTPTransport(uds=str(socket))
         return httpx.AsyncClient(transport=transport, headers=headers, timeout=timeout or 60, auth=auth)
 
-    server = {"url": "http://longdoc/mcp", "transport": "streamable_http", "httpx_client_factory": client}
+    server = {"url": "http://localhost/mcp", "transport": "streamable_http", "httpx_client_factory": client}
     return asyncio.run(MultiServerMCPClient({"longdoc": server}).get_tools())  # type: ignore[dict-item]
 
 
@@ -393,11 +394,11 @@ def transcript(model: BaseChatModel, url: str, request: str, document: str) -> s
 
     ingested: Any = get_sync_client(url=url).runs.wait(None, "ingest", input={"text": document})
     doc_id = str(ingested["doc_id"])
-    CATALOGUE["falcon"] = (CATALOGUE["falcon"][0], doc_id)
+    catalogue = {**CATALOGUE, "falcon": (CATALOGUE["falcon"][0], doc_id)}
     server = {"url": f"{url}/mcp", "transport": "streamable_http"}
     tools = asyncio.run(MultiServerMCPClient({"longdoc": server}).get_tools())  # type: ignore[dict-item]
     graph = agent_graph(model, tools, stop_before_tools=False)
-    value = {"messages": [SystemMessage(system_prompt()), HumanMessage(request)]}
+    value = {"messages": [SystemMessage(system_prompt(catalogue)), HumanMessage(request)]}
     out = asyncio.run(graph.ainvoke(value, {"configurable": {"thread_id": "transcript"}}))  # MCP tools run async
     lines = []
     for message in out["messages"][1:]:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import re
 from collections.abc import AsyncIterator
@@ -57,6 +56,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from deploy import a2a, mcp
 from deploy.assistants import workflow_of
 from nodes.ingest import check_input_sizes
+from stores.cache import ProcessCache, lru_cache
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
 from stores.errors import InputError
@@ -84,7 +84,7 @@ RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
 STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def _owners() -> ThreadOwners:
     return ThreadOwners()
 
@@ -130,7 +130,7 @@ def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
     return out, str(out.get("namespace") or "")
 
 
-@functools.cache
+@lru_cache(maxsize=16)
 def input_keys(workflow: str) -> frozenset[str]:
     """The keys of ``workflow``'s input: all a ``command.update`` may write (never the state's own, e.g. what a
     chat session is bound to)."""
@@ -334,7 +334,8 @@ def thread_runs(thread: str) -> set[str]:
         return {str(row[0]) for row in conn.execute("SELECT run_id FROM runs WHERE thread_id = %s", (thread,))}
 
 
-_holders: set[asyncio.Task[None]] = set()
+_holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock holders", maxsize=4096)
+"""The tasks giving threads back when their runs end, referenced here so none is collected while it waits."""
 
 
 async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> bool:
@@ -356,8 +357,8 @@ async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> boo
             await anyio.to_thread.run_sync(lock.release)
 
     holder = asyncio.create_task(release_after())
-    _holders.add(holder)
-    holder.add_done_callback(_holders.discard)
+    _holders.put(id(holder), holder)
+    holder.add_done_callback(lambda done: _holders.pop(id(done)))
     return True
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,6 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
+from stores.cache import lru_cache
 from stores.files import IngestRoot
 from surfaces.access import presented_key
 from surfaces.registry import DESCRIPTIONS, WORKFLOWS
@@ -70,7 +70,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {"chat": ("question",)}
 server: Server[Any, Any] = Server("longdoc")
 
 
-@functools.cache
+@lru_cache(maxsize=8)
 def input_schema(workflow: str) -> dict[str, Any]:
     """The workflow's input JSON schema as a tool's ``inputSchema`` (the chat transcript left to chat clients)."""
     from deploy import served

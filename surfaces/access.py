@@ -28,7 +28,6 @@ The LangServe app (:mod:`surfaces.serve`) applies these rules to every request:
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import hmac
 import json
@@ -42,6 +41,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stores.cache import lru_cache
 from stores.errors import InputError
 from stores.files import IngestRoot
 from stores.settings import get_settings
@@ -144,7 +144,7 @@ names, endpoints (``base_url``), temperatures, embedders and the LLM cache are n
 """
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def operator_fields() -> frozenset[str]:
     """The shared ``Context`` fields no caller of a server sets: model names, endpoints, temperatures, the
     embedder and the LLM cache (every field of :class:`graphs.context.Context` but :data:`COMMON_FIELDS`)."""

@@ -1,7 +1,7 @@
 """``longdoc``: the command line of the product.
 
 Commands: ``ingest``, ``models``, ``serve``, ``forget`` here, and one module per workflow
-(``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
+(``surfaces/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
 ``summarize``, ``chat``, ``canvas`` and ``route``.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable or
@@ -34,16 +34,8 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORKFLOW_CLI_MODULES = ("surfaces.cli_chain", "surfaces.cli_summarize", "surfaces.cli_offload", "surfaces.cli_route")
 
 DESCRIPTION = """\
-longdoc works with documents far longer than a model's context window, offline by default.
-
-  ingest     chunk and embed a document once (txt, md, pdf, docx, html); every workflow reuses it
-  ask        answer a question with a chain of worker agents ordered by a Chow-Liu tree
-  summarize  summarize with an editor agent that questions expert agents, then fact-checks
-  chat       a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)
-  canvas     draw the document's structure as a Mermaid canvas
-  route      pick the right agent and tool for a request among hundreds (Agent-as-a-Graph)
-  models     show which chat model and embedder are active and where they live
-  serve      serve every workflow over HTTP (LangServe)
+longdoc works with documents far longer than a model's context window, offline by default: the commands
+below ingest a document once, then answer, summarize, chat over it, draw its canvas or route requests.
 
 By default the bundled Qwen2.5-Coder-1.5B-Instruct model runs in-process through llama.cpp and the bundled
 multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
@@ -320,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="longdoc", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     p = sub.add_parser("ingest", help="chunk and embed a document, or every document in a folder, into the store")
     p.add_argument(
@@ -331,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     context_option(p, Context, "chunk_size")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
+
+    for name in WORKFLOW_CLI_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
 
     p = sub.add_parser("forget", help="delete a thread, a document or a namespace and everything kept about it")
     p.add_argument(
@@ -351,10 +347,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=_cmd_serve)
-
-    for name in WORKFLOW_CLI_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(sub)
     return parser
 
 

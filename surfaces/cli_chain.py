@@ -37,8 +37,13 @@ CHAIN_OPTIONS = (
     "children",
     "roots",
     "max_chunks",
+    "floor",
+    "tree_weight",
+    "jump_penalty",
 )
-"""The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields."""
+"""The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields. The other fields
+(passage and evidence sizes, quotes, sharpening, extra embedders, seed, token caps) are tuning knobs of the
+benchmarks, set with ``context=`` in Python or in LangGraph Studio."""
 
 
 def register(sub: Any) -> None:

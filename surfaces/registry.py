@@ -97,5 +97,8 @@ def compile_with(name: str, checkpointer: BaseCheckpointSaver | None) -> Any:
 
 
 def context_schema(name: str) -> Any:
-    """The context class of workflow ``name`` or its former id (None when it has none)."""
-    return getattr(importlib.import_module(WORKFLOWS[canonical(name)]).builder, "context_schema", None)
+    """The context class of workflow ``name`` or its former id (None when it has none or is not a workflow)."""
+    name = ALIASES.get(name, name)
+    if name not in WORKFLOWS:  # a graph served outside the registry (a test's or an embedder's own)
+        return None
+    return getattr(importlib.import_module(WORKFLOWS[name]).builder, "context_schema", None)

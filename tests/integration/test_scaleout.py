@@ -347,28 +347,33 @@ def test_a_run_survives_its_instance_being_killed(cluster: Deployment) -> None:
     for key in ("answer", "read", "citations", "calls", "order", "stopped", "notes"):
         if key in reference:
             assert resumed[key] == reference[key], key
-    assert sorted(before[:-1] + after) == sorted(uninterrupted) or sorted(before + after) == sorted(uninterrupted)
     repeated = set(before) & set(after)
     assert len(repeated) <= 1 and (not repeated or before[-1] in repeated), "a finished worker call was made again"
+    # The worker call in flight when the instance died (the last one it sent) is made again; no other call is.
+    finished = before[:-1] if repeated else before
+    assert sorted(finished + after) == sorted(uninterrupted)
 
 
 def test_a_run_stops_at_the_run_deadline(cluster: Deployment) -> None:
     """LONGDOC_RUN_TIMEOUT reaches the model calls of a run on Aegra, as on LangServe."""
-    with running(create_app(Script(prompt_seconds=0.5))) as endpoint:
+    script = Script(prompt_seconds=0.5)
+    with running(create_app(script)) as endpoint:
         short = cluster.start_instance(
             "short", extra_env={"LONGDOC_BASE_URL": f"{endpoint}/v1", "LONGDOC_RUN_TIMEOUT": "2"}
         )
         c = client(short)
         doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": _long_document()})["doc_id"]
         thread = c.threads.create()["thread_id"]
-        started = time.monotonic()
+        sent = len(script.requests)
         c.runs.wait(
             thread, "chain", input={"doc_id": doc_id, "question": "What was found?"}, context={"read_all": True}
         )
-        took = time.monotonic() - started
+        calls = len(_worker_prompts(script, sent))
     run = c.runs.list(thread)[0]
     assert run["status"] == "error" and "LONGDOC_RUN_TIMEOUT" in run["error_message"], run
-    assert took < 10
+    # Each reply takes 0.5 s to begin and the chain's calls go one after another: in 2 s the run sends at most
+    # 4 of them and the one its deadline cuts, however busy the machine (a busier one sends fewer).
+    assert calls <= 2 / 0.5 + 1, calls
 
 
 def test_an_instance_starts_with_a_keys_file_of_digests_alone(cluster: Deployment, tmp_path: Path) -> None:
@@ -377,9 +382,7 @@ def test_an_instance_starts_with_a_keys_file_of_digests_alone(cluster: Deploymen
 
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"team-d": f"sha256:{key_digest('key-d')}"}), encoding="utf-8")
-    started = time.monotonic()
     digests = cluster.start_instance("digests", timeout=90, extra_env={"LONGDOC_SERVER_KEYS": str(keys)})
-    assert time.monotonic() - started < 90
     assert httpx.get(digests.url + "/live", headers={"X-API-Key": "key-d"}, timeout=30).status_code == 200
     assert httpx.get(digests.url + "/live", headers={"X-API-Key": "key-a"}, timeout=30).status_code == 401
 

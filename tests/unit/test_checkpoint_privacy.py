@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
-from doubles.checkpoint_checks import config, db_holds, served, thread_rows
+from doubles.checkpoint_checks import config, db_holds, thread_rows
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
+from stores.documents import list_documents
 from stores.errors import InputError
 from stores.models import use_chat_model
 from stores.questions import MAX_QUESTION_CHARS
-
-__all__ = ["served"]  # the fixture
 
 SECRET = "Vault code 7731-ZEBRA-QUILL opens the archive."
 TEXT = "\n\n".join(
@@ -41,7 +40,9 @@ def test_document_text_and_uploads_never_reach_the_checkpoint_database(served: A
     assert out["chunks"] >= 1
     with use_chat_model(offload_chat_model()):
         chat = served("offload").invoke({"question": "What opens the archive?", "text": TEXT}, config("t-chat"))
-    assert chat["doc_id"] and chat["answer"]
+    # the text was ingested as a document of its own, and the answer quotes the vault's chunk (only the ids are kept)
+    assert [d.doc_id for d in list_documents("default") if d.title == "Room 0"] == [chat["doc_id"]]
+    assert chat["answer"] == f"{SECRET} [{chat['citations'][0]}]" and len(chat["citations"]) == 1
     assert thread_rows(longdoc_home, "t-chat") > 0  # the chat is checkpointed, without the text
     with open_checkpointer() as saver:
         for item in saver.list(None):

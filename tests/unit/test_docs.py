@@ -83,6 +83,21 @@ def test_the_readme_keeps_the_two_commands_and_the_licences() -> None:
     assert "## Licences" in text
 
 
+def test_the_readmes_command_line_block_names_every_subcommand() -> None:
+    from tests.unit.test_cli import _subcommands
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = FENCE.findall(text.split("### Command line", 1)[1])[0][1]
+    named = {words[1] for words in _commands(block) if words[:1] == ["longdoc"] and not words[1].startswith("-")}
+    assert named == set(_subcommands())
+
+
+def test_no_line_of_the_readme_is_written_twice() -> None:
+    lines = [line.strip() for line in _prose((ROOT / "README.md").read_text(encoding="utf-8")).splitlines()]
+    long = [line for line in lines if len(line) >= 50]
+    assert sorted({line for line in long if long.count(line) > 1}) == []
+
+
 @pytest.mark.parametrize("page", PAGES, ids=_rel)
 def test_links_resolve(page: Path) -> None:
     broken = []

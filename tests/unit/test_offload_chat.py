@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -207,7 +208,7 @@ def test_model_calls_are_tagged_nostream_inside_the_blocks() -> None:
         with streamed_field() as stream:
             LLM("expert").text([HumanMessage("c")])
     assert "nostream" not in seen[0] and "nostream" in seen[1] and "nostream" in seen[2]
-    assert stream.message_id
+    assert str(uuid.UUID(stream.message_id)) == stream.message_id  # a fresh id when none is given
 
 
 PDF = "application/pdf"

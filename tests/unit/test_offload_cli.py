@@ -77,7 +77,8 @@ def test_canvas_writes_html_and_mermaid(tmp_path: Path, capsys: pytest.CaptureFi
         second = json.loads(capsys.readouterr().out)
         assert main(["canvas", str(FALCON), "-q"]) == EXIT_OK
         printed = capsys.readouterr().out
-    assert first["source"] == "llm" and not first["cached"] and first["nodes"] == 4 and first["usage"]
+    assert first["source"] == "llm" and not first["cached"] and first["nodes"] == 4
+    assert list(first["usage"]) == ["offloader"] and first["usage"]["offloader"]["calls"] == 1  # one canvas call
     assert second["cached"] and second["mermaid"] == first["mermaid"] and second["usage"] == {}
     html = page.read_text(encoding="utf-8")
     assert html.startswith("<!doctype html>") and 'globalThis["mermaid"]' in html and "http://" not in html[:3000]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ QUESTIONS = [
     "Who leads the engineering team?",
     "Where are the field trials?",
 ]
+ANSWER = "Alice Moreau leads the engineering team. [c2]"
+"""The scripted model's answer to a question about the team: the first sentence of the team's section, cited."""
 BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
 
 
@@ -84,13 +87,14 @@ def test_offload_session_keeps_conclusions_and_moves_raw_turns_out(doc_id: str) 
     outs = session(model, doc_id, QUESTIONS[:4], {"policy": "offload"})
     assert [o["turn"] for o in outs] == [1, 2, 3, 4]
     first = outs[0]
-    assert first["answer"].startswith("Bob Chen manages procurement") or "[c" in first["answer"]
-    assert first["citations"] and all(c.startswith("c") for c in first["citations"])
+    # The scripted model quotes the first sentence of the first passage it is shown: c2, the team's section.
+    assert first["answer"] == ANSWER and first["citations"] == ["c2"]
     assert [o["offloaded"][0]["id"] for o in outs] == ["o1", "o2", "o3", "o4"]
     assert [c["step"] for c in first["calls"]] == ["answer", "offloader"]
     assert set(outs[-1]["usage"]) == {"answer", "offloader"} and outs[-1]["usage"]["answer"]["calls"] == 4
 
     prompts = model.answers()
+    assert "[c2] Alice Moreau leads the engineering team. Bob Chen manages procurement." in prompts[0][1]
     # the model's own usage: the input tokens reported are those of the prompt it was sent
     assert first["input_tokens"] == count_tokens(prompts[0][0] + "\n" + prompts[0][1])
     last = prompts[3][1]
@@ -156,7 +160,7 @@ def test_recall_round_loads_the_offloaded_turn(doc_id: str) -> None:
     second = model.answers()[-1]
     assert '"recall"' not in second[0]  # no second recall round is offered
     assert "Recalled for this question:\n[o1] Turn 1\n" in second[1] and outs[0]["answer"] in second[1]
-    assert last["input_tokens"] == last["calls"][1]["input"] and last["answer"]
+    assert last["input_tokens"] == last["calls"][1]["input"] and last["answer"] == ANSWER
     # the first turn had nothing offloaded: no recall offered
     assert '"recall"' not in model.answers()[0][0]
 
@@ -204,7 +208,7 @@ def test_broken_canvas_json_gives_an_outline_and_the_session_goes_on(doc_id: str
     model = Model()
     model.chat.rules = [('"nodes"', "this is not JSON")]
     outs = session(model, doc_id, QUESTIONS[:1], {"policy": "offload_canvas"})
-    assert outs[0]["canvas"]["source"] == "outline" and outs[0]["answer"]
+    assert outs[0]["canvas"]["source"] == "outline" and outs[0]["answer"] == ANSWER
     assert "n1 Project Falcon [c0]" in model.answers()[0][1]
 
 
@@ -354,8 +358,8 @@ def test_langserve_route_answers_a_turn(doc_id: str) -> None:
         bad = client.post("/offload/invoke", json={"input": {"question": " ", "doc_id": doc_id}, "config": config})
     assert first.status_code == 200, first.text
     out = first.json()["output"]
-    assert out["turn"] == 1 and out["policy"] == "offload" and out["answer"] and out["input_tokens"] > 0
-    assert out["offloaded"][0]["id"] == "o1" and out["session"]
+    assert out["turn"] == 1 and out["policy"] == "offload" and out["answer"] == ANSWER and out["input_tokens"] > 0
+    assert out["offloaded"][0]["id"] == "o1" and str(uuid.UUID(out["session"])) == out["session"]  # a new session
     assert bad.status_code == 400 and "question is empty" in bad.json()["detail"]
 
 

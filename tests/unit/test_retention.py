@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from doubles.checkpoint_checks import config, db_holds, served, thread_rows
+from doubles.checkpoint_checks import config, db_holds, thread_rows, threads_holding
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.documents import cache_path, doc_dir, list_documents, namespace_dir
@@ -21,8 +21,6 @@ from surfaces.access import thread_key
 from surfaces.cli import main
 from surfaces.retention import forget_document, forget_thread, is_vector_index_file
 from tests.unit.test_checkpoint_privacy import TEXT
-
-__all__ = ["served"]  # the fixture
 
 
 def _everything(namespace: str, doc_id: str) -> dict[str, int]:
@@ -55,13 +53,15 @@ def test_forget_removes_a_thread_a_document_and_a_namespace(served: Any, longdoc
     assert _everything("default", doc_id) == {"records": 0, "files": 0}
     assert thread_rows(longdoc_home, "t-doc") == 0 and "t-doc" in report["threads"]
     assert _everything("team", doc_id)["records"] > 0  # the same text in another namespace is its own
-    assert db_holds(longdoc_home, doc_id) == [] or thread_rows(longdoc_home, "t-team") > 0
+    # the team's copy has the same id (the text's hash): only its thread still names it
+    assert threads_holding(longdoc_home, doc_id) == {"t-team"}
 
     assert main(["forget", "--namespace", "team"]) == 0
     assert list_documents("team") == [] and not namespace_dir("team").exists()
     assert thread_rows(longdoc_home, "t-team") == 0
     assert not [c for c in get_client().list_collections() if (c.metadata or {}).get("namespace") == "team"]
     assert get_store("default").count() == 0 and db_holds(longdoc_home, "7731-ZEBRA") == []
+    assert db_holds(longdoc_home, doc_id) == []
     with pytest.raises(InputError):
         forget_document("default", "../etc")
     assert main(["forget"]) != 0  # nothing named: refused

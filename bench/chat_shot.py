@@ -9,7 +9,7 @@ page of its own, and photographed by Chromium. It is not Agent Chat UI's own scr
 version (the one with the upload button) is published on GitHub only, not on npm (see
 docs/clients.md).
 
-    python -m deploy.chat_shot http://127.0.0.1:2025 --out docs/img/chat_upload.png
+    python -m bench.chat_shot http://127.0.0.1:2025 --out docs/img/chat_upload.png
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def screenshot(page: Path, png: Path, size: str = "900,760") -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.chat_shot", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.chat_shot", description=__doc__.splitlines()[0])
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:2025 (make dev)")
     parser.add_argument("--key", help="API key of the scale-out deployment")
     parser.add_argument("--document", type=Path, default=ROOT / "notebooks" / "data" / "falcon.md")
