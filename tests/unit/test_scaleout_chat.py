@@ -1,0 +1,279 @@
+"""A chat through the scale-out deployment's door, in process: documents attached to messages, refusals, turns.
+
+The door is the real :class:`deploy.app.TenantGuard`; behind it, in Aegra's place, a small ASGI app runs
+the served ``chat`` graph (scripted model, hash embeddings, an in-memory checkpointer) on
+``/threads/{id}/runs/wait`` with the body the guard passed on, and keeps that body as Aegra keeps a
+run's record. ``tests/integration/test_scaleout.py`` runs the same turns on two real Aegra instances.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from starlette.testclient import TestClient
+
+from deploy import app as door
+from deploy.auth import keyring
+from doubles.files import docx_bytes, pdf_with_text
+from doubles.replies import offload_chat_model
+from nodes.ingest import ingest
+from stores.documents import find_document, list_documents
+from stores.models import use_chat_model
+from surfaces import registry
+
+KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-old"]}}
+LINE = "Bob Chen manages procurement for Project Falcon. Field trials start in June."
+RUN = re.compile(r"^/threads/(?P<thread>[^/]+)/runs/wait$")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _message(message: BaseMessage) -> dict[str, Any]:
+    return {
+        "type": message.type,
+        "id": message.id,
+        "content": message.content,
+        "additional_kwargs": message.additional_kwargs,
+    }
+
+
+class Runs:
+    """Aegra's place behind the guard: runs the chat graph on ``runs/wait`` and keeps each run's request."""
+
+    def __init__(self) -> None:
+        self.graph = registry.compile_with("chat", InMemorySaver())
+        self.records: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        match = RUN.match(scope["path"])
+        assert match is not None and scope["method"] == "POST", scope["path"]
+        request = json.loads(body)
+        self.records.append(request)
+        config = {"configurable": {"thread_id": match["thread"]}}
+        with use_chat_model(offload_chat_model()):
+            values = await self.graph.ainvoke(request.get("input"), config, context=request["context"])
+        out = {k: v for k, v in values.items() if k != "messages"}
+        payload = json.dumps({**out, "messages": [_message(m) for m in values["messages"]]}, default=str).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+@pytest.fixture
+def aegra(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, Runs]]:
+    monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps(KEYS))
+    keyring.cache_clear()
+    door._owners.cache_clear()
+    runs = Runs()
+    yield TestClient(door.TenantGuard(runs)), runs  # no lifespan: the guard has none
+    keyring.cache_clear()
+    door._owners.cache_clear()
+
+
+def turn(http: TestClient, thread: str, content: Any, key: str = "key-b", **body: Any) -> tuple[int, dict[str, Any]]:
+    """One chat turn as a chat client sends it: the human message, on ``runs/wait``."""
+    request = {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": content}]}, **body}
+    answer = http.post(f"/threads/{thread}/runs/wait", json=request, headers={"X-API-Key": key})
+    return answer.status_code, answer.json()
+
+
+WORDS = {"type": "text", "text": "Who manages procurement?"}
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {
+            "type": "file",
+            "base64": _b64(pdf_with_text(LINE)),
+            "mime_type": "application/pdf",
+            "extras": {"filename": "f.pdf"},
+        },
+        {
+            "type": "file",
+            "source_type": "base64",
+            "data": _b64(docx_bytes([LINE])),
+            "mime_type": DOCX,
+            "metadata": {"filename": "falcon.docx"},
+        },
+        {"type": "file", "base64": _b64(f"# Falcon\n\n{LINE}\n".encode()), "mime_type": "text/markdown"},
+        {"type": "file", "base64": _b64(f"<p>{LINE}</p>".encode()), "mime_type": "text/html"},
+        {"type": "file", "base64": _b64(LINE.encode()), "mimeType": "text/plain", "metadata": {"name": "f.txt"}},
+        {"type": "text-plain", "text": LINE, "mime_type": "text/plain", "title": "falcon.txt"},
+    ],
+    ids=["pdf", "docx, agent chat ui", "markdown", "html", "text", "text-plain block"],
+)
+def test_a_document_in_the_message_is_ingested_at_the_door_in_the_tenants_namespace(
+    aegra: tuple[TestClient, Runs], block: dict[str, Any]
+) -> None:
+    http, runs = aegra
+    status, out = turn(http, "t-doc", [WORDS, block])
+    assert status == 200, out
+    doc_id = out["doc_id"]
+    assert find_document("team-b", doc_id) is not None and find_document("team-a", doc_id) is None
+    # What Aegra receives (and keeps as the run's record and first checkpoint) names the document, never its content.
+    record = json.dumps(runs.records[-1])
+    content = str(block.get("base64") or block.get("data") or block.get("text"))
+    assert content[:40] not in record and "Bob Chen" not in record
+    sent = runs.records[-1]["input"]["messages"][0]["content"][1]
+    assert sent["file_id"] == doc_id and sent["extras"]["ingested"] is True
+    assert runs.records[-1]["context"]["namespace"] == "team-b"
+    # One answer message, ending with its sources; the human message keeps a note in the file's place.
+    assert [m["type"] for m in out["messages"]] == ["human", "ai"]
+    reply = out["messages"][-1]
+    assert "Bob Chen" in reply["content"] and "\n\n**Sources**\n- " in reply["content"]
+    assert f"document {doc_id}, 1 chunk]" in json.dumps(out["messages"][0]["content"])
+    again_status, again = turn(http, "t-doc", "When do the trials start?")
+    assert again_status == 200 and again["turn"] == 2 and again["doc_id"] == doc_id
+    assert [m["type"] for m in again["messages"]] == ["human", "ai"] * 2
+
+
+def test_a_document_goes_to_the_tenants_other_namespace_when_the_chat_names_it(aegra: tuple[TestClient, Runs]) -> None:
+    http, _ = aegra
+    block = {"type": "text-plain", "text": LINE, "mime_type": "text/plain"}
+    status, out = turn(http, "t-old", [WORDS, block], context={"namespace": "team-b-old"})
+    assert status == 200 and find_document("team-b-old", out["doc_id"]) is not None
+    assert find_document("team-b", out["doc_id"]) is None
+
+
+@pytest.mark.parametrize(
+    ("block", "extra", "status", "said"),
+    [
+        (
+            {
+                "type": "file",
+                "base64": _b64(pdf_with_text(LINE)),
+                "mime_type": "application/pdf",
+                "extras": {"filename": "big.pdf"},
+            },
+            {},
+            413,
+            "big.pdf: ",
+        ),
+        (
+            {"type": "file", "base64": _b64(docx_bytes([LINE])), "mime_type": DOCX, "extras": {"filename": "zip.docx"}},
+            {"env": {"LONGDOC_MAX_BYTES": "100000"}},
+            413,
+            "zip.docx: the .docx holds ",
+        ),
+        (
+            {"type": "text-plain", "text": LINE * 10, "mime_type": "text/plain", "title": "long.txt"},
+            {},
+            413,
+            "text is larger than the 300 byte limit (LONGDOC_MAX_BYTES)",
+        ),
+        (
+            {
+                "type": "file",
+                "base64": _b64(b"a,b\n1,2\n"),
+                "mime_type": "text/csv",
+                "extras": {"filename": "sheet.csv"},
+            },
+            {},
+            400,
+            "sheet.csv: unsupported type text/csv; attach a PDF, DOCX, HTML, Markdown or text file",
+        ),
+        (
+            {"type": "image", "base64": _b64(b"\x89PNG...."), "mime_type": "image/png"},
+            {},
+            400,
+            "image/png files are not read",
+        ),
+        (
+            {"type": "file", "url": "http://127.0.0.1:9/x.pdf", "mime_type": "application/pdf"},
+            {},
+            400,
+            "not fetched from links",
+        ),
+        (
+            {
+                "type": "file",
+                "base64": "!!not base64!!",
+                "mime_type": "application/pdf",
+                "extras": {"filename": "x.pdf"},
+            },
+            {},
+            400,
+            "data is not valid base64",
+        ),
+        (
+            {"type": "text-plain", "text": LINE, "mime_type": "text/plain"},
+            {"context": {"namespace": "team-a"}},
+            403,
+            "namespace 'team-a' is not open to this API key",
+        ),
+    ],
+    ids=[
+        "too big",
+        "an archive of too many files",
+        "too big a text",
+        "wrong type",
+        "an image",
+        "a link",
+        "broken base64",
+        "another tenant's namespace",
+    ],
+)
+def test_a_refused_attachment_is_a_4xx_with_its_reason_before_any_run(
+    aegra: tuple[TestClient, Runs],
+    monkeypatch: pytest.MonkeyPatch,
+    block: dict[str, Any],
+    extra: dict[str, Any],
+    status: int,
+    said: str,
+) -> None:
+    env = {"LONGDOC_MAX_BYTES": "300", "LONGDOC_MAX_ARCHIVE_MEMBERS": "2", **extra.pop("env", {})}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    http, runs = aegra
+    got, out = turn(http, "t-refused", [WORDS, block], **extra)
+    assert got == status and said in out["message"], out
+    assert runs.records == [] and list_documents("team-a") == list_documents("team-b") == []
+    # Nothing of the refused request stays: the thread's next turn is its first.
+    ok, first = turn(http, "t-refused", [WORDS, {"type": "text-plain", "text": LINE, "mime_type": "text/plain"}])
+    assert ok == 200 and first["turn"] == 1
+
+
+def test_a_file_in_a_state_update_is_ingested_at_the_door_too(aegra: tuple[TestClient, Runs]) -> None:
+    http, runs = aegra
+    block = {"type": "file", "base64": _b64(LINE.encode()), "mime_type": "text/csv", "extras": {"filename": "s.csv"}}
+    update = {"messages": [{"type": "human", "content": [WORDS, block]}]}
+    answer = http.post(
+        "/threads/t-cmd/runs/wait",
+        json={"assistant_id": "chat", "command": {"update": update}},
+        headers={"X-API-Key": "key-b"},
+    )
+    assert answer.status_code == 400 and "s.csv: unsupported type text/csv" in answer.json()["message"]
+    assert runs.records == []
+
+
+def test_a_first_turn_without_a_document_is_answered_with_what_to_attach(aegra: tuple[TestClient, Runs]) -> None:
+    http, _ = aegra
+    doc_id = ingest(text=f"# Falcon report\n\n{LINE}\n", namespace="team-b").doc_id
+    ingest(text="# Heron notes\n\nHerons wade in shallow water.\n", namespace="team-a")
+    status, out = turn(http, "t-help", "Who manages procurement?")
+    assert status == 200 and [m["type"] for m in out["messages"]] == ["human", "ai"]
+    assert out["messages"][0]["content"] == "Who manages procurement?"  # the message stays in the conversation
+    help_text = out["messages"][-1]["content"]
+    assert help_text.startswith("To talk about a document, attach it to your message")
+    assert f"Falcon report (`{doc_id}`)" in help_text and "Heron" not in help_text  # the tenant's documents only
+    assert "give one of doc_id, path or text" not in help_text and out["messages"][-1]["additional_kwargs"]["longdoc"]
+    # The next message, naming the document by its id, starts the conversation.
+    status, out = turn(http, "t-help", f"What does {doc_id} say about procurement?")
+    assert status == 200 and out["turn"] == 1 and out["doc_id"] == doc_id
+    assert [m["type"] for m in out["messages"]] == ["human", "ai"] * 2
