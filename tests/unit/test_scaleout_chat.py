@@ -1,9 +1,10 @@
-"""A chat through the scale-out deployment's door, in process: documents attached to messages, refusals, turns.
+"""The scale-out deployment's door in process: chat turns with documents attached, refusals, MCP and A2A calls.
 
-The door is the real :class:`deploy.app.TenantGuard`; behind it, in Aegra's place, a small ASGI app runs
-the served ``chat`` graph (scripted model, hash embeddings, an in-memory checkpointer) on
-``/threads/{id}/runs/wait`` with the body the guard passed on, and keeps that body as Aegra keeps a
-run's record. ``tests/integration/test_scaleout.py`` runs the same turns on two real Aegra instances.
+The door is the real :class:`deploy.app.TenantGuard` (and, for MCP and A2A, the real ``deploy.app`` routes);
+behind it, in Aegra's place, a small ASGI app (:class:`Runs`) runs the served graphs (scripted model, hash
+embeddings, an in-memory checkpointer) on the run endpoints those callers use, with the body the guard passed
+on, and keeps that body as Aegra keeps a run's record. ``tests/integration/test_scaleout.py`` runs the same
+calls on two real Aegra instances with PostgreSQL.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from starlette.testclient import TestClient
 
 from deploy import app as door
+from deploy import assistants
 from deploy.auth import keyring
 from doubles.files import docx_bytes, pdf_with_text
 from doubles.replies import offload_chat_model
@@ -30,7 +33,8 @@ from surfaces import registry
 
 KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-old"]}}
 LINE = "Bob Chen manages procurement for Project Falcon. Field trials start in June."
-RUN = re.compile(r"^/threads/(?P<thread>[^/]+)/runs/wait$")
+RUN = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?P<wait>/wait)?$")
+RUN_STATUS = re.compile(r"^/threads/(?P<thread>[^/]+)/runs/(?P<run>[^/]+)(?P<join>/join)?$")
 
 
 def _b64(data: bytes) -> str:
@@ -47,11 +51,33 @@ def _message(message: BaseMessage) -> dict[str, Any]:
 
 
 class Runs:
-    """Aegra's place behind the guard: runs the chat graph on ``runs/wait`` and keeps each run's request."""
+    """Aegra's place behind the guard: ``POST /threads``, runs made and waited for, joined and looked up.
+
+    A run's graph runs to its end when the run is made; a failed run has status ``error`` and its exception's text
+    as ``error_message``, as Aegra records it. Each run request the guard passed on is kept (:attr:`records`).
+    """
 
     def __init__(self) -> None:
-        self.graph = registry.compile_with("chat", InMemorySaver())
+        self.saver = InMemorySaver()
         self.records: list[dict[str, Any]] = []
+        self.runs: dict[str, dict[str, Any]] = {}
+
+    async def run(self, thread: str, request: dict[str, Any]) -> dict[str, Any]:
+        self.records.append(request)
+        workflow = str(assistants.workflow_of(str(request["assistant_id"])))
+        graph = registry.compile_with(workflow, self.saver)
+        config = {"configurable": {"thread_id": thread}}
+        run: dict[str, Any] = {"run_id": str(uuid.uuid4()), "thread_id": thread, "status": "success", "values": {}}
+        try:
+            with use_chat_model(offload_chat_model()):
+                values = await graph.ainvoke(request.get("input"), config, context=request["context"])
+        except Exception as exc:  # noqa: BLE001 - a failed run, recorded as Aegra records it
+            run.update(status="error", error_message=str(exc))
+        else:
+            messages = [_message(m) for m in values.get("messages", [])]
+            run["values"] = {**{k: v for k, v in values.items() if k != "messages"}, "messages": messages}
+        self.runs[run["run_id"]] = run
+        return run
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         body = b""
@@ -60,15 +86,19 @@ class Runs:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        match = RUN.match(scope["path"])
-        assert match is not None and scope["method"] == "POST", scope["path"]
-        request = json.loads(body)
-        self.records.append(request)
-        config = {"configurable": {"thread_id": match["thread"]}}
-        with use_chat_model(offload_chat_model()):
-            values = await self.graph.ainvoke(request.get("input"), config, context=request["context"])
-        out = {k: v for k, v in values.items() if k != "messages"}
-        payload = json.dumps({**out, "messages": [_message(m) for m in values["messages"]]}, default=str).encode()
+        path, method = scope["path"], scope["method"]
+        made, looked_up = RUN.match(path), RUN_STATUS.match(path)
+        if method == "POST" and path == "/threads":
+            out: Any = {"thread_id": str(uuid.uuid4())}
+        elif method == "POST" and made is not None:
+            run = await self.run(made["thread"], json.loads(body))
+            out = run["values"] if made["wait"] else {k: v for k, v in run.items() if k != "values"}
+        elif method == "GET" and looked_up is not None:
+            run = self.runs[looked_up["run"]]
+            out = run["values"] if looked_up["join"] else {k: v for k, v in run.items() if k != "values"}
+        else:
+            raise AssertionError(f"not served here: {method} {path}")
+        payload = json.dumps(out, default=str).encode()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": payload})
 
@@ -277,3 +307,105 @@ def test_a_first_turn_without_a_document_is_answered_with_what_to_attach(aegra: 
     status, out = turn(http, "t-help", f"What does {doc_id} say about procurement?")
     assert status == 200 and out["turn"] == 1 and out["doc_id"] == doc_id
     assert [m["type"] for m in out["messages"]] == ["human", "ai"] * 2
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, Runs]]:
+    """``deploy.app`` (its guard, ``/mcp`` and ``/a2a``), whose tool calls and A2A turns reach :class:`Runs` through
+    the guard, with the caller's key, where they would reach the instance's own loopback address."""
+    import httpx
+    import langgraph_sdk
+    from langgraph_sdk.client import LangGraphClient
+
+    monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps(KEYS))
+    keyring.cache_clear()
+    door._owners.cache_clear()
+    runs = Runs()
+    behind = door.TenantGuard(runs)
+
+    def loopback(url: str, api_key: str | None = None, timeout: Any = None, **_: Any) -> LangGraphClient:
+        assert url.startswith("http://127.0.0.1:") or url == "http://testserver:80", url
+        headers = {"x-api-key": api_key} if api_key else {}
+        transport = httpx.ASGITransport(app=behind)
+        return LangGraphClient(httpx.AsyncClient(transport=transport, base_url=url, headers=headers, timeout=timeout))
+
+    monkeypatch.setattr(langgraph_sdk, "get_client", loopback)
+    with TestClient(door.app) as http:
+        yield http, runs
+    keyring.cache_clear()
+    door._owners.cache_clear()
+
+
+def tool_call(http: TestClient, name: str, arguments: dict[str, Any], key: str = "key-b") -> dict[str, Any]:
+    """One MCP ``tools/call`` on the deployment's ``/mcp``: its result."""
+    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    headers = {"X-API-Key": key, "Accept": "application/json, text/event-stream"}
+    answer = http.post("/mcp", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["result"])
+
+
+def a2a_turn(http: TestClient, parts: list[dict[str, Any]], key: str = "key-b") -> dict[str, Any]:
+    """One A2A ``SendMessage`` to the deployment's chat agent: the task it ends as."""
+    message = {"role": "ROLE_USER", "parts": parts, "messageId": str(uuid.uuid4())}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    answer = http.post("/a2a/chat", json=body, headers={"X-API-Key": key})
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["result"]["task"])
+
+
+def test_mcp_tools_on_the_deployment_give_json_results_and_reasons(deployed: tuple[TestClient, Runs]) -> None:
+    http, runs = deployed
+    ingested = tool_call(http, "ingest", {"text": f"# Falcon report\n\n{LINE}\n"})
+    assert ingested["isError"] is False and json.loads(ingested["content"][0]["text"]) == ingested["structuredContent"]
+    doc_id = ingested["structuredContent"]["doc_id"]
+    assert find_document("team-b", doc_id) is not None and runs.records[-1]["context"]["namespace"] == "team-b"
+
+    chat = tool_call(http, "chat", {"question": "Who manages procurement?", "doc_id": doc_id})
+    assert chat["isError"] is False and set(chat["structuredContent"]) == {
+        "answer",
+        "sources",
+        "citations",
+        "turn",
+        "doc_id",
+        "session",
+    }
+    assert "Bob Chen" in chat["structuredContent"]["answer"] and '"answer": ' in chat["content"][0]["text"]
+
+    failures = [
+        (("ask", {"question": "Who?"}, "key-b"), "ask failed: no document: give one of doc_id, path or text"),
+        (
+            ("ask", {"question": "Who?", "doc_id": doc_id}, "key-a"),
+            f"ask failed: document {doc_id!r} is not ingested in namespace 'team-a'",
+        ),
+        (
+            ("ask", {"question": "Who?", "doc_id": doc_id, "namespace": "team-a"}, "key-b"),
+            "refused (403): namespace 'team-a' is not open to this API key",
+        ),
+        (("ask", {"question": "Who?", "doc_id": "not-an-id"}, "key-b"), "does not match '^[0-9a-f]{16}$'"),
+    ]
+    for (name, arguments, key), said in failures:
+        result = tool_call(http, name, arguments, key)
+        text = result["content"][0]["text"]
+        assert result["isError"] is True and said in text, text
+        assert "InputError" not in text and "Traceback" not in text
+
+
+def test_a2a_on_the_deployment_takes_a_file_and_refuses_one_it_cannot_read(deployed: tuple[TestClient, Runs]) -> None:
+    http, runs = deployed
+    help_task = a2a_turn(http, [{"text": "What is new?"}])
+    assert help_task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert help_task["artifacts"][0]["parts"][0]["text"].startswith("To talk about a document, attach it")
+
+    pdf = _b64(pdf_with_text(LINE))
+    parts = [{"text": "Who manages procurement?"}, {"raw": pdf, "mediaType": "application/pdf", "filename": "f.pdf"}]
+    task = a2a_turn(http, parts)
+    answer = task["artifacts"][0]["parts"][0]["text"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED" and "Bob Chen" in answer and "**Sources**" in answer
+    assert pdf[:40] not in json.dumps(runs.records[-1]) and list_documents("team-b")
+
+    sheet = [{"text": "Sum it up"}, {"raw": _b64(b"a,b\n1,2\n"), "mediaType": "text/csv", "filename": "sheet.csv"}]
+    rejected = a2a_turn(http, sheet)
+    said = rejected["status"]["message"]["parts"][0]["text"]
+    assert rejected["status"]["state"] == "TASK_STATE_REJECTED"
+    assert said.startswith("refused (400): sheet.csv: unsupported type text/csv; attach a PDF"), said
