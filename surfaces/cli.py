@@ -35,6 +35,7 @@ DESCRIPTION = """\
 longdoc works with documents far longer than a model's context window, offline by default.
 
   ingest     chunk and embed a document once (txt, md, pdf, docx, html); every workflow reuses it
+  docs       list the documents a namespace holds
   ask        answer a question with a chain of worker agents ordered by a Chow-Liu tree
   summarize  summarize with an editor agent that questions expert agents, then fact-checks
   chat       a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)
@@ -335,6 +336,51 @@ def _cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from stores.documents import document_listing
+
+    rows = document_listing(args.namespace)
+    if args.json:
+        print_json({"namespace": args.namespace, "documents": rows})
+        return EXIT_OK
+    if not rows:
+        print(f"no documents in namespace {args.namespace!r}; add some with: longdoc ingest PATH -n {args.namespace}")
+        return EXIT_OK
+    print(document_table(rows))
+    words = sum(int(r["words"]) for r in rows)
+    print(f"{len(rows)} documents, {words:,} words, {sum(int(r['chunks']) for r in rows):,} chunks")
+    return EXIT_OK
+
+
+def document_table(rows: list[dict[str, Any]], title_chars: int = 40) -> str:
+    """The rows of :func:`stores.documents.document_listing` as an aligned text table."""
+
+    def cut(text: str, most: int) -> str:
+        text = " ".join(str(text).split())
+        return text if len(text) <= most else text[: most - 1] + "…"
+
+    head = ("id", "title", "words", "chunks", "embedder", "ingested", "source")
+    lines = [
+        (
+            r["doc_id"],
+            cut(r["title"], title_chars),
+            f"{int(r['words']):,}",
+            str(r["chunks"]),
+            r["embedder"],
+            r["ingested_at"].replace("T", " ").removesuffix("Z") or "-",
+            r["source"],
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [head, *lines]) for i in range(len(head) - 1)]
+    right = {2, 3}  # numbers
+    out = []
+    for row in [head, *lines]:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
+        out.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(out)
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     info = describe_models()
     if args.json:
@@ -377,6 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
     context_option(p, Context, "chunk_size")
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("docs", help="list the documents of a namespace: id, title, words, chunks, when, source")
+    context_option(p, Context, "namespace", "--namespace", "-n", default="default")
+    p.add_argument("--json", action="store_true", help="print one JSON object: the namespace and its documents")
+    p.set_defaults(func=_cmd_docs)
 
     p = sub.add_parser("forget", help="delete a thread, a document or a namespace and everything kept about it")
     p.add_argument("--thread", default="", help="a thread: its checkpoints, chat items and owner record")

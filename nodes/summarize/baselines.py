@@ -20,7 +20,8 @@ from langgraph.types import Send
 
 import prompts
 from graphs.summarize.context import BaselineContext
-from graphs.summarize.state import MapReduceState, MapTask, RefineState
+from graphs.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids
+from nodes.collection.sources import run_sources
 from nodes.ingest import in_namespace
 from nodes.summarize.editing import writing_prompt
 from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
@@ -28,7 +29,6 @@ from nodes.summarize.length import tokens_for
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.usage import track_usage
-from stores.vectorstore import get_store
 
 NONE_MARKERS = ("NONE", "无")
 
@@ -53,7 +53,7 @@ def is_none(text: str) -> bool:
 def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
-    hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
+    hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
     runtime.stream_writer(
         {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
     )
@@ -67,6 +67,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
             "map_chunk",
             {
                 "doc_id": state["doc_id"],
+                "collection": state.get("collection") or [],
                 "namespace": state.get("namespace", ""),
                 "chunk_id": cid,
                 "position": i,
@@ -81,8 +82,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
 def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
-    store = get_store(ctx.namespace, ctx.embedder)
-    hit = store.chunks(state["doc_id"], [state["chunk_id"]])[0]
+    hit = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).chunks([state["chunk_id"]])[0]
     lang = state["lang"]
     system = prompts.render("summarize/map", lang, language=language_name(lang))
     user = prompts.render(
@@ -177,7 +177,7 @@ def reduce_notes(state: MapReduceState, runtime: Runtime[BaselineContext]) -> di
 def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """List the document's chunk ids and start with an empty summary."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
-    hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
+    hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
 
@@ -186,7 +186,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
-    hit = get_store(ctx.namespace, ctx.embedder).chunks(state["doc_id"], [cid])[0]
+    hit = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).chunks([cid])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
     system = writing_prompt("summarize/refine", lang, length=length, fmt=state.get("format", "paragraphs"))
     user = prompts.render(
