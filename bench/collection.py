@@ -164,7 +164,8 @@ def summarize_report(args: argparse.Namespace) -> dict[str, Any]:
 def ingest_report(args: argparse.Namespace) -> dict[str, Any]:
     """Every qa_long document ingested in a fresh process and data directory: seconds, chunks, peak memory."""
     home = args.home or tempfile.mkdtemp(prefix="longdoc-collection-")
-    command = [sys.executable, "-m", "bench.collection", "ingest-here", "--data", args.data, "--embedder", args.embedder]
+    command = [sys.executable, "-m", "bench.collection", "ingest-here", "--data", args.data]
+    command += ["--embedder", args.embedder]
     env = {**os.environ, "LONGDOC_HOME": home}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
