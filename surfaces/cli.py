@@ -256,6 +256,71 @@ def document_id(args: argparse.Namespace, **context: Any) -> str:
     return str(ensure_document(args, args.path, **context)["doc_id"])
 
 
+def add_documents_options(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    """``PATH`` (optional: none reads every document of ``--namespace``) and ``--doc-ids``."""
+    if positional:
+        parser.add_argument(
+            "path",
+            nargs="?",
+            default=None,
+            help="a file (txt, md, pdf, docx, html), a folder (its files as one collection: new ones ingested first) "
+            "or the id of an ingested document; none: every document of --namespace",
+        )
+    parser.add_argument(
+        "--doc-ids", default="", metavar="ID,ID", help="ids of ingested documents read as one collection, not PATH"
+    )
+
+
+def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any]:
+    """The input fields naming a command's documents: ``doc_id`` for one, ``doc_ids`` for a collection.
+
+    A folder is ingested here (new and changed files only, with a progress bar); no path and no
+    ``--doc-ids`` is every document of the namespace.
+    """
+    from pathlib import Path
+
+    from graphs.context import Context
+    from nodes.collection.resolve import resolve_documents
+
+    given = [d.strip() for d in str(getattr(args, "doc_ids", "") or "").split(",") if d.strip()]
+    if given and args.path:
+        raise InputError("give PATH or --doc-ids, not both")
+    settings = Context.from_mapping({**context_values(args), **context})
+    if given:
+        values: dict[str, Any] = {"doc_ids": given}
+    elif not args.path:
+        values = {"whole_namespace": True}
+    elif Path(args.path).is_dir():
+        values = {"path": args.path}
+    else:
+        return {"doc_id": document_id(args, **context)}
+    with progress(args.quiet, "ingest") as handle:
+        docs = resolve_documents({**values, "namespace": args.namespace}, settings, handle)
+    return {"doc_id": docs[0]} if len(docs) == 1 else {"doc_ids": docs}
+
+
+def documents_legend(documents: list[dict[str, Any]], citations: list[str]) -> str:
+    """``[2] Title (file.md)`` lines for the documents the citations name (empty for one document)."""
+    from nodes.collection.sources import document_name, split_label
+
+    tags = []
+    for label in citations:
+        try:
+            tag = split_label(label)[0]
+        except InputError:
+            continue
+        if tag is not None and tag not in tags:
+            tags.append(tag)
+    by_tag = {int(d["tag"]): d for d in documents}
+    lines = []
+    for tag in sorted(t for t in tags if t in by_tag):
+        doc = by_tag[tag]
+        source = str(doc.get("source") or "")
+        where = f" ({source})" if source and source != "text" and document_name(doc) != source else ""
+        lines.append(f"  [{tag}] {document_name(doc)}{where}")
+    return "\n".join(lines)
+
+
 def _cmd_ingest_directory(args: argparse.Namespace) -> int:
     from nodes.ingest_dir import ingest_directory
 
