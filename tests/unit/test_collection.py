@@ -318,3 +318,32 @@ def test_the_scale_out_app_lists_only_the_callers_documents(monkeypatch: pytest.
         assert client.get("/documents").status_code == 401
     finally:
         keyring.cache_clear()
+
+
+# --- the chain's shortlist over a collection -----------------------------------------------------------
+def test_a_shortlist_reads_a_repeated_paragraph_once_and_keeps_its_numbers_when_it_grows(tmp_path: Path) -> None:
+    from nodes.chain.pool import grown, pool_documents, pool_reading, pool_tags, shortlist
+
+    shared = "The shared paragraph says that the well pump of Nakuru runs on solar power."
+    texts = {
+        "a.md": f"# Alpha\n\n{shared}\n\nAlpha notes that otters sleep holding hands.",
+        "b.md": f"# Beta\n\n{shared}\n\nBeta notes that the board approved 40,000 euros.",
+    }
+    docs = []
+    for name, text in texts.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        docs.append(ingest(str(path)).doc_id)
+    store = get_store()
+    pool = shortlist(store, docs, "Nakuru well pump solar power", 2)
+    assert len(pool) == 2 and set(pool_tags(pool)) == set(docs)
+    reading = pool_reading(store, pool, passage_tokens=200, chunk_tokens=1200)
+    texts_read = [p.text for p in reading.passages.passages]
+    assert sum(shared in t for t in texts_read) == 1  # the paragraph both documents hold is read once
+    assert all(label.split(":")[0] in ("1", "2") for label in reading.doc.chunk_ids)
+    assert reading.tree.n == 2 and reading.passages.passages[0].labels[0].startswith(reading.doc.chunk_ids[0])
+    documents = pool_documents("default", pool)
+    assert [d["tag"] for d in documents] == [1, 2] and {d["title"] for d in documents} == {"Alpha", "Beta"}
+    assert grown(pool, [pool[1], "x:y:c0"]) == [*pool, "x:y:c0"]
+    with pytest.raises(InputError, match="changed during the run"):
+        pool_reading(store, [*pool, f"{docs[0]}:gone:c9"], passage_tokens=200, chunk_tokens=1200)
