@@ -178,9 +178,10 @@ def ingest_report(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def ingest_here(data: str, embedder: str, namespace: str = "bench-collection") -> dict[str, Any]:
-    """Ingest every qa_long item's document into ``namespace`` of this process's data directory."""
-    from bench.chain_long import as_text
+def ingest_here(data: str, embedder: str) -> dict[str, Any]:
+    """Ingest every qa_long item's document into :data:`bench.chain_long.NAMESPACE` of this process's data
+    directory (which then holds the collection the questions are asked of)."""
+    from bench.chain_long import NAMESPACE, as_text
     from bench.ingest import peak_rss_mb
     from bench.qa_data import load_qa_dir
     from nodes.ingest import ingest
@@ -190,7 +191,7 @@ def ingest_here(data: str, embedder: str, namespace: str = "bench-collection") -
     chunks = words = 0
     for item in items:
         text = as_text(item.paragraphs)
-        result = ingest(text=text, namespace=namespace, title=item.id, embedder=embedder)
+        result = ingest(text=text, namespace=NAMESPACE, title=item.id, embedder=embedder)
         chunks += result.chunks
         words += len(text.split())
     return {
