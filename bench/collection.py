@@ -292,7 +292,7 @@ def synthetic_documents(data: str, count: int, seed: int = 0) -> list[str]:
     return [as_text(rng.sample(unique, 125)) for _ in range(count)]
 
 
-def scale_here(data: str, count: int, embedder: str, questions: int, phase: str) -> dict[str, Any]:
+def scale_here(data: str, count: int, embedder: str, questions: int, phase: str, size: int = 32) -> dict[str, Any]:
     """In this process's data directory: ``ingest`` ``count`` synthetic documents (and plan one question, which
     counts every document's terms once), or ``plan`` the first ``questions`` dev questions over them: per
     question the planner's model-free work (shortlist, passages, tree and first batch; then a shortlist grown
@@ -321,12 +321,12 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str)
     plans = []
     for item in items[:1] if phase == "ingest" else items:
         begun = time.perf_counter()
-        pool = shortlist(store, collection, item.question, ctx.shortlist)
+        pool = shortlist(store, collection, item.question, size)
         reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
         two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)
         planned = time.perf_counter() - begun
         missing = " ".join(p.title for p in item.paragraphs if p.supporting)
-        pool = grown(pool, shortlist(store, collection, missing, ctx.shortlist))
+        pool = grown(pool, shortlist(store, collection, missing, size))
         reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
         two_batches(reading, f"{item.question} {missing}", ctx.batch_tokens, ctx.floor)
         plans.append({"first_batch_s": round(planned, 3), "question_s": round(time.perf_counter() - begun, 3)})
@@ -352,6 +352,7 @@ def scale_report(args: argparse.Namespace) -> dict[str, Any]:
         for phase in ("ingest", "plan"):
             command = [sys.executable, "-m", "bench.collection", "scale-here", "--data", args.data]
             command += ["--count", str(count), "--embedder", args.embedder, "--questions", str(args.questions)]
+            command += ["--shortlist", str(args.shortlist)]
             done = subprocess.run([*command, "--phase", phase], env=env, capture_output=True, text=True, check=True)
             result[phase] = json.loads(done.stdout.strip().splitlines()[-1])
         plans = result["plan"]["plans"]
@@ -371,7 +372,8 @@ def scale_report(args: argparse.Namespace) -> dict[str, Any]:
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    return {"sizes": rows, "config": {"embedder": args.embedder, "cpus": os.cpu_count(), "data": args.data}}
+    config = {"embedder": args.embedder, "shortlist": args.shortlist, "cpus": os.cpu_count(), "data": args.data}
+    return {"sizes": rows, "config": config}
 
 
 # --- ingest at 1M words ---------------------------------------------------------------------------
@@ -453,7 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default=",".join(map(str, SCALE_SIZES)), help="collection sizes (documents)")
     p.add_argument("--questions", type=int, default=10, help="questions planned per size (default 10)")
     p.add_argument("--embedder", default="hash", help="embedder (default hash: planning time does not depend on it)")
+    p.add_argument("--shortlist", type=int, default=32, help="chunks shortlisted per query (default 32)")
     p = sub.add_parser("scale-here", help=argparse.SUPPRESS)
+    p.add_argument("--shortlist", type=int, default=32)
     p.add_argument("--data", required=True)
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--embedder", default="hash")
@@ -467,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(ingest_here(args.data, args.embedder)))
         return 0
     if args.part == "scale-here":
-        print(json.dumps(scale_here(args.data, args.count, args.embedder, args.questions, args.phase)))
+        print(json.dumps(scale_here(args.data, args.count, args.embedder, args.questions, args.phase, args.shortlist)))
         return 0
     if args.part == "scale":
         args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
