@@ -162,18 +162,23 @@ class SentenceMap:
 
     def recall(self, paragraphs: Sequence[Paragraph], row: dict[str, Any]) -> float | None:
         """Share of the supporting paragraphs at least half of whose words a run read (None without any)."""
-        from nodes.chain.passages import chunk_paragraphs
+        return paragraph_recall(paragraphs, self.read(row), self.limit)
 
-        read = self.read(row)
-        found = []
-        for p in paragraphs:
-            if not p.supporting:
-                continue
-            sentences = [_norm(s) for part in chunk_paragraphs(p.chunk_text, self.limit) for s in part]
-            words = sum(len(s.split()) for s in sentences)
-            seen = sum(len(s.split()) for s in sentences if s in read)
-            found.append(words > 0 and seen / words >= 0.5)
-        return sum(found) / len(found) if found else None
+
+def paragraph_recall(paragraphs: Sequence[Paragraph], read: set[str], limit: int) -> float | None:
+    """Share of the supporting paragraphs at least half of whose words are in the sentences ``read`` (lower-cased,
+    spaces collapsed; the paragraphs split as passages of ``limit`` tokens split them), None without any."""
+    from nodes.chain.passages import chunk_paragraphs
+
+    found = []
+    for p in paragraphs:
+        if not p.supporting:
+            continue
+        sentences = [_norm(s) for part in chunk_paragraphs(p.chunk_text, limit) for s in part]
+        words = sum(len(s.split()) for s in sentences)
+        seen = sum(len(s.split()) for s in sentences if s in read)
+        found.append(words > 0 and seen / words >= 0.5)
+    return sum(found) / len(found) if found else None
 
 
 def _norm(text: str) -> str:

@@ -18,11 +18,13 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
+from nodes.collection.sources import Sources
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
+from nodes.offload.collection_canvas import collection_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
-from nodes.offload.state import OffloadState, call_record, session_context
+from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.chat_stream import streamed_field
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
@@ -30,7 +32,9 @@ from stores.text import CITATION_TAG, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import VectorStore, get_store
 
-_ID = re.compile(r"^\[?\s*([oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
+_ID = re.compile(r"^\[?\s*((?:\d{1,5}:)?[oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
+_TAGGED = re.compile(r"\[(\d+:c\d+)\]")
+"""A collection session's citation marker: ``[2:c3]``."""
 
 
 class AnswerReply(BaseModel):
@@ -50,8 +54,14 @@ class RecallReply(AnswerReply):
     )
 
 
-def citations_of(reply: AnswerReply, chunks: int) -> list[str]:
-    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document."""
+def citations_of(reply: AnswerReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
+    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document; in a
+    collection session (``labels``: its chunk labels) the tagged ids ``2:c3`` that exist in it."""
+    if labels:
+        known = set(labels)
+        found = [*reply.citations, *_TAGGED.findall(reply.answer)]
+        tagged = [re.sub(r"\s+", "", str(raw)).strip("[]").lower() for raw in found]
+        return list(dict.fromkeys(label for label in tagged if label in known))
     found = [*reply.citations, *CITATION_TAG.findall(reply.answer)]
     out = []
     for raw in found:
@@ -104,11 +114,16 @@ def resolve_recall(
     chunks: int,
     recall_tokens: int,
     lang: str,
+    doc_ids: Sequence[str] = (),
 ) -> tuple[list[Piece], list[dict[str, Any]]]:
-    """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report."""
+    """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report.
+    ``doc_ids``: the session's collection, whose chunks are recalled by their tagged ids (``2:c3``)."""
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
-    chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
-    hits = {h.chunk_id: h for h in chunk_store.chunks(doc_id, chunk_ids)}
+    if doc_ids:
+        chunk_ids = [i for i in ids if re.fullmatch(r"\d+:c\d+", i)]
+    else:
+        chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
+    hits = {h.chunk_id: h for h in Sources(chunk_store, doc_ids or [doc_id]).chunks(chunk_ids)}
     known = [i.id for i in offload_store.list(session)]
     pieces: list[Piece] = []
     report: list[dict[str, Any]] = []
@@ -131,10 +146,13 @@ def resolve_recall(
     return pieces, report
 
 
-def _canvas(ctx: OffloadContext, doc_id: str) -> Canvas | None:
+def _canvas(ctx: OffloadContext, doc_ids: Sequence[str]) -> Canvas | None:
     if ctx.policy != "offload_canvas":
         return None
-    return load_canvas(get_store(ctx.namespace, ctx.embedder), doc_id)
+    store = get_store(ctx.namespace, ctx.embedder)
+    if len(doc_ids) > 1:
+        return collection_canvas(Sources(store, doc_ids), ctx.canvas_max_nodes)
+    return load_canvas(store, doc_ids[0])
 
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
@@ -142,8 +160,9 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     question, doc_id = state["question"], state["doc_id"]
+    collection = session_documents(state)
     canvas_refs: list[dict[str, Any]] = []
-    drawn = _canvas(ctx, doc_id)
+    drawn = _canvas(ctx, collection)
     if drawn is not None:
         ids = drawn.mermaid_ids()
         for node, score in touched_nodes(
@@ -160,6 +179,7 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
         min_score=ctx.min_score,
         min_details=ctx.min_details,
         canvas_refs=canvas_refs,
+        doc_ids=collection,
     )
     runtime.stream_writer(
         {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
@@ -187,13 +207,14 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
+    collection = session_documents(state)
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
     round_ = int(state.get("recall_round") or 0)
     can_recall = offloading and round_ == 0 and any(t.get("offload_id") for t in history)
 
     pieces: list[Piece] = []
-    drawn = _canvas(ctx, doc_id)
+    drawn = _canvas(ctx, collection)
     if drawn is not None:
         pieces.append(Piece("canvas", "canvas", drawn.map_text(), "canvas"))
     if offloading:
@@ -205,11 +226,18 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         ctx.policy,
         ctx.keep_turns,
         lang,
-        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens),
+        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens, doc_ids=collection),
         relevant=_older_relevant(ctx, state) if offloading else (),
     )
     pieces += detail_pieces(
-        store, doc_id, state.get("details", []), question, ctx.detail_tokens, lang, recallable=can_recall
+        store,
+        doc_id,
+        state.get("details", []),
+        question,
+        ctx.detail_tokens,
+        lang,
+        recallable=can_recall,
+        doc_ids=collection,
     )
     report: list[dict[str, Any]] = []
     if round_ and state.get("recall_ids"):
@@ -222,6 +250,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             chunks=int(state.get("chunks") or 0),
             recall_tokens=ctx.recall_tokens,
             lang=lang,
+            doc_ids=collection if len(collection) > 1 else (),
         )
         shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
         runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
@@ -262,7 +291,8 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         update["answer"] = reply.answer.strip()
         return update
     update["answer"] = reply.answer.strip()
-    update["citations"] = citations_of(reply, int(state.get("chunks") or 0))
+    labels = Sources(store, collection).labels() if len(collection) > 1 else ()
+    update["citations"] = citations_of(reply, int(state.get("chunks") or 0), labels)
     return update
 
 

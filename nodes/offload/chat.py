@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 
+from nodes.collection.sources import cited_documents
 from stores.documents import find_document
 from stores.errors import InputError
 from stores.loaders import SUPPORTED
@@ -81,10 +82,13 @@ def named_document(text: str, namespace: str, resolve_file: Any) -> dict[str, st
 
 def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) -> AIMessage:
     """The turn's answer as an AI message: the text, and in ``additional_kwargs["longdoc"]`` what backs it."""
+    citations = list(state.get("citations") or [])
+    documents = list(state.get("documents") or [])
     meta = {
         "turn": state.get("turn"),
         "doc_id": state.get("doc_id"),
-        "citations": list(state.get("citations") or []),
+        "citations": citations,
+        **({"sources": cited_documents(citations, documents)} if documents else {}),
         "details": [d.get("chunk_id") for d in state.get("details") or []],
         "offloaded": offloaded,
         "recalled": list(state.get("recalled") or []),

@@ -28,11 +28,17 @@ class OffloadRequest(ChatMessages):
     question: NotRequired[str]
     """The question of this turn (or send it as a new human message in ``messages``)."""
     path: NotRequired[str]
-    """First turn: a file to ingest and talk about (or doc_id or text)."""
+    """First turn: a file to ingest and talk about, or a folder: its new files are ingested and the session talks
+    about all of its documents."""
     text: NotRequired[str]
     """First turn: raw text to ingest and talk about (cleared from the thread once ingested)."""
+    doc_ids: NotRequired[list[str]]
+    """First turn: ids of documents ingested in the namespace, talked about as one collection (answers cite
+    ``2:c3``, chunk c3 of document 2; ``documents`` maps the tags)."""
+    whole_namespace: NotRequired[bool]
+    """First turn: true to talk about every document of the namespace as one collection."""
     namespace: NotRequired[str]
-    """Namespace of the document and the offload store (default: the context's); fixed for the session."""
+    """Namespace of the documents and the offload store (default: the context's); fixed for the session."""
     goal: NotRequired[str]
     """A goal to pin for the whole session (default: the offloader infers one)."""
 
@@ -41,8 +47,8 @@ class OffloadInput(OffloadRequest):
     """One turn of a session."""
 
     doc_id: NotRequired[str]
-    """First turn: id of an ingested document; give exactly one of doc_id, path or text. Later turns may omit it
-    or name the same document."""
+    """First turn: id of an ingested document; give exactly one of doc_id, path, text, doc_ids or whole_namespace.
+    Later turns may omit it or name the same document."""
     session: NotRequired[str]
     """Session id for the offload store (default: the thread id)."""
 
@@ -55,7 +61,7 @@ class OffloadOutput(ChatMessages):
     answer: str
     """The answer."""
     citations: list[str]
-    """Chunk ids the answer cites."""
+    """Chunk ids the answer cites (in a collection, ``2:c3``: chunk c3 of document 2)."""
     input_tokens: int
     """Input tokens of the answering call as the model reported them (the second one after a recall)."""
     offloaded: list[dict]
@@ -73,7 +79,10 @@ class OffloadOutput(ChatMessages):
     canvas: dict
     """The document's canvas: {id, source, nodes, edges, error, cached} (empty without one)."""
     doc_id: str
-    """The document of the session."""
+    """The document of the session (of a collection: its first)."""
+    documents: list[dict]
+    """A collection session's documents: {tag, doc_id, title, source}, tag 2 being the document ``2:c3`` names
+    (empty for one document)."""
     session: str
     """Session id (offload store key)."""
     policy: str
@@ -89,6 +98,9 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     """Language of the document (prompts)."""
     chunks: int
     """Number of chunks of the document."""
+    collection: list[str]
+    """The session's documents (one id for a one-document session); the input's doc_ids, whole_namespace and
+    folder path are cleared once resolved."""
     history: list[dict]
     """Finished turns: {turn, question, details, citations} + {offload_id, conclusion} or {answer}."""
     pinned: dict
@@ -98,12 +110,18 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     recall_round: int
     """Recall rounds used this turn (at most one)."""
     bound: dict
-    """What the session is bound to on its first turn: {doc_id, session, policy, namespace, index (the document's
-    index identity: its history cites chunk ids of that index)}."""
+    """What the session is bound to on its first turn: {doc_id, doc_ids (a collection's), session, policy,
+    namespace, index (the document's index identity, or the collection's version: its history cites chunk ids of
+    those indexes)}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
     reply_id: str
     """Message id of this turn's answer: the AI message streamed while the answer was written."""
+
+
+def session_documents(state: Any) -> list[str]:
+    """The documents of a session: its collection, else its one document."""
+    return list(state.get("collection") or [state["doc_id"]])
 
 
 def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> OffloadContext:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
@@ -17,13 +17,18 @@ class SummarizeInput(TypedDict):
     """What to summarize and how."""
 
     doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path or text."""
+    """Id of an ingested document; give exactly one of doc_id, path, text, doc_ids or whole_namespace."""
     path: NotRequired[str]
-    """File to summarize (ingested first, idempotently); or doc_id or text."""
+    """File to summarize (ingested first, idempotently), or a folder: its new files are ingested, then all of
+    its documents are summarized as one collection."""
     text: NotRequired[str]
-    """Raw text to summarize (ingested first, then cleared from the state); or doc_id or path."""
+    """Raw text to summarize (ingested first, then cleared from the state)."""
+    doc_ids: NotRequired[list[str]]
+    """Ids of documents ingested in the namespace, summarized as one collection (citations name each one)."""
+    whole_namespace: NotRequired[bool]
+    """True: summarize every document of the namespace as one collection."""
     namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
+    """Namespace of the documents (default: the context's)."""
     query: NotRequired[str]
     """Focus of the summary, e.g. "what was decided about the budget" (empty: the whole document)."""
     length: NotRequired[int]
@@ -40,15 +45,20 @@ class SummarizeOutput(TypedDict, total=False):
     """The summary and how it was made (every key is set by the end of a run)."""
 
     doc_id: str
-    """Id of the summarized document."""
+    """Id of the summarized document (of a collection: its first)."""
+    documents: list[dict]
+    """A collection's documents: {tag, doc_id, title, source}, where tag 2 is the document a citation ``2:c3``
+    names (empty for one document)."""
     method: Method
     """Method used."""
     summary: str
     """The final summary (citation markers removed)."""
     sentences: list[dict]
-    """Sentences of the summary: {text, citations (chunk ids), verdict, origin (summary, answer or excerpt: where
-    the length fit took it from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model,
-    grounding) and problems (what grounding found)."""
+    """Sentences of the summary: {text, citations (chunk ids; in a collection ``2:c3``, chunk c3 of document 2),
+    sources ({label, document}: the sentence of each cited chunk that best supports it, ``2:c3.4``, and the title
+    or file name of its document), verdict, origin (summary, answer or excerpt: where the length fit took it
+    from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model, grounding) and problems
+    (what grounding found)."""
     log: list[dict]
     """Questions and answers by round: {round, questions: [...], judgement, stop}."""
     rounds: int
@@ -66,6 +76,9 @@ class SummarizeOutput(TypedDict, total=False):
 class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
     """Private state of the summarize graph."""
 
+    collection: list[str]
+    """Ids of the documents the run reads, resolved from the input (one for a one-document run); the input's
+    ``doc_ids``, ``whole_namespace`` and ``path`` are cleared once resolved."""
     lang: str
     """Output language actually used."""
     kind: str
@@ -100,6 +113,8 @@ class ExpertTask(TypedDict):
 
     doc_id: str
     """Document id."""
+    collection: NotRequired[list[str]]
+    """A collection's document ids (empty or absent: ``doc_id`` alone)."""
     namespace: str
     """Namespace of the document (empty: the context's, for runs checkpointed before it was recorded)."""
     lang: str
@@ -122,6 +137,8 @@ class BaselineInput(TypedDict):
 
     doc_id: str
     """Document to summarize (already ingested)."""
+    collection: NotRequired[list[str]]
+    """A collection to summarize instead (its chunks labelled ``2:c3``)."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
     lang: NotRequired[str]
@@ -161,6 +178,8 @@ class MapTask(TypedDict):
 
     doc_id: str
     """Document id."""
+    collection: NotRequired[list[str]]
+    """A collection's document ids (``chunk_id`` is then a label ``2:c3``)."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
     chunk_id: str
@@ -185,3 +204,8 @@ class RefineState(BaselineInput, BaselineOutput, total=False):
 def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
     """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
     return in_namespace(runtime.context or SummarizeContext(), state)
+
+
+def run_doc_ids(state: Any) -> list[str]:
+    """The documents a run (or one of its tasks) reads: its collection, else its one document."""
+    return list(state.get("collection") or [state["doc_id"]])
