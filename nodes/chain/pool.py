@@ -90,7 +90,8 @@ class PoolReading:
     chunk_index: PassageIndex
     """Each shortlisted chunk as one passage: the chunks' own BM25 scores (what fixed orders rank by)."""
 
-    def _cosine(self, text: str) -> np.ndarray:
+    def cosine(self, text: str) -> np.ndarray:
+        """Cosine similarity of every shortlisted chunk to ``text``."""
         query = np.asarray(self.store.embedder.embed_query(text), dtype=np.float64)
         norms = np.linalg.norm(self.doc.matrix, axis=1) * (np.linalg.norm(query) or 1.0)
         norms[norms == 0] = 1.0
@@ -98,11 +99,11 @@ class PoolReading:
 
     def chunk_match(self, text: str) -> np.ndarray:
         """Standardised dense + BM25 match of every shortlisted chunk to ``text``."""
-        return match(self._cosine(text), self.chunk_index.lexical(text))
+        return match(self.cosine(text), self.chunk_index.lexical(text))
 
     def passage_match(self, text: str) -> np.ndarray:
         """Per passage: its chunk's standardised cosine to ``text`` averaged with its own standardised BM25 score."""
-        return match(self._cosine(text)[self.passages.chunks], self.passages.lexical(text))
+        return match(self.cosine(text)[self.passages.chunks], self.passages.lexical(text))
 
     def relevance(self, state: Any, missing: str, *, passages: bool) -> np.ndarray:
         """Relevance to the question and to what is missing (per passage, or per chunk)."""
@@ -170,6 +171,26 @@ def indexed(passages: list[Passage]) -> PassageIndex:
         bm25 = bm25s.BM25()
         bm25.index(corpus, show_progress=False)
     return PassageIndex(passages, bm25)
+
+
+def collection_reading(store: VectorStore, pool: Sequence[str], ctx: Any) -> PoolReading:
+    """:func:`pool_reading` with a run's settings (``ctx``: its :class:`~nodes.chain.context.ChainContext`)."""
+    from nodes.chain.state import CHUNK_TOKENS
+
+    return pool_reading(
+        store,
+        pool,
+        passage_tokens=ctx.passage_tokens,
+        chunk_tokens=CHUNK_TOKENS,
+        sharpen=ctx.sharpen,
+        exact_max=ctx.exact_max,
+    )
+
+
+def tree_edges(reading: PoolReading) -> list[list[Any]]:
+    """The shortlist's tree as the output shows it: ``[label, label, weight]``."""
+    ids = reading.doc.chunk_ids
+    return [[ids[i], ids[j], round(w, 6)] for i, j, w in reading.tree.edges]
 
 
 def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int) -> dict[str, str]:

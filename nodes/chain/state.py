@@ -18,18 +18,24 @@ class ChainRequest(TypedDict):
     question: str
     """The question to answer."""
     path: NotRequired[str]
-    """Path of a document to ingest first (txt, md, pdf, docx, html); or doc_id or text."""
+    """Path of a document to ingest first (txt, md, pdf, docx, html), or of a folder: its new files are ingested,
+    then the question is asked of all of its documents."""
     text: NotRequired[str]
-    """Raw text to ingest first (cleared from the state once ingested); or doc_id or path."""
+    """Raw text to ingest first (cleared from the state once ingested)."""
+    doc_ids: NotRequired[list[str]]
+    """Ids of documents ingested in the namespace: the question is asked of all of them at once (citations
+    ``2:c3`` name the document by its tag in ``documents``)."""
+    whole_namespace: NotRequired[bool]
+    """True: ask every document of the namespace."""
     namespace: NotRequired[str]
-    """Namespace of the document (default: the context's)."""
+    """Namespace of the documents (default: the context's)."""
 
 
 class ChainInput(ChainRequest):
     """A question about a document."""
 
     doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path or text."""
+    """Id of an ingested document; give exactly one of doc_id, path, text, doc_ids or whole_namespace."""
 
 
 class ChainOutput(TypedDict):
@@ -40,7 +46,7 @@ class ChainOutput(TypedDict):
     explanation: str
     """One sentence of justification with citations."""
     citations: list[str]
-    """Chunk ids that support the answer."""
+    """Chunk ids that support the answer (in a collection ``2:c3``: chunk c3 of the document tagged 2)."""
     quotes: list[str]
     """The quoted sentences the answer rests on, each behind its label ``[c3.2]`` (sentence 2 of chunk c3)."""
     inferred: bool
@@ -67,7 +73,10 @@ class ChainOutput(TypedDict):
     calls: int
     """LLM calls made."""
     doc_id: str
-    """Id of the document."""
+    """Id of the document (of a collection: its first)."""
+    documents: list[dict]
+    """A collection's documents the run shortlisted: {tag, doc_id, title, source}, tag 2 being the document a
+    label ``2:c3.4`` names (empty for one document)."""
 
 
 class ChainState(ChainRequest, ChainOutput, total=False):
@@ -101,3 +110,10 @@ class ChainState(ChainRequest, ChainOutput, total=False):
     """Chunk ids whose sentences a worker quoted."""
     language: str
     """Prompt language (the document's)."""
+    collection: list[str]
+    """A collection run's documents (empty for one document); the input's doc_ids, whole_namespace and folder
+    path are cleared once resolved."""
+    pool: list[str]
+    """A collection run's shortlist: store record ids of the chunks it reads, in the order they joined it."""
+    expanded: list[str]
+    """The texts the shortlist was made or grown for (the question, then each missing piece)."""

@@ -347,3 +347,97 @@ def test_a_shortlist_reads_a_repeated_paragraph_once_and_keeps_its_numbers_when_
     assert grown(pool, [pool[1], "x:y:c0"]) == [*pool, "x:y:c0"]
     with pytest.raises(InputError, match="changed during the run"):
         pool_reading(store, [*pool, f"{docs[0]}:gone:c9"], passage_tokens=200, chunk_tokens=1200)
+
+
+# --- ask across documents ------------------------------------------------------------------------------
+def _chain_model(manager_evidence: str) -> Any:
+    from doubles.chat import ScriptedChatModel
+    from tests.fakes import quoting
+
+    manager = json.dumps(
+        {"answer": "7 urchins", "evidence": [manager_evidence], "explanation": f"It ate 7 [{manager_evidence}]."}
+    )
+    worker = quoting([("urchins", "the board approval in March"), ("board", "")], otherwise="sea otters")
+    return ScriptedChatModel(rules=[("manager of a chain", manager)], default=worker)
+
+
+def test_ask_reads_a_collection_within_the_budget_and_names_each_document(docs: list[str]) -> None:
+    from graphs.chain.graph import graph
+    from nodes.chain.context import ChainContext
+    from stores.models import use_chat_model
+    from stores.text import count_tokens
+
+    model = _chain_model("1:c1.3")
+    with use_chat_model(model):
+        out = graph.invoke(
+            {"question": "How many urchins did sea otter 7 eat?", "doc_ids": docs},
+            context=ChainContext(shortlist=4, chunk_size=120, chunk_overlap=20),
+        )
+    titles = {d["tag"]: d["title"] for d in out["documents"]}
+    assert titles[1] == "Otters"  # tags follow the shortlist: the question's best matches come first
+    assert out["citations"] == ["1:c1"] and out["answer"] == "7 urchins"
+    assert all(split_label(span.rsplit("-", 1)[0])[0] in titles for span in out["passages"])
+    workers = [c for c in model.calls if "manager of a chain" not in str(c[0].content)]
+    assert len(workers) == 2 and "[1:c1.3] Sea otter 7 ate 7 urchins" in str(workers[0][-1].content)
+    # the first worker named a missing piece: the budget's chunks joined the shortlist and the second worker read them
+    assert "Budget" in titles.values() and "board approved" in str(workers[1][-1].content)
+    shown = sum(count_tokens(str(c[-1].content).split("Passages:")[-1]) for c in workers)
+    assert shown <= ChainContext().budget + 200  # the budget bounds what is read, whatever the collection's size
+    assert out["tree"] and all(split_label(a)[0] and split_label(b)[0] for a, b, _ in out["tree"])
+
+
+def test_a_collection_of_one_runs_as_its_document(docs: list[str]) -> None:
+    from graphs.chain.graph import graph
+    from nodes.chain.context import ChainContext
+    from stores.models import use_chat_model
+
+    context = ChainContext(chunk_size=120, chunk_overlap=20)
+    with use_chat_model(_chain_model("c1.3")):
+        one = graph.invoke({"question": "How many urchins did sea otter 7 eat?", "doc_ids": docs[1:2]}, context=context)
+    with use_chat_model(_chain_model("c1.3")):
+        alone = graph.invoke({"question": "How many urchins did sea otter 7 eat?", "doc_id": docs[1]}, context=context)
+    assert one["documents"] == [] and {k: one[k] for k in ("passages", "citations", "tree")} == {
+        k: alone[k] for k in ("passages", "citations", "tree")
+    }
+
+
+@pytest.mark.parametrize("context", [{"order": "original"}, {"read_all": True}])
+def test_a_collection_is_read_best_first_within_the_budget(docs: list[str], context: dict[str, Any]) -> None:
+    from graphs.chain.graph import graph
+    from stores.models import use_chat_model
+
+    with use_chat_model(_chain_model("1:c1.3")), pytest.raises(InputError, match="read best-first"):
+        graph.invoke({"question": "What did the board approve?", "doc_ids": docs}, context=context)
+
+
+def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stores.models import use_chat_model
+
+    folder = tmp_path / "reports"
+    write_docs(folder)
+    page = tmp_path / "tree.html"
+    with use_chat_model(_chain_model("1:c1.3")):
+        assert (
+            main(
+                [
+                    "ask",
+                    str(folder),
+                    "How many urchins did sea otter 7 eat?",
+                    "-q",
+                    "--no-stream",
+                    "--chunk-size",
+                    "120",
+                    "--tree-html",
+                    str(page),
+                ]
+            )
+            == 0
+        )
+    text = capsys.readouterr().out
+    assert "citations: 1:c1" in text and "documents:\n  [1] Otters (" in text and "otters.md)" in text
+    drawn = page.read_text(encoding="utf-8")
+    assert "1#58;c1 · Otters" in drawn  # the tree's nodes name their document (":" written as Mermaid's #58;)
+    with use_chat_model(_chain_model("1:c1.3")):
+        assert main(["ask", "How many urchins did sea otter 7 eat?", "--json", "--chunk-size", "120"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["citations"] == ["1:c1"] and {d["title"] for d in out["documents"]} >= {"Otters"}
