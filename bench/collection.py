@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,141 @@ def summarize_report(args: argparse.Namespace) -> dict[str, Any]:
     }
     report["items"] = rows
     return report
+
+
+# --- questions over the qa_long collection (methods of bench.chain_long) ------------------------------
+def collection_setup(method: str, overrides: dict[str, Any], collection: Sequence[str]) -> str:
+    """What a collection method's answers depend on besides the item and the chain's own code: the shortlist's
+    code and size, and the collection (its documents, and the index each publishes when ingested)."""
+    from importlib import resources
+
+    from bench.chain_long import NAMESPACE
+    from nodes.chain.context import ChainContext
+    from stores.documents import find_document, index_identity
+
+    code = [resources.files("nodes.chain").joinpath("pool.py").read_bytes()]
+    code.append(resources.files("nodes.collection").joinpath("index.py").read_bytes())
+    infos = {d: find_document(NAMESPACE, d) for d in collection}
+    members = sorted((d, index_identity(info) if info is not None else "") for d, info in infos.items())
+    size = overrides.get("shortlist", ChainContext().shortlist)
+    return journal.digest([*code, json.dumps([method, size, members])])
+
+
+def planned_run(request: dict[str, Any], context: Any) -> tuple[dict[str, Any], float]:
+    """Run the chain graph on ``request``: its output and the seconds its model-free steps took (the orderer's
+    and the planner's, timed from the graph's task stream)."""
+    from graphs.chain.graph import graph
+
+    started: dict[str, float] = {}
+    planning = 0.0
+    out: dict[str, Any] = {}
+    modes: list[Any] = ["tasks", "values"]
+    for mode, chunk in graph.stream(request, context=context, stream_mode=modes):  # type: ignore[call-overload]
+        if mode == "values":
+            out = chunk
+            continue
+        if chunk.get("name") not in ("orderer", "planner"):
+            continue
+        if "result" in chunk or "error" in chunk:
+            planning += time.perf_counter() - started.pop(chunk["id"], time.perf_counter())
+        else:
+            started[chunk["id"]] = time.perf_counter()
+    return out, round(planning, 3)
+
+
+def collection_topk(
+    question: str, collection: Sequence[str], budget: int, embedder: str, *, cache: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """One reader call over the collection's chunks nearest to the question (the store's vector search over
+    every document) that fit ``budget`` tokens, labelled with their document's tag."""
+    from bench.chain_long import NAMESPACE
+    from nodes.chain.baselines import read_and_answer
+    from nodes.chain.pool import pool_documents, pool_tags
+    from nodes.chain.state import CHUNK_TOKENS
+    from nodes.collection.index import collection_index
+    from stores.models import llm_for
+    from stores.text import count_tokens, truncate_tokens
+    from stores.usage import track_usage
+    from stores.vectorstore import Hit, get_store
+
+    store = get_store(NAMESPACE, embedder)
+    chosen: list[Hit] = []
+    used = 0
+    for hit in collection_index(store, collection).dense(question, 40):
+        cost = count_tokens(truncate_tokens(hit.text, CHUNK_TOKENS))
+        if chosen and used + cost > budget:
+            break
+        chosen.append(hit)
+        used += cost
+    tags = pool_tags([h.id for h in chosen])
+    labelled = [
+        Hit(h.id, h.text, {**h.metadata, "chunk_id": f"{tags[str(h.metadata['doc_id'])]}:{h.chunk_id}"}) for h in chosen
+    ]
+    with track_usage() as usage:
+        llm = llm_for("manager", None, cache=cache)
+        answer = read_and_answer(llm, question=question, chunks=labelled, lang="en", chunk_tokens=CHUNK_TOKENS)
+    named = pool_documents(NAMESPACE, [h.id for h in chosen])
+    read = [h.chunk_id for h in labelled]
+    return answer.answer, {"usage": usage, "read": read, "stopped": "budget", "documents": named}
+
+
+_maps: dict[tuple[str, str], Any] = {}
+
+
+def _sentence_map(doc_id: str, embedder: str) -> Any:
+    """The :class:`bench.chain_long.SentenceMap` of one document of the collection (kept for the process)."""
+    from bench.chain_long import NAMESPACE, SentenceMap
+    from stores.vectorstore import get_store
+
+    key = (doc_id, embedder)
+    if key not in _maps:
+        _maps[key] = SentenceMap([(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)])
+    return _maps[key]
+
+
+def _read_by_document(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A collection run's reading split by document: per doc id, a row of its own (untagged passages or chunks)."""
+    docs = {int(d["tag"]): d["doc_id"] for d in row.get("documents", [])}
+    out: dict[str, dict[str, Any]] = {}
+    for name in ("passages", "read"):
+        for label in row.get(name) or []:
+            tag, _, rest = label.partition(":")
+            doc = docs.get(int(tag)) if tag.isdigit() else None
+            if doc is not None:
+                part = out.setdefault(doc, {"passages": [] if row.get("passages") is not None else None, "read": []})
+                if part[name] is not None:
+                    part[name].append(rest)
+    return out
+
+
+def collection_evidence(paragraphs: Any, row: dict[str, Any], embedder: str) -> float | None:
+    """Share of the supporting paragraphs a collection run read at least half of, in whichever documents it read
+    them (the same paragraph sits in several documents of qa_long)."""
+    from bench.chain_long import paragraph_recall
+
+    read: set[str] = set()
+    limit = 200
+    for doc_id, part in _read_by_document(row).items():
+        found = _sentence_map(doc_id, embedder)
+        read |= found.read(part)
+        limit = found.limit
+    return paragraph_recall(paragraphs, read, limit)
+
+
+def collection_text_tokens(row: dict[str, Any], embedder: str) -> int:
+    """Tokens of document text a collection run's workers were shown (or its reader, for whole chunks)."""
+    from nodes.chain.state import CHUNK_TOKENS
+    from stores.text import count_tokens, truncate_tokens
+
+    total = 0
+    for doc_id, part in _read_by_document(row).items():
+        found = _sentence_map(doc_id, embedder)
+        if part["passages"] is not None:
+            total += found.text_tokens(part)
+        else:
+            texts = {cid: " ".join(sentences) for cid, sentences in found.raw.items()}
+            total += sum(count_tokens(truncate_tokens(texts.get(cid, ""), CHUNK_TOKENS)) for cid in part["read"])
+    return total
 
 
 # --- which design: one tree over a shortlist, or documents first ----------------------------------
