@@ -426,7 +426,7 @@ def synthetic_documents(data: str, count: int, seed: int = 0) -> list[str]:
     pool = [p for group in load_qa_dir(data).values() for item in group for p in item.paragraphs]
     unique = list({p.text: p for p in pool}.values())
     rng = random.Random(seed)
-    return [as_text(rng.sample(unique, 125)) for _ in range(count)]
+    return [as_text(rng.sample(unique, min(125, len(unique)))) for _ in range(count)]
 
 
 def scale_here(data: str, count: int, embedder: str, questions: int, phase: str, size: int = 32) -> dict[str, Any]:

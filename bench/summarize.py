@@ -54,9 +54,9 @@ METHODS = ("expert-editor", "map-reduce", "refine")
 KINDS = ("general", "specific")
 WORKFLOW_CODE = (
     "graphs/summarize/baselines.py",
-    "graphs/summarize/context.py",
     "graphs/summarize/graph.py",
-    "graphs/summarize/state.py",
+    "nodes/summarize/context.py",
+    "nodes/summarize/state.py",
     "nodes/retrieval.py",
     "nodes/summarize/baselines.py",
     "nodes/summarize/editing.py",

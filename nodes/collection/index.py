@@ -152,6 +152,8 @@ class CollectionIndex:
     published indexes, fused with BM25 over all their chunks (:func:`collection_bm25`)."""
 
     def __init__(self, store: VectorStore, doc_ids: Sequence[str]) -> None:
+        if not doc_ids:
+            raise InputError("no document to search")
         self.store = store
         self.doc_ids = list(doc_ids)
         self.identities = [index_identity(get_document(store.namespace, d)) for d in self.doc_ids]
