@@ -25,13 +25,13 @@ import numpy as np
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
 from nodes.chain.passages import Passage, PassageIndex, split_passages
 from nodes.chain.reading import match, relevance
-from nodes.collection.index import collection_index
+from nodes.collection.index import collection_index, query_vector
 from nodes.collection.resolve import members
 from nodes.collection.sources import tagged
 from stores.cache import ProcessCache
 from stores.errors import InputError
 from stores.text import lexical_tokens, truncate_tokens
-from stores.vectorstore import Hit, VectorStore
+from stores.vectorstore import Hit, VectorStore, chunk_record_id
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class PoolReading:
 
     def cosine(self, text: str) -> np.ndarray:
         """Cosine similarity of every shortlisted chunk to ``text``."""
-        query = np.asarray(self.store.embedder.embed_query(text), dtype=np.float64)
+        query = query_vector(self.store, text)
         norms = np.linalg.norm(self.doc.matrix, axis=1) * (np.linalg.norm(query) or 1.0)
         norms[norms == 0] = 1.0
         return np.asarray((self.doc.matrix @ query) / norms, dtype=np.float64)
@@ -194,19 +194,15 @@ def tree_edges(reading: PoolReading) -> list[list[Any]]:
 
 
 def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int) -> dict[str, str]:
-    """Record id -> text of the chunk before it in its document (what its overlap repeats), when it has one."""
-    wanted: dict[str, list[tuple[str, str]]] = {}
+    """Record id -> text of the chunk before it in its document (what its overlap repeats), when it has one:
+    one read of the store, the record ids of the previous chunks made as the ingest makes them."""
+    wanted = {}
     for hit in hits:
         number = int(hit.chunk_id[1:])
         if number > 0:
-            wanted.setdefault(str(hit.metadata["doc_id"]), []).append((hit.id, f"c{number - 1}"))
-    out = {}
-    for doc_id, pairs in wanted.items():
-        found = {h.chunk_id: h.text for h in store.chunks(doc_id, [cid for _, cid in pairs])}
-        for rid, cid in pairs:
-            if cid in found:
-                out[rid] = truncate_tokens(found[cid], chunk_tokens)
-    return out
+            wanted[hit.id] = chunk_record_id(str(hit.metadata["doc_id"]), str(hit.metadata["index"]), f"c{number - 1}")
+    found = {h.id: h.text for h in store.get(list(wanted.values()))}
+    return {rid: truncate_tokens(found[prev], chunk_tokens) for rid, prev in wanted.items() if prev in found}
 
 
 def _language(store: VectorStore, doc_ids: Sequence[str]) -> str:

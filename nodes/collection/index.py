@@ -46,12 +46,14 @@ class TermCounts:
     """Sparse chunk x term matrix of counts (CSC: one term's column is a slice)."""
     lengths: np.ndarray
 
-    def column(self, term: str) -> np.ndarray | None:
-        """Counts of ``term`` in every chunk (None when no chunk holds it)."""
+    def column(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The chunks holding ``term`` and its count in each (None when no chunk holds it), read straight from
+        the CSC arrays (a sparse slice per term would cost more than the scoring)."""
         j = self.vocab.get(term)
         if j is None:
             return None
-        return np.asarray(self.counts[:, j].toarray()).ravel()
+        start, stop = self.counts.indptr[j], self.counts.indptr[j + 1]
+        return self.counts.indices[start:stop], self.counts.data[start:stop]
 
     def df(self, term: str) -> int:
         """Chunks holding ``term``."""
@@ -139,11 +141,12 @@ def collection_bm25(parts: Sequence[TermCounts], query: str) -> list[np.ndarray]
             continue
         idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
         for part, scores in zip(parts, out, strict=True):
-            tf = part.column(term)
-            if tf is None:
+            found = part.column(term)
+            if found is None:
                 continue
-            norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * part.lengths / avgdl)
-            scores += idf * tf / norm  # Lucene leaves out the constant (k1 + 1), as bm25s does
+            rows, tf = found
+            norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * part.lengths[rows] / avgdl)
+            scores[rows] += idf * tf / norm  # Lucene leaves out the constant (k1 + 1), as bm25s does
     return out
 
 
@@ -170,7 +173,8 @@ class CollectionIndex:
 
     def dense(self, query: str | Sequence[float], k: int) -> list[Hit]:
         """The ``k`` chunks nearest to ``query`` (text or vector) among the collection's, best first."""
-        return self.store.search(query, k=k, kind="chunk", where=self.where())
+        vector = query_vector(self.store, query) if isinstance(query, str) else query
+        return self.store.search(list(vector), k=k, kind="chunk", where=self.where())
 
     def lexical(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` chunks (record ids) with the best BM25 score for ``query``, best first; none scoring 0."""
@@ -195,6 +199,16 @@ class CollectionIndex:
         known.update({h.id: h for h in self.store.get(missing)})
         ranked = [Hit(rid, known[rid].text, known[rid].metadata, score) for rid, score in lexical if rid in known]
         return rrf_fuse([vector, ranked], k=rrf_k)[:k]
+
+
+_queries: ProcessCache[tuple[str, str], np.ndarray] = ProcessCache("collection query vectors", 512)
+
+
+def query_vector(store: VectorStore, text: str) -> np.ndarray:
+    """The embedding of query ``text`` in the store's space (kept per process: a chain asks the same texts again)."""
+    return _queries.get_or_build(
+        (store.space, text), lambda: np.asarray(store.embedder.embed_query(text), dtype=np.float64)
+    )
 
 
 _collections: ProcessCache[tuple[str, tuple[str, ...], tuple[str, ...]], CollectionIndex] = ProcessCache(

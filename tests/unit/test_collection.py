@@ -163,7 +163,8 @@ def test_term_counts_of_one_document_match_its_chunks(docs: list[str]) -> None:
     assert counts.record_ids == [h.id for h in hits]
     assert int(counts.lengths.sum()) == sum(len(lexical_tokens(h.text)) for h in hits)
     column = counts.column("nakuru")
-    assert column is not None and int(column.sum()) == sum(lexical_tokens(h.text).count("nakuru") for h in hits)
+    assert column is not None and int(column[1].sum()) == sum(lexical_tokens(h.text).count("nakuru") for h in hits)
+    assert list(column[0]) == [i for i, h in enumerate(hits) if "nakuru" in lexical_tokens(h.text)]
     assert counts.column("urchins") is None
 
 
