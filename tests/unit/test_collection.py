@@ -442,3 +442,25 @@ def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pyt
         assert main(["ask", "How many urchins did sea otter 7 eat?", "--json", "--chunk-size", "120"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["citations"] == ["1:c1"] and {d["title"] for d in out["documents"]} >= {"Otters"}
+
+
+def test_the_scale_out_guard_keeps_a_folder_inside_the_ingest_root(tmp_path: Path) -> None:
+    from deploy import app as guard
+    from surfaces.access import IngestRoot, Tenant
+
+    root = tmp_path / "root"
+    write_docs(root / "reports", ("pumps.md",))
+    write_docs(tmp_path / "elsewhere", ("otters.md",))
+    files, tenant = IngestRoot(root), Tenant("team-a", ("team-a",))
+    guard._owners.cache_clear()
+    checked = guard.check_run(
+        {"assistant_id": "chain", "input": {"question": "?", "path": "reports"}}, "t1", tenant, files
+    )
+    assert checked["input"]["path"] == str((root / "reports").resolve()) and checked["context"]["namespace"] == "team-a"
+    for outside in ("../elsewhere", str(tmp_path / "elsewhere")):
+        with pytest.raises(guard.Refused) as refused:
+            guard.check_run({"assistant_id": "chain", "input": {"question": "?", "path": outside}}, "t2", tenant, files)
+        assert (
+            refused.value.status == 400 and str(refused.value) == f"no readable file {outside!r} under the ingest root"
+        )
+    guard._owners.cache_clear()
