@@ -441,7 +441,7 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
     from nodes.chain.pool import grown, pool_reading, shortlist
     from nodes.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
-    from stores.documents import list_documents
+    from stores.documents import get_document, index_identity, list_documents
     from stores.vectorstore import get_store
 
     store = get_store(NAMESPACE, embedder)
@@ -459,12 +459,13 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
     plans = []
     for item in items[:1] if phase == "ingest" else items:
         begun = time.perf_counter()
-        pool = shortlist(store, collection, item.question, size)
+        indexes = [index_identity(get_document(NAMESPACE, d)) for d in collection]  # as the orderer reads them
+        pool = shortlist(store, collection, item.question, size, indexes)
         reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
         two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)
         planned = time.perf_counter() - begun
         missing = " ".join(p.title for p in item.paragraphs if p.supporting)
-        pool = grown(pool, shortlist(store, collection, missing, size))
+        pool = grown(pool, shortlist(store, collection, missing, size, indexes))
         reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
         two_batches(reading, f"{item.question} {missing}", ctx.batch_tokens, ctx.floor)
         plans.append({"first_batch_s": round(planned, 3), "question_s": round(time.perf_counter() - begun, 3)})
@@ -484,15 +485,15 @@ def scale_report(args: argparse.Namespace) -> dict[str, Any]:
 
     rows = []
     for count in args.sizes:
-        home = tempfile.mkdtemp(prefix=f"longdoc-scale-{count}-")
-        env = {**os.environ, "LONGDOC_HOME": home}
         result = {}
-        for phase in ("ingest", "plan"):
-            command = [sys.executable, "-m", "bench.collection", "scale-here", "--data", args.data]
-            command += ["--count", str(count), "--embedder", args.embedder, "--questions", str(args.questions)]
-            command += ["--shortlist", str(args.shortlist)]
-            done = subprocess.run([*command, "--phase", phase], env=env, capture_output=True, text=True, check=True)
-            result[phase] = json.loads(done.stdout.strip().splitlines()[-1])
+        with tempfile.TemporaryDirectory(prefix=f"longdoc-scale-{count}-") as home:
+            env = {**os.environ, "LONGDOC_HOME": home}
+            for phase in ("ingest", "plan"):
+                command = [sys.executable, "-m", "bench.collection", "scale-here", "--data", args.data]
+                command += ["--count", str(count), "--embedder", args.embedder, "--questions", str(args.questions)]
+                command += ["--shortlist", str(args.shortlist), "--phase", phase]
+                done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+                result[phase] = json.loads(done.stdout.strip().splitlines()[-1])
         plans = result["plan"]["plans"]
         row = {
             "documents": count,

@@ -102,7 +102,8 @@ def collection_orderer(
             "a collection is read best-first within the budget: use order best-first without read_all "
             f"(order {ctx.order!r}{' with read_all' if ctx.read_all else ''} reads one document)"
         )
-    pool = shortlist(store, documents, question, ctx.shortlist)
+    indexes = [index_identity(get_document(store.namespace, d)) for d in documents]
+    pool = shortlist(store, documents, question, ctx.shortlist, indexes)
     if not pool:
         raise InputError("the documents of the collection have no chunks in this embedder's vector space")
     reading = collection_reading(store, pool, ctx)
@@ -115,6 +116,7 @@ def collection_orderer(
         "doc_id": documents[0],
         **_cleared(),
         "collection": documents,
+        "indexes": indexes,
         "pool": pool,
         "expanded": [question],
         "documents": pool_documents(store.namespace, pool),
@@ -140,7 +142,7 @@ def _cleared() -> dict[str, Any]:
     """The input fields that named the documents, cleared once resolved (they never name them twice), and a
     collection's state, empty (a thread's next run may read one document)."""
     cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
-    return {**cleared, "collection": [], "documents": [], "pool": [], "expanded": []}
+    return {**cleared, "collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
 
 
 def fresh_chain() -> dict[str, Any]:

@@ -206,7 +206,8 @@ def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     missing = state.get("missing", "")
     if not state.get("pool") or not missing or missing in state.get("expanded", []):
         return {}
-    pool = grown(state["pool"], shortlist(store, state["collection"], missing, ctx.shortlist))
+    more = shortlist(store, state["collection"], missing, ctx.shortlist, state.get("indexes") or None)
+    pool = grown(state["pool"], more)
     update: dict[str, Any] = {"expanded": [*state.get("expanded", []), missing]}
     if pool != state["pool"]:
         reading = collection_reading(store, pool, ctx)

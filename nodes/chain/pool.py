@@ -54,11 +54,15 @@ class PoolVectors:
     """Per chunk, its document's id."""
 
 
-def shortlist(store: VectorStore, collection: Sequence[str], query: str, size: int) -> list[str]:
-    """Record ids of the ``size`` chunks of the collection most relevant to ``query`` (vector + BM25, fused)."""
+def shortlist(
+    store: VectorStore, collection: Sequence[str], query: str, size: int, indexes: Sequence[str] | None = None
+) -> list[str]:
+    """Record ids of the ``size`` chunks of the collection most relevant to ``query`` (vector + BM25, fused);
+    ``indexes``: the index each document published when the run began (read from the records when not given)."""
     if not query.strip() or size <= 0:
         return []
-    return [h.id for h in collection_index(store, collection).search(query, size, candidates=2 * size)]
+    found = collection_index(store, collection, indexes)
+    return [h.id for h in found.search(query, size, candidates=2 * size)]
 
 
 def grown(pool: Sequence[str], more: Sequence[str]) -> list[str]:

@@ -113,6 +113,8 @@ class ChainState(ChainRequest, ChainOutput, total=False):
     collection: list[str]
     """A collection run's documents (empty for one document); the input's doc_ids, whole_namespace and folder
     path are cleared once resolved."""
+    indexes: list[str]
+    """Per document of a collection run, the index its record published when the run began."""
     pool: list[str]
     """A collection run's shortlist: store record ids of the chunks it reads, in the order they joined it."""
     expanded: list[str]

@@ -87,12 +87,12 @@ def build_term_counts(hits: Sequence[Hit]) -> TermCounts:
 _term_counts: ProcessCache[tuple[str, str, str], TermCounts] = ProcessCache("term counts", 4096)
 
 
-def term_counts(store: VectorStore, doc_id: str) -> TermCounts:
-    """The :class:`TermCounts` of ``doc_id``'s published index: from memory, from its cache file, or counted."""
+def term_counts(store: VectorStore, doc_id: str, identity: str | None = None) -> TermCounts:
+    """The :class:`TermCounts` of ``doc_id``'s published index (``identity``, read from its record when not
+    given): from memory, from its cache file, or counted."""
     from scipy.sparse import csc_matrix
 
-    info = get_document(store.namespace, doc_id)
-    identity = index_identity(info)
+    identity = identity or index_identity(get_document(store.namespace, doc_id))
     key = (store.collection_name, doc_id, identity)
 
     def load() -> TermCounts:
@@ -150,17 +150,49 @@ def collection_bm25(parts: Sequence[TermCounts], query: str) -> list[np.ndarray]
     return out
 
 
+def merge_counts(parts: Sequence[TermCounts]) -> TermCounts:
+    """The term counts of several documents as one (their chunks one after the other, one vocabulary), so a
+    query scores every chunk with a few array operations; made from the per-document counts, nothing recounted."""
+    from scipy.sparse import csc_matrix
+
+    vocab: dict[str, int] = {}
+    rows, cols, data = [], [], []
+    offset = 0
+    for part in parts:
+        mapping = np.fromiter(
+            (vocab.setdefault(t, len(vocab)) for t in part.vocab), dtype=np.int64, count=len(part.vocab)
+        )
+        coo = part.counts.tocoo()
+        rows.append(coo.row.astype(np.int64) + offset)
+        cols.append(mapping[coo.col])
+        data.append(coo.data)
+        offset += len(part.record_ids)
+    if not rows:
+        return TermCounts([], {}, csc_matrix((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
+    counts = csc_matrix(
+        (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(offset, len(vocab)),
+        dtype=np.float32,
+    )
+    record_ids = [rid for part in parts for rid in part.record_ids]
+    return TermCounts(record_ids, vocab, counts, np.concatenate([part.lengths for part in parts]))
+
+
 class CollectionIndex:
     """Retrieval over several documents of one store: the store's vector search restricted to their
-    published indexes, fused with BM25 over all their chunks (:func:`collection_bm25`)."""
+    published indexes, fused with BM25 over all their chunks (:func:`collection_bm25`).
 
-    def __init__(self, store: VectorStore, doc_ids: Sequence[str]) -> None:
+    ``identities``: the index each document publishes (read from their records when not given); the
+    per-document term counts are merged once per collection (:func:`merge_counts`)."""
+
+    def __init__(self, store: VectorStore, doc_ids: Sequence[str], identities: Sequence[str] | None = None) -> None:
         if not doc_ids:
             raise InputError("no document to search")
         self.store = store
         self.doc_ids = list(doc_ids)
-        self.identities = [index_identity(get_document(store.namespace, d)) for d in self.doc_ids]
-        self.parts = [term_counts(store, d) for d in self.doc_ids]
+        self.identities = list(identities or [index_identity(get_document(store.namespace, d)) for d in self.doc_ids])
+        self.parts = [term_counts(store, d, i) for d, i in zip(self.doc_ids, self.identities, strict=True)]
+        self._merged: TermCounts | None = None
 
     @property
     def chunks(self) -> int:
@@ -178,11 +210,15 @@ class CollectionIndex:
 
     def lexical(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` chunks (record ids) with the best BM25 score for ``query``, best first; none scoring 0."""
-        scores = collection_bm25(self.parts, query)
-        ids = [rid for part in self.parts for rid in part.record_ids]
-        flat = np.concatenate(scores) if scores else np.zeros(0)
-        order = [i for i in np.argsort(-flat, kind="stable")[:k].tolist() if flat[i] > 0]
-        return [(ids[i], float(flat[i])) for i in order]
+        if self._merged is None:
+            self._merged = merge_counts(self.parts)
+        merged = self._merged
+        flat = collection_bm25([merged], query)[0]
+        if not np.any(flat > 0):
+            return []
+        best = np.argpartition(-flat, min(k, len(flat)) - 1)[:k] if k < len(flat) else np.arange(len(flat))
+        order = sorted((int(i) for i in best if flat[i] > 0), key=lambda i: (-float(flat[i]), i))
+        return [(merged.record_ids[i], float(flat[i])) for i in order]
 
     def search(self, query: str, k: int = 4, *, candidates: int | None = None, rrf_k: int = RRF_K) -> list[Hit]:
         """The ``k`` chunks of the collection most relevant to ``query``: vector + BM25 fused by RRF (as
@@ -216,8 +252,11 @@ _collections: ProcessCache[tuple[str, tuple[str, ...], tuple[str, ...]], Collect
 )
 
 
-def collection_index(store: VectorStore, doc_ids: Sequence[str]) -> CollectionIndex:
-    """The :class:`CollectionIndex` of ``doc_ids`` (kept per process under the documents' index identities)."""
-    identities = tuple(index_identity(get_document(store.namespace, d)) for d in doc_ids)
-    key = (store.collection_name, tuple(doc_ids), identities)
-    return _collections.get_or_build(key, lambda: CollectionIndex(store, doc_ids))
+def collection_index(
+    store: VectorStore, doc_ids: Sequence[str], identities: Sequence[str] | None = None
+) -> CollectionIndex:
+    """The :class:`CollectionIndex` of ``doc_ids`` (kept per process under the documents' index identities:
+    given, as a run that read them once passes them, or read from the documents' records)."""
+    found = tuple(identities or [index_identity(get_document(store.namespace, d)) for d in doc_ids])
+    key = (store.collection_name, tuple(doc_ids), found)
+    return _collections.get_or_build(key, lambda: CollectionIndex(store, doc_ids, found))
