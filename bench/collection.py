@@ -440,8 +440,9 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
     from nodes.chain.context import ChainContext
     from nodes.chain.pool import grown, pool_reading, shortlist
     from nodes.chain.state import CHUNK_TOKENS
+    from nodes.collection.index import published_indexes
     from nodes.ingest import ingest
-    from stores.documents import get_document, index_identity, list_documents
+    from stores.documents import list_documents
     from stores.vectorstore import get_store
 
     store = get_store(NAMESPACE, embedder)
@@ -459,7 +460,7 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
     plans = []
     for item in items[:1] if phase == "ingest" else items:
         begun = time.perf_counter()
-        indexes = [index_identity(get_document(NAMESPACE, d)) for d in collection]  # as the orderer reads them
+        indexes = published_indexes(NAMESPACE, collection)  # as the orderer reads them
         pool = shortlist(store, collection, item.question, size, indexes)
         reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
         two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)

@@ -25,6 +25,7 @@ from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
 from nodes.chain.pool import collection_reading, pool_documents, shortlist, tree_edges
 from nodes.chain.state import ChainState
+from nodes.collection.index import published_indexes
 from nodes.collection.resolve import resolve_documents
 from nodes.context import validate
 from nodes.ingest import index_document, input_namespace
@@ -102,7 +103,7 @@ def collection_orderer(
             "a collection is read best-first within the budget: use order best-first without read_all "
             f"(order {ctx.order!r}{' with read_all' if ctx.read_all else ''} reads one document)"
         )
-    indexes = [index_identity(get_document(store.namespace, d)) for d in documents]
+    indexes = published_indexes(store.namespace, documents)
     pool = shortlist(store, documents, question, ctx.shortlist, indexes)
     if not pool:
         raise InputError("the documents of the collection have no chunks in this embedder's vector space")

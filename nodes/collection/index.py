@@ -150,6 +150,18 @@ def collection_bm25(parts: Sequence[TermCounts], query: str) -> list[np.ndarray]
     return out
 
 
+def published_indexes(namespace: str, doc_ids: Sequence[str]) -> list[str]:
+    """The index each document publishes (one read of the namespace's records, not one per document);
+    InputError for a document that is not ingested."""
+    from stores.documents import list_documents
+
+    known = {info.doc_id: info for info in list_documents(namespace)}
+    missing = [d for d in doc_ids if d not in known]
+    if missing:
+        raise InputError(f"not ingested in namespace {namespace!r}: {missing[0]!r}")
+    return [index_identity(known[d]) for d in doc_ids]
+
+
 def merge_counts(parts: Sequence[TermCounts]) -> TermCounts:
     """The term counts of several documents as one (their chunks one after the other, one vocabulary), so a
     query scores every chunk with a few array operations; made from the per-document counts, nothing recounted."""
@@ -190,7 +202,7 @@ class CollectionIndex:
             raise InputError("no document to search")
         self.store = store
         self.doc_ids = list(doc_ids)
-        self.identities = list(identities or [index_identity(get_document(store.namespace, d)) for d in self.doc_ids])
+        self.identities = list(identities or published_indexes(store.namespace, self.doc_ids))
         self.parts = [term_counts(store, d, i) for d, i in zip(self.doc_ids, self.identities, strict=True)]
         self._merged: TermCounts | None = None
 
@@ -206,7 +218,7 @@ class CollectionIndex:
     def dense(self, query: str | Sequence[float], k: int) -> list[Hit]:
         """The ``k`` chunks nearest to ``query`` (text or vector) among the collection's, best first."""
         vector = query_vector(self.store, query) if isinstance(query, str) else query
-        return self.store.search(list(vector), k=k, kind="chunk", where=self.where())
+        return self.store.search(list(vector), k=k, kind="chunk", where=self.where(), matching=self.chunks)
 
     def lexical(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` chunks (record ids) with the best BM25 score for ``query``, best first; none scoring 0."""
@@ -257,6 +269,6 @@ def collection_index(
 ) -> CollectionIndex:
     """The :class:`CollectionIndex` of ``doc_ids`` (kept per process under the documents' index identities:
     given, as a run that read them once passes them, or read from the documents' records)."""
-    found = tuple(identities or [index_identity(get_document(store.namespace, d)) for d in doc_ids])
+    found = tuple(identities or published_indexes(store.namespace, doc_ids))
     key = (store.collection_name, tuple(doc_ids), found)
     return _collections.get_or_build(key, lambda: CollectionIndex(store, doc_ids, found))
