@@ -20,8 +20,9 @@ install: $(STAMP)
 system:
 	bash .ci/system-deps
 
-# The tests, then the reliability benchmark (scripted endpoint, about 4 minutes; exits 1 when a suite
-# falls short). Its JSON goes to a temporary file: the committed figures are refreshed by hand.
+# The tests, then the reliability benchmark (scripted endpoint and `langgraph dev`, about 5 minutes on 2
+# cores; exits 1 when a suite falls short). Its JSON goes to a temporary file: the committed figures are
+# refreshed by hand.
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -58,6 +58,7 @@ from bench.summarize import (
     setup_version,
     transcript_text,
 )
+from stores.cache import lru_cache
 from stores.documents import write_atomic
 
 SUMMARY_METHODS = ("own", "collection")
@@ -180,7 +181,7 @@ def collection_setup(method: str, overrides: dict[str, Any], collection: Sequenc
     code and size, and the collection (its documents, and the index each publishes when ingested)."""
     from importlib import resources
 
-    from bench.chain_long import NAMESPACE
+    from bench.long_text import NAMESPACE
     from nodes.chain.context import ChainContext
     from stores.documents import find_document, index_identity
 
@@ -219,7 +220,7 @@ def collection_topk(
 ) -> tuple[str, dict[str, Any]]:
     """One reader call over the collection's chunks nearest to the question (the store's vector search over
     every document) that fit ``budget`` tokens, labelled with their document's tag."""
-    from bench.chain_long import NAMESPACE
+    from bench.long_text import NAMESPACE
     from nodes.chain.baselines import read_and_answer
     from nodes.chain.pool import pool_documents, pool_tags
     from nodes.chain.state import CHUNK_TOKENS
@@ -250,18 +251,13 @@ def collection_topk(
     return answer.answer, {"usage": usage, "read": read, "stopped": "budget", "documents": named}
 
 
-_maps: dict[tuple[str, str], Any] = {}
-
-
+@lru_cache(maxsize=256)
 def _sentence_map(doc_id: str, embedder: str) -> Any:
-    """The :class:`bench.chain_long.SentenceMap` of one document of the collection (kept for the process)."""
-    from bench.chain_long import NAMESPACE, SentenceMap
+    """The :class:`bench.long_text.SentenceMap` of one document of the collection (kept for the process)."""
+    from bench.long_text import NAMESPACE, SentenceMap
     from stores.vectorstore import get_store
 
-    key = (doc_id, embedder)
-    if key not in _maps:
-        _maps[key] = SentenceMap([(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)])
-    return _maps[key]
+    return SentenceMap([(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)])
 
 
 def _read_by_document(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -282,7 +278,7 @@ def _read_by_document(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def collection_evidence(paragraphs: Any, row: dict[str, Any], embedder: str) -> float | None:
     """Share of the supporting paragraphs a collection run read at least half of, in whichever documents it read
     them (the same paragraph sits in several documents of qa_long)."""
-    from bench.chain_long import paragraph_recall
+    from bench.long_text import paragraph_recall
 
     read: set[str] = set()
     limit = 200
@@ -335,7 +331,7 @@ def design_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Per tuning question, without a model: evidence recall of the first one and two batches (question only)
     and planning seconds, for a shortlist over the collection (one tree over it), for documents first (the
     document of the best shortlisted chunk, read as one document), and for the question's own document."""
-    from bench.chain_long import NAMESPACE, as_text
+    from bench.long_text import NAMESPACE, as_text
     from bench.qa_data import load_qa_dir, split_items
     from nodes.chain.context import ChainContext
     from nodes.chain.planner import reading_inputs
@@ -376,7 +372,7 @@ def design_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def design_figures(reading: Any, item: Any, ctx: Any, begun: float) -> dict[str, Any]:
     """Recall of the first one and two batches of ``reading`` for ``item``, and the seconds since ``begun``."""
-    from bench.chain_long import paragraph_recall
+    from bench.long_text import paragraph_recall
 
     first, second = two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)
     seconds = time.perf_counter() - begun
@@ -420,7 +416,7 @@ def synthetic_documents(data: str, count: int, seed: int = 0) -> list[str]:
     """``count`` documents like qa_long's: each ~125 paragraphs of the dev items drawn at random (seeded)."""
     import random
 
-    from bench.chain_long import as_text
+    from bench.long_text import as_text
     from bench.qa_data import load_qa_dir
 
     pool = [p for group in load_qa_dir(data).values() for item in group for p in item.paragraphs]
@@ -434,8 +430,8 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
     counts every document's terms once), or ``plan`` the first ``questions`` dev questions over them: per
     question the planner's model-free work (shortlist, passages, tree and first batch; then a shortlist grown
     for a missing piece and the second batch), with the seconds of each and the process's peak memory."""
-    from bench.chain_long import NAMESPACE
     from bench.ingest import peak_rss_mb
+    from bench.long_text import NAMESPACE
     from bench.qa_data import load_qa_dir, split_items
     from nodes.chain.context import ChainContext
     from nodes.chain.pool import grown, pool_reading, shortlist
@@ -537,8 +533,8 @@ def ingest_report(args: argparse.Namespace) -> dict[str, Any]:
 def ingest_here(data: str, embedder: str) -> dict[str, Any]:
     """Ingest every qa_long item's document into :data:`bench.chain_long.NAMESPACE` of this process's data
     directory (which then holds the collection the questions are asked of)."""
-    from bench.chain_long import NAMESPACE, as_text
     from bench.ingest import peak_rss_mb
+    from bench.long_text import NAMESPACE, as_text
     from bench.qa_data import load_qa_dir
     from nodes.ingest import ingest
 

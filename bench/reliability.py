@@ -1,16 +1,22 @@
-"""Reliability benchmark: faults survived, interrupted runs resumed, bad inputs refused, concurrent load.
+"""Reliability benchmark: faults survived, runs resumed, bad inputs refused, tenants kept apart, knobs bounded.
 
-    python -m bench.reliability --out bench/results/reliability.json [--interruptions 20] [--concurrency 40]
-        [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention]
+    python -m bench.reliability --out bench/results/reliability.json [--interruptions 12] [--kills 12]
+        [--concurrency 40] [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention,tenants,
+        budgets,dev_server]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
-``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app and the
-``longdoc`` command line:
+``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app, ``langgraph dev``
+and the ``longdoc`` command line. Each suite reports its seconds and the process's resident memory at
+its start and at its peak (``memory_mb``, sampled every 0.1 s while it runs):
 
 * ``faults``: every fault mode of the scripted endpoint (plus a port that refuses connections)
-  against ask, summarize and chat over HTTP: ``survived`` when the server answered in time with a
-  result or a clear 503 and still answers ``/health``; ``clear_errors`` when a failure is a 503
-  whose message names the model step; ``max_seconds`` the slowest;
+  against ask, summarize and chat over HTTP: ``survived`` when the server answered in time and still
+  answers ``/health``, with a clear 503, or with a result that says it was made without the model's
+  JSON (prose instead of JSON: chat's plain-text fallback, summarize's stopped editor); any other 200
+  is a failed reply passed off as an answer. ``clear_errors`` when a failure is a 503 whose message
+  names the model step; ``max_seconds`` the slowest; and ask, summarize and chat streamed from a
+  server on a socket while the endpoint fails: ``streams_ended_with_an_error_event`` when the body
+  arrives whole and ends with an error event naming a 503;
 * ``interruptions``: chat sessions whose model dies at a random call of the second turn (every
   retry included); the same question is sent again: ``clean_resumes`` when the turn number and the
   answer equal an uninterrupted run, ``repeated_calls`` the finished model calls asked again;
@@ -24,20 +30,31 @@ Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scrip
 * ``bad_inputs``: malformed files and requests on the command line (exit code 2 expected) and over
   HTTP (400, 403, 413, 415 or 422 expected): a stray byte, an unknown encoding, text of only
   headings or zero-width characters, a .docx zip bomb, a PDF of 3,000 pages, a batch of 2,000
-  inputs, ``NaN``, JSON nested 1,000 deep, a body that is not JSON; and a tenant naming another
-  tenant's thread id (expected: the answer an unused id gets). ``clear_errors`` counts the
-  one-line messages with the right code (and that thread case when it held);
-* ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors,
-  p50/p95 latency and the process's peak RSS;
+  inputs, ``NaN``, JSON nested 1,000 deep, a body that is not JSON, a lone surrogate, invalid UTF-8,
+  a 5,000-digit integer; and a tenant naming another tenant's thread id (expected: the answer an
+  unused id gets). ``clear_errors`` counts the one-line messages with the right code (and that
+  thread case when it held);
+* ``concurrency``: concurrent ingests of one text and chat turns on their own threads: errors and
+  p50/p95 latency;
 * ``index``: six concurrent re-chunks of one document over HTTP (chunk sizes 900, 300, 600) per
   round, ``consistent_rounds`` when its record, visible and stored chunks agree after them; and a
   re-index at chunk size 300 of a document indexed at 900 killed with SIGKILL at four points (half-way
   through its first or second batch of chunks, just before or just after its record is written):
   ``whole_after_kill`` when a whole index is in use (the previous one until the record switched),
   ``clean_after_next_ingest`` when the next ingest leaves the new index and nothing else;
-* ``retention``: an upload, a chat named by its ``text`` and a refused oversized question over HTTP:
-  ``leaks`` counts checkpoint rows holding any of them; then ``forget`` of their namespace:
-  ``left_after_forget`` what remains.
+* ``retention``: the live files searched as the running server leaves them (no write-ahead log
+  checkpointed first; Chroma's SQLite file included): ``leaks`` counts the checkpoint files holding an
+  upload, a chat's ``text``, a question refused before its run or one refused by its run after its
+  first checkpoint; ``left_after_forget`` the files still holding a thread or a document forgotten
+  over HTTP, and what remains of a namespace after ``forget`` (:func:`retention`);
+* ``tenants``: two tenants sharing a namespace (one naming the other's chat session, thread or
+  ``forget``) and two turns at once on one thread (:func:`tenants`);
+* ``budgets``: every bounded setting sent past its bound, a route of 60,000 requests, a 100,000-character
+  thread id, and documents without spaces asked, summarized and chatted over: the largest model request
+  (:func:`budgets`);
+* ``dev_server``: ``langgraph dev`` as ``make dev`` runs it, called from a foreign origin, a rebound
+  host and Studio, and asked to move the endpoint or read files outside the ingest root
+  (:func:`dev_server`).
 """
 
 from __future__ import annotations
@@ -49,7 +66,6 @@ import io
 import json
 import os
 import random
-import resource
 import signal
 import statistics
 import sys
@@ -129,8 +145,6 @@ ROUTES = {"ask": "chain", "summarize": "summarize", "chat": "offload"}
 
 
 # --- faults --------------------------------------------------------------------------------------
-NO_ANSWER = ("truncated", "cut_stop", "empty")
-"""Fault modes whose reply holds no answer (cut at the token limit, cut although it said it finished, empty)."""
 
 
 def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
@@ -161,19 +175,26 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
                     seconds = time.monotonic() - start
                     healthy = client.get("/health").status_code == 200
                 detail = response.json().get("detail", "") if response.status_code != 200 else ""
-                # A cut or empty reply is never an answer: those runs survive only as a clear 503.
-                answers = (503,) if mode in NO_ANSWER else (200, 503)
+                # A fault is survived as a clear 503, or as a result that says how it was made without the model's
+                # JSON (prose instead of JSON: chat's plain-text fallback, summarize's stopped editor); any other
+                # 200 would be a failed reply passed off as an answer.
+                result = response.json().get("output", {}) if response.status_code == 200 else {}
+                marked = _marked(workflow, result)
+                answered = response.status_code == 503 or (
+                    response.status_code == 200 and mode == "non_json" and marked
+                )
                 rows.append(
                     {
                         "fault": mode,
                         "workflow": workflow,
                         "status": response.status_code,
                         "seconds": round(seconds, 2),
-                        "survived": response.status_code in answers and seconds < bound and healthy,
+                        "survived": answered and seconds < bound and healthy,
                         "clear_error": response.status_code == 503 and "model" in detail,
                         "detail": detail[:200],
                     }
                 )
+    streams = _failing_streams()
     for key in ("LONGDOC_READ_TIMEOUT", "LONGDOC_CONNECT_TIMEOUT", "LONGDOC_MAX_RETRIES", "LONGDOC_BASE_URL"):
         os.environ.pop(key, None)
     failures = [r for r in rows if r["status"] != 200]
@@ -184,8 +205,63 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
         "clear_errors": sum(r["clear_error"] for r in failures),
         "max_seconds": max(r["seconds"] for r in rows),
         "bound_seconds": bound,
+        "failing_streams": len(streams),
+        "streams_ended_with_an_error_event": sum(r["whole"] for r in streams),
         "runs": rows,
+        "streams": streams,
     }
+
+
+def _failing_streams() -> list[dict[str, Any]]:
+    """Ask, summarize and chat streamed from a LangServe app served over a socket while the endpoint answers 500:
+    ``whole`` when the body arrives complete (no connection dropped half-way) and its last event is an error
+    naming a 503 (the runs' earlier events came first)."""
+    import logging
+
+    import httpx
+
+    from doubles import endpoint as fake_endpoint
+    from stores.endpoints import endpoint_gate
+    from surfaces.serve import create_app
+
+    rows = []
+    served = logging.getLogger("surfaces.serve")
+    level = served.level
+    served.setLevel(logging.CRITICAL)  # each stream's failure is expected here: no traceback in the output
+    with (
+        fake_endpoint.running(fake_endpoint.create_app(fake_endpoint.Script(fault="error_500"))) as model,
+        contextlib.ExitStack() as restore,
+    ):
+        restore.callback(served.setLevel, level)
+        os.environ["LONGDOC_BASE_URL"] = model + "/v1"
+        with fake_endpoint.running(create_app()) as url:
+            doc = httpx.post(f"{url}/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+            doc_id = doc.json()["output"]["doc_id"]
+            for workflow, make in WORKFLOWS.items():
+                endpoint_gate.reset()
+                try:
+                    with httpx.stream(
+                        "POST", f"{url}/{ROUTES[workflow]}/stream", json={"input": make(doc_id)}
+                    ) as reply:
+                        text = "".join(reply.iter_text())
+                except httpx.HTTPError as exc:  # a body cut half-way
+                    rows.append({"workflow": workflow, "whole": False, "error": type(exc).__name__})
+                    continue
+                events = [block for block in text.split("\r\n\r\n") if block.strip()]
+                last = events[-1] if events else ""
+                status = json.loads(last.split("data: ", 1)[1]).get("status_code") if "data: " in last else None
+                rows.append({"workflow": workflow, "whole": last.startswith("event: error") and status == 503})
+    return rows
+
+
+def _marked(workflow: str, result: dict[str, Any]) -> bool:
+    """Whether a result made while the model answered in prose says so (chat: a call in ``text`` mode; summarize:
+    the editor stopped, ``editor_output_invalid``)."""
+    if workflow == "chat":
+        return any(call.get("mode") == "text" for call in result.get("calls", []))
+    if workflow == "summarize":
+        return result.get("stop_reason") == "editor_output_invalid"
+    return False
 
 
 # --- interruptions -----------------------------------------------------------------------------
@@ -499,6 +575,16 @@ def bad_inputs(folder: Path) -> dict[str, Any]:
             "too long question": ("/offload/invoke", {"input": {"question": "why " * 1500, "doc_id": "0" * 16}}),
             "unknown document": ("/summarize/invoke", {"input": {"doc_id": "0" * 16}}),
             "summary length 0": ("/summarize/invoke", {"input": {"doc_id": "0" * 16, "length": 0}}),
+            "lone surrogate in JSON text": ("/ingest/invoke", {"content": b'{"input": {"text": "Otters \\ud800."}}'}),
+            "invalid UTF-8 in a body": ("/ingest/invoke", {"content": b'{"input": {"text": "Otters \xff\xfe."}}'}),
+            "5,000-digit integer": (
+                "/ingest/invoke",
+                {
+                    "content": b'{"input": {"text": "x"}, "config": {"configurable": {"chunk_size": '
+                    + b"9" * 5000
+                    + b"}}}"
+                },
+            ),
         }
         with _client(model) as client:
             for name, (route, body) in http_cases.items():
@@ -570,6 +656,290 @@ def _foreign_thread_id() -> dict[str, Any]:
     }
 
 
+# --- tenants: sessions and concurrent turns ----------------------------------------------------------
+def tenants() -> dict[str, Any]:
+    """Two tenants sharing a namespace, and two turns at once on one thread, over LangServe.
+
+    Held when: a tenant naming another's chat session is refused (400) and the other's stored turn stays as it
+    was; the same thread name is each tenant's own session; another tenant's ``forget`` of the thread is a 404
+    and leaves it; of two turns sent at once on one thread one runs (turn 2) and the other is a 409, the next
+    turn is 3 and each turn's exchange is stored once."""
+    import threading
+
+    from doubles.replies import offload_chat_model
+    from stores.offload import get_offload_store
+    from surfaces.access import thread_key
+
+    shared = {"namespaces": ["shared"]}
+    keys = {"b": {"key": "b-key", **shared}, "c": {"key": "c-key", **shared}}
+    b, c = {"X-API-Key": "b-key"}, {"X-API-Key": "c-key"}
+    rows: list[dict[str, Any]] = []
+    with _server_keys(keys), _client(offload_chat_model(delay=0.2)) as client:
+        body = {"input": {"text": FALCON.read_text(encoding="utf-8")}}
+        doc_id = client.post("/ingest/invoke", json=body, headers=b).json()["output"]["doc_id"]
+
+        def turn(headers: dict[str, str], thread: str, question: str, **extra: Any) -> Any:
+            payload = {"input": {"question": question, "doc_id": doc_id, **extra}}
+            return client.post(
+                "/offload/invoke", json={**payload, "config": {"configurable": {"thread_id": thread}}}, headers=headers
+            )
+
+        first = turn(b, "bchat", QUESTION)
+        session = thread_key("b", "bchat")
+        store = get_offload_store("shared")
+        stored = [i.text for i in store.list(session)]
+        taken = turn(c, "c1", "What is the launch code?", session=session)
+        rows.append({"case": "another tenant's session is refused", "held": taken.status_code == 400})
+        foreign = client.post("/forget", json={"thread_id": "bchat"}, headers=c)
+        rows.append(
+            {
+                "case": "another tenant's forget is a 404",
+                "held": foreign.status_code == 404 and [i.text for i in store.list(session)] == stored,
+            }
+        )
+        own = turn(c, "bchat", "What is the launch code?")
+        rows.append(
+            {
+                "case": "a thread name is each tenant's own session",
+                "held": first.status_code == own.status_code == 200
+                and own.json()["output"]["session"] != session
+                and [i.text for i in store.list(session)] == stored,
+            }
+        )
+        replies: list[Any] = []
+        racing = [
+            threading.Thread(target=lambda q=q: replies.append(turn(b, "bchat", q))) for q in ("Who buys?", "Who pays?")
+        ]
+        for thread in racing:
+            thread.start()
+        for thread in racing:
+            thread.join()
+        statuses = sorted(r.status_code for r in replies)
+        won = [r.json()["output"] for r in replies if r.status_code == 200]
+        third = turn(b, "bchat", "When do the trials start?")
+        exchanges = [i.id for i in store.list(session) if i.role == "exchange"]
+        rows.append(
+            {
+                "case": "two turns at once on one thread: one runs, one is a 409",
+                "held": statuses == [200, 409]
+                and won[0]["turn"] == 2
+                and third.status_code == 200
+                and third.json()["output"]["turn"] == 3
+                and exchanges == ["o1", "o2", "o3"],
+                "statuses": statuses,
+            }
+        )
+    return {"cases": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
+
+
+@contextlib.contextmanager
+def _server_keys(keys: dict[str, Any]) -> Iterator[None]:
+    """``LONGDOC_SERVER_KEYS`` set to ``keys`` while the block runs."""
+    saved = os.environ.get("LONGDOC_SERVER_KEYS")
+    os.environ["LONGDOC_SERVER_KEYS"] = json.dumps(keys)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LONGDOC_SERVER_KEYS", None)
+        else:
+            os.environ["LONGDOC_SERVER_KEYS"] = saved
+
+
+# --- caller budgets and token bounds -------------------------------------------------------------------
+BLOB_BOUND_CHARS = 16_000
+"""Most characters a model request of the blob runs may carry (the workflows' budgets are a few thousand tokens)."""
+
+
+def budgets() -> dict[str, Any]:
+    """What a caller may ask of the server, and what text without spaces makes of a prompt.
+
+    Every bounded setting of every workflow sent at ten times its top (``refused``: 400 before any run), a route
+    of 60,000 requests and a 100,000-character thread id (400, ``slowest_refusal_seconds``); then a base64
+    blob, a hex dump and a run of one letter, each about 100,000 characters, asked about, summarized and
+    chatted over through the scripted endpoint: ``oversized_requests`` counts the model requests over
+    :data:`BLOB_BOUND_CHARS` characters or asking for more than 4,000 tokens, ``largest_request_chars`` the
+    largest."""
+    import hashlib
+
+    from doubles import endpoint as fake_endpoint
+    from stores.endpoints import endpoint_gate
+    from surfaces.access import CALLER_BOUNDS, served_fields
+
+    rows = []
+    with _client() as client:
+        for workflow in ("ingest", "chain", "summarize", "offload", "route"):
+            for key in sorted(served_fields(workflow) & set(CALLER_BOUNDS)):
+                high = CALLER_BOUNDS[key][1]
+                value = int(high * 10 + 1) if float(high).is_integer() else high * 10 + 1
+                config = {"configurable": {key: value}}
+                reply = client.post(f"/{workflow}/invoke", json={"input": {"text": "x"}, "config": config})
+                rows.append({"case": f"{workflow}.{key}={value}", "status": reply.status_code})
+        for case, route, body in (
+            ("60,000 route requests", "/route/invoke", {"input": {"requests": ["plot sales"] * 60_000}}),
+            (
+                "100,000-character thread id",
+                "/ingest/invoke",
+                {"input": {"text": "x"}, "config": {"configurable": {"thread_id": "t" * 100_000}}},
+            ),
+        ):
+            started = time.monotonic()
+            reply = client.post(route, json=body)
+            rows.append({"case": case, "status": reply.status_code, "seconds": round(time.monotonic() - started, 2)})
+    raw = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(2400))
+    blobs = {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()[:100_000], "one letter": "x" * 100_000}
+    script = fake_endpoint.Script()
+    largest, oversized, calls = 0, 0, 0
+    os.environ.update(LONGDOC_MODEL="scripted", LONGDOC_MAX_RETRIES="0")
+    try:
+        with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+            os.environ["LONGDOC_BASE_URL"] = url + "/v1"
+            with _client() as client:
+                for blob in blobs.values():
+                    doc_id = client.post("/ingest/invoke", json={"input": {"text": blob}}).json()["output"]["doc_id"]
+                    for route, body in (
+                        ("/chain/invoke", {"question": "What does it say?", "doc_id": doc_id}),
+                        ("/summarize/invoke", {"doc_id": doc_id, "length": 40}),
+                        ("/offload/invoke", {"question": "What does it say?", "doc_id": doc_id}),
+                    ):
+                        endpoint_gate.reset()
+                        client.post(route, json={"input": body})
+            for request in script.requests:
+                if not request["path"].endswith("/chat/completions"):
+                    continue
+                calls += 1
+                chars = sum(len(str(m.get("content") or "")) for m in request["body"].get("messages", []))
+                asked = int(request["body"].get("max_tokens") or request["body"].get("max_completion_tokens") or 0)
+                largest = max(largest, chars)
+                oversized += chars > BLOB_BOUND_CHARS or asked > 4000
+    finally:
+        for key in ("LONGDOC_BASE_URL", "LONGDOC_MAX_RETRIES"):
+            os.environ.pop(key, None)
+    return {
+        "settings_tried": len(rows),
+        "refused": sum(r["status"] == 400 for r in rows),
+        "slowest_refusal_seconds": max(r.get("seconds", 0) for r in rows),
+        "blob_requests": calls,
+        "largest_request_chars": largest,
+        "oversized_requests": oversized,
+        "rows": rows,
+    }
+
+
+# --- the dev server's origin policy ---------------------------------------------------------------------
+STUDIO = "https://smith.langchain.com"
+FOREIGN = "https://evil.example"
+
+
+def dev_server(folder: Path, timeout: float = 180) -> dict[str, Any]:
+    """``langgraph dev`` as ``make dev`` runs it (``langgraph.json`` as committed, in a copy of the project), with
+    ``LONGDOC_INGEST_ROOT`` set, the operator's key and model on the scripted endpoint and a second scripted
+    endpoint standing for a URL an attacker chooses.
+
+    Held when: a foreign origin's preflight is refused without CORS or private-network headers and its "simple"
+    POST (no preflight) runs nothing; a DNS-rebound host is refused; Studio's preflight is allowed; a run or an
+    assistant setting the endpoint or model is refused; a file outside the ingest root is refused as a run's
+    input and as an MCP ``ingest``; one inside it is read; no request ever reaches the attacker's endpoint."""
+    import shutil
+    import subprocess
+
+    import httpx
+
+    from doubles import endpoint as fake_endpoint
+
+    exe = shutil.which("langgraph", path=str(Path(sys.executable).parent))
+    if exe is None:
+        return {"cases": 0, "held": 0, "error": "the langgraph CLI is not installed (make install)"}
+    work, docs = folder / "dev-project", folder / "dev-docs"
+    ignore = shutil.ignore_patterns(".venv", ".git", "node_modules", ".langgraph_api", "*.pyc", ".*_cache", "results")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(ROOT, work, ignore=ignore)
+    docs.mkdir(exist_ok=True)
+    (docs / "falcon.md").write_text(FALCON.read_text(encoding="utf-8"), encoding="utf-8")
+    attacker, operator = fake_endpoint.Script(), fake_endpoint.Script()
+    rows: list[dict[str, Any]] = []
+    readme = str(ROOT / "README.md")
+    with (
+        fake_endpoint.running(fake_endpoint.create_app(attacker)) as evil,
+        fake_endpoint.running(fake_endpoint.create_app(operator)) as model,
+    ):
+        port = fake_endpoint.free_port()
+        env = {
+            **os.environ,
+            "LONGDOC_HOME": str(folder / "dev-home"),
+            "LONGDOC_BASE_URL": f"{model}/v1",
+            "LONGDOC_MODEL": "scripted",
+            "LONGDOC_API_KEY": "operator-secret-key",
+            "LONGDOC_INGEST_ROOT": str(docs),
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGGRAPH_NO_VERSION_CHECK": "true",
+            "LANGSMITH_TRACING": "false",
+        }
+        log = (folder / "dev.log").open("wb")
+        args = [exe, "dev", "--port", str(port), "--no-browser", "--no-reload"]
+        proc = subprocess.Popen(args, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            from deploy.cluster import wait_until
+
+            wait_until(f"{url}/ok", timeout, proc)
+            with httpx.Client(base_url=url, timeout=60) as http:
+                preflight = {"access-control-request-method": "POST", "access-control-request-headers": "content-type"}
+                foreign = http.options("/runs/wait", headers={"origin": FOREIGN, **preflight})
+                rows.append(
+                    {
+                        "case": "a foreign origin's preflight",
+                        "held": foreign.status_code == 403
+                        and not {"access-control-allow-origin", "access-control-allow-private-network"}
+                        & set(foreign.headers),
+                    }
+                )
+                steal = {"assistant_id": "ingest", "input": {"path": readme}, "context": {"base_url": f"{evil}/v1"}}
+                simple = http.post(
+                    "/runs/wait", content=json.dumps(steal), headers={"origin": FOREIGN, "content-type": "text/plain"}
+                )
+                rows.append({"case": "a foreign origin's simple POST", "held": simple.status_code == 403})
+                rebound = http.get("/threads/search", headers={"host": f"evil.example:{port}"})
+                rows.append({"case": "a DNS-rebound host", "held": rebound.status_code == 403})
+                studio = http.options("/runs/wait", headers={"origin": STUDIO, **preflight})
+                rows.append(
+                    {
+                        "case": "Studio's preflight",
+                        "held": studio.status_code == 200
+                        and studio.headers.get("access-control-allow-origin") == STUDIO
+                        and studio.headers.get("access-control-allow-private-network") == "true",
+                    }
+                )
+                chat = {"assistant_id": "offload", "input": {"question": "What is it?", "text": "Herons wade."}}
+                moved = http.post("/runs/wait", json={**chat, "context": {"base_url": f"{evil}/v1"}})
+                rows.append({"case": "a run setting the endpoint", "held": moved.status_code == 400})
+                assistant = http.post("/assistants", json={"graph_id": "offload", "context": {"model": "other"}})
+                rows.append({"case": "an assistant setting the model", "held": assistant.status_code == 400})
+                outside = http.post("/runs/wait", json={"assistant_id": "ingest", "input": {"path": readme}})
+                rows.append({"case": "a run reading a file outside the root", "held": outside.status_code == 400})
+                mcp = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+                call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+                escaped = http.post(
+                    "/mcp", headers=mcp, json={**call, "params": {"name": "ingest", "arguments": {"path": readme}}}
+                )
+                result = escaped.json().get("result", {}) if escaped.status_code == 200 else {}
+                rows.append({"case": "an MCP ingest outside the root", "held": bool(result.get("isError"))})
+                inside = http.post(
+                    "/runs/wait",
+                    json={"assistant_id": "ingest", "input": {"path": "falcon.md"}},
+                    headers={"origin": STUDIO},
+                )
+                rows.append({"case": "a run reading a file inside the root", "held": inside.status_code == 200})
+        finally:
+            from deploy.cluster import stop
+
+            stop(proc)
+            log.close()
+    rows.append({"case": "no request reached the attacker's endpoint", "held": not attacker.requests})
+    shutil.rmtree(work, ignore_errors=True)
+    return {"cases": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
+
+
 # --- concurrency ----------------------------------------------------------------------------------
 def concurrency(requests: int) -> dict[str, Any]:
     """Concurrent ingests of one text and chat turns on their own threads, through the LangServe app."""
@@ -604,7 +974,6 @@ def concurrency(requests: int) -> dict[str, Any]:
         "error_samples": errors[:5],
         "p50_s": round(statistics.median(ordered), 3),
         "p95_s": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 3),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -674,13 +1043,37 @@ def index_integrity(folder: Path, rounds: int, seed: int = 13) -> dict[str, Any]
     }
 
 
-def retention(folder: Path) -> dict[str, Any]:
-    """What stays of a caller's data: an upload, a chat named by ``text`` and an oversized question over HTTP,
-    then ``forget`` of their namespace. ``leaks`` counts the checkpoint database's rows (or file) holding the
-    upload, the whole text or the refused question; ``left_after_forget`` what remains of the namespace."""
-    import base64
+def live_copies(home: Path, needle: str, only: Callable[[Path], bool] | None = None) -> list[str]:
+    """Files under ``home`` whose bytes hold ``needle``, read as a running server leaves them: the databases and
+    their write-ahead logs (Chroma's SQLite file included), documents and caches; nothing is checkpointed first.
+    Chroma's vector index files are left out (they hold vectors, and stray bytes of its process's memory:
+    docs/security.md, "What forget removes")."""
+    from surfaces.retention import is_vector_index_file
 
-    from doubles.checkpoint_checks import db_holds, thread_rows
+    found = []
+    for path in sorted(home.rglob("*")):
+        if not path.is_file() or is_vector_index_file(path, home) or (only is not None and not only(path)):
+            continue
+        with contextlib.suppress(OSError):
+            if needle.encode() in path.read_bytes():
+                found.append(str(path.relative_to(home)))
+    return found
+
+
+def _checkpoint_files(path: Path) -> bool:
+    return path.name.startswith("checkpoints.sqlite")
+
+
+def retention(folder: Path) -> dict[str, Any]:
+    """What stays of a caller's data, searched in the live files as the running server leaves them (no checkpoint
+    of SQLite's write-ahead log first; Chroma's SQLite file included).
+
+    Over HTTP: an upload, a chat naming its document by ``text``, a question refused before its run and one
+    refused by the run after its first checkpoint; ``leaks`` counts the checkpoint files (database, log) holding
+    any of them. Then ``POST /forget`` of a chat thread and of a document, and ``forget`` of the namespace:
+    ``left_after_forget`` counts the files still holding the thread's question or the document's text, and what
+    remains of the namespace (checkpoint rows, collections, files)."""
+    from doubles.checkpoint_checks import thread_rows
     from doubles.replies import offload_chat_model
     from stores.vectorstore import namespace_collections
     from surfaces.retention import forget_namespace
@@ -690,37 +1083,56 @@ def retention(folder: Path) -> dict[str, Any]:
     upload = "# Ledger\n\nLedger entry 4417-HERON-MAPLE closes the account.\n"
     data = base64.b64encode(upload.encode()).decode()
     huge = "why " * 1500
+    late = "Where is the 2288-WREN-CEDAR kept?"
     namespace = "retention"
     with _client(offload_chat_model()) as client:
+
+        def chat(body: dict[str, Any], thread: str) -> Any:
+            config = {"configurable": {"thread_id": thread}}
+            return client.post("/offload/invoke", json={"input": {"namespace": namespace, **body}, "config": config})
+
         codes = [
             client.post(
                 "/ingest/invoke", json={"input": {"data": data, "filename": "ledger.md", "namespace": namespace}}
             ),
-            client.post(
-                "/offload/invoke",
-                json={
-                    "input": {"question": QUESTION, "text": text, "namespace": namespace},
-                    "config": {"configurable": {"thread_id": "kept-chat"}},
-                },
-            ),
+            chat({"question": QUESTION, "text": text}, "kept-chat"),
         ]
-        refused = client.post(
-            "/offload/invoke",
-            json={"input": {"question": huge, "text": text}, "config": {"configurable": {"thread_id": "refused"}}},
+        refused = [
+            chat({"question": huge, "text": text}, "refused"),  # at the door
+            chat({"question": late, "doc_id": "0123456789abcdef"}, "refused-late"),  # by the run, checkpointed
+        ]
+        kept = thread_rows(home, "kept-chat")
+        leaks = (
+            sum(
+                len(live_copies(home, needle, _checkpoint_files))
+                for needle in ("4417-HERON-MAPLE", data[:40], text[:6000], "why why why", "2288-WREN")
+            )
+            + thread_rows(home, "refused")
+            + thread_rows(home, "refused-late")
         )
-    needles = ("4417-HERON-MAPLE", data[:40], text[:6000], "why why why")
-    leaks = sum(len(db_holds(home, needle)) for needle in needles) + thread_rows(home, "refused")
-    kept = thread_rows(home, "kept-chat")
+        # A thread and a document forgotten over HTTP leave no copy anywhere.
+        secret = "Where is the 5510-IBIS-SLATE valve?"
+        other = {"text": upload.replace("4417-HERON", "8830-RAIL"), "namespace": namespace}
+        doc_id = client.post("/ingest/invoke", json={"input": other}).json()["output"]["doc_id"]
+        codes.append(chat({"question": secret, "doc_id": doc_id}, "forget-me"))
+        forgotten = [
+            client.post("/forget", json={"thread_id": "forget-me"}),
+            client.post("/forget", json={"doc_id": doc_id, "namespace": namespace}),
+        ]
+        missing = client.post("/forget", json={"thread_id": "forget-me"})
+    left = len(live_copies(home, "5510-IBIS")) + len(live_copies(home, "8830-RAIL"))
     forget_namespace(namespace)
-    left = thread_rows(home, "kept-chat") + len(namespace_collections(namespace))
+    left += thread_rows(home, "kept-chat") + len(namespace_collections(namespace))
     left += (
         sum(1 for _ in (home / "namespaces" / namespace).rglob("*"))
         if (home / "namespaces" / namespace).exists()
         else 0
     )
+    left += len(live_copies(home, "4417-HERON-MAPLE"))
     return {
         "requests_ok": sum(reply.status_code == 200 for reply in codes),
-        "refused_status": refused.status_code,
+        "refused_status": [reply.status_code for reply in refused],
+        "forget_status": [reply.status_code for reply in forgotten] + [missing.status_code],
         "leaks": leaks,
         "checkpointed_rows": kept,
         "left_after_forget": left,
@@ -737,15 +1149,63 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": lambda _tmp: concurrency(args.concurrency),
         "index": lambda tmp: index_integrity(tmp, args.rechunk_rounds),
         "retention": retention,
+        "tenants": lambda _tmp: tenants(),
+        "budgets": lambda _tmp: budgets(),
+        "dev_server": dev_server,
     }
     wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
     with scratch_home() as tmp:
         started = time.perf_counter()
         for name in wanted:
-            report[name] = suites[name](tmp)
+            with MemorySampler() as memory:
+                begun = time.perf_counter()
+                report[name] = suites[name](tmp)
+            report[name]["seconds"] = round(time.perf_counter() - begun, 1)
+            report[name]["memory_mb"] = memory.figures()
         report["seconds"] = round(time.perf_counter() - started, 1)
     return report
+
+
+def rss_mb() -> float:
+    """This process's resident set size now (MB), read from ``/proc`` (0 where there is none)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class MemorySampler:
+    """The process's resident memory while a suite runs, sampled every ``every`` seconds on a thread of its own:
+    at its start and its peak (``resource``'s ``ru_maxrss`` is the process's lifetime peak, the same for every
+    suite after the largest one)."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        import threading
+
+        self.every = every
+        self.start = self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="rss-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak = max(self.peak, rss_mb())
+
+    def __enter__(self) -> MemorySampler:
+        self.start = self.peak = rss_mb()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_mb())
+
+    def figures(self) -> dict[str, float]:
+        """Resident MB at the suite's start and at its peak, and the growth between them."""
+        return {"start": round(self.start, 1), "peak": round(self.peak, 1), "growth": round(self.peak - self.start, 1)}
 
 
 def failures(report: dict[str, Any]) -> list[str]:
@@ -757,6 +1217,8 @@ def failures(report: dict[str, Any]) -> list[str]:
         found.append(f"faults: {faults_part['injected'] - faults_part['survived']} runs did not survive")
     if faults_part.get("clear_errors", 0) < faults_part.get("failed_runs", 0):
         found.append("faults: a failed run's message does not name the model step")
+    if faults_part.get("streams_ended_with_an_error_event", 0) < faults_part.get("failing_streams", 0):
+        found.append("faults: a failing stream did not end with an error event and a whole body")
     for name, part, count in (("interruptions", interrupted, "interruptions"), ("kills", killed, "kills")):
         if part.get("clean_resumes", 0) < part.get(count, 0):
             found.append(f"{name}: {part[count] - part.get('clean_resumes', 0)} runs did not resume cleanly")
@@ -777,9 +1239,28 @@ def failures(report: dict[str, Any]) -> list[str]:
     for key in ("whole_after_kill", "clean_after_next_ingest"):
         if index.get(key, 0) < index.get("kills", 0):
             found.append(f"index: {index['kills'] - index.get(key, 0)} killed re-indexes not {key.replace('_', ' ')}")
+    for name in ("tenants", "dev_server"):
+        part = report.get(name, {})
+        if part and (part.get("held", 0) < part.get("cases", 0) or not part.get("cases")):
+            short = [r["case"] for r in part.get("rows", []) if not r["held"]] or [part.get("error", "no case ran")]
+            found.append(f"{name}: did not hold: {'; '.join(short)}")
+    spent = report.get("budgets", {})
+    if spent and (
+        spent["refused"] < spent["settings_tried"]
+        or spent["oversized_requests"]
+        or spent["slowest_refusal_seconds"] > 5
+    ):
+        found.append(
+            f"budgets: {spent['settings_tried'] - spent['refused']} settings past their bound taken, "
+            f"{spent['oversized_requests']} oversized model requests"
+        )
     kept = report.get("retention", {})
     if kept and (
-        kept["leaks"] or kept["left_after_forget"] or kept["refused_status"] != 400 or kept["requests_ok"] < 2
+        kept["leaks"]
+        or kept["left_after_forget"]
+        or kept["refused_status"] != [400, 400]
+        or kept["requests_ok"] < 3
+        or kept.get("forget_status") != [200, 200, 404]
     ):
         found.append(f"retention: {kept['leaks']} leaks, {kept['left_after_forget']} left after forget")
     return found
@@ -789,9 +1270,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="results JSON file")
-    parser.add_argument("--interruptions", type=int, default=20, help="chat turns whose model dies at a random call")
+    parser.add_argument("--interruptions", type=int, default=12, help="chat turns whose model dies at a random call")
     parser.add_argument(
-        "--kills", type=int, default=20, help="chat, summarize, ask and ingest processes killed with SIGKILL mid-run"
+        "--kills", type=int, default=8, help="chat, summarize, ask and ingest processes killed with SIGKILL mid-run"
     )
     parser.add_argument("--concurrency", type=int, default=40, help="concurrent requests")
     parser.add_argument("--suites", default="", help="comma-separated suites to run (default: every one)")

@@ -55,10 +55,9 @@ KINDS = ("general", "specific")
 WORKFLOW_CODE = (
     "graphs/summarize/baselines.py",
     "graphs/summarize/graph.py",
-    "nodes/summarize/context.py",
-    "nodes/summarize/state.py",
     "nodes/retrieval.py",
     "nodes/summarize/baselines.py",
+    "nodes/summarize/context.py",
     "nodes/summarize/editing.py",
     "nodes/summarize/editor.py",
     "nodes/summarize/expert.py",
@@ -68,6 +67,7 @@ WORKFLOW_CODE = (
     "nodes/summarize/length.py",
     "nodes/summarize/request.py",
     "nodes/summarize/sentences.py",
+    "nodes/summarize/state.py",
 )
 """Source files whose code decides a summary (part of the setup digest)."""
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,22 @@
-"""The chat workflow as an A2A agent on the scale-out deployment (``/a2a/{assistant}``), behind the tenant guard.
+"""The chat workflow as an A2A agent (``/a2a/{assistant}``), on the scale-out deployment and on ``langgraph dev``.
 
-Aegra 0.6 has no A2A route; this one speaks the JSON-RPC 2.0 binding of A2A as ``langgraph dev``
-does: ``SendMessage`` with a message of ``text`` parts (the turn, a human message) and ``data``
-parts (input fields, e.g. ``doc_id`` on the first turn); ``contextId`` names the conversation (a
-thread), absent on the first message. The answer comes back as a completed task whose artifact
-holds the AI message's text; a refused or failed run is a failed task with the reason. The agent
-card is at ``/a2a/{assistant}/.well-known/agent-card.json``.
+Aegra 0.6 has no A2A route; ``langgraph dev`` has one whose streamed events the official A2A SDK
+never completes, so :mod:`deploy.dev` mounts this one there in its place. It speaks the JSON-RPC 2.0
+binding of A2A 1.0:
+
+- ``SendMessage``: a message of ``text`` parts (the turn's words), ``file`` parts (a document given
+  in the chat: its bytes, ``raw`` in base64 with ``mediaType`` and ``filename``) and ``data`` parts
+  (input fields, e.g. ``doc_id``); ``contextId`` names the conversation (a thread), absent on the
+  first message. The answer comes back as a completed task whose artifact holds the AI message's
+  text (the answer and the sources it cites); a refused run is a rejected task and a failed one a
+  failed task, each with the reason.
+- ``SendStreamingMessage`` (what the SDK's client sends by default, since the card says it streams):
+  the same turn as server-sent events: the task, then the answer's words as artifact updates as the
+  model writes them, then the last chunk and the task's final status.
+
+The agent card, at ``/a2a/{assistant}/.well-known/agent-card.json``, says what the agent does, that it
+needs a document, and gives examples. ``{assistant}`` is the workflow's name (``chat``, or its former id
+``offload``) or the id of an assistant of the chat graph (Aegra's, or one made on ``langgraph dev``).
 
 Like :mod:`deploy.mcp`, a message is a run made through this instance's own loopback address with
 the caller's key, so the guard and Aegra's per-tenant threads apply to it unchanged.
@@ -13,89 +24,227 @@ the caller's key, so the guard and Aegra's per-tenant threads apply to it unchan
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Scope
 
-from deploy.assistants import workflow_of
-from deploy.mcp import RUN_TIMEOUT, own_url, reason
+from deploy.mcp import RUN_TIMEOUT, Failed, Refused, own_url, reason, run_workflow
+from stores.files import IngestRoot
 from surfaces.access import presented_key
+from surfaces.registry import ALIASES, CHAT_EXAMPLES, DESCRIPTIONS, WORKFLOWS, canonical
 
-CONVERSATIONAL = ("offload",)
+CONVERSATIONAL = ("chat",)
 """The workflows that take a turn as a message (their input has ``messages``)."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
+MEDIA_TYPES = (
+    "text/plain",
+    "text/markdown",
+    "text/html",
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/json",
+)
+"""What a message may carry: words, documents, and input fields as JSON."""
+
 router = APIRouter()
 
 
-def _workflow(assistant: str) -> str | None:
-    found = workflow_of(assistant)
-    return found if found in CONVERSATIONAL else None
+async def conversational(scope: Scope, headers: dict[str, str], assistant: str) -> str | None:
+    """The workflow ``assistant`` runs (by name, former id or assistant id) when it takes turns as messages."""
+    from langgraph_sdk import get_client
+
+    if assistant in WORKFLOWS or assistant in ALIASES:
+        workflow = canonical(assistant)
+    else:
+        client = get_client(url=own_url(scope), api_key=presented_key(headers) or None, timeout=30)
+        try:
+            found = await client.assistants.get(assistant)
+            workflow = canonical(str(found.get("graph_id")))
+        except (httpx.HTTPError, KeyError):
+            return None
+    return workflow if workflow in CONVERSATIONAL else None
 
 
 def _error(request_id: Any, code: int, message: str) -> JSONResponse:
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
 
+def file_block(part: dict[str, Any]) -> dict[str, Any]:
+    """A file part (A2A 1.0 ``raw``/``url``, or 0.3's ``file`` object) as a LangChain file content block."""
+    legacy = part.get("file")
+    if isinstance(legacy, dict):
+        raw, url = legacy.get("bytes"), legacy.get("uri")
+        media, name = legacy.get("mimeType"), legacy.get("name")
+    else:
+        raw, url, media, name = part.get("raw"), part.get("url"), part.get("mediaType"), part.get("filename")
+    if url and not raw:
+        raise ValueError("a file is not fetched from a URL: send its bytes (raw, in base64) with its filename")
+    if not isinstance(raw, str) or not raw:
+        raise ValueError("a file part must hold the file's bytes (raw, in base64)")
+    block: dict[str, Any] = {"type": "file", "base64": raw}
+    if media:
+        block["mime_type"] = str(media)
+    if name:
+        block["extras"] = {"filename": str(name)}
+    return block
+
+
 def turn_input(parts: list[Any]) -> dict[str, Any]:
-    """A message's parts as the workflow's input: text parts one human message, data parts input fields."""
-    texts, data = [], {}
+    """A message's parts as the workflow's input: text and file parts one human message, data parts input fields."""
+    texts: list[str] = []
+    files: list[dict[str, Any]] = []
+    data: dict[str, Any] = {}
     for part in parts:
-        if not isinstance(part, dict) or sum(key in part for key in ("text", "data")) != 1:
-            raise ValueError("each part must hold exactly one of text or data (file parts are not taken)")
+        kinds = [key for key in ("text", "data", "raw", "url", "file") if isinstance(part, dict) and key in part]
+        if len(kinds) != 1:
+            raise ValueError("each part must hold exactly one of text, file (raw or url) or data")
         if "text" in part:
             texts.append(str(part["text"]))
-        elif isinstance(part["data"], dict):
+        elif "data" in part:
+            if not isinstance(part["data"], dict):
+                raise ValueError("a data part must hold a JSON object")
             data.update(part["data"])
         else:
-            raise ValueError("a data part must hold a JSON object")
-    if not texts:
-        raise ValueError("the message has no text part")
-    return {**data, "messages": [{"type": "human", "content": "\n".join(texts)}]}
+            files.append(file_block(part))
+    if not texts and not files:
+        raise ValueError("the message has no text or file part")
+    text = "\n".join(texts)
+    content: Any = [*([{"type": "text", "text": text}] if text else []), *files] if files else text
+    return {**data, "messages": [{"type": "human", "content": content}]}
 
 
-def _task(run_id: str, thread: str, state: str, text: str) -> dict[str, Any]:
-    message = {"role": "ROLE_AGENT", "parts": [{"text": text}], "messageId": str(uuid.uuid4())}
-    task: dict[str, Any] = {"id": run_id, "contextId": thread, "status": {"state": state}}
+def _message(text: str, thread: str, task: str) -> dict[str, Any]:
+    return {
+        "role": "ROLE_AGENT",
+        "parts": [{"text": text}],
+        "messageId": str(uuid.uuid4()),
+        "contextId": thread,
+        "taskId": task,
+    }
+
+
+def _task(task_id: str, thread: str, state: str, text: str, artifact_id: str = "") -> dict[str, Any]:
+    task: dict[str, Any] = {"id": task_id, "contextId": thread, "status": {"state": state}}
     if state == "TASK_STATE_COMPLETED":
-        task["artifacts"] = [{"artifactId": str(uuid.uuid4()), "name": "answer", "parts": message["parts"]}]
-    else:
-        task["status"]["message"] = {**message, "contextId": thread, "taskId": run_id}
+        artifact = {"artifactId": artifact_id or str(uuid.uuid4()), "name": "answer", "parts": [{"text": text}]}
+        task["artifacts"] = [artifact]
+    if text:
+        task["status"]["message"] = _message(text, thread, task_id)
     return task
 
 
-async def send_message(request: Request, workflow: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run one turn of ``workflow``: the task it ends as."""
-    from langgraph_sdk import get_client
+def answer_text(output: Any) -> str:
+    """The text of the turn's AI message (the answer, then the sources it cites)."""
+    messages = output.get("messages") if isinstance(output, dict) else None
+    last = messages[-1] if messages else {}
+    return str(last.get("content") or "") if isinstance(last, dict) else ""
 
+
+async def send_message(request: Request, assistant: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Run one turn: the task it ends as."""
     message = params.get("message") or {}
     value = turn_input(list(message.get("parts") or []))
     headers = {k.lower(): v for k, v in request.headers.items()}
-    client = get_client(url=own_url(request.scope), api_key=presented_key(headers), timeout=RUN_TIMEOUT)
     thread = str(message.get("contextId") or "")
+    try:
+        thread, run_id, output = await run_workflow(request.scope, headers, assistant, value, thread)
+    except Refused as exc:
+        return _task(str(message.get("taskId") or uuid.uuid4()), exc.thread, "TASK_STATE_REJECTED", str(exc))
+    except Failed as exc:
+        return _task(exc.run_id, exc.thread, "TASK_STATE_FAILED", f"the turn failed: {exc}")
+    return _task(run_id, thread, "TASK_STATE_COMPLETED", answer_text(output))
+
+
+async def stream_turn(
+    scope: Scope, headers: dict[str, str], assistant: str, value: dict[str, Any], thread: str
+) -> AsyncIterator[tuple[str, Any]]:
+    """One turn as it runs: ``("started", (thread, run id))``, ``("words", text)`` as the answer is
+    written, then ``("done", output)``; raises :class:`~deploy.mcp.Refused` or :class:`~deploy.mcp.Failed`."""
+    from langgraph_sdk import get_client
+
+    client = get_client(url=own_url(scope), api_key=presented_key(headers) or None, timeout=RUN_TIMEOUT)
+    run_id, output = "", None
     try:
         if not thread:
             thread = (await client.threads.create())["thread_id"]
-        run = await client.runs.create(thread, workflow, input=value)
-        output = await client.runs.join(thread, run["run_id"])
-        done = await client.runs.get(thread, run["run_id"])
+        async for part in client.runs.stream(thread, assistant, input=value, stream_mode=["messages-tuple", "values"]):
+            if part.event == "metadata" and not run_id:
+                run_id = str(part.data.get("run_id") or "")
+                yield "started", (thread, run_id)
+            elif part.event == "messages" and part.data and part.data[0].get("type") == "AIMessageChunk":
+                yield "words", str(part.data[0].get("content") or "")
+            elif part.event == "values":
+                output = part.data
+            elif part.event == "error":
+                data = part.data if isinstance(part.data, dict) else {"message": str(part.data)}
+                why = str(data.get("message") or data.get("error") or "the run failed")
+                raise Failed(IngestRoot.from_env().scrub(why), thread, run_id)
     except httpx.HTTPStatusError as exc:
-        text = f"refused ({exc.response.status_code}): {reason(exc.response)}"
-        return _task(str(message.get("taskId") or uuid.uuid4()), thread, "TASK_STATE_REJECTED", text)
-    if done.get("status") != "success":
-        text = f"{workflow} failed: {done.get('error_message') or done.get('status')}"
-        return _task(run["run_id"], thread, "TASK_STATE_FAILED", text)
-    answer = (output.get("messages") or [{}])[-1] if isinstance(output, dict) else {}
-    return _task(run["run_id"], thread, "TASK_STATE_COMPLETED", str(answer.get("content") or ""))
+        raise Refused(exc.response.status_code, reason(exc.response), thread) from None
+    yield "done", output
+
+
+def _sse(request_id: Any, result: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps({'jsonrpc': '2.0', 'id': request_id, 'result': result})}\n\n".encode()
+
+
+async def stream_message(request: Request, assistant: str, params: dict[str, Any], request_id: Any) -> Response:
+    """``SendStreamingMessage``: the turn as server-sent events, ending with the task's final status."""
+    message = params.get("message") or {}
+    value = turn_input(list(message.get("parts") or []))
+    headers = {k.lower(): v for k, v in request.headers.items()}
+
+    async def events() -> AsyncIterator[bytes]:
+        thread, task_id, artifact_id, shown = str(message.get("contextId") or ""), "", str(uuid.uuid4()), ""
+
+        def status(state: str, text: str = "") -> bytes:
+            update: dict[str, Any] = {"taskId": task_id, "contextId": thread, "status": {"state": state}}
+            if text:
+                update["status"]["message"] = _message(text, thread, task_id)
+            return _sse(request_id, {"statusUpdate": update})
+
+        def words(text: str, last: bool) -> bytes:
+            artifact = {"artifactId": artifact_id, "name": "answer", "parts": [{"text": text}]}
+            update = {"taskId": task_id, "contextId": thread, "artifact": artifact, "append": bool(shown)}
+            return _sse(request_id, {"artifactUpdate": {**update, "lastChunk": last}})
+
+        try:
+            async for kind, data in stream_turn(request.scope, headers, assistant, value, thread):
+                if kind == "started":
+                    thread, task_id = data
+                    yield _sse(request_id, {"task": _task(task_id, thread, "TASK_STATE_SUBMITTED", "")})
+                    yield status("TASK_STATE_WORKING")
+                elif kind == "words" and data:
+                    yield words(data, last=False)
+                    shown += data
+                elif kind == "done":
+                    text = answer_text(data)
+                    rest = text[len(shown) :] if text.startswith(shown) else text
+                    if rest or not shown:
+                        yield words(rest, last=True)
+                    yield status("TASK_STATE_COMPLETED", text)
+        except Refused as exc:
+            task_id = task_id or str(message.get("taskId") or uuid.uuid4())
+            thread = thread or exc.thread
+            yield _sse(request_id, {"task": _task(task_id, thread, "TASK_STATE_REJECTED", str(exc))})
+        except Failed as exc:
+            thread, task_id = exc.thread, task_id or exc.run_id
+            yield status("TASK_STATE_FAILED", f"the turn failed: {exc}")
+
+    return StreamingResponse(events(), media_type="text/event-stream")
 
 
 @router.post("/a2a/{assistant}")
-async def a2a(assistant: str, request: Request) -> JSONResponse:
-    """JSON-RPC 2.0: ``SendMessage`` to a conversational assistant."""
+async def a2a(assistant: str, request: Request) -> Response:
+    """JSON-RPC 2.0: ``SendMessage`` and ``SendStreamingMessage`` to a conversational assistant."""
     try:
         body = await request.json()
     except ValueError:
@@ -103,39 +252,58 @@ async def a2a(assistant: str, request: Request) -> JSONResponse:
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or "method" not in body:
         return _error(None, INVALID_REQUEST, "not a JSON-RPC 2.0 request")
     request_id = body.get("id")
-    workflow = _workflow(assistant)
-    if workflow is None:
-        return _error(request_id, INVALID_PARAMS, f"{assistant!r} is not a conversational assistant: use offload")
-    if body["method"] != "SendMessage":
-        return _error(request_id, METHOD_NOT_FOUND, f"method {body['method']!r} is not served; use SendMessage")
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    if await conversational(request.scope, headers, assistant) is None:
+        return _error(request_id, INVALID_PARAMS, f"{assistant!r} is not a conversational assistant: use chat")
+    method, params = body["method"], body.get("params") or {}
+    if method not in ("SendMessage", "SendStreamingMessage"):
+        return _error(request_id, METHOD_NOT_FOUND, f"method {method!r} is not served; use SendMessage")
+    if not isinstance(params, dict):
+        return _error(request_id, INVALID_PARAMS, "params must be a JSON object")
     try:
-        task = await send_message(request, workflow, dict(body.get("params") or {}))
+        if method == "SendStreamingMessage":
+            return await stream_message(request, assistant, params, request_id)
+        task = await send_message(request, assistant, params)
     except ValueError as exc:
         return _error(request_id, INVALID_PARAMS, str(exc))
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": task}})
 
 
-@router.get("/a2a/{assistant}/.well-known/agent-card.json")
-async def agent_card(assistant: str, request: Request) -> JSONResponse:
-    """The agent card of a conversational assistant."""
-    if _workflow(assistant) is None:
-        return JSONResponse({"error": "not found", "message": f"no A2A agent {assistant!r}"}, status_code=404)
-    return JSONResponse(
-        {
-            "name": "longdoc chat",
-            "description": "Questions about one long document, over many turns, with a small working memory.",
-            "version": "1",
-            "supportedInterfaces": [{"url": f"/a2a/{assistant}", "protocolBinding": "JSONRPC"}],
-            "capabilities": {"streaming": False, "pushNotifications": False},
-            "defaultInputModes": ["text/plain", "application/json"],
-            "defaultOutputModes": ["text/plain"],
-            "skills": [
-                {
-                    "id": "chat",
-                    "name": "Chat over a document",
-                    "description": "First message: the question, and a data part {doc_id} naming an ingested document.",
-                    "tags": ["documents", "question answering"],
-                }
-            ],
-        }
+def agent_card(url: str) -> dict[str, Any]:
+    """The chat's agent card, served at ``url``."""
+    needs = (
+        " It needs a document: attach one to the first message (a file part: PDF, DOCX, HTML, Markdown or "
+        'text), or name an ingested one with a data part {"doc_id": ...}; a first message without one is '
+        "answered with what to attach. Later messages in the same context go on about the same document."
     )
+    return {
+        "name": "chat",
+        "description": DESCRIPTIONS["chat"] + needs,
+        "version": "1",
+        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": True, "pushNotifications": False},
+        "defaultInputModes": list(MEDIA_TYPES),
+        "defaultOutputModes": ["text/plain", "text/markdown"],
+        "skills": [
+            {
+                "id": "chat",
+                "name": "Chat about a document",
+                "description": "Questions and follow-ups about one long document; each answer ends with the "
+                "sentences it cites (document, sentence label, quoted words)." + needs,
+                "tags": ["documents", "question answering", "long context", "citations"],
+                "examples": list(CHAT_EXAMPLES),
+                "inputModes": list(MEDIA_TYPES),
+                "outputModes": ["text/plain", "text/markdown"],
+            }
+        ],
+    }
+
+
+@router.get("/a2a/{assistant}/.well-known/agent-card.json")
+@router.get("/a2a/{assistant}/.well-known/agent.json")
+async def card(assistant: str, request: Request) -> JSONResponse:
+    """The agent card of a conversational assistant."""
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    if await conversational(request.scope, headers, assistant) is None:
+        return JSONResponse({"error": "not found", "message": f"no A2A agent {assistant!r}"}, status_code=404)
+    return JSONResponse(agent_card(str(request.base_url).rstrip("/") + f"/a2a/{assistant}"))

@@ -10,47 +10,55 @@ LangServe app applies:
 - a run is created only with a built-in assistant (one of the five graphs), only with the
   ``context`` keys :data:`surfaces.access.SERVED_FIELDS` serves (400), only in a namespace of the
   tenant, in its context, input and state update alike (403; none given: the tenant's first),
-  naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), addressing a checkpoint by id
-  only (never another thread's, 400), without ``command.goto`` (400), and only on a thread the
+  naming a server file only inside ``LONGDOC_INGEST_ROOT`` (400), without a chat ``session`` (the thread is
+  the session, 400), addressing a checkpoint by id
+  only (never another thread's, 400), without ``command.goto`` and with a ``command.update`` of the
+  workflow's input keys only (400), and only on a thread the
   tenant created (404 for any other, the same whether another tenant holds the id or nobody does);
   the thread is bound to its namespace in PostgreSQL on first use, so no instance moves it;
+- a thread's state is written by its runs only (``POST /threads/{id}/state`` with ``values`` is refused, 400:
+  it would set the namespace or session a thread is bound to);
 - thread ids are chosen by the server (``POST /threads`` with a ``thread_id`` is refused, 400), and a
   500's body never reaches the caller (it could hold a database's SQL statement);
 - a request body must be JSON (415), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep, without ``NaN``
   (400), as on LangServe;
 - the namespace is then fixed in the run's ``context``, where every node reads it;
+- one run at a time per thread, on every instance: a run on a thread whose run is still going is refused
+  (409) or, with ``multitask_strategy: enqueue``, waits and runs as the next turn (:func:`take_thread`);
 - as on LangServe, a run on a thread whose last run stopped half-way (its instance was killed)
   resumes that run when it brings the same input, and starts from its last finished step when it
   brings another (:func:`continue_dead_run`);
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
 
-The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/offload``
+The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/chat``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
-the caller's key.
+the caller's key, and ``/forget`` (:func:`forget_on_aegra`: a tenant deletes its own thread or document).
 
 A pure ASGI middleware, since the request body must be read and rewritten before Aegra sees it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import functools
 import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from fastapi import FastAPI
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploy import a2a, mcp
-from deploy.assistants import GRAPHS, workflow_of
-from stores.deadlines import run_deadline, run_timeout
+from deploy.assistants import workflow_of
+from nodes.ingest import check_input_sizes
+from stores.cache import ProcessCache, lru_cache
+from stores.checkpoint import ThreadLock, busy_message
+from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
 from stores.errors import InputError
 from stores.settings import get_settings
 from surfaces.access import (
@@ -60,18 +68,23 @@ from surfaces.access import (
     Refused,
     Tenant,
     ThreadOwners,
+    check_settings,
     max_request_bytes,
     read_json_body,
+    refuse_server_inputs,
     replay_body,
     served_fields,
     thread_key,
+    with_length,
 )
+from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
 
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
+STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def _owners() -> ThreadOwners:
     return ThreadOwners()
 
@@ -109,6 +122,7 @@ def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
     """``value`` (an input or a state update) with server file names resolved in the ingest root; its namespace."""
     if not isinstance(value, dict):
         return value, ""
+    refuse_server_inputs(value)
     out = dict(value)
     for key in FILE_INPUTS:
         if out.get(key):
@@ -116,11 +130,20 @@ def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
     return out, str(out.get("namespace") or "")
 
 
+@lru_cache(maxsize=16)
+def input_keys(workflow: str) -> frozenset[str]:
+    """The keys of ``workflow``'s input: all a ``command.update`` may write (never the state's own, e.g. what a
+    chat session is bound to)."""
+    from deploy import served
+
+    return frozenset(getattr(served, workflow).get_input_jsonschema().get("properties", {}))
+
+
 def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
     """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
     workflow = workflow_of(str(body.get("assistant_id", "")))
     if workflow is None:
-        raise Refused(403, "only the built-in assistants are served: " + ", ".join(GRAPHS))
+        raise Refused(403, "only the built-in assistants are served: " + ", ".join(WORKFLOWS))
     config = dict(body.get("config") or {})
     checkpoint = dict(body.get("checkpoint") or {})
     command = dict(body.get("command") or {})
@@ -129,12 +152,18 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
             raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
     if command.get("goto"):
         raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
+    update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
+    if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
+        raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
     context = {**dict(config.pop("configurable", None) or {}), **dict(body.get("context") or {})}
     context.pop("thread_id", None)
     extra = sorted(set(context) - served_fields(workflow))
     if extra:
         raise Refused(400, f"{workflow} does not take these context keys from callers: {', '.join(extra)}")
     try:
+        # Every setting checked now: a refused one never becomes a run, whose record would keep its input.
+        check_settings(workflow, {k: v for k, v in context.items() if k != "namespace"}, "context")
+        check_input_sizes(body.get("input"))
         value, wanted = _checked_value(body.get("input"), files)
         update, updated = _checked_value(command.get("update"), files)
         asked = {n for n in (wanted, updated, str(context.get("namespace") or "")) if n}
@@ -229,6 +258,10 @@ class TenantGuard:
             await _answer(send, 422, "the request is not JSON")
             return
         match = RUN_PATH.match(scope["path"])
+        if STATE_PATH.match(scope["path"]) and isinstance(body, dict) and body.get("values") is not None:
+            # A state update would write any channel (the namespace or session a thread is bound to), unchecked.
+            await _answer(send, 400, "state updates are not served: send the input as a new run")
+            return
         if match is None or scope["method"] != "POST":
             if scope["path"].rstrip("/") == "/threads" and isinstance(body, dict) and body.get("thread_id"):
                 # Ids are the server's to choose: one answer, whether or not another tenant holds the id.
@@ -236,25 +269,97 @@ class TenantGuard:
                 return
             await self.app(scope, replay_body(raw, receive), send)
             return
+        thread = match["thread"]
         try:
             if not isinstance(body, dict):
                 raise Refused(422, "the run request must be a JSON object")
-            checked = await anyio.to_thread.run_sync(check_run, body, match["thread"], tenant, self.files)
+            checked = await anyio.to_thread.run_sync(check_run, body, thread, tenant, self.files)
             workflow = str(workflow_of(str(checked["assistant_id"])))
-            checked = await anyio.to_thread.run_sync(continue_dead_run, workflow, match["thread"], checked)
         except Refused as exc:
             await _answer(send, exc.status, str(exc))
             return
-        payload = json.dumps(checked).encode()
-        scope = {
-            **scope,
-            "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-            + [(b"content-length", str(len(payload)).encode())],
-        }
-        # The run's task is created inside this call and copies the context: every model call of the
-        # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
-        with run_deadline(run_timeout()):
-            await self.app(scope, replay_body(payload, receive), send)
+        lock = ThreadLock(thread)
+        try:
+            await take_thread(lock, thread, checked)
+        except Refused as exc:
+            await _answer(send, exc.status, str(exc))
+            return
+        released = False
+        try:
+            try:
+                checked = await anyio.to_thread.run_sync(continue_dead_run, workflow, thread, checked)
+            except Refused as exc:
+                await _answer(send, exc.status, str(exc))
+                return
+            known = await anyio.to_thread.run_sync(thread_runs, thread)
+            payload = json.dumps(checked).encode()
+            scope = with_length(scope, payload)
+            # The run's task is created inside this call and copies the context: every model call of the
+            # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
+            with run_deadline(run_timeout()):
+                await self.app(scope, replay_body(payload, receive), send)
+            released = await hold_until_done(lock, thread, known)
+        finally:
+            if not released:
+                await anyio.to_thread.run_sync(lock.release)
+
+
+MULTITASK = ("reject", "enqueue")
+"""The ``multitask_strategy`` values served: a run on a busy thread is refused (409), or waits for its turn."""
+
+
+async def take_thread(lock: ThreadLock, thread: str, body: dict[str, Any]) -> None:
+    """Take ``thread`` for the run ``body`` asks for; :class:`Refused` 409 while another run holds it.
+
+    Aegra 0.6 takes ``multitask_strategy`` and ignores it, so two runs on one thread would both write turn 2:
+    with ``reject`` (the default) the second is refused at once, with ``enqueue`` it waits (at most the run
+    deadline) and runs as the next turn. The lock holds across instances (:class:`stores.checkpoint.ThreadLock`).
+    """
+    strategy = body.get("multitask_strategy") or "reject"
+    if strategy not in MULTITASK:
+        raise Refused(400, f"multitask_strategy {str(strategy)[:20]!r} is not served: use reject or enqueue")
+    wait = (run_timeout() or DEFAULT_RUN_TIMEOUT) if strategy == "enqueue" else 0.0
+    if not await anyio.to_thread.run_sync(lock.acquire, wait):
+        raise Refused(409, busy_message(thread))
+
+
+def thread_runs(thread: str) -> set[str]:
+    """Ids of the runs Aegra has recorded on ``thread`` (none without its database)."""
+    url = get_settings().postgres_url
+    if not url:
+        return set()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {str(row[0]) for row in conn.execute("SELECT run_id FROM runs WHERE thread_id = %s", (thread,))}
+
+
+_holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock holders", maxsize=4096)
+"""The tasks giving threads back when their runs end, referenced here so none is collected while it waits."""
+
+
+async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> bool:
+    """Keep ``thread`` taken while the run this request created still runs in this instance (a background run, or a
+    stream the caller left with ``on_disconnect: continue``); True when a task now gives the lock back."""
+    created = await anyio.to_thread.run_sync(thread_runs, thread) - known
+    if not created:
+        return False
+    from aegra_api.api.runs import active_runs
+
+    running = [active_runs[run] for run in created if run in active_runs and not active_runs[run].done()]
+    if not running:
+        return False
+
+    async def release_after() -> None:
+        try:
+            await asyncio.gather(*running, return_exceptions=True)
+        finally:
+            await anyio.to_thread.run_sync(lock.release)
+
+    holder = asyncio.create_task(release_after())
+    _holders.put(id(holder), holder)
+    holder.add_done_callback(lambda done: _holders.pop(id(done)))
+    return True
 
 
 def _without_details(send: Send) -> Send:
@@ -287,6 +392,59 @@ async def _answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
+    """A tenant's forget on the deployment: ``{"thread_id": ID}`` (a thread it created) or ``{"doc_id": ID,
+    "namespace": NS}`` (a document of one of its namespaces, with its own threads that name it).
+
+    A thread goes with its checkpoints, chat items and owner record (:mod:`surfaces.retention`) and Aegra's own
+    rows: the thread, its runs (which hold their inputs and outputs) and their stream events.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from surfaces.retention import NothingToForget, Report, compact, drop_document, forget_threads, threads_held
+
+    if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
+        raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
+    name = tenant.name or "anonymous"
+    url = str(get_settings().postgres_url or "")
+    if not url:
+        raise InputError("forget on this deployment needs its PostgreSQL database (LONGDOC_POSTGRES_URL)")
+    import psycopg
+
+    report = Report()
+    with psycopg.connect(url, autocommit=True) as conn, PostgresSaver.from_conn_string(url) as saver:
+        own = [str(r[0]) for r in conn.execute("SELECT thread_id FROM thread WHERE user_id = %s", (name,))]
+        if request.get("thread_id"):
+            threads = [str(request["thread_id"])] if str(request["thread_id"]) in own else []
+            if not threads:
+                raise NothingToForget(f"no thread {str(request['thread_id'])[:80]!r} for this API key to forget")
+            namespace, doc_id = "", ""
+        else:
+            namespace, doc_id = tenant.namespace_for(str(request.get("namespace") or "")), str(request["doc_id"])
+            from stores.documents import doc_dir, find_document
+
+            doc_dir(namespace, doc_id)  # checks the id
+            if find_document(namespace, doc_id) is None:
+                raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+            threads = []
+            for thread in own:
+                latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+                values = (latest.checkpoint.get("channel_values") or {}) if latest is not None else {}
+                if values.get("doc_id") == doc_id and values.get("namespace", namespace) == namespace:
+                    threads.append(thread)
+        with threads_held(threads):
+            forget_threads(saver, threads, report)
+            for thread in threads:
+                _owners().forget(thread_key(name, thread))
+                conn.execute(
+                    "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = %s)", (thread,)
+                )
+                conn.execute("DELETE FROM thread WHERE thread_id = %s", (thread,))  # its runs go with it
+            if doc_id:
+                drop_document(namespace, doc_id, report)
+    return compact(report)
+
+
 @contextlib.asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
     """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own)."""
@@ -313,6 +471,32 @@ async def documents(request: Request) -> JSONResponse:
 
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
 app.add_middleware(TenantGuard)
+
+
+@app.post("/forget")
+async def forget(request: Request) -> JSONResponse:
+    """Delete the caller's own thread or document with everything kept about it (:func:`forget_on_aegra`): the
+    report of what was deleted, 404 for what does not exist, 409 for a thread whose run is still going."""
+    from deploy.auth import keyring
+    from stores.checkpoint import ThreadBusy
+    from surfaces.retention import NothingToForget
+
+    tenant = keyring().tenant_of({k.lower(): v for k, v in request.headers.items()})
+    if tenant is None:  # the guard answers 401 before; kept for a direct call
+        return JSONResponse({"error": "refused", "message": "a valid API key is required"}, status_code=401)
+    try:
+        body = json.loads(await request.body() or b"{}")
+        return JSONResponse(await anyio.to_thread.run_sync(forget_on_aegra, tenant, body))
+    except NothingToForget as exc:
+        return JSONResponse({"error": "not_found", "message": str(exc)}, status_code=404)
+    except ThreadBusy as exc:
+        return JSONResponse({"error": "busy", "message": str(exc)}, status_code=409)
+    except AccessError as exc:
+        return JSONResponse({"error": "forbidden", "message": str(exc)}, status_code=403)
+    except (InputError, ValueError) as exc:
+        return JSONResponse({"error": "refused", "message": str(exc)[:300]}, status_code=400)
+
+
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
 app.router.routes.append(Route("/documents", endpoint=documents, methods=["GET"]))
 app.include_router(a2a.router)

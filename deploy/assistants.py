@@ -1,18 +1,19 @@
-"""The built-in assistants of the scale-out deployment: the five graphs, by graph name or by Aegra's id."""
+"""The built-in assistants of the scale-out deployment: the workflows, by graph id (former or not) or by Aegra's id."""
 
 from __future__ import annotations
 
 from uuid import UUID, uuid5
 
+from surfaces.registry import ALIASES, WORKFLOWS, canonical
+
 ASSISTANT_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """Aegra's namespace for the default assistants' ids (``uuid5(namespace, graph_id)``)."""
 
-GRAPHS = ("ingest", "chain", "summarize", "offload", "route")
-"""The graphs served, one built-in assistant each."""
+GRAPHS = (*WORKFLOWS, *ALIASES)
+"""The graph ids of ``aegra.json``: the workflows, and their former ids (:data:`surfaces.registry.ALIASES`)."""
 
 
 def workflow_of(assistant_id: str) -> str | None:
-    """The graph a built-in assistant runs (given by graph name or by Aegra's id), else None."""
-    if assistant_id in GRAPHS:
-        return assistant_id
-    return next((g for g in GRAPHS if str(uuid5(ASSISTANT_NAMESPACE, g)) == assistant_id), None)
+    """The workflow a built-in assistant runs (given by graph id, former or not, or by Aegra's id), else None."""
+    graph = next((g for g in GRAPHS if assistant_id in (g, str(uuid5(ASSISTANT_NAMESPACE, g)))), None)
+    return None if graph is None else canonical(graph)

@@ -11,17 +11,17 @@ foreign thread ids), because Aegra 0.6 calls no handler on ``/runs/wait`` and ``
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from langgraph_sdk import Auth
 
+from stores.cache import lru_cache
 from surfaces.access import KeyRing, load_keyring
 
 auth = Auth()
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def keyring() -> KeyRing:
     """The deployment's keys (``LONGDOC_SERVER_KEYS`` / ``LONGDOC_SERVER_API_KEY``), read once per process."""
     return load_keyring()

@@ -37,11 +37,11 @@ def walkthrough(url_a: str, url_b: str, key: str, text: str) -> dict[str, Any]:
     doc_id = ingested["doc_id"]
     again = _wait(b, b.threads.create()["thread_id"], "ingest", input={"text": text, "title": "demo"})
     question = "Who manages procurement, and what did they find?"
-    ask = _wait(b, b.threads.create()["thread_id"], "chain", input={"doc_id": doc_id, "question": question})
+    ask = _wait(b, b.threads.create()["thread_id"], "ask", input={"doc_id": doc_id, "question": question})
     summary = _wait(b, b.threads.create()["thread_id"], "summarize", input={"doc_id": doc_id, "length": 80})
     chat = b.threads.create()["thread_id"]
-    first = _wait(b, chat, "offload", input={"doc_id": doc_id, "question": "What is this document about?"})
-    second = _wait(a, chat, "offload", input={"question": "And who leads the engineering team?"})
+    first = _wait(b, chat, "chat", input={"doc_id": doc_id, "question": "What is this document about?"})
+    second = _wait(a, chat, "chat", input={"question": "And who leads the engineering team?"})
     state_a, state_b = a.threads.get_state(chat), b.threads.get_state(chat)
     history_a = [h["checkpoint"]["checkpoint_id"] for h in a.threads.get_history(chat, limit=100)]
     history_b = [h["checkpoint"]["checkpoint_id"] for h in b.threads.get_history(chat, limit=100)]

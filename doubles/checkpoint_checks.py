@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from stores.checkpoint import open_checkpointer
-from surfaces import registry
-from surfaces.serve import ServedGraph
 
 
 def db_holds(home: Path, needle: str) -> list[str]:
@@ -35,19 +28,25 @@ def db_holds(home: Path, needle: str) -> list[str]:
     return found
 
 
+def threads_holding(home: Path, needle: str) -> set[str]:
+    """The thread ids of the checkpoints and writes whose row contains ``needle``."""
+    found: set[str] = set()
+    with sqlite3.connect(home / "checkpoints.sqlite") as db:
+        for table in ("checkpoints", "writes"):
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            for row in db.execute(f"SELECT * FROM {table}"):
+                values = dict(zip(columns, row, strict=True))
+                if any(needle.encode() in (v if isinstance(v, bytes) else str(v).encode()) for v in row):
+                    found.add(str(values["thread_id"]))
+    return found
+
+
 def thread_rows(home: Path, thread_id: str) -> int:
     with sqlite3.connect(home / "checkpoints.sqlite") as db:
         return sum(
             db.execute(f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?", (thread_id,)).fetchone()[0]
             for table in ("checkpoints", "writes")
         )
-
-
-@pytest.fixture
-def served() -> Iterator[Any]:
-    """A served workflow by name, compiled with the SQLite checkpointer under ``LONGDOC_HOME``."""
-    with open_checkpointer() as saver:
-        yield lambda name: ServedGraph(bound=registry.compile_with(name, saver), name=name)
 
 
 def config(thread: str) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
+from stores.local_model import free_port as free_port  # tests and benchmarks take it from here too
 from stores.text import count_tokens
 
 TEXT_REPLY = "The document answers this in its first section [c0]."
@@ -345,13 +345,6 @@ def create_app(script: Script | None = None) -> Any:
         return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
 
     return app
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

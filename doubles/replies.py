@@ -71,9 +71,9 @@ def offload_reply(messages: Sequence[BaseMessage]) -> str:
     else:
         text_answer, citations = "The memory does not hold the answer.", []
     if '"answer"' in system:
-        reply: dict[str, Any] = {"answer": text_answer, "citations": citations}
-        if '"recall"' in system:
-            reply["recall"] = []
+        # the keys in the schema's order, as a grammar-constrained model writes them (recall first when asked)
+        reply: dict[str, Any] = {"recall": []} if '"recall"' in system else {}
+        reply.update(answer=text_answer, citations=citations)
         return json.dumps(reply)
     return text_answer
 

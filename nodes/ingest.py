@@ -30,8 +30,8 @@ from stores.documents import (
     now_iso,
     save_document,
 )
-from stores.errors import InputError
-from stores.loaders import LoadedDocument, load_bytes, load_path, load_text
+from stores.errors import InputError, TooLarge
+from stores.loaders import LoadedDocument, load_bytes, load_path, load_text, max_bytes
 from stores.questions import MAX_QUESTION_CHARS
 from stores.text import content_hash, detect_language
 from stores.vectorstore import (
@@ -81,6 +81,11 @@ def read_source(
     if data:
         if not filename:
             raise InputError("data needs a filename whose suffix gives the type (e.g. report.pdf)")
+        size = len(data) * 3 // 4  # what the base64 decodes to, give or take its padding: checked before decoding
+        if size > max_bytes() + 2:
+            raise TooLarge(
+                f"{Path(filename).name}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)"
+            )
         try:
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError) as exc:
@@ -333,8 +338,22 @@ QUESTION_FIELDS = ("question", "query")
 """Input fields holding a question (at most :data:`~stores.questions.MAX_QUESTION_CHARS` characters)."""
 
 
+MAX_REQUESTS = 100
+"""Requests one route input may carry (``requests``): each returns its agents and tools."""
+
+MAX_MESSAGES = 100
+"""Messages one chat input may carry (a chat client sends the turn's new message)."""
+
+MAX_TITLE_CHARS = 500
+"""Longest title an ingest input may give its document."""
+
+MAX_K = 50
+"""Most agents a route input may ask for (``k``)."""
+
+
 def check_input_sizes(values: Any) -> None:
-    """InputError when a question field of a workflow's input is over the limit (checked before any run starts)."""
+    """InputError when a field of a workflow's input is over its limit (checked before any run starts): a question
+    (:data:`~stores.settings.MAX_QUESTION_CHARS`), the number of route requests, chat messages, ``k``, a title."""
     if not isinstance(values, Mapping):
         return
     for name in QUESTION_FIELDS:
@@ -342,8 +361,19 @@ def check_input_sizes(values: Any) -> None:
         if isinstance(value, str) and len(value) > MAX_QUESTION_CHARS:
             raise InputError(f"the {name} is {len(value)} characters long; the limit is {MAX_QUESTION_CHARS}")
     requests = values.get("requests")
+    if isinstance(requests, list) and len(requests) > MAX_REQUESTS:
+        raise InputError(f"a route input may carry at most {MAX_REQUESTS} requests, got {len(requests)}")
     if isinstance(requests, list) and any(isinstance(r, str) and len(r) > MAX_QUESTION_CHARS for r in requests):
         raise InputError(f"a request is over {MAX_QUESTION_CHARS} characters long")
+    messages = values.get("messages")
+    if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
+        raise InputError(f"a chat input may carry at most {MAX_MESSAGES} messages, got {len(messages)}")
+    k = values.get("k")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K):
+        raise InputError(f"k must be a number from 1 to {MAX_K}")
+    title = values.get("title")
+    if isinstance(title, str) and len(title) > MAX_TITLE_CHARS:
+        raise InputError(f"the title is {len(title)} characters long; the limit is {MAX_TITLE_CHARS}")
 
 
 def detach_text(values: Any, context: Any, progress: Progress | None = None) -> Any:

@@ -12,16 +12,17 @@ changed is used as it is, whatever the document's language.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from importlib import resources
 from string import Template
 
 LANGUAGES = ("en", "zh")
 
 
-@lru_cache(maxsize=256)
 def load(name: str, lang: str = "en") -> Template:
-    """The template ``name`` (e.g. ``"chain/worker"``) in ``lang``, falling back to English."""
+    """The template ``name`` (e.g. ``"chain/worker"``) in ``lang``, falling back to English.
+
+    Read from the package each time (a few kilobytes, next to a model call): no cache to keep or forget.
+    """
     root = resources.files(__package__)
     for candidate in (lang, "en"):
         path = root.joinpath(*f"{name}.{candidate}.txt".split("/"))

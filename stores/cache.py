@@ -6,8 +6,9 @@ a key the caller computes (a document's BM25 index under its collection and chun
 its location), built outside the lock or under it, and put or dropped by key; hand-made because
 ``functools.lru_cache`` keys on a call's arguments and has no per-key get, put or build-once lock.
 
-Tests call :func:`reset_caches` around every test (``tests/conftest.py``), as code that changes the
-settings a cache was built under does.
+A cache may close what it drops (the bundled model server is stopped when forgotten). Tests call
+:func:`reset_caches` around every test (``tests/conftest.py``), as code that changes the settings a cache was
+built under does; ``tests/unit/test_cache.py`` finds state kept across calls anywhere else.
 """
 
 from __future__ import annotations
@@ -35,14 +36,21 @@ def _register(clear: Callable[[], None]) -> None:
 class ProcessCache(Generic[K, V]):
     """A least-recently-used map of at most ``maxsize`` entries, shared by the threads of the process."""
 
-    def __init__(self, name: str, maxsize: int) -> None:
+    def __init__(self, name: str, maxsize: int, *, close: Callable[[V], None] | None = None) -> None:
+        """``close``: called on each value the cache drops (evicted or cleared), e.g. to stop a server it held."""
         if maxsize < 1:
             raise ValueError(f"cache {name!r}: maxsize must be at least 1, got {maxsize}")
         self.name = name
         self.maxsize = maxsize
+        self._close = close
         self._items: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.RLock()
         _register(self.clear)
+
+    def _closed(self, dropped: list[V]) -> None:
+        if self._close is not None:
+            for value in dropped:
+                self._close(value)
 
     def get(self, key: K) -> V | None:
         """The value kept under ``key`` (now the most recently used), or None."""
@@ -54,12 +62,14 @@ class ProcessCache(Generic[K, V]):
 
     def put(self, key: K, value: V) -> V:
         """Keep ``value`` under ``key``, dropping the least recently used entries beyond ``maxsize``."""
+        dropped = []
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
             while len(self._items) > self.maxsize:
-                self._items.popitem(last=False)
-            return value
+                dropped.append(self._items.popitem(last=False)[1])
+        self._closed(dropped)
+        return value
 
     def get_or_build(self, key: K, build: Callable[[], V], *, exclusive: bool = False) -> V:
         """The value under ``key``, built by ``build()`` when missing.
@@ -81,14 +91,16 @@ class ProcessCache(Generic[K, V]):
             return found if found is not None else self.put(key, value)
 
     def pop(self, key: K) -> V | None:
-        """Forget ``key``; its value, or None."""
+        """Forget ``key``; its value (handed back, not closed), or None."""
         with self._lock:
             return self._items.pop(key, None)
 
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:
+            dropped = list(self._items.values())
             self._items.clear()
+        self._closed(dropped)
 
     def __len__(self) -> int:
         with self._lock:

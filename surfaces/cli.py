@@ -1,7 +1,7 @@
 """``longdoc``: the command line of the product.
 
 Commands: ``ingest``, ``models``, ``serve``, ``forget`` here, and one module per workflow
-(``graphs/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
+(``surfaces/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
 ``summarize``, ``chat``, ``canvas`` and ``route``.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable or
@@ -34,17 +34,9 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORKFLOW_CLI_MODULES = ("surfaces.cli_chain", "surfaces.cli_summarize", "surfaces.cli_offload", "surfaces.cli_route")
 
 DESCRIPTION = """\
-longdoc works with documents far longer than a model's context window, offline by default.
-
-  ingest     chunk and embed a document once (txt, md, pdf, docx, html); every workflow reuses it
-  docs       list the documents a namespace holds
-  ask        answer a question with a chain of worker agents ordered by a Chow-Liu tree
-  summarize  summarize with an editor agent that questions expert agents, then fact-checks
-  chat       a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)
-  canvas     draw the document's structure as a Mermaid canvas
-  route      pick the right agent and tool for a request among hundreds (Agent-as-a-Graph)
-  models     show which chat model and embedder are active and where they live
-  serve      serve every workflow over HTTP (LangServe)
+longdoc works with documents far longer than a model's context window, offline by default: the commands
+below ingest a document or a folder once, then answer, summarize or chat over one document or a whole
+collection, list what a namespace holds, draw a document's canvas or route requests.
 
 By default the bundled Qwen2.5-Coder-1.5B-Instruct model runs in-process through llama.cpp and the bundled
 multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
@@ -231,8 +223,6 @@ def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any
     """
     from pathlib import Path
 
-    from graphs.context import Context
-
     from nodes.collection.resolve import resolve_documents
 
     given = [d.strip() for d in str(getattr(args, "doc_ids", "") or "").split(",") if d.strip()]
@@ -342,8 +332,10 @@ def describe_models() -> dict[str, Any]:
 def _cmd_forget(args: argparse.Namespace) -> int:
     from surfaces.retention import forget_document, forget_namespace, forget_thread
 
+    if args.tenant and not args.thread:
+        raise InputError("--tenant narrows --thread to the served thread one tenant knows by that id")
     if args.thread and not (args.doc or args.namespace):
-        report = forget_thread(args.thread)
+        report = forget_thread(args.thread, tenant=args.tenant or None)
     elif args.doc and not args.thread:
         report = forget_document(args.namespace or "default", args.doc)
     elif args.namespace and not args.thread:
@@ -430,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="longdoc", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     p = sub.add_parser("ingest", help="chunk and embed a document, or every document in a folder, into the store")
     p.add_argument(
@@ -446,9 +438,17 @@ def build_parser() -> argparse.ArgumentParser:
     context_option(p, Context, "namespace", "--namespace", "-n", default="default")
     p.add_argument("--json", action="store_true", help="print one JSON object: the namespace and its documents")
     p.set_defaults(func=_cmd_docs)
+    for name in WORKFLOW_CLI_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
 
     p = sub.add_parser("forget", help="delete a thread, a document or a namespace and everything kept about it")
-    p.add_argument("--thread", default="", help="a thread: its checkpoints, chat items and owner record")
+    p.add_argument(
+        "--thread",
+        default="",
+        help="a thread: its checkpoints, chat items and owner record (and every served thread a caller knows by it)",
+    )
+    p.add_argument("--tenant", default="", help="with --thread: only the served thread of this tenant")
     p.add_argument("--doc", default="", help="a document (of --namespace, default 'default') and its threads")
     p.add_argument("--namespace", default="", help="alone: the whole namespace, its documents and threads")
     p.set_defaults(func=_cmd_forget)
@@ -461,10 +461,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=_cmd_serve)
-
-    for name in WORKFLOW_CLI_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name).register(sub)
     return parser
 
 

@@ -45,8 +45,13 @@ CHAIN_OPTIONS = (
     "roots",
     "max_chunks",
     "shortlist",
+    "floor",
+    "tree_weight",
+    "jump_penalty",
 )
-"""The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields."""
+"""The chain settings ``ask`` offers as options, made from their ``ChainContext`` fields. The other fields
+(passage and evidence sizes, quotes, sharpening, extra embedders, seed, token caps) are tuning knobs of the
+benchmarks, set with ``context=`` in Python or in LangGraph Studio."""
 
 
 def register(sub: Any) -> None:
@@ -159,10 +164,10 @@ def _run_on_thread(
     (finished workers are not asked again, ``calls`` counts each once); another one starts over
     from the thread's last finished step."""
     from graphs.chain.graph import RECURSION_LIMIT, builder
-    from stores.checkpoint import open_checkpointer
+    from stores.checkpoint import open_checkpointer, thread_lock
     from surfaces.resume import forget_refused, plan
 
-    with open_checkpointer() as saver:
+    with thread_lock(thread_id), open_checkpointer() as saver:
         checkpointed = builder.compile(checkpointer=saver)
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
         graph_input, config = plan(checkpointed, request, config)

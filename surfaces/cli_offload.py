@@ -34,7 +34,6 @@ from surfaces.cli import (
     add_stream_flag,
     deadline,
     document_id,
-    documents_legend,
     documents_request,
     print_json,
     progress,
@@ -140,7 +139,7 @@ def _interactive() -> Any:
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     from graphs.offload.graph import builder
-    from stores.checkpoint import open_checkpointer
+    from stores.checkpoint import open_checkpointer, thread_lock
     from surfaces.resume import forget_refused, plan
 
     questions = read_script(args.script) if args.script else None
@@ -149,7 +148,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     context = _chat_context(args)
     stream = wants_stream(args) and not args.script
     turn_seconds = None if args.script else run_timeout()
-    with open_checkpointer() as saver:
+    # One run at a time per session: another `longdoc chat --session` (or a server) on it is refused.
+    with thread_lock(session), open_checkpointer() as saver:
         graph = builder.compile(checkpointer=saver)
         previous = graph.get_state(cast(RunnableConfig, config)).values
         started = bool(previous.get("turn"))
@@ -180,15 +180,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             if args.script or args.json:
                 print_json(turn_json(out))
                 continue
-            if printer is not None:
-                printer.finish(out["answer"])
+            reply = str(out["messages"][-1].content) if out.get("messages") else out["answer"]
+            if printer is not None:  # the answer, then the sources it cites (document, sentence, quoted words)
+                printer.finish(reply)
             else:
-                print(out["answer"])
-            if out["citations"]:
-                print("sources: " + ", ".join(out["citations"]))
-                legend = documents_legend(out.get("documents", []), out["citations"])
-                if legend:
-                    print(legend)
+                print(reply)
             if not args.quiet:
                 print(_status(out), file=sys.stderr)
     return EXIT_OK

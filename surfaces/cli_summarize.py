@@ -76,10 +76,10 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
     with progress(args.quiet, "summarize") as handle:
         if not args.thread_id:
             return run_graph(graph, request, context=context, on_event=handle)
-        from stores.checkpoint import open_checkpointer
+        from stores.checkpoint import open_checkpointer, thread_lock
         from surfaces.resume import forget_refused, plan
 
-        with open_checkpointer() as saver:
+        with thread_lock(args.thread_id), open_checkpointer() as saver:
             checkpointed = builder.compile(checkpointer=saver)
             config: RunnableConfig = {"configurable": {"thread_id": args.thread_id}}
             # The same request resumes an unfinished run; another one starts from the last finished step.

@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import START
 
 from nodes.ingest import check_input_sizes
+from stores.checkpoint import atruncate_log, truncate_log
 from stores.errors import InputError
 from stores.models import ModelOutputError
 
@@ -113,7 +114,8 @@ def _thread(config: RunnableConfig) -> str:
 
 @contextlib.contextmanager
 def forget_refused(graph: Any, config: RunnableConfig) -> Iterator[None]:
-    """Delete the thread of a refused run (``InputError``) that had no checkpoint before it: nothing stays of it."""
+    """Delete the thread of a refused run (``InputError``) that had no checkpoint before it: nothing stays of it,
+    in the checkpoint database's write-ahead log either (:func:`stores.checkpoint.truncate_log`)."""
     saver = getattr(graph, "checkpointer", None)
     fresh = saver is not None and bool(_thread(config)) and saver.get_tuple(config) is None
     try:
@@ -121,6 +123,7 @@ def forget_refused(graph: Any, config: RunnableConfig) -> Iterator[None]:
     except InputError:
         if fresh and saver is not None:
             saver.delete_thread(_thread(config))
+            truncate_log(saver)
         raise
 
 
@@ -134,4 +137,5 @@ async def aforget_refused(graph: Any, config: RunnableConfig) -> AsyncIterator[N
     except InputError:
         if fresh and saver is not None:
             await saver.adelete_thread(_thread(config))
+            await atruncate_log(saver)
         raise

@@ -1,29 +1,134 @@
-"""Retention: delete a thread, a document or a namespace, with everything kept about it.
+"""Retention: delete a thread, a document or a namespace, with everything kept about it, and no copy left behind.
 
 - a **thread**: its checkpoints (every step, every pending write), its chat session's offloaded
-  items, and its owner record on the server;
+  items, its owner record on the server and its lock file;
 - a **document**: its records in every embedder's collection of the namespace (chunks of every
   index, canvas, offloaded items), its record and text (local files or the Chroma server's shared
   files), its cache folder, its lock file, and every thread whose checkpoints name it;
 - a **namespace**: every document in it, its collections, folders and lock files, and every
   thread bound to it (by its checkpoints or its owner record).
 
-``longdoc forget --thread ID | --doc ID [--namespace NS] | --namespace NS`` runs these.
+Deleting a row leaves copies of it in SQLite's write-ahead log and in free pages, and a record written
+to the local Chroma store stays in Chroma's ``embeddings_queue`` until its vector index is saved, so every
+forget ends with :func:`compact`: the forgotten records' entries in that queue lose their text, the
+full-text index is merged, and the checkpoint, thread-owner and Chroma SQLite files are checkpointed
+(``wal_checkpoint(TRUNCATE)``) and vacuumed. What was asked for and does not exist is an error
+(:class:`NothingToForget`: exit code 2, HTTP 404); the report says what was deleted.
+
+``longdoc forget --thread ID [--tenant NAME] | --doc ID [--namespace NS] | --namespace NS`` runs these as the
+operator (``--thread`` finds a served thread stored under its tenant-prefixed id too); the servers' ``/forget``
+routes run them for the caller's own tenant (:func:`forget_for_tenant`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from stores.checkpoint import open_checkpointer
-from stores.documents import doc_dir, list_documents, lock_dir, namespace_dir
+from stores.checkpoint import ThreadBusy, ThreadLock, busy_message, open_checkpointer, thread_lock_path
+from stores.documents import doc_dir, find_document, list_documents, lock_dir, namespace_dir
 from stores.errors import InputError
 from stores.offload import check_session
+from stores.settings import get_settings
 from stores.shared_files import shared_files
 from stores.vectorstore import check_namespace, get_client, namespace_collections
-from surfaces.access import ThreadOwners
+from surfaces.access import Tenant, ThreadOwners, thread_key
+
+
+class NothingToForget(InputError):
+    """What forget was asked to delete does not exist (exit code 2, HTTP 404)."""
+
+
+@dataclass
+class Report:
+    """What one forget deleted."""
+
+    threads: list[str] = field(default_factory=list)
+    documents: list[str] = field(default_factory=list)
+    checkpoints: int = 0
+    """Checkpoints deleted (each step of each thread)."""
+    records: int = 0
+    """Chroma records deleted (chunks, canvases, offloaded items, shared files)."""
+    files: int = 0
+    """Files deleted under ``LONGDOC_HOME``."""
+    compacted: list[str] = field(default_factory=list)
+    """SQLite files checkpointed and vacuumed afterwards."""
+    record_ids: list[str] = field(default_factory=list, repr=False)
+
+    def as_dict(self, shown: dict[str, str] | None = None) -> dict[str, Any]:
+        """The report, threads named as ``shown`` maps them (a served thread by the id its caller knows)."""
+        names = shown or {}
+        return {
+            "threads": [names.get(t, t) for t in self.threads],
+            "documents": self.documents,
+            "checkpoints": self.checkpoints,
+            "records": self.records,
+            "files": self.files,
+            "compacted": self.compacted,
+        }
+
+
+def _delete_records(collection: Any, where: dict[str, Any], report: Report) -> None:
+    ids = list(collection.get(where=where, include=[])["ids"])
+    if ids:
+        collection.delete(ids=ids)
+        report.records += len(ids)
+        report.record_ids += ids
+
+
+def _remove_tree(path: Path, report: Report) -> None:
+    if path.exists():
+        report.files += sum(1 for p in path.rglob("*") if p.is_file())
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def threads_held(threads: Iterable[str]) -> Iterator[None]:
+    """Hold every thread about to be deleted: a thread whose run is still going is refused (409, exit 2) before
+    anything is deleted."""
+    held: list[ThreadLock] = []
+    try:
+        for thread in sorted(set(threads)):
+            lock = ThreadLock(thread)
+            if not lock.acquire():
+                raise ThreadBusy(busy_message(thread))
+            held.append(lock)
+        yield
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _thread_exists(saver: Any, thread: str, owners: ThreadOwners) -> bool:
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    return saver.get_tuple(config) is not None or owners.owner(thread) is not None
+
+
+def forget_threads(saver: Any, threads: Iterable[str], report: Report) -> None:
+    """Delete ``threads`` (checkpoints, offloaded items, owner records, lock files) into ``report``."""
+    owners = ThreadOwners()
+    for thread in threads:
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        latest = saver.get_tuple(config)
+        values = (latest.checkpoint.get("channel_values") or {}) if latest is not None else {}
+        session, namespace = values.get("session"), values.get("namespace")
+        if session and namespace:
+            where = {"$and": [{"kind": "offload"}, {"session": check_session(str(session))}]}
+            for collection in namespace_collections(str(namespace)):
+                _delete_records(collection, where, report)
+        report.checkpoints += sum(1 for _ in saver.list({"configurable": {"thread_id": thread}}))
+        saver.delete_thread(thread)
+        owners.forget(thread)
+        lock = thread_lock_path(thread)
+        if lock.exists():
+            lock.unlink(missing_ok=True)
+            report.files += 1
+        report.threads.append(thread)
 
 
 def _threads_where(saver: Any, match: Any) -> list[str]:
@@ -36,69 +141,171 @@ def _threads_where(saver: Any, match: Any) -> list[str]:
     return list(found)
 
 
-def _forget_threads(saver: Any, threads: Iterable[str]) -> list[str]:
-    owners = ThreadOwners()
-    done = []
-    for thread in threads:
-        latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-        values = (latest.checkpoint.get("channel_values") or {}) if latest is not None else {}
-        session, namespace = values.get("session"), values.get("namespace")
-        if session and namespace:
-            for collection in namespace_collections(str(namespace)):
-                collection.delete(where={"$and": [{"kind": "offload"}, {"session": check_session(str(session))}]})
-        saver.delete_thread(thread)
-        owners.forget(thread)
-        done.append(thread)
-    return done
-
-
-def forget_thread(thread_id: str) -> dict[str, Any]:
-    """Delete thread ``thread_id``: checkpoints, chat session items, owner record."""
-    if not thread_id:
-        raise InputError("give the id of the thread to forget")
-    with open_checkpointer() as saver:
-        return {"threads": _forget_threads(saver, [thread_id])}
-
-
-def _drop_document(namespace: str, doc_id: str) -> None:
-    folder = doc_dir(namespace, doc_id)
+def drop_document(namespace: str, doc_id: str, report: Report) -> None:
+    """Delete document ``doc_id`` of ``namespace`` (records, shared files, folder, lock file) into ``report``."""
     for collection in namespace_collections(namespace):
-        collection.delete(where={"doc_id": doc_id})
+        _delete_records(collection, {"doc_id": doc_id}, report)
     shared = shared_files(namespace)
     if shared is not None:
-        shared.collection.delete(where={"folder": doc_id})
-    shutil.rmtree(folder, ignore_errors=True)
-    (lock_dir(namespace) / f"{doc_id}.lock").unlink(missing_ok=True)
+        _delete_records(shared.collection, {"folder": doc_id}, report)
+    _remove_tree(doc_dir(namespace, doc_id), report)
+    lock = lock_dir(namespace) / f"{doc_id}.lock"
+    if lock.exists():
+        lock.unlink(missing_ok=True)
+        report.files += 1
+    report.documents.append(doc_id)
 
 
-def forget_document(namespace: str, doc_id: str) -> dict[str, Any]:
-    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it."""
+def _served_forms(thread_id: str, owners: ThreadOwners, tenant: str | None) -> list[str]:
+    """``thread_id`` and the tenant-prefixed ids a server stored it under (:func:`surfaces.access.thread_key`)."""
+    if tenant is not None:
+        return [thread_key(tenant, thread_id)]
+    return [thread_id, *owners.named(thread_id)]
+
+
+def forget_thread(thread_id: str, tenant: str | None = None) -> dict[str, Any]:
+    """Delete thread ``thread_id``: the thread of that id and every served thread a caller knows by it (or only
+    tenant ``tenant``'s), with checkpoints, chat session items, owner records and lock files."""
+    if not thread_id:
+        raise InputError("give the id of the thread to forget")
+    report = Report()
+    owners = ThreadOwners()
+    with open_checkpointer() as saver:
+        found = [t for t in dict.fromkeys(_served_forms(thread_id, owners, tenant)) if _thread_exists(saver, t, owners)]
+        if not found:
+            whose = f" of tenant {tenant!r}" if tenant is not None else ""
+            raise NothingToForget(f"no thread {thread_id!r}{whose} to forget (nor a served thread of that id)")
+        with threads_held(found):
+            forget_threads(saver, found, report)
+    return compact(report)
+
+
+def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> dict[str, Any]:
+    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it (only tenant
+    ``tenant``'s threads when it is given: a server's tenant deletes its own)."""
     namespace = check_namespace(namespace)
     doc_dir(namespace, doc_id)  # checks the id
+    if find_document(namespace, doc_id) is None:
+        raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+    report = Report()
+    owners = ThreadOwners()
     with open_checkpointer() as saver:
         threads = _threads_where(
             saver, lambda v: v.get("doc_id") == doc_id and str(v.get("namespace") or namespace) == namespace
         )
-        forgotten = _forget_threads(saver, threads)
-    _drop_document(namespace, doc_id)
-    return {"documents": [doc_id], "threads": forgotten}
+        if tenant is not None:
+            threads = [t for t in threads if (owners.owner(t) or ("", ""))[0] == tenant]
+        with threads_held(threads):
+            forget_threads(saver, threads, report)
+            drop_document(namespace, doc_id, report)
+    return compact(report)
 
 
 def forget_namespace(namespace: str) -> dict[str, Any]:
     """Delete namespace ``namespace``: its documents, collections, folders and threads."""
     namespace = check_namespace(namespace)
     docs = [info.doc_id for info in list_documents(namespace)]
+    collections = namespace_collections(namespace)
+    owners = ThreadOwners()
+    report = Report()
     with open_checkpointer() as saver:
         named = set(_threads_where(saver, lambda v: v.get("namespace") == namespace))
-        owned = set(ThreadOwners().in_namespace(namespace))
-        forgotten = _forget_threads(saver, sorted(named | owned))
-    for doc_id in docs:
-        _drop_document(namespace, doc_id)
+        threads = sorted(named | set(owners.in_namespace(namespace)))
+        if not (docs or collections or threads or namespace_dir(namespace).exists()):
+            raise NothingToForget(f"no namespace {namespace!r} to forget")
+        with threads_held(threads):
+            forget_threads(saver, threads, report)
+            for doc_id in docs:
+                drop_document(namespace, doc_id, report)
     client = get_client()
     for collection in namespace_collections(namespace):
+        report.records += collection.count()
         client.delete_collection(collection.name)
     if shared_files(namespace) is not None:
         client.delete_collection(f"ld-{namespace}-files")
-    shutil.rmtree(namespace_dir(namespace), ignore_errors=True)
-    shutil.rmtree(lock_dir(namespace), ignore_errors=True)
-    return {"documents": docs, "threads": forgotten}
+    _remove_tree(namespace_dir(namespace), report)
+    _remove_tree(lock_dir(namespace), report)
+    return compact(report)
+
+
+def forget_for_tenant(tenant: Tenant, request: dict[str, Any], owners: ThreadOwners | None = None) -> dict[str, Any]:
+    """A server caller's forget: ``{"thread_id": ID}`` (its own thread of that id) or ``{"doc_id": ID, "namespace":
+    NS}`` (a document of one of its namespaces, with its own threads that name it). Thread ids in the report are
+    the ones the caller knows."""
+    if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
+        raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
+    if request.get("thread_id"):
+        thread = str(request["thread_id"])
+        key = thread_key(tenant.name, thread)
+        report = forget_thread(thread, tenant=tenant.name) if tenant.name else forget_thread(thread)
+        return {**report, "threads": [thread if t == key else t for t in report["threads"]]}
+    namespace = tenant.namespace_for(str(request.get("namespace") or ""))
+    report = forget_document(namespace, str(request["doc_id"]), tenant=tenant.name if tenant.name else None)
+    prefix = thread_key(tenant.name, "")
+    return {**report, "threads": [t.removeprefix(prefix) if tenant.name else t for t in report["threads"]]}
+
+
+# --- no copy left behind ------------------------------------------------------------------------------------
+def _sqlite_compact(path: Path, report: Report, prepare: Any = None) -> None:
+    """Checkpoint ``path``'s write-ahead log into it and truncate the log, vacuum the file (free pages and the
+    unused space of pages rewritten), and truncate the log again."""
+    if not path.exists():
+        return
+    with contextlib.closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as db:
+        if prepare is not None:
+            prepare(db)
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    report.compacted.append(path.name)
+
+
+def _scrub_chroma_queue(ids: list[str]) -> Any:
+    """Chroma keeps each write in ``embeddings_queue`` (its log) until its vector index is saved, and has no call to
+    purge it, so the forgotten records' entries lose their text and metadata here (their ids and vectors stay, so a
+    replay of the log still ends with the records deleted); then the full-text index is merged without them."""
+
+    def scrub(db: sqlite3.Connection) -> None:
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            marks = ", ".join("?" * len(batch))
+            db.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE id IN ({marks})", batch)
+        with contextlib.suppress(sqlite3.Error):  # a Python SQLite without the trigram tokenizer cannot open it
+            db.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('optimize')")
+
+    return scrub
+
+
+def is_vector_index_file(path: Path, home: Path) -> bool:
+    """Whether ``path`` is one of the local Chroma store's vector index files (``chroma/<segment>/*.bin``), which
+    Chroma writes from memory buffers whose unused part holds whatever its process's memory held."""
+    parts = path.relative_to(home).parts
+    return len(parts) == 3 and parts[0] == "chroma" and path.suffix == ".bin"
+
+
+def compact(report: Report) -> dict[str, Any]:
+    """Leave no copy of what ``report`` deleted in the SQLite files under ``LONGDOC_HOME`` (see the module); the
+    report as a dict. PostgreSQL and a Chroma server keep their own files: see docs/security.md."""
+    settings = get_settings()
+    home = settings.home
+    if not settings.postgres_url:
+        _sqlite_compact(home / "checkpoints.sqlite", report)
+        _sqlite_compact(home / "server_threads.sqlite", report)
+    if not settings.chroma_url:
+        _sqlite_compact(home / "chroma" / "chroma.sqlite3", report, _scrub_chroma_queue(report.record_ids))
+    return report.as_dict()
+
+
+__all__ = [
+    "NothingToForget",
+    "Report",
+    "compact",
+    "drop_document",
+    "forget_document",
+    "forget_for_tenant",
+    "forget_namespace",
+    "forget_thread",
+    "forget_threads",
+    "is_vector_index_file",
+    "threads_held",
+]

@@ -26,6 +26,9 @@ again, and rolled back to its last finished step when another input comes (:mod:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import threading
 import typing
 import uuid
@@ -35,6 +38,7 @@ from contextlib import asynccontextmanager
 from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -49,6 +53,8 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodes.ingest import check_input_sizes, detach_text
+from nodes.offload.session import detach_uploads
+from stores.checkpoint import ThreadBusy, ThreadLock, athread_lock, busy_message, thread_lock
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout, TooLarge
 from stores.models import ChatFactory, use_chat_model
@@ -60,12 +66,17 @@ from surfaces.access import (
     AccessError,
     Refused,
     check_finite,
+    check_settings,
+    check_thread_id,
     read_json_body,
     replay_body,
     served_fields,
     thread_key,
 )
-from surfaces.resume import Plan, aforget_refused, forget_refused
+from surfaces.resume import aforget_refused, forget_refused
+from surfaces.retention import NothingToForget, forget_for_tenant
+
+log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -119,6 +130,77 @@ class GuardMiddleware:
         await self.app(scope, replay_body(body, receive), send)
 
 
+def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
+    """The status and message a failed request answers with: 400/413 for bad input, 403, 503 for the model,
+    else 500 with no detail (an internal error's text never reaches the caller)."""
+    if isinstance(exc, InputError):
+        return _input_status(exc), files.scrub(str(exc)) if files is not None else str(exc)
+    if isinstance(exc, AccessError):
+        return 403, str(exc)
+    if isinstance(exc, ModelError):
+        return 503, str(exc)
+    return 500, "the server failed on this request; its log has the details"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """What a streamed run failed with: the first exception inside (nested) exception groups, behind Starlette's
+    ``RuntimeError`` for a handled exception raised once the response had started."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif isinstance(exc, RuntimeError) and "response already started" in str(exc) and exc.__cause__:
+            exc = exc.__cause__
+        else:
+            return exc
+
+
+class StreamErrorMiddleware:
+    """A streamed response whose run fails ends with one ``error`` event and a complete body.
+
+    LangServe sends a generic error event, then re-raises, and the server drops the connection half-way
+    through the body. Here its event is held back: the stream ends with an event naming what failed
+    (status and message as :func:`error_reply` gives them) and the body is finished; a stream that ends
+    well gets the held event back.
+    """
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = {"started": False, "stream": False, "done": False}
+        held: list[Any] = []
+
+        async def guarded(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+                kind = dict(message.get("headers") or []).get(b"content-type", b"")
+                state["stream"] = kind.startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body" and state["stream"]:
+                if b"event: error" in message.get("body", b""):
+                    held.append(message)
+                    return
+                if not message.get("more_body"):
+                    state["done"] = True
+                    for early in held:
+                        await send({**early, "more_body": True})
+                    held.clear()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, guarded)
+        except BaseException as failure:  # a started stream is finished with an error event, not dropped
+            if not (state["started"] and state["stream"]) or state["done"]:
+                raise
+            log.error("a streamed run failed after its response started", exc_info=failure)
+            status, text = error_reply(_leaf(failure), self.access.files)
+            event = f"event: error\r\ndata: {json.dumps({'status_code': status, 'message': text})}\r\n\r\n"
+            await send({"type": "http.response.body", "body": event.encode(), "more_body": False})
+
+
 class ChatModelMiddleware:
     """Runs every request inside ``use_chat_model(model)``: the graph runs, and their worker threads, see it."""
 
@@ -132,7 +214,12 @@ class ChatModelMiddleware:
 
 
 def _input_status(exc: InputError) -> int:
-    """413 for input over a size bound, 400 for other bad input."""
+    """413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget
+    that does not exist, 400 for other bad input."""
+    if isinstance(exc, ThreadBusy):
+        return 409
+    if isinstance(exc, NothingToForget):
+        return 404
     return 413 if isinstance(exc, TooLarge) else 400
 
 
@@ -174,6 +261,12 @@ def authorizer(access: Access, workflow: str) -> Any:
             raise HTTPException(413, f"a batch may hold at most {most} inputs (LONGDOC_MAX_BATCH), got {len(inputs)}")
         try:
             check_finite(config.get("configurable") or {})
+            # Every setting checked now (the body's and the URL's): a refused one never ingests the text it came
+            # with nor starts a run.
+            for sent in [*_configs(body), config]:
+                check_settings(workflow, dict(sent.get("configurable") or {}))
+            for value in inputs:
+                check_input_sizes(value)
             access.check_inputs(inputs, tenant)
             configurable = dict(config.get("configurable") or {})
             requested = str(configurable.get("namespace") or "")
@@ -182,10 +275,16 @@ def authorizer(access: Access, workflow: str) -> Any:
                 requested = given.pop()
             namespace = tenant.namespace_for(requested)
             configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
-            if not configurable.get("thread_id"):
+            named = bool(configurable.get("thread_id"))
+            if named:
+                check_thread_id(str(configurable["thread_id"]))
+            else:
                 configurable["thread_id"] = str(uuid.uuid4())
             thread = str(configurable["thread_id"])
             access.threads.claim(thread_key(tenant.name, thread), tenant.name, namespace)
+            if named and not await anyio.to_thread.run_sync(_thread_free, thread_key(tenant.name, thread)):
+                # Said before a stream starts; the run itself holds the thread (ServedGraph._one_run).
+                raise ThreadBusy(busy_message(thread))
         except AccessError as exc:
             raise HTTPException(403, str(exc)) from None
         except InputError as exc:
@@ -193,6 +292,15 @@ def authorizer(access: Access, workflow: str) -> Any:
         return {**config, "configurable": configurable}
 
     return authorize
+
+
+def _thread_free(thread: str) -> bool:
+    """Whether no run holds ``thread`` now (taken and given back at once)."""
+    lock = ThreadLock(thread)
+    if not lock.acquire():
+        return False
+    lock.release()
+    return True
 
 
 def _served_context(context: type, workflow: str) -> type:
@@ -264,12 +372,14 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
         """The input and config a run starts from: checked, the tenant's, and without document text.
 
-        Oversized questions are refused and a document's ``text`` is ingested here, before the run
-        writes its first checkpoint: the thread keeps the ``doc_id``, never the text.
+        Oversized questions are refused and a document's ``text`` (or a file attached to a chat message)
+        is ingested here, before the run writes its first checkpoint: the thread keeps the ``doc_id``,
+        never the text.
         """
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
         check_input_sizes(value)
+        check_settings(self.workflow, configurable)
         if self.access is not None:
             tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
             value = self.access.check_input(value, tenant)
@@ -284,6 +394,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         schema = getattr(self.bound, "context_schema", None)
         if schema is not None and getattr(self.bound, "checkpointer", None) is not None:
             value = detach_text(value, schema.from_mapping(configurable))
+            if self.workflow == "chat":  # a file attached to a chat message, too
+                value = detach_uploads(value, schema.from_mapping(configurable))
         return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
 
     @staticmethod
@@ -304,11 +416,18 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         pairs = [self._prepare(value, c) for value, c in zip(inputs, configs, strict=True)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
-    def _planned(self, value: Any, config: RunnableConfig | None) -> Plan:
-        return resume.plan(self.bound, *self._prepare(value, config))
+    def _one_run(self, config: RunnableConfig) -> Any:
+        """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`): a second run on a
+        busy thread is refused (409) instead of writing the same turn beside the first."""
+        if getattr(self.bound, "checkpointer", None) is None:
+            return contextlib.nullcontext()
+        return thread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
 
-    async def _aplanned(self, value: Any, config: RunnableConfig | None) -> Plan:
-        return await resume.aplan(self.bound, *self._prepare(value, config))
+    def _aone_run(self, config: RunnableConfig) -> Any:
+        """:meth:`_one_run` for asyncio callers."""
+        if getattr(self.bound, "checkpointer", None) is None:
+            return contextlib.nullcontext()
+        return athread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
 
     def _context(self, config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the run's ``context``: the workflow's context built from the prepared ``configurable``.
@@ -322,69 +441,83 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return {**kwargs, "context": schema.from_mapping(dict(config.get("configurable") or {}))}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        value, config = self._planned(input, config)
-        with forget_refused(self.bound, config):
-            return super().invoke(value, config, **self._context(config, kwargs))
+        value, config = self._prepare(input, config)
+        with self._one_run(config):
+            value, config = resume.plan(self.bound, value, config)
+            with forget_refused(self.bound, config):
+                return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            return await super().ainvoke(value, config, **self._context(config, kwargs))
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        value, config = self._planned(input, config)
-        with forget_refused(self.bound, config):
-            yield from super().stream(value, config, **self._context(config, kwargs))
+        value, config = self._prepare(input, config)
+        with self._one_run(config):
+            value, config = resume.plan(self.bound, value, config)
+            with forget_refused(self.bound, config):
+                yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            async for chunk in super().astream(value, config, **self._context(config, kwargs)):
-                yield chunk
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                async for chunk in super().astream(value, config, **self._context(config, kwargs)):
+                    yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
-                yield chunk
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
+                    yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        value, config = await self._aplanned(input, config)
-        async with _deadline(), aforget_refused(self.bound, config):
-            async for event in super().astream_events(value, config, **self._context(config, kwargs)):
-                yield event
+        value, config = self._prepare(input, config)
+        async with self._aone_run(config):
+            value, config = await resume.aplan(self.bound, value, config)
+            async with _deadline(), aforget_refused(self.bound, config):
+                async for event in super().astream_events(value, config, **self._context(config, kwargs)):
+                    yield event
 
     # Each input of a batch runs with its own context: RunnableBinding.batch would give them all the same kwargs.
     def batch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
-        plans = [resume.plan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
         run = super().invoke
 
-        def one(plan: Plan) -> Any:
+        def one(value: Any, config: RunnableConfig) -> Any:
             try:
-                with forget_refused(self.bound, plan[1]):
-                    return run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                with self._one_run(config):
+                    value, config = resume.plan(self.bound, value, config)
+                    with forget_refused(self.bound, config):
+                        return run(value, config, **self._context(config, kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
                 raise
 
         with get_executor_for_config(configs[0] if configs else None) as executor:
-            return list(executor.map(one, plans))
+            return list(executor.map(one, values, configs))
 
     async def abatch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
         values, configs = self._prepare_all(inputs, config)
-        plans = [await resume.aplan(self.bound, v, c) for v, c in zip(values, configs, strict=True)]
         run = super().ainvoke
 
-        async def one(plan: Plan) -> Any:
+        async def one(value: Any, config: RunnableConfig) -> Any:
             try:
-                async with aforget_refused(self.bound, plan[1]):
-                    return await run(plan[0], plan[1], **self._context(plan[1], kwargs))
+                async with self._aone_run(config):
+                    value, config = await resume.aplan(self.bound, value, config)
+                    async with aforget_refused(self.bound, config):
+                        return await run(value, config, **self._context(config, kwargs))
             except Exception as exc:
                 if return_exceptions:
                     return exc
@@ -392,7 +525,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
         async with _deadline():
             limit = configs[0].get("max_concurrency") if configs else None
-            return await gather_with_concurrency(limit, *(one(plan) for plan in plans))
+            return await gather_with_concurrency(limit, *(one(v, c) for v, c in zip(values, configs, strict=True)))
 
 
 class DeferredSaver(BaseCheckpointSaver):
@@ -468,6 +601,7 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
         description="Summarize, question, offload and route over long documents.",
         lifespan=lifespan,
     )
+    app.add_middleware(StreamErrorMiddleware, access=access)
     app.add_middleware(GuardMiddleware, access=access)
     if chat_model is not None:
         app.add_middleware(ChatModelMiddleware, model=chat_model)
@@ -508,12 +642,26 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
     async def health() -> dict[str, Any]:
         return {"status": "ok", "workflows": names}
 
-    for name in names:
+    @app.post("/forget")
+    async def forget(request: Request) -> JSONResponse:
+        """Delete the caller's own thread (``{"thread_id": ID}``) or a document of one of its namespaces (``{"doc_id":
+        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was)."""
+        tenant = getattr(request.state, "tenant", None)
+        if tenant is None:
+            raise HTTPException(401, "missing or wrong API key")
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            raise InputError("the request is not JSON") from None
+        return JSONResponse(await anyio.to_thread.run_sync(forget_for_tenant, tenant, body))
+
+    former = [alias for alias, name in registry.ALIASES.items() if name in names]
+    for name in [*names, *former]:  # a former id serves the same graph, threads and checkpoints
         add_routes(
             app,
-            ServedGraph(bound=registry.compile_with(name, saver), name=name, access=access),
+            ServedGraph(bound=registry.compile_with(name, saver), name=registry.canonical(name), access=access),
             path=f"/{name}",
-            per_req_config_modifier=authorizer(access, name),
+            per_req_config_modifier=authorizer(access, registry.canonical(name)),
         )
     return app
 

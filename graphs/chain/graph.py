@@ -50,4 +50,4 @@ RECURSION_LIMIT = 100_000
 """Every worker is one graph step: allow chains over very long documents."""
 
 graph = builder.compile().with_config(recursion_limit=RECURSION_LIMIT)
-graph.name = "chain"
+graph.name = "ask"

@@ -70,4 +70,4 @@ builder.add_edge("offload", END)
 builder.add_edge("refuse", END)
 
 graph = builder.compile()
-graph.name = "offload"
+graph.name = "chat"

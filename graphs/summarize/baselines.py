@@ -6,7 +6,6 @@ They run as subgraphs of :mod:`graphs.summarize.graph` (selected by ``method``) 
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -25,6 +24,7 @@ from nodes.summarize.baselines import (
 )
 from nodes.summarize.context import BaselineContext
 from nodes.summarize.state import BaselineInput, BaselineOutput, MapReduceState, RefineState
+from stores.cache import lru_cache
 from stores.models import model_retry
 
 RETRY = model_retry()
@@ -62,7 +62,7 @@ def build_refine() -> StateGraph[RefineState, BaselineContext, BaselineInput, Ba
     return builder
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def map_reduce_graph() -> Any:
     """The map-reduce graph, compiled once (without a checkpointer), named ``map-reduce``."""
     graph = build_map_reduce().compile()
@@ -70,7 +70,7 @@ def map_reduce_graph() -> Any:
     return graph
 
 
-@functools.cache
+@lru_cache(maxsize=1)
 def refine_graph() -> Any:
     """The refine graph, compiled once (without a checkpointer), named ``refine``."""
     graph = build_refine().compile()

@@ -6,6 +6,8 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from nodes.context import DocumentId, DocumentIds, DocumentPath, DocumentText, Namespace, WholeNamespace, described
+from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import Usage, merge_usage
 
 CHUNK_TOKENS = 1200
@@ -15,27 +17,26 @@ CHUNK_TOKENS = 1200
 class ChainRequest(TypedDict):
     """The input less ``doc_id`` (which the state shares with the output, where it is always set)."""
 
-    question: str
-    """The question to answer."""
-    path: NotRequired[str]
-    """Path of a document to ingest first (txt, md, pdf, docx, html), or of a folder: its new files are ingested,
-    then the question is asked of all of its documents."""
-    text: NotRequired[str]
-    """Raw text to ingest first (cleared from the state once ingested)."""
-    doc_ids: NotRequired[list[str]]
-    """Ids of documents ingested in the namespace: the question is asked of all of them at once (citations
-    ``2:c3`` name the document by its tag in ``documents``)."""
-    whole_namespace: NotRequired[bool]
-    """True: ask every document of the namespace."""
-    namespace: NotRequired[str]
-    """Namespace of the documents (default: the context's)."""
+    question: Annotated[
+        str,
+        described(
+            "The question to answer about the document or collection, in its words or yours; one question per call.",
+            example="Who manages procurement, and which supplier did they find?",
+            minLength=1,
+            maxLength=MAX_QUESTION_CHARS,
+        ),
+    ]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    doc_ids: NotRequired[DocumentIds]
+    whole_namespace: NotRequired[WholeNamespace]
+    namespace: NotRequired[Namespace]
 
 
 class ChainInput(ChainRequest):
-    """A question about a document."""
+    """A question about one document, named by doc_id (or given as text)."""
 
-    doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path, text, doc_ids or whole_namespace."""
+    doc_id: NotRequired[DocumentId]
 
 
 class ChainOutput(TypedDict):

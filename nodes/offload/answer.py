@@ -18,17 +18,18 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from nodes.collection.sources import Sources
+from nodes.collection.sources import Sources, chunk_sentences
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
+from nodes.offload.chat import render_sources
 from nodes.offload.collection_canvas import collection_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
 from nodes.offload.state import OffloadState, call_record, session_context, session_documents
-from stores.chat_stream import streamed_field
+from stores.chat_stream import stream_more, streamed_field
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
-from stores.text import CITATION_TAG, count_tokens
+from stores.text import CITATION_TAG, content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import VectorStore, get_store
 
@@ -44,17 +45,54 @@ class AnswerReply(BaseModel):
     citations: list[str] = Field(default_factory=list, max_length=8, description="Chunk ids used, such as c3.")
 
 
-class RecallReply(AnswerReply):
-    """The answering model's reply when offloaded turns can be recalled."""
+class RecallReply(BaseModel):
+    """The answering model's reply when offloaded turns can be recalled.
+
+    ``recall`` comes first and is required, so the model writes it before the answer: whether the
+    answer is the turn's (and so streams to chat clients) is known before its first word.
+    """
 
     recall: list[str] = Field(
-        default_factory=list,
         max_length=3,
         description="Ids (o2, c7) whose full text is needed before answering; empty when the memory suffices.",
     )
+    answer: str = Field(description="The answer, at most 3 short sentences, with [c3]-style citations.")
+    citations: list[str] = Field(default_factory=list, max_length=8, description="Chunk ids used, such as c3.")
 
 
-def citations_of(reply: AnswerReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
+QUOTE_WORDS = 40
+"""Most words of a sentence quoted as a source."""
+
+
+def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict]:
+    """Per cited chunk, the sentence that backs the answer best (most content words shared): what the answer's
+    sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``, in a
+    collection ``2:c3.2``); each source names its document by title or file name."""
+    words = content_words(answer)
+    hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
+    names = {m.doc_id: m.name for m in sources.members}
+    out: list[dict] = []
+    for label in citations:
+        hit, found = hits.get(label), sources.locate(label)
+        if hit is None or found is None:
+            continue
+        sentences = chunk_sentences(hit.text)
+        if not sentences:
+            continue
+        best = max(range(len(sentences)), key=lambda i: (len(words & content_words(sentences[i])), -i))
+        quote = " ".join(sentences[best].split())
+        cut = quote.split(" ")
+        if len(cut) > QUOTE_WORDS:
+            quote = " ".join(cut[:QUOTE_WORDS]) + " ..."
+        doc_id = found[0]
+        title = names.get(doc_id) or doc_id
+        out.append(
+            {"doc_id": doc_id, "title": title, "chunk_id": label, "label": f"{label}.{best + 1}", "quote": quote}
+        )
+    return out
+
+
+def citations_of(reply: AnswerReply | RecallReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
     """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document; in a
     collection session (``labels``: its chunk labels) the tagged ids ``2:c3`` that exist in it."""
     if labels:
@@ -73,14 +111,14 @@ def citations_of(reply: AnswerReply, chunks: int, labels: Sequence[str] = ()) ->
 
 def ask(
     llm: LLM, memory: Memory, *, recall: bool, max_tokens: int, lang: str, plain_prompt: str | None = None
-) -> tuple[AnswerReply, str]:
+) -> tuple[AnswerReply | RecallReply, str]:
     """One answering call: schema-enforced JSON, or plain text when the JSON stays invalid.
 
     Returns the reply and ``"json"`` or ``"text"`` (how the answer was obtained); an empty
     plain-text answer is a ModelOutputError, never an answer. ``plain_prompt`` is the context's
     ``answer_plain_prompt`` (None: the template file in ``lang``).
     """
-    schema: type[AnswerReply] = RecallReply if recall else AnswerReply
+    schema: type[AnswerReply | RecallReply] = RecallReply if recall else AnswerReply
     try:
         return llm.structured(memory.messages(), schema, max_tokens=max_tokens), "json"
     except ModelOutputError:
@@ -260,7 +298,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     else:
         system = prompts.render("offload/answer", lang, template=ctx.answer_prompt)
     memory = build_memory(system, pieces, question, lang, ctx.token_budget, "notes" if offloading else "verbatim")
-    with track_usage() as usage, streamed_field("answer") as written:
+    with track_usage() as usage, streamed_field("answer", hold="recall" if can_recall else "") as written:
         reply, mode = ask(
             llm_for("expert", ctx),
             memory,
@@ -291,8 +329,15 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         update["answer"] = reply.answer.strip()
         return update
     update["answer"] = reply.answer.strip()
-    labels = Sources(store, collection).labels() if len(collection) > 1 else ()
+    sources = Sources(store, collection)
+    labels = sources.labels() if len(collection) > 1 else ()
     update["citations"] = citations_of(reply, int(state.get("chunks") or 0), labels)
+    update["sources"] = cited_sources(sources, update["citations"], update["answer"])
+    if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
+        stream_more(written.message_id, update["answer"])
+    rendered = render_sources(update["sources"], lang)
+    if rendered:  # the sources end the streamed message as they end the kept one
+        stream_more(written.message_id, "\n\n" + rendered)
     return update
 
 

@@ -3,20 +3,27 @@
 Chat clients (LangGraph Studio's chat view, Agent Chat UI, an A2A caller) send a turn as a new
 human message in ``messages``; callers of the ``question`` field keep working, and their
 questions are added to ``messages`` too, so the transcript is the same whoever drives it.
+
+A human message may carry the document itself, as content blocks: ``file`` blocks (LangChain's
+standard ``{"type": "file", "base64": ..., "mime_type": ...}``, or the older ``data`` /
+``source_type`` form Agent Chat UI sends) and ``text-plain`` blocks (:func:`attachments`). The answer
+message ends with the sources it cites, as Markdown (:func:`render_sources`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 
-from nodes.collection.sources import cited_documents
-from stores.documents import find_document
+from stores.documents import find_document, list_documents
 from stores.errors import InputError
 from stores.loaders import SUPPORTED
+from stores.settings import get_settings
 
 DOC_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])")
 """A document id (16 hex digits of its content hash) written in a message."""
@@ -80,19 +87,161 @@ def named_document(text: str, namespace: str, resolve_file: Any) -> dict[str, st
     return found[0] if found else {}
 
 
+def reply_text(answer: str, sources: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
+    """The text of an answer message: the answer, then the sources it cites (what chat clients show)."""
+    rendered = render_sources(sources, lang)
+    return f"{answer}\n\n{rendered}" if rendered else answer
+
+
 def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) -> AIMessage:
-    """The turn's answer as an AI message: the text, and in ``additional_kwargs["longdoc"]`` what backs it."""
-    citations = list(state.get("citations") or [])
+    """The turn's answer as an AI message: the text and its sources, and in ``additional_kwargs["longdoc"]``
+    what backs it (the sources as data among it; a collection's documents with their tags)."""
+    sources = list(state.get("sources") or [])
     documents = list(state.get("documents") or [])
     meta = {
         "turn": state.get("turn"),
         "doc_id": state.get("doc_id"),
-        "citations": citations,
-        **({"sources": cited_documents(citations, documents)} if documents else {}),
+        "citations": list(state.get("citations") or []),
+        "sources": sources,
+        **({"documents": documents} if documents else {}),
         "details": [d.get("chunk_id") for d in state.get("details") or []],
         "offloaded": offloaded,
         "recalled": list(state.get("recalled") or []),
     }
-    return AIMessage(
-        content=str(state.get("answer") or ""), id=state.get("reply_id") or None, additional_kwargs={"longdoc": meta}
+    text = reply_text(str(state.get("answer") or ""), sources, str(state.get("lang") or "en"))
+    return AIMessage(content=text, id=state.get("reply_id") or None, additional_kwargs={"longdoc": meta})
+
+
+def notice_message(text: str, reason: str) -> AIMessage:
+    """A turn the chat could not take, answered in the chat: what to do instead, and the reason as data."""
+    return AIMessage(content=text, additional_kwargs={"longdoc": {"refused": reason}})
+
+
+MEDIA_SUFFIXES = {
+    "application/pdf": ".pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/x-markdown": ".md",
+    "text/html": ".html",
+    "application/xhtml+xml": ".html",
+}
+"""The media types of the documents a chat message may carry, and the suffix that reads each."""
+
+DOCUMENT_BLOCKS = ("file", "text-plain", "image", "audio", "video")
+"""Content block types that carry a file rather than the message's words."""
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A document given in a chat message: its file name and its content (base64 bytes, or text)."""
+
+    filename: str
+    data: str = ""
+    """The file's bytes in base64."""
+    text: str = ""
+    """The document as text (a ``text-plain`` block)."""
+    doc_id: str = ""
+    """A document ingested already, when the server's door took the file (:func:`ingested_block`)."""
+
+    def note(self, outcome: str) -> str:
+        """What the message keeps of the attachment once it is ingested or refused (never its content)."""
+        return f"[attached {self.filename}: {outcome}]"
+
+
+def _filename(block: Mapping[str, Any], suffix: str) -> str:
+    meta = {**dict(block.get("metadata") or {}), **dict(block.get("extras") or {})}
+    name = next(
+        (str(v) for v in (meta.get("filename"), meta.get("name"), block.get("filename"), block.get("title")) if v), ""
     )
+    name = Path(name.replace("\\", "/")).name
+    stem = name or "attachment"
+    return stem if Path(stem).suffix.lower() in SUPPORTED else stem + suffix
+
+
+def attachment(block: Mapping[str, Any]) -> Attachment:
+    """The document a content block carries; InputError naming what cannot be read (a link, an image...)."""
+    kind = block.get("type")
+    extras: Mapping[str, Any] = block.get("extras") or {} if isinstance(block.get("extras"), Mapping) else {}
+    if extras.get("refused"):
+        raise InputError(str(extras["refused"]))
+    if extras.get("ingested") and isinstance(block.get("file_id"), str):
+        return Attachment(_filename(block, ".txt"), doc_id=str(block["file_id"]))
+    media = str(block.get("mime_type") or block.get("mimeType") or "").split(";")[0].strip().lower()
+    named = _filename(block, "")
+    if kind in ("image", "audio", "video") or media.startswith(("image/", "audio/", "video/")):
+        raise InputError(
+            f"{named or 'the attachment'}: {media or kind} files are not read; attach a PDF, DOCX, "
+            "HTML, Markdown or text file"
+        )
+    suffix = Path(named).suffix.lower() if Path(named).suffix.lower() in SUPPORTED else MEDIA_SUFFIXES.get(media, "")
+    if not suffix:
+        raise InputError(
+            f"{named or 'the attachment'}: unsupported type {media or '(none given)'}; attach a PDF, DOCX, HTML, "
+            "Markdown or text file"
+        )
+    name = _filename(block, suffix)
+    text = block.get("text")
+    if (kind == "text-plain" or block.get("source_type") == "text") and isinstance(text, str) and text:
+        return Attachment(name, text=text)
+    data = block.get("base64") or block.get("data")
+    if isinstance(data, str) and data:
+        return Attachment(name, data=data.strip())
+    if block.get("url") or block.get("file_id") or block.get("source_type") in ("url", "id"):
+        raise InputError(f"{name}: files are not fetched from links or file stores; attach the file itself")
+    raise InputError(f"{name}: the attachment holds no content")
+
+
+def attachments(message: AnyMessage | None) -> list[tuple[int, Mapping[str, Any]]]:
+    """The content blocks of ``message`` that carry a document (by position), in order."""
+    content = message.content if message is not None else ""
+    if not isinstance(content, list):
+        return []
+    return [(i, b) for i, b in enumerate(content) if isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS]
+
+
+def kept_message(message: AnyMessage, notes: Mapping[int, str]) -> HumanMessage:
+    """``message`` (same id) with each document block replaced by its note: the thread never holds an upload."""
+    content = message.content if isinstance(message.content, list) else [message.content]
+    kept: list[str | dict[str, Any]] = []
+    for i, block in enumerate(content):
+        if i in notes:
+            kept.append({"type": "text", "text": notes[i]})
+        elif isinstance(block, Mapping) and block.get("type") in DOCUMENT_BLOCKS:
+            kept.append({"type": "text", "text": "[attachment left out]"})
+        else:
+            kept.append(block if isinstance(block, str) else dict(block))
+    return HumanMessage(content=kept, id=message.id)
+
+
+def help_text(namespace: str, lang: str, shown: int = 8) -> str:
+    """What a first message without a document is answered with: what to attach or name."""
+    import prompts
+
+    docs = sorted(list_documents(namespace), key=lambda d: d.title.lower())
+    lines = "\n".join(f"- {d.title or d.source} (`{d.doc_id}`)" for d in docs[:shown])
+    more = f"\n- ... {len(docs) - shown} more" if len(docs) > shown else ""
+    listing = "\n\n" + prompts.render("offload/documents_here", lang, documents=lines + more) if docs else ""
+    megabytes = max(1, get_settings().max_bytes // 1_000_000)
+    return prompts.render("offload/no_document", lang, megabytes=megabytes, documents=listing).strip()
+
+
+def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
+    """The sources an answer cites, as Markdown lines: document, sentence label and the quoted words."""
+    if not sources:
+        return ""
+    head = "**来源**" if lang == "zh" else "**Sources**"
+    lines = [f'- {s["title"]}, [{s["label"]}]: "{s["quote"]}"' for s in sources]
+    return "\n".join([head, *lines])
+
+
+def ingested_block(block: Mapping[str, Any], ingest: Any) -> dict[str, Any]:
+    """A document block as a server's door leaves it once ``ingest`` (an :class:`Attachment` -> doc id) took it:
+    a reference to the ingested document, or the reason it was refused; never the file's content."""
+    try:
+        given = attachment(block)
+        doc_id = given.doc_id or ingest(given)
+    except InputError as exc:
+        name = _filename(block, "") or "the attachment"
+        return {"type": "file", "extras": {"filename": name, "refused": str(exc)}}
+    return {"type": "file", "file_id": doc_id, "extras": {"filename": given.filename, "ingested": True}}

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+import prompts
 from nodes.collection.resolve import (
     collection_version,
     members,
@@ -21,16 +23,30 @@ from nodes.collection.resolve import (
     resolve_documents,
     source_field,
 )
-from nodes.ingest import resolve_document
-from nodes.offload.chat import named_document, turn_question, withdrawn
+from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source, resolve_document
+from nodes.offload.chat import (
+    DOCUMENT_BLOCKS,
+    Attachment,
+    attachment,
+    attachments,
+    help_text,
+    ingested_block,
+    kept_message,
+    named_document,
+    notice_message,
+    pending,
+    turn_question,
+    withdrawn,
+)
 from nodes.offload.context import OffloadContext, check_context
 from nodes.offload.state import OffloadState, session_context
 from stores.documents import get_document, index_identity
 from stores.errors import InputError
 from stores.files import IngestRoot
+from stores.loaders import load_text
 from stores.offload import check_session
 from stores.questions import check_question
-from stores.text import truncate_tokens
+from stores.text import detect_language, truncate_tokens
 from stores.vectorstore import get_store
 
 
@@ -47,50 +63,193 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
     The documents are named as in every workflow (:func:`nodes.collection.resolve.resolve_documents`):
     exactly one of ``doc_id``, ``path`` (a file or a folder), ``text``, ``doc_ids`` or ``whole_namespace``
     on the first turn; later turns may omit them, and what they give must name the bound documents (and
-    namespace). A chat client's first turn may instead name
-    it in the context (``doc_id``) or in its message, as an ingested document's id or as a file
-    under ``LONGDOC_INGEST_ROOT`` (:func:`nodes.offload.chat.named_document`).
+    namespace). A chat client's first turn may instead attach them to the message (file or text-plain
+    content blocks: :func:`nodes.offload.chat.attachments`, ingested into the session's namespace under the
+    usual bounds; several make a collection), name one in the context (``doc_id``), or name it in its
+    words, as an ingested document's id or as a file under ``LONGDOC_INGEST_ROOT``
+    (:func:`nodes.offload.chat.named_document`). A message with an attachment and no words asks for an
+    overview.
 
     The question is the ``question`` field or a new human message (:func:`nodes.offload.chat.turn_question`).
 
+    The session (the key of the turn's offloaded items) is the run's thread id, never a value of the input:
+    the thread the server resolved for the caller, or a new id for a run without a thread.
+
     A refused turn (``InputError``) writes back what the session is bound to (nothing before its
-    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``session``, ``goal``,
-    question or human message stays out of the thread and cannot refuse a later turn; ``refuse``
-    then raises the error.
+    first turn), so the refused ``doc_id``, ``path``, ``text``, ``namespace``, ``goal`` or question
+    stays out of the thread and cannot refuse a later turn. A turn given as a field is then an error
+    (``refuse`` raises it) and its human message is withdrawn; a turn given as a chat message is answered
+    in the chat instead (what to attach or name, or why the message was not taken), its message kept
+    without the attachment's content, so nothing vanishes from the conversation.
     """
     try:
         return _begin(state, runtime)
     except InputError as exc:
         bound = state.get("bound") or {}
         restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
-        cleared = {
-            "path": "",
-            "text": "",
-            "doc_ids": [],
-            "whole_namespace": False,
-            "goal": "",
-            "question": "",
-            "messages": withdrawn(state.get("messages", [])),
-        }
-        return {"refused": str(exc) or type(exc).__name__, **cleared, **restored}
+        cleared = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False, "goal": "", "question": ""}
+        reason = str(exc) or type(exc).__name__
+        newest = pending(state.get("messages", []))
+        if state.get("question") or not newest:
+            return {"refused": reason, "notice": "", **cleared, **restored, "messages": withdrawn(newest)}
+        lang = detect_language(newest[-1].text if isinstance(newest[-1].text, str) else "")
+        if isinstance(exc, NoDocument):
+            notice = help_text(exc.namespace, lang)
+        else:
+            notice = prompts.render("offload/refused", lang, reason=IngestRoot.from_env().scrub(reason))
+        notes = getattr(exc, "notes", None) or {i: "[attachment not read]" for i, _ in attachments(newest[-1])}
+        kept = [getattr(exc, "kept", None) or kept_message(newest[-1], notes)] if attachments(newest[-1]) else []
+        return {"refused": reason, "notice": notice, **cleared, **restored, "messages": kept}
+
+
+class NoDocument(InputError):
+    """A first turn that names no document (a chat message is answered with what to attach or name)."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__("no document: give one of doc_id, path or text")
+        self.namespace = namespace
 
 
 def refuse(state: OffloadState) -> dict[str, Any]:
-    """Raise the error ``begin`` refused the turn with (its input is already out of the thread)."""
-    raise InputError(state["refused"])
+    """Answer a refused chat message in the chat; raise the error of any other refused turn.
+
+    Either way the turn's input is already out of the thread (``begin``)."""
+    notice = state.get("notice")
+    if not notice:
+        raise InputError(state["refused"])
+    return {"messages": [notice_message(notice, state["refused"])], "answer": notice, "citations": [], "notice": ""}
+
+
+def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> tuple[list[str], dict[str, Any]]:
+    """Ingest the documents the turn's newest human message carries: their ids, and the message without them.
+
+    Refused (too big, an unreadable or unsupported file, a link): an InputError naming the file, whose
+    ``notes`` say what the kept message shows in the attachment's place.
+    """
+    newest = pending(state.get("messages", []))
+    message = newest[-1] if newest else None
+    blocks = attachments(message)
+    if message is None or not blocks:
+        return [], {}
+    ids: list[str] = []
+    notes: dict[int, str] = {}
+    for position, block in blocks:
+        try:
+            given = attachment(block)
+            if given.doc_id:  # ingested at the server's door
+                info = get_document(ctx.namespace, given.doc_id)
+                result = IngestResult(doc_id=info.doc_id, chunks=info.chunks, cached=True, title=info.title)
+            else:
+                result = ingest_attachment(given, ctx, writer)
+        except InputError as exc:
+            name = _shown_name(block)
+            notes[position] = f"[attached {name}: not read]"
+            for other, _ in blocks:
+                notes.setdefault(other, "[attachment not read]")
+            exc.notes = notes  # type: ignore[attr-defined]
+            raise
+        ids.append(result.doc_id)
+        notes[position] = given.note(
+            f"document {result.doc_id}, {result.chunks} chunk{'' if result.chunks == 1 else 's'}"
+        )
+    return list(dict.fromkeys(ids)), {"messages": [kept_message(message, notes)]}
+
+
+def ingest_attachment(given: Attachment, ctx: Any, writer: Any = None) -> IngestResult:
+    """Read and index a document given in a chat message, in the context's namespace, under every ingest's bounds."""
+    doc = (
+        load_text(given.text, title=given.filename)
+        if given.text
+        else read_source(data=given.data, filename=given.filename)
+    )
+    return index_for_context(doc, ctx.namespace, ctx, writer)
+
+
+def detach_uploads(values: Any, context: Any) -> Any:
+    """A chat input with the documents its messages carry ingested now and referred to by id.
+
+    Run by a server before a checkpointed run starts (as :func:`nodes.ingest.detach_text` is), so no
+    checkpoint holds an upload; a file that cannot be read is left as the reason, which the turn
+    answers in the chat.
+    """
+    if not isinstance(values, Mapping) or not isinstance(values.get("messages"), list):
+        return values
+    ctx = in_namespace(context, values)
+    messages = []
+    for message in values["messages"]:
+        content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", None)
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS for b in content
+        ):
+            content = [
+                ingested_block(b, lambda given: ingest_attachment(given, ctx).doc_id)
+                if isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS
+                else b
+                for b in content
+            ]
+            message = (
+                {**message, "content": content}
+                if isinstance(message, Mapping)
+                else message.model_copy(update={"content": content})
+            )
+        messages.append(message)
+    return {**values, "messages": messages}
+
+
+def _shown_name(block: Any) -> str:
+    try:
+        return attachment(block).filename
+    except InputError:
+        return "the attachment"
 
 
 def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     ctx = session_context(state, runtime)
     check_context(ctx)
-    asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
-    question = " ".join(check_question(asked).split())
+    attached, kept = take_attachments(state, ctx, runtime.stream_writer)
+    try:
+        return _bind(state, runtime, ctx, attached, kept)
+    except InputError as exc:
+        if kept and not hasattr(exc, "notes"):  # the attachments were read: the kept message says so
+            exc.notes = {}  # type: ignore[attr-defined]
+            exc.kept = kept["messages"][0]  # type: ignore[attr-defined]
+        raise
+
+
+def _bind(
+    state: OffloadState,
+    runtime: Runtime[OffloadContext],
+    ctx: OffloadContext,
+    attached: list[str],
+    kept: dict[str, Any],
+) -> dict[str, Any]:
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
     values = dict(state)
+    try:
+        asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
+    except InputError:
+        if not attached:
+            raise
+        asked, added = "", []
+    if asked or not attached:
+        asked = check_question(asked)
+    own = [] if first else list(bound.get("doc_ids") or [bound["doc_id"]])
+    if attached and not first and not set(attached) <= set(own):
+        raise InputError(
+            "this conversation is about another document; start a new conversation (thread) to talk about a new one"
+        )
+    if attached and first:
+        given = source_field(values)
+        if given not in (None, "doc_id") or values.get("doc_id") not in (None, "", *attached):
+            raise InputError("the message attaches documents and the input names others; give one or the other")
+        values.pop("doc_id", None)
+        values.update({"doc_id": attached[0]} if len(attached) == 1 else {"doc_ids": attached})
     if first and source_field(values) is None:
         named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
-        values.update(named or named_document(question, ctx.namespace, IngestRoot.from_env().resolve))
+        values.update(named or named_document(asked, ctx.namespace, IngestRoot.from_env().resolve))
+        if source_field(values) is None:
+            raise NoDocument(ctx.namespace)
     if not first:
         if state.get("namespace") and state["namespace"] != ctx.namespace:
             raise InputError(
@@ -104,7 +263,6 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         one = resolve_document(values, ctx, runtime.stream_writer, required=False)
         doc_ids = [one] if one else []
     if not first:
-        own = list(bound.get("doc_ids") or [bound["doc_id"]])
         if doc_ids and doc_ids != own:
             if len(own) == 1 and len(doc_ids) == 1:
                 raise InputError("a session is bound to one document; start a new session (thread) for another one")
@@ -113,14 +271,16 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             raise InputError(
                 f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
             )
-        if state.get("session") and state["session"] != bound["session"]:
-            raise InputError(f"this thread belongs to session {bound['session']!r}, not {state['session']!r}")
         doc_ids = own
     doc_id = doc_ids[0]
-    session = bound.get("session") or state.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
+    # The thread the server resolved names the session (on LangServe it is already the tenant's own:
+    # surfaces.access.thread_key); a caller never chooses whose offloaded items a turn reads or writes.
+    session = bound.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
     infos = [get_document(ctx.namespace, d) for d in doc_ids]
     info = infos[0]
+    lang = Counter(i.language for i in infos).most_common(1)[0][0]
+    question = " ".join(check_question(asked or prompts.render("offload/overview_question", lang)).split())
     index = index_identity(info) if len(doc_ids) == 1 else collection_version(ctx.namespace, doc_ids)
     if not first and bound.get("index", index) != index:
         what = f"document {doc_id!r} was" if len(doc_ids) == 1 else "a document of this session was"
@@ -138,7 +298,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         pinned["goal"] = truncate_tokens(" ".join(str(state["goal"]).split()), 30)
     update: dict[str, Any] = {
         "question": question,
-        "messages": added,
+        "messages": [*kept.get("messages", []), *added],
         "path": "",
         "text": "",
         "doc_ids": [],
@@ -150,7 +310,7 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,
-        "lang": Counter(i.language for i in infos).most_common(1)[0][0],
+        "lang": lang,
         "chunks": sum(i.chunks for i in infos),
         "turn": int(state.get("turn") or 0) + 1,
         "pinned": pinned,
@@ -166,7 +326,9 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         "recall_ids": [],
         "recall_round": 0,
         "refused": "",
+        "notice": "",
         "reply_id": "",
+        "sources": [],
     }
     if first:
         update["history"] = []

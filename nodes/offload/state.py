@@ -9,48 +9,65 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from nodes.context import DocumentId, DocumentIds, DocumentPath, DocumentText, Namespace, WholeNamespace, described
 from nodes.ingest import in_namespace
 from nodes.offload.context import OffloadContext
+from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import Usage, merge_usage, usage_totals
 
 
 class ChatMessages(TypedDict, total=False):
     """The conversation as chat clients read and write it."""
 
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[
+        list[AnyMessage],
+        described(
+            "The conversation: a new human message is the turn (its words, and a document attached as a file "
+            "content block on the first turn); each answer comes back as an AI message ending with its sources."
+        ),
+        add_messages,  # last: LangGraph takes a field's reducer from the end of its metadata
+    ]
     """Chat transcript: each turn's question (a new human message may be the turn) and its answer, an AI message
     whose ``additional_kwargs["longdoc"]`` holds the turn, document, citations, offloaded and recalled ids."""
 
 
 class OffloadRequest(ChatMessages):
-    """The input less ``doc_id`` and ``session`` (which the state shares with the output, where they are always set)."""
+    """The input less ``doc_id`` (which the state shares with the output, where it is always set)."""
 
-    question: NotRequired[str]
-    """The question of this turn (or send it as a new human message in ``messages``)."""
-    path: NotRequired[str]
-    """First turn: a file to ingest and talk about, or a folder: its new files are ingested and the session talks
-    about all of its documents."""
-    text: NotRequired[str]
-    """First turn: raw text to ingest and talk about (cleared from the thread once ingested)."""
-    doc_ids: NotRequired[list[str]]
-    """First turn: ids of documents ingested in the namespace, talked about as one collection (answers cite
-    ``2:c3``, chunk c3 of document 2; ``documents`` maps the tags)."""
-    whole_namespace: NotRequired[bool]
-    """First turn: true to talk about every document of the namespace as one collection."""
-    namespace: NotRequired[str]
-    """Namespace of the documents and the offload store (default: the context's); fixed for the session."""
-    goal: NotRequired[str]
-    """A goal to pin for the whole session (default: the offloader infers one)."""
+    question: NotRequired[
+        Annotated[
+            str,
+            described(
+                "This turn's question or request about the document (a chat client sends a human message in "
+                "messages instead).",
+                example="Who manages procurement, and what supplier did they find?",
+                minLength=1,
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    doc_ids: NotRequired[DocumentIds]
+    whole_namespace: NotRequired[WholeNamespace]
+    namespace: NotRequired[Namespace]
+    goal: NotRequired[
+        Annotated[
+            str,
+            described(
+                "A goal to keep in mind for the whole conversation (default: inferred from the questions).",
+                example="plan the field trials",
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
 
 
 class OffloadInput(OffloadRequest):
-    """One turn of a session."""
+    """One turn of a conversation about one document: the first names it (doc_id, text or an attached file),
+    later turns on the same thread go on about it."""
 
-    doc_id: NotRequired[str]
-    """First turn: id of an ingested document; give exactly one of doc_id, path, text, doc_ids or whole_namespace.
-    Later turns may omit it or name the same document."""
-    session: NotRequired[str]
-    """Session id for the offload store (default: the thread id)."""
+    doc_id: NotRequired[DocumentId]
 
 
 class OffloadOutput(ChatMessages):
@@ -62,6 +79,9 @@ class OffloadOutput(ChatMessages):
     """The answer."""
     citations: list[str]
     """Chunk ids the answer cites (in a collection, ``2:c3``: chunk c3 of document 2)."""
+    sources: list[dict]
+    """What the answer cites, one per chunk: {doc_id, title, chunk_id, label (the sentence, ``c3.2``), quote (its
+    words)}; the answer message's text ends with them as Markdown."""
     input_tokens: int
     """Input tokens of the answering call as the model reported them (the second one after a recall)."""
     offloaded: list[dict]
@@ -84,7 +104,7 @@ class OffloadOutput(ChatMessages):
     """A collection session's documents: {tag, doc_id, title, source}, tag 2 being the document ``2:c3`` names
     (empty for one document)."""
     session: str
-    """Session id (offload store key)."""
+    """Session id (offload store key): the run's thread id, as the server resolved it (never an input)."""
     policy: str
     """Memory policy of the session."""
     usage: Annotated[dict, merge_usage]
@@ -115,6 +135,8 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     those indexes)}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
+    notice: str
+    """What a refused chat message is answered with in the chat (empty: the refusal is an error)."""
     reply_id: str
     """Message id of this turn's answer: the AI message streamed while the answer was written."""
 

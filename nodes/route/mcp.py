@@ -263,7 +263,7 @@ _BUILTIN: tuple[tuple[str, str, str, tuple[tuple[str, str, tuple[str, ...]], ...
         (("ingest", "Chunk and embed a document file into the store.", ("path", "namespace")),),
     ),
     (
-        "chain",
+        "ask",
         "Question answering",
         "Answers questions about a document far longer than the model's context: worker agents read the chunks "
         "in a Chow-Liu tree order and a manager writes the answer.",
@@ -277,7 +277,7 @@ _BUILTIN: tuple[tuple[str, str, str, tuple[tuple[str, str, tuple[str, ...]], ...
         (("summarize", "Write a checked summary of a long document.", ("path", "query")),),
     ),
     (
-        "offload",
+        "chat",
         "Chat",
         "Keeps a long multi-turn conversation about a document within a small working memory by offloading old "
         "turns and drawing the document as a Mermaid canvas.",

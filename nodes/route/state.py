@@ -2,32 +2,88 @@
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
+
+from nodes.context import NAME, Namespace, described
+from stores.questions import MAX_QUESTION_CHARS
 
 
 class RouteInput(TypedDict):
     """What to route, and over which registry."""
 
-    request: NotRequired[str]
-    """One request to route."""
-    requests: NotRequired[list[str]]
-    """Several requests to route in one batch (instead of ``request``)."""
-    registry: NotRequired[str]
-    """Registry name: registered earlier in the namespace, or the name to register ``registry_path`` under."""
-    registry_path: NotRequired[str]
-    """JSON file of agents and tools (MCP servers format) to register and route over."""
-    registry_data: NotRequired[Any]
-    """The same JSON inline (a list of agents, or an object with ``agents``); dropped once registered."""
-    k: NotRequired[int]
-    """How many agents to return (default: the context's)."""
-    profile: NotRequired[str]
-    """Weight profile (default: the context's)."""
-    retrieval: NotRequired[str]
-    """vector, hybrid or bm25 (default: the context's)."""
-    namespace: NotRequired[str]
-    """Namespace of the store (default: the context's)."""
+    request: NotRequired[
+        Annotated[
+            str,
+            described(
+                "What the user wants done, in plain words: the agents and tools that fit it are returned.",
+                example="plot monthly sales from an Excel file",
+                minLength=1,
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
+    requests: NotRequired[
+        Annotated[
+            list[str],
+            described(
+                "Several requests to route in one batch, instead of request.",
+                example=["translate a PDF into Spanish", "post a message to a Slack channel"],
+                minItems=1,
+            ),
+        ]
+    ]
+    registry: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Registry to route over: 'longdoc' (this server's own workflows), one registered earlier in the "
+                "namespace, or the name to register registry_data under.",
+                example="longdoc",
+                pattern=NAME,
+            ),
+        ]
+    ]
+    registry_path: NotRequired[
+        Annotated[
+            str,
+            described(
+                "A JSON file of agents and tools (MCP servers format) on the server, under LONGDOC_INGEST_ROOT.",
+                example="registries/servers.json",
+                maxLength=4096,
+            ),
+        ]
+    ]
+    registry_data: NotRequired[
+        Annotated[
+            Any,
+            described(
+                "The registry's JSON inline: a list of agents {name, description, tools: [{name, description}]}, "
+                "or an object with agents.",
+                example=[
+                    {
+                        "name": "sheets",
+                        "description": "Spreadsheets",
+                        "tools": [{"name": "plot", "description": "Plot a column"}],
+                    }
+                ],
+            ),
+        ]
+    ]
+    k: NotRequired[
+        Annotated[int, described("How many agents to return (default 5).", example=5, minimum=1, maximum=100)]
+    ]
+    profile: NotRequired[
+        Annotated[str, described("Weight profile of agents against tools (default: the server's).", example="default")]
+    ]
+    retrieval: NotRequired[
+        Annotated[
+            str,
+            described("How candidates are found: vector, hybrid or bm25 (default: the server's).", example="hybrid"),
+        ]
+    ]
+    namespace: NotRequired[Namespace]
 
 
 class RouteOutput(TypedDict):

@@ -20,17 +20,25 @@ from nodes.summarize.context import SummarizeContext
 from nodes.summarize.gaps import chunk_terms, uncovered_chunks
 from nodes.summarize.sentences import clean_sentence, dedupe_sentences, parse_cited_sentences, text_blocks, tidy_excerpt
 from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
-from stores.text import cjk_ratio, content_words, overlap, split_sentences
+from stores.text import LONG_RUN, cjk_ratio, content_words, overlap, split_sentences
 from stores.vectorstore import Hit
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def length_units(text: str, lang: str) -> int:
-    """Length as the user counts it: words for English, characters for Chinese."""
+    """Length as the user counts it: words for English, characters for Chinese.
+
+    A "word" of more than :data:`~stores.text.LONG_RUN` characters (text without spaces: a base64 blob, a
+    hex dump) counts one unit per that many characters, so it never passes for one word.
+    """
     if lang == "zh":
-        return len(_CJK.findall(text)) + len(re.findall(r"[A-Za-z0-9]+", text))
-    return len(re.findall(r"\S+", text))
+        return len(_CJK.findall(text)) + _words(re.findall(r"[A-Za-z0-9]+", text))
+    return _words(re.findall(r"\S+", text))
+
+
+def _words(runs: Sequence[str]) -> int:
+    return sum(max(1, math.ceil(len(run) / LONG_RUN)) for run in runs)
 
 
 def unit_name(lang: str) -> str:

@@ -8,37 +8,64 @@ from typing import Annotated, Any, Literal, NotRequired
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from nodes.context import DocumentId, DocumentIds, DocumentPath, DocumentText, Namespace, WholeNamespace, described
 from nodes.ingest import in_namespace
 from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
+from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import merge_usage
 
 
 class SummarizeInput(TypedDict):
-    """What to summarize and how."""
+    """What to summarize (one document, named by doc_id or given as text) and how."""
 
-    doc_id: NotRequired[str]
-    """Id of an ingested document; give exactly one of doc_id, path, text, doc_ids or whole_namespace."""
-    path: NotRequired[str]
-    """File to summarize (ingested first, idempotently), or a folder: its new files are ingested, then all of
-    its documents are summarized as one collection."""
-    text: NotRequired[str]
-    """Raw text to summarize (ingested first, then cleared from the state)."""
-    doc_ids: NotRequired[list[str]]
-    """Ids of documents ingested in the namespace, summarized as one collection (citations name each one)."""
-    whole_namespace: NotRequired[bool]
-    """True: summarize every document of the namespace as one collection."""
-    namespace: NotRequired[str]
-    """Namespace of the documents (default: the context's)."""
-    query: NotRequired[str]
-    """Focus of the summary, e.g. "what was decided about the budget" (empty: the whole document)."""
-    length: NotRequired[int]
-    """Target length in words (characters for Chinese); default 120."""
-    format: NotRequired[Literal["paragraphs", "bullets"]]
-    """Layout of the summary; default paragraphs."""
-    language: NotRequired[Literal["", "en", "zh"]]
-    """Output language; empty: the document's."""
-    method: NotRequired[Method]
-    """expert-editor (default), map-reduce or refine."""
+    doc_id: NotRequired[DocumentId]
+    path: NotRequired[DocumentPath]
+    text: NotRequired[DocumentText]
+    doc_ids: NotRequired[DocumentIds]
+    whole_namespace: NotRequired[WholeNamespace]
+    namespace: NotRequired[Namespace]
+    query: NotRequired[
+        Annotated[
+            str,
+            described(
+                "Focus of the summary: what to summarize the document about (empty: the whole document).",
+                example="what was decided about the budget",
+                maxLength=MAX_QUESTION_CHARS,
+            ),
+        ]
+    ]
+    length: NotRequired[
+        Annotated[
+            int,
+            described(
+                "Target length in words (characters for Chinese); default 120. The summary lands within 25% of it.",
+                example=80,
+                minimum=10,
+                maximum=2000,
+            ),
+        ]
+    ]
+    format: NotRequired[
+        Annotated[
+            Literal["paragraphs", "bullets"], described("Layout of the summary; default paragraphs.", example="bullets")
+        ]
+    ]
+    language: NotRequired[
+        Annotated[
+            Literal["", "en", "zh"],
+            described("Language of the summary: en or zh; empty (default): the document's.", example="en"),
+        ]
+    ]
+    method: NotRequired[
+        Annotated[
+            Method,
+            described(
+                "expert-editor (default: an editor questions expert agents, then fact-checks), or the baselines "
+                "map-reduce and refine.",
+                example="expert-editor",
+            ),
+        ]
+    ]
 
 
 class SummarizeOutput(TypedDict, total=False):

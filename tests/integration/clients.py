@@ -24,14 +24,15 @@ def sdk(url: str, key: str | None = None) -> Any:
     return get_sync_client(url=url, api_key=key, timeout=TIMEOUT)
 
 
-def chat_turn(client: Any, thread_id: str, text: str, context: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One turn as a chat UI sends it: a human message, ``messages-tuple`` and ``values`` streamed."""
+def chat_turn(client: Any, thread_id: str, text: Any, context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One turn as a chat UI sends it: a human message (words, or content blocks), ``messages-tuple`` and
+    ``values`` streamed."""
     chunks: list[tuple[dict[str, Any], dict[str, Any]]] = []
     values: dict[str, Any] = {}
     errors: list[Any] = []
     for part in client.runs.stream(
         thread_id,
-        "offload",
+        "chat",
         input={"messages": [{"type": "human", "content": text}]},
         context=context,
         stream_mode=["values", "messages-tuple"],
@@ -52,17 +53,18 @@ def check_chat_turn(turn: dict[str, Any], number: int) -> dict[str, Any]:
     tokens = [c for c, _ in chunks if c.get("type") == "AIMessageChunk"]
     assert len(tokens) > 1, chunks  # the answer arrives in pieces, as it is written
     assert {meta.get("langgraph_node") for _, meta in chunks} == {"answer"}, [m for _, m in chunks]
-    # One message per answering call: a call that asked to recall offloaded turns is followed by
-    # the one that answered; the thread keeps the last.
+    # One message per turn, whatever the turn did (the scripted model asks to recall whenever it may):
+    # the answer's words, then the sources it cites, as the thread keeps them.
     streamed: dict[str, str] = {}
     for chunk in tokens:
         streamed[chunk["id"]] = streamed.get(chunk["id"], "") + str(chunk["content"])
     reply = values["messages"][-1]
-    assert reply["type"] == "ai" and reply["id"] == list(streamed)[-1]
-    assert streamed[reply["id"]] == reply["content"] == values["answer"]
-    assert len(streamed) == 1 + bool(values["recalled"])
+    assert reply["type"] == "ai" and list(streamed) == [reply["id"]]
+    assert streamed[reply["id"]] == reply["content"]
+    assert reply["content"].startswith(values["answer"] + "\n\n**Sources**\n- ")
     meta = reply["additional_kwargs"]["longdoc"]
     assert meta["turn"] == number and meta["citations"] == values["citations"]
+    assert meta["sources"] == values["sources"] and f'[{values["sources"][0]["label"]}]: "' in reply["content"]
     assert len(values["messages"]) == 2 * number
     return reply
 
@@ -88,9 +90,9 @@ def mcp_session(
     return asyncio.run(session())
 
 
-def ask_chain(doc_id: str, **extra: Any) -> tuple[str, dict[str, Any]]:
-    """An MCP call of the ``chain`` tool about ``doc_id``."""
-    return "chain", {"doc_id": doc_id, "question": "Who manages procurement?", **extra}
+def ask_tool(doc_id: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """An MCP call of the ``ask`` tool about ``doc_id``."""
+    return "ask", {"doc_id": doc_id, "question": "Who manages procurement?", **extra}
 
 
 def text_of(result: Any) -> str:
@@ -98,13 +100,13 @@ def text_of(result: Any) -> str:
 
 
 def tool_agent_model(doc_id: str) -> ScriptedChatModel:
-    """A scripted agent model: asks the ``chain`` tool, then answers with what the tool returned."""
+    """A scripted agent model: asks the ``ask`` tool, then answers with what the tool returned."""
 
     def reply(messages: list[BaseMessage]) -> AIMessage:
         last = messages[-1]
         if isinstance(last, ToolMessage):
             return AIMessage(content=f"longdoc says: {last.content}")
-        name, args = ask_chain(doc_id)
+        name, args = ask_tool(doc_id)
         return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "call-1"}])
 
     return ScriptedChatModel(default=reply)
@@ -161,3 +163,39 @@ def a2a_send(
 
 def artifact_text(task: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []))
+
+
+def a2a_sdk_conversation(
+    url: str, assistant: str, turns: list[list[dict[str, Any]]], headers: dict[str, str] | None = None
+) -> list[list[dict[str, Any]]]:
+    """The official A2A SDK's client, with its defaults (streaming, since the card says so): one message per
+    turn in one context; every event of each turn, as JSON."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types.a2a_pb2 import Message, SendMessageRequest
+    from google.protobuf.json_format import MessageToDict, ParseDict
+
+    async def run() -> list[list[dict[str, Any]]]:
+        async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT) as http:
+            client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url(f"{url}/a2a/{assistant}")
+            context_id, out = "", []
+            for parts in turns:
+                message: dict[str, Any] = {"role": "ROLE_USER", "parts": parts, "messageId": str(uuid.uuid4())}
+                if context_id:
+                    message["contextId"] = context_id
+                request = SendMessageRequest(message=ParseDict(message, Message()))
+                events = [MessageToDict(e) async for e in client.send_message(request)]
+                context_id = next((e["task"]["contextId"] for e in events if "task" in e), context_id)
+                out.append(events)
+            return out
+
+    return asyncio.run(asyncio.wait_for(run(), TIMEOUT * len(turns)))
+
+
+def streamed_answer(events: list[dict[str, Any]]) -> tuple[str, str]:
+    """What a streaming A2A client shows of a turn: the artifact's text as its chunks came, and the final state."""
+    text = "".join(
+        p.get("text", "") for e in events if "artifactUpdate" in e for p in e["artifactUpdate"]["artifact"]["parts"]
+    )
+    states = [(e.get("statusUpdate") or e.get("task") or {}).get("status", {}).get("state", "") for e in events]
+    states = [s for s in states if s]
+    return text, states[-1] if states else ""

@@ -7,6 +7,8 @@ Studio's chat view and Agent Chat UI (``langgraph_sdk``: a thread, ``runs.stream
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +21,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from doubles.endpoint import Script, create_app, running
+from doubles.files import pdf_with_text
+from surfaces.registry import DESCRIPTIONS
 from tests.integration import clients
 from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
@@ -84,6 +88,41 @@ def test_a_studio_style_chat_streams_the_answer_over_two_turns(server: dict[str,
     assert state["messages"][2]["content"] == "When do the field trials start?"
 
 
+def test_a_pdf_dropped_into_the_chat_is_read_and_answered(server: dict[str, Any]) -> None:
+    client = server["client"]
+    thread = client.threads.create()["thread_id"]
+    pdf = base64.b64encode(pdf_with_text("Bob Chen manages procurement. Field trials start in June.")).decode()
+    # as Agent Chat UI sends an uploaded PDF
+    block = {
+        "type": "file",
+        "source_type": "base64",
+        "mime_type": "application/pdf",
+        "data": pdf,
+        "metadata": {"filename": "falcon-brief.pdf"},
+    }
+    turn = clients.chat_turn(client, thread, [{"type": "text", "text": "Who manages procurement?"}, block])
+    reply = clients.check_chat_turn(turn, 1)
+    assert "Bob Chen" in reply["content"] and reply["additional_kwargs"]["longdoc"]["doc_id"]
+    kept = client.threads.get_state(thread)["values"]["messages"][0]["content"]
+    assert pdf[:40] not in str(kept) and "[attached falcon-brief.pdf: document " in str(kept)
+    refused = client.threads.create()["thread_id"]
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    out = clients.chat_turn(client, refused, [{"type": "text", "text": "What is this?"}, image])["values"]
+    assert out["messages"][-1]["content"].startswith("I could not take this message: ")
+    assert "image/png files are not read" in out["messages"][-1]["content"] and not out.get("turn")
+
+
+def test_a_first_message_without_a_document_is_answered_with_what_to_attach(server: dict[str, Any]) -> None:
+    client = server["client"]
+    thread = client.threads.create()["thread_id"]
+    out = clients.chat_turn(client, thread, "What does the report say?")["values"]
+    assert [m["type"] for m in out["messages"]] == ["human", "ai"]
+    assert (
+        "attach it to your message" in out["messages"][-1]["content"]
+        and server["doc_id"] in out["messages"][-1]["content"]
+    )
+
+
 def test_the_first_message_may_name_a_file_under_the_ingest_root(server: dict[str, Any]) -> None:
     client = server["client"]
     thread = client.threads.create()["thread_id"]
@@ -91,35 +130,52 @@ def test_the_first_message_may_name_a_file_under_the_ingest_root(server: dict[st
     assert clients.check_chat_turn(turn, 1)["additional_kwargs"]["longdoc"]["doc_id"] == server["doc_id"]
     outside = client.threads.create()["thread_id"]
     message = {"type": "human", "content": f"Read {ROOT}/README.md"}
-    out = client.runs.wait(outside, "offload", input={"messages": [message]}, raise_error=False)
-    assert "no document" in out["__error__"]["message"] and client.runs.list(outside)[0]["status"] == "error"
-    assert client.threads.get_state(outside)["values"].get("messages") == []
+    out = client.runs.wait(outside, "chat", input={"messages": [message]})
+    assert (
+        "attach it to your message" in out["messages"][-1]["content"]
+        and str(ROOT) not in out["messages"][-1]["content"]
+    )
+    refused = client.runs.wait(outside, "chat", input={"question": f"Read {ROOT}/README.md"}, raise_error=False)
+    assert "no document" in refused["__error__"]["message"]  # a question field is answered with an error
 
 
 def test_the_mcp_client_lists_and_calls_the_workflows(server: dict[str, Any]) -> None:
     doc_id = server["doc_id"]
-    session = clients.mcp_session(server["url"], [clients.ask_chain(doc_id), ("chain", {"question": "Who?"})])
-    assert session["info"].serverInfo.name
-    assert {"ingest", "chain", "summarize", "offload", "route"} <= set(session["tools"])
-    assert "question" in session["tools"]["chain"].inputSchema["properties"]
-    good, bad = session["results"]
-    assert not good.isError and "'answer':" in clients.text_of(good) and server["doc_id"] in clients.text_of(good)
-    assert bad.isError and "InputError" in clients.text_of(bad)  # langgraph-api names the error's type only
+    calls = [
+        clients.ask_tool(doc_id),
+        ("ask", {"question": "Who?"}),
+        ("chat", {"question": "Who manages procurement?", "doc_id": doc_id}),
+    ]
+    session = clients.mcp_session(server["url"], calls)
+    assert session["info"].serverInfo.name == "longdoc"
+    tools = session["tools"]
+    assert list(tools) == ["ingest", "ask", "summarize", "chat", "route"]
+    for name, tool in tools.items():
+        assert tool.description == DESCRIPTIONS[name]
+        properties = tool.inputSchema["properties"]
+        assert "messages" not in properties and all(p.get("description") for p in properties.values()), name
+    good, bad, chat = session["results"]
+    answer = json.loads(clients.text_of(good))  # JSON, not Python repr
+    assert not good.isError and answer["doc_id"] == doc_id and answer["answer"] and answer["quotes"]
+    assert good.structuredContent == answer and "tree" not in answer
+    assert bad.isError and clients.text_of(bad) == "ask failed: no document: give one of doc_id, path or text"
+    turn = json.loads(clients.text_of(chat))
+    assert set(turn) == {"answer", "sources", "citations", "turn", "doc_id", "session"} and turn["turn"] == 1
 
 
 def test_mcp_tools_serve_a_langgraph_agent(server: dict[str, Any]) -> None:
     messages = clients.adapters_agent(server["url"], server["doc_id"])
     calls = [m for m in messages if isinstance(m, ToolMessage)]
-    assert len(calls) == 1 and calls[0].name == "chain" and "'answer':" in str(calls[0].content)
+    assert len(calls) == 1 and calls[0].name == "ask" and '"answer":' in str(calls[0].content)
     assert isinstance(messages[-1], AIMessage) and messages[-1].content.startswith("longdoc says:")
 
 
 def test_an_a2a_caller_holds_a_conversation_with_the_chat_assistant(server: dict[str, Any]) -> None:
     client = server["client"]
-    offload = next(a for a in client.assistants.search(graph_id="offload") if a["graph_id"] == "offload")
-    url, assistant = server["url"], offload["assistant_id"]
+    chat = next(a for a in client.assistants.search(graph_id="chat") if a["graph_id"] == "chat")
+    url, assistant = server["url"], chat["assistant_id"]
     card = clients.httpx.get(f"{url}/a2a/{assistant}/.well-known/agent-card.json", timeout=30).json()
-    assert card["name"]
+    assert card["name"] == "chat" and "needs a document" in card["description"] and card["skills"][0]["examples"]
     parts = [{"text": "Who manages procurement?"}, {"data": {"doc_id": server["doc_id"]}}]
     first = clients.a2a_send(url, assistant, parts)
     assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
@@ -128,3 +184,22 @@ def test_an_a2a_caller_holds_a_conversation_with_the_chat_assistant(server: dict
     state = client.threads.get_state(first["contextId"])["values"]
     assert state["turn"] == 2 and clients.artifact_text(second) == state["messages"][-1]["content"]
     assert clients.artifact_text(first) == state["messages"][1]["content"]
+
+
+def test_the_official_a2a_client_streams_a_conversation_to_its_end(server: dict[str, Any]) -> None:
+    pdf = base64.b64encode(pdf_with_text("Bob Chen manages procurement. Field trials start in June.")).decode()
+    turns = [
+        [{"text": "Hello, what can you do?"}],
+        [{"text": "Who manages procurement?"}, {"raw": pdf, "mediaType": "application/pdf", "filename": "brief.pdf"}],
+        [{"text": "And when do the trials start?"}],
+    ]
+    hello, first, second = clients.a2a_sdk_conversation(server["url"], "chat", turns)
+    text, state = clients.streamed_answer(hello)
+    assert state == "TASK_STATE_COMPLETED" and "attach it to your message" in text  # not a vanished message
+    for events in (first, second):
+        text, state = clients.streamed_answer(events)
+        assert state == "TASK_STATE_COMPLETED" and "**Sources**" in text, events
+        assert sum("artifactUpdate" in e for e in events) >= 2  # the words as they came, then the sources
+    thread = next(e["task"]["contextId"] for e in second if "task" in e)
+    values = server["client"].threads.get_state(thread)["values"]
+    assert values["turn"] == 2 and clients.streamed_answer(second)[0] == values["messages"][-1]["content"]

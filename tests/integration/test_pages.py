@@ -160,7 +160,7 @@ def labels(dom: str, kind: str) -> list[str]:
 
 
 def assert_drawn(shot: Shot) -> None:
-    assert '<div id="canvas" data-rendered="ok"><svg' in shot.dom, drawing(shot.dom)[:500]
+    assert re.search(r'<div id="canvas" data-rendered="ok"[^>]*><svg', shot.dom), drawing(shot.dom)[:500]
     assert shot.console == [], shot.console
     image = shot.image
     assert image.shape[0] >= 500 and image.shape[1] >= 800
@@ -291,3 +291,28 @@ def test_checks_catch_a_broken_page(tmp_path: Path) -> None:
     assert any('"first failure"' in line for line in console), console
     assert any("Uncaught TypeError" in line for line in console), console
     assert any("Content Security Policy" in line for line in console), console
+
+
+@pytest.mark.parametrize("chunks", [22, 200])
+def test_a_large_tree_stays_legible(chunks: int, tmp_path: Path) -> None:
+    """At 20-200 chunks the drawing keeps labels of at least 12 px (fit to the width only when that holds, else
+    actual size, panned and zoomed in a scrolling frame): the nodes in view are boxes a person can read."""
+    rng = np.random.default_rng(chunks)
+    order = [f"c{i}" for i in range(chunks)]
+    edges = [[f"c{int(rng.integers(0, i))}", f"c{i}", float(rng.uniform(0.3, 0.9))] for i in range(1, chunks)]
+    sections = {cid: f"Section {i // 4}: field notes" for i, cid in enumerate(order)}
+    page = tmp_path / f"tree{chunks}.html"
+    page.write_text(tree_html(order, edges, sections, title=f"{chunks} chunks"), encoding="utf-8")
+
+    shot = open_page(page, tmp_path)
+
+    assert_drawn(shot)
+    assert len(labels(shot.dom, "node")) == chunks
+    zoom = float(re.search(r'data-zoom="([\d.]+)"', shot.dom).group(1))  # type: ignore[union-attr]
+    svg = re.search(r'<svg[^>]*id="canvas-svg"[^>]*>', shot.dom).group(0)  # type: ignore[union-attr]
+    width = float(re.search(r' width="([\d.]+)"', svg).group(1))  # type: ignore[union-attr]
+    view = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+)', svg).group(1))  # type: ignore[union-attr]
+    assert zoom >= 0.75 and width == pytest.approx(view * zoom, rel=0.01), (zoom, width, view)
+    # Mermaid's 16 px labels at that scale: several whole node boxes fill the view (squeezed to the page
+    # width, 200 chunks gave boxes of a few pixels and labels of ~4 px)
+    assert pixels_of(shot.image, READ_FILL) > 8 * 2500, "the nodes in view are too small to read"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.conftest import copy_project, free_port, wait_http
+from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
 
 def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -51,3 +53,88 @@ def test_langserve_route_over_http(server_env: dict[str, str], spawn) -> None:  
     assert out["chunks"] == 1 and out["cached"] is False
     again = remote.invoke({"text": "Kingfishers dive for fish."}, config={"configurable": {"namespace": "remote"}})
     assert again["cached"] is True
+
+
+def test_langgraph_dev_answers_studio_and_the_local_command_line_only(
+    server_env: dict[str, str],
+    spawn,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """`make dev` as the project configures it: a page on another origin can neither read nor run anything, no
+    request moves the model endpoint, and paths stay inside LONGDOC_INGEST_ROOT (MCP's ingest included)."""
+    from doubles.endpoint import Script, create_app, running
+    from tests.integration import clients
+
+    exe = shutil.which("langgraph", path=str(Path(sys.executable).parent))
+    assert exe
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "falcon.md").write_text("# Falcon\n\nProject Falcon builds solar water pumps.\n", encoding="utf-8")
+    work = copy_project(tmp_path / "srv")
+    attacker, operator = Script(), Script()
+    with running(create_app(attacker)) as evil, running(create_app(operator)) as model:
+        env = {
+            **server_env,
+            "LONGDOC_BASE_URL": f"{model}/v1",
+            "LONGDOC_MODEL": "scripted",
+            "LONGDOC_API_KEY": "operator-secret-key",
+            "LONGDOC_INGEST_ROOT": str(docs),
+        }
+        port = free_port()
+        proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], env, cwd=work)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(f"{url}/ok", timeout=180, proc=proc)
+        except (TimeoutError, RuntimeError):
+            pytest.fail(log.read_text()[-3000:])
+        studio, page = "https://smith.langchain.com", "https://evil.example"
+        preflight = {"access-control-request-method": "POST", "access-control-request-headers": "content-type"}
+        allowed = httpx.options(f"{url}/runs/wait", headers={"origin": studio, **preflight}, timeout=30)
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == studio
+        assert allowed.headers.get("access-control-allow-private-network") == "true"
+        refused = httpx.options(f"{url}/runs/wait", headers={"origin": page, **preflight}, timeout=30)
+        assert refused.status_code == 403 and "access-control-allow-origin" not in refused.headers
+        assert "access-control-allow-private-network" not in refused.headers
+        readme = str(ROOT / "README.md")
+        steal = {"assistant_id": "ingest", "input": {"path": readme}, "context": {"base_url": f"{evil}/v1"}}
+        simple = httpx.post(
+            f"{url}/runs/wait", content=json.dumps(steal), headers={"origin": page, "content-type": "text/plain"}
+        )
+        assert simple.status_code == 403
+        rebound = httpx.get(f"{url}/threads/search", headers={"host": f"evil.example:{port}"}, timeout=30)
+        assert rebound.status_code == 403
+        chat = {"assistant_id": "offload", "input": {"question": "What is it?", "text": "Herons wade in water."}}
+        moved = httpx.post(f"{url}/runs/wait", json={**chat, "context": {"base_url": f"{evil}/v1"}}, timeout=60)
+        assert moved.status_code == 400 and "base_url" in moved.text, log.read_text()[-3000:]
+        assistant = {"graph_id": "offload", "context": {"model": "gpt-x", "base_url": f"{evil}/v1"}}
+        assert httpx.post(f"{url}/assistants", json=assistant, timeout=30).status_code == 400
+        outside = httpx.post(f"{url}/runs/wait", json={"assistant_id": "ingest", "input": {"path": readme}}, timeout=60)
+        assert outside.status_code == 400 and "LangGraph agents" not in outside.text
+        inside = httpx.post(
+            f"{url}/runs/wait",
+            json={"assistant_id": "ingest", "input": {"path": "falcon.md"}},
+            headers={"origin": studio},
+        )
+        assert inside.status_code == 200 and inside.json()["title"] == "Falcon", inside.text
+        assert inside.headers["access-control-allow-origin"] == studio
+        session = clients.mcp_session(url, [("ingest", {"path": readme}), ("ingest", {"path": "falcon.md"})])
+        escaped, fine = session["results"]
+        assert escaped.isError and "no readable file" in clients.text_of(escaped), clients.text_of(escaped)
+        assert not fine.isError
+    assert attacker.requests == []  # no request, and so no key, ever left for the caller's URL
+    titles = {d.title for d in _documents(server_env["LONGDOC_HOME"])}
+    assert titles == {"Falcon"}, titles  # the README was never read
+
+
+def _documents(home: str) -> list[Any]:
+    import os
+
+    from stores.documents import list_documents
+
+    old = os.environ.get("LONGDOC_HOME")
+    os.environ["LONGDOC_HOME"] = home
+    try:
+        return list_documents("default")
+    finally:
+        if old is not None:
+            os.environ["LONGDOC_HOME"] = old

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from surfaces.registry import canonical
 from tests.integration.conftest import ROOT, free_port, wait_http
 
 DOC = (
@@ -30,9 +31,9 @@ def inputs(doc_id: str) -> dict[str, dict[str, Any]]:
     """A small valid input for every workflow."""
     return {
         "ingest": {"text": "Herons wade in shallow water. They eat fish."},
-        "chain": {"question": "Who manages procurement?", "doc_id": doc_id},
+        "ask": {"question": "Who manages procurement?", "doc_id": doc_id},
         "summarize": {"doc_id": doc_id, "length": 40},
-        "offload": {"question": "What was approved?", "doc_id": doc_id},
+        "chat": {"question": "What was approved?", "doc_id": doc_id},
         "route": {"request": "summarize a long meeting transcript", "registry": "longdoc"},
     }
 
@@ -94,7 +95,7 @@ def test_langserve_serves_every_workflow(fake_env: dict[str, str], spawn) -> Non
         pytest.fail(log.read_text()[-3000:])
     base = f"http://127.0.0.1:{port}"
     health = httpx.get(f"{base}/health").json()
-    assert set(GRAPHS) <= set(health["workflows"])
+    assert {canonical(name) for name in GRAPHS} <= set(health["workflows"])
     doc_id = RemoteRunnable(f"{base}/ingest/").invoke({"text": DOC})["doc_id"]
     for name, payload in inputs(doc_id).items():
         if name not in health["workflows"]:
@@ -102,13 +103,13 @@ def test_langserve_serves_every_workflow(fake_env: dict[str, str], spawn) -> Non
         out = RemoteRunnable(f"{base}/{name}/").invoke(payload, config={"configurable": {"thread_id": f"t-{name}"}})
         assert out, name
         assert httpx.get(f"{base}/{name}/playground/", timeout=30).status_code == 200
-    chain = RemoteRunnable(f"{base}/chain/")
-    events = list(chain.stream(inputs(doc_id)["chain"]))
+    chain = RemoteRunnable(f"{base}/chain/")  # the former id of ask
+    events = list(chain.stream(inputs(doc_id)["ask"]))
     assert events
-    answers = chain.batch([inputs(doc_id)["chain"]] * 2)
+    answers = chain.batch([inputs(doc_id)["ask"]] * 2)
     assert len(answers) == 2 and all(a["answer"] for a in answers)
-    if "offload" in health["workflows"]:
-        again = RemoteRunnable(f"{base}/offload/").invoke(
-            inputs(doc_id)["offload"], config={"configurable": {"thread_id": "t-offload"}}
+    if "chat" in health["workflows"]:
+        again = RemoteRunnable(f"{base}/offload/").invoke(  # the former id of chat, on the same thread
+            inputs(doc_id)["chat"], config={"configurable": {"thread_id": "t-chat"}}
         )
         assert again["turn"] == 2  # the same thread resumed the session begun above

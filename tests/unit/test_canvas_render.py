@@ -700,7 +700,7 @@ def test_html_page_draws_every_label_in_chromium(tmp_path):
         page.write_text(render_html(text, spec.title, bundle), encoding="utf-8")
         dom = chromium_page(page, tmp_path / "profile")
 
-        assert '<div id="canvas" data-rendered="ok">' in dom, dom[dom.find('<div id="canvas"') :][:500]
+        assert '<div id="canvas" data-rendered="ok" data-zoom=' in dom, dom[dom.find('<div id="canvas"') :][:500]
         assert f"<h1>{html.escape(visible(spec.title) or 'Canvas', quote=False)}</h1>" in dom
         drawing = dom[dom.find('<div id="canvas"') : dom.find("<details>")]
         scraper = _LabelScraper()

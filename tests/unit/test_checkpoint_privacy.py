@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 
-from doubles.checkpoint_checks import config, db_holds, served, thread_rows
+from doubles.checkpoint_checks import config, db_holds, thread_rows
 from doubles.replies import offload_chat_model
 from nodes.ingest import ingest
 from stores.checkpoint import open_checkpointer
+from stores.documents import list_documents
 from stores.errors import InputError
 from stores.models import use_chat_model
 from stores.questions import MAX_QUESTION_CHARS
-
-__all__ = ["served"]  # the fixture
 
 SECRET = "Vault code 7731-ZEBRA-QUILL opens the archive."
 TEXT = "\n\n".join(
@@ -41,7 +40,9 @@ def test_document_text_and_uploads_never_reach_the_checkpoint_database(served: A
     assert out["chunks"] >= 1
     with use_chat_model(offload_chat_model()):
         chat = served("offload").invoke({"question": "What opens the archive?", "text": TEXT}, config("t-chat"))
-    assert chat["doc_id"] and chat["answer"]
+    # the text was ingested as a document of its own, and the answer quotes the vault's chunk (only the ids are kept)
+    assert [d.doc_id for d in list_documents("default") if d.title == "Room 0"] == [chat["doc_id"]]
+    assert chat["answer"] == f"{SECRET} [{chat['citations'][0]}]" and len(chat["citations"]) == 1
     assert thread_rows(longdoc_home, "t-chat") > 0  # the chat is checkpointed, without the text
     with open_checkpointer() as saver:
         for item in saver.list(None):
@@ -75,3 +76,25 @@ def test_a_refused_command_line_run_leaves_no_checkpoint(tmp_path: Path, longdoc
         thread_rows(longdoc_home, "t-cli") == thread_rows(longdoc_home, "t-cli-sum") == 0
     )
     assert db_holds(longdoc_home, "why why why") == []
+
+
+def test_a_file_attached_to_a_chat_message_never_reaches_the_checkpoint_database(
+    served: Any, longdoc_home: Path
+) -> None:
+    upload = base64.b64encode(TEXT.replace("7731", "4417").encode()).decode()
+    block = {
+        "type": "file",
+        "source_type": "base64",
+        "mime_type": "text/markdown",
+        "data": upload,
+        "metadata": {"filename": "vault.md"},
+    }
+    bad = {"type": "file", "base64": base64.b64encode(b"a,b\n4417,1\n").decode(), "mime_type": "text/csv"}
+    words = {"type": "text", "text": "What opens the archive?"}
+    with use_chat_model(offload_chat_model()):
+        chat = served("chat").invoke({"messages": [{"type": "human", "content": [words, block]}]}, config("t-att"))
+        refused = served("chat").invoke({"messages": [{"type": "human", "content": [words, bad]}]}, config("t-bad"))
+    assert chat["turn"] == 1 and "[attached vault.md: document " in str(chat["messages"][0].content)
+    assert "text/csv" in refused["messages"][-1].content and not refused.get("turn")
+    for needle in (upload[:40], upload[len(upload) // 2 :][:40], upload[-40:], TEXT[:1000]):
+        assert db_holds(longdoc_home, needle) == [], needle

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 
 import pytest
@@ -63,6 +65,36 @@ def test_a_giant_sentence_is_hard_split() -> None:
     chunks = chunk_text(text, chunk_size=100, chunk_overlap=0)
     assert all(count_tokens(c.text) <= 100 for c in chunks)
     assert sum(len(c.text.split()) for c in chunks) == 2000
+
+
+def _blobs(size: int) -> dict[str, str]:
+    """Texts without spaces as documents carry them: a run of one letter, base64, a hex dump, minified code."""
+    raw = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(size // 32 + 1))[:size]
+    return {
+        "letters": "x" * size,
+        "base64": base64.b64encode(raw).decode(),
+        "hex": raw.hex(),
+        "minified": ("function f(a,b){return a*b+Math.max(a,b)};var q=[1,2,3].map(f);" * (size // 60 + 1))[:size],
+    }
+
+
+def test_text_without_spaces_counts_at_least_a_token_per_three_characters() -> None:
+    assert count_tokens("x" * 3_000_000) >= 1_000_000
+    for name, blob in _blobs(30_000).items():
+        assert count_tokens(blob) >= len(blob) / 3, name
+    # English prose is counted as before: about 1.3 tokens a word, whatever the length of the text.
+    prose = "The committee approved a budget of forty thousand euros in March. " * 50
+    assert count_tokens(prose) == pytest.approx(1.3 * len(prose.replace(".", " .").split()), abs=1)
+
+
+@pytest.mark.parametrize("size", [100, 900])
+def test_text_without_spaces_is_cut_by_characters_within_the_chunk_size(size: int) -> None:
+    for name, blob in _blobs(60_000).items():
+        chunks = chunk_text(blob, chunk_size=size, chunk_overlap=0)
+        assert len(chunks) > 1, name
+        assert all(count_tokens(c.text) <= size for c in chunks), name
+        assert all(len(c.text) <= 3 * size + 16 for c in chunks), name
+        assert "".join(c.text for c in chunks).replace(" ", "") == blob.replace(" ", ""), name
 
 
 def test_bad_settings_are_rejected() -> None:

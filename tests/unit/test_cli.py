@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,14 @@ def test_ingest_json_then_cached(sample_markdown: Path, capsys: pytest.CaptureFi
 
 
 def test_ingest_text_output_and_namespace(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stores.documents import list_documents
+    from stores.vectorstore import get_store
+
     assert main(["ingest", str(sample_markdown), "--namespace", "team1", "-q"]) == EXIT_OK
     assert "indexed: Project Falcon" in capsys.readouterr().out
+    (doc,) = list_documents("team1")
+    assert doc.title == "Project Falcon" and doc.namespace == "team1" and list_documents("default") == []
+    assert get_store("team1").count() == doc.chunks > 0 and get_store("default").count() == 0
 
 
 def test_bad_input_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,3 +105,47 @@ def test_every_workflow_command_shares_the_common_flags() -> None:
     for name in ("ask", "chat"):
         flags = {opt for action in commands[name]._actions for opt in action.option_strings}
         assert {"--stream", "--no-stream"} <= flags
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    from surfaces.cli import build_parser
+
+    (sub,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_help_lists_every_subcommand_with_its_help() -> None:
+    from surfaces.cli import build_parser
+
+    commands = _subcommands()
+    assert {"ingest", "docs", "ask", "summarize", "chat", "canvas", "route", "forget", "models", "serve"} == set(commands)
+    listed = build_parser().format_help().split("commands:", 1)[1]
+    assert [name for name in commands if not re.search(rf"^    {name}\b", listed, flags=re.M)] == []
+
+
+def test_ask_offers_the_reading_knobs_of_the_chain_context() -> None:
+    from nodes.chain.context import ChainContext
+    from surfaces.cli import build_parser, context_values
+
+    args = build_parser().parse_args(
+        ["ask", "a.md", "q", "--floor", "-1", "--tree-weight", "1", "--jump-penalty", "0.5", "--roots", "2"]
+    )
+    given = {"floor": -1.0, "tree_weight": 1.0, "jump_penalty": 0.5, "roots": 2, "namespace": "default"}
+    assert context_values(args, ChainContext) == given
+
+
+def test_the_embedder_option_offers_every_embedder_and_refuses_others(capsys: pytest.CaptureFixture[str]) -> None:
+    from nodes.context import Context, validate
+    from stores.embedders import EMBEDDERS
+    from stores.settings import InputError
+    from surfaces.cli import build_parser
+    from surfaces.options import context_field
+
+    described = context_field(Context, "embedder").metadata
+    assert described["choices"] == EMBEDDERS and all(name in described["description"] for name in EMBEDDERS)
+    assert build_parser().parse_args(["ask", "a.md", "q", "--embedder", "e5torch"]).embedder == "e5torch"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ask", "a.md", "q", "--embedder", "bert"])
+    assert "invalid choice: 'bert'" in capsys.readouterr().err
+    with pytest.raises(InputError, match="unknown embedder 'bert'"):
+        validate(Context(embedder="bert"))

@@ -83,6 +83,21 @@ def test_the_readme_keeps_the_two_commands_and_the_licences() -> None:
     assert "## Licences" in text
 
 
+def test_the_readmes_command_line_block_names_every_subcommand() -> None:
+    from tests.unit.test_cli import _subcommands
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = FENCE.findall(text.split("### Command line", 1)[1])[0][1]
+    named = {words[1] for words in _commands(block) if words[:1] == ["longdoc"] and not words[1].startswith("-")}
+    assert named == set(_subcommands())
+
+
+def test_no_line_of_the_readme_is_written_twice() -> None:
+    lines = [line.strip() for line in _prose((ROOT / "README.md").read_text(encoding="utf-8")).splitlines()]
+    long = [line for line in lines if len(line) >= 50]
+    assert sorted({line for line in long if long.count(line) > 1}) == []
+
+
 @pytest.mark.parametrize("page", PAGES, ids=_rel)
 def test_links_resolve(page: Path) -> None:
     broken = []
@@ -233,3 +248,16 @@ def test_the_command_check_catches_a_wrong_option() -> None:
     assert _check(["python", "-m", "bench.no_such_module"], makefile)
     assert _check(["make", "no-such-target"], makefile)
     assert _check(["longdoc", "ask", "a.txt", "q", "--budget", "6000"], makefile) is None
+
+
+def test_security_doc_states_every_caller_bound() -> None:
+    """docs/security.md names every setting of ``surfaces.access.CALLER_BOUNDS`` with the top of its range."""
+    from surfaces.access import CALLER_BOUNDS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text(encoding="utf-8")
+    table = text.split("### What a caller may set", 1)[1].split("`LONGDOC_SERVER_KEYS`", 1)[0]
+    for key, (_low, high) in CALLER_BOUNDS.items():
+        row = next((line for line in table.splitlines() if f"`{key}`" in line), "")
+        top = f"{int(high):,}" if float(high).is_integer() else f"{high:g}"
+        shown = (top, top.replace(",", ""), "2^32-1")
+        assert row and any(s in row.split(f"`{key}`", 1)[1].split(";")[0] for s in shown), (key, row)

@@ -1,9 +1,10 @@
 """Every workflow against a model endpoint that misbehaves on purpose (``doubles.endpoint``).
 
 The endpoint runs on loopback in a thread; each test points ``LONGDOC_BASE_URL`` at it with short
-timeouts. Assertions: the exit code or HTTP status, a message naming the endpoint, a time bound,
-and how many requests reached the endpoint (retries counted once across the client and the
-graph's retry policies).
+timeouts. Assertions: the exit code or HTTP status, a message naming the endpoint, a bound on what the
+code waited for (``tests.clocks``: each request's timeouts and each back-off, not the wall clock, which a
+busy machine stretches), and how many requests reached the endpoint (retries counted once across the
+client and the graph's retry policies).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from fastapi.testclient import TestClient
@@ -24,12 +25,18 @@ from stores.models import LLM, ModelError, ModelOutputError, messages
 from stores.usage import track_usage
 from surfaces import cli
 from surfaces.serve import create_app
+from tests.clocks import FakeClock, Waits, fake_deadline_clock, record_waits
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 READ_TIMEOUT = 0.5
+CONNECT_TIMEOUT = 0.5
 RETRIES = 1
-BOUND = (RETRIES + 1) * (READ_TIMEOUT + 2.0) + 3.0
-"""Seconds a stalled call may take at most: every attempt's read timeout, back-off and slack."""
+BACKOFF = 2.0
+"""The longest back-off before a retry (the OpenAI client's first is at most 0.5 s, ``retry_after`` here 0.3 s)."""
+WAIT_BOUND = (RETRIES + 1) * (CONNECT_TIMEOUT + READ_TIMEOUT) + RETRIES * BACKOFF
+"""The most a failing call may wait: every attempt's connect and read timeouts and the back-off between them."""
+BOUND = WAIT_BOUND + 4.0
+"""A run deadline that only stops a stalled call from holding up a test."""
 
 pytestmark = pytest.mark.enable_socket
 
@@ -37,12 +44,30 @@ pytestmark = pytest.mark.enable_socket
 @pytest.fixture(autouse=True)
 def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("LONGDOC_READ_TIMEOUT", str(READ_TIMEOUT))
-    monkeypatch.setenv("LONGDOC_CONNECT_TIMEOUT", "0.5")
+    monkeypatch.setenv("LONGDOC_CONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
     monkeypatch.setenv("LONGDOC_MAX_RETRIES", str(RETRIES))
     monkeypatch.setenv("LONGDOC_MODEL", "scripted")
     endpoint_gate.reset()
     yield
     endpoint_gate.reset()
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
+    """What the code waits for from here on: each request's timeouts and each back-off sleep."""
+    return record_waits(monkeypatch)
+
+
+@pytest.fixture
+def deadline_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """Run deadlines on a fake clock, moved on only by what the code waits for (recorded in ``waits``)."""
+    return fake_deadline_clock(monkeypatch)
+
+
+@pytest.fixture
+def clocked_waits(monkeypatch: pytest.MonkeyPatch, deadline_clock: FakeClock) -> Waits:
+    """``waits`` that also move the run deadlines' clock: a deadline passes when the waits reach it."""
+    return record_waits(monkeypatch, deadline_clock)
 
 
 @pytest.fixture
@@ -57,27 +82,28 @@ def endpoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 # --- the model layer ------------------------------------------------------------------------------
 @pytest.mark.parametrize("endpoint", ["stall", "stall_reply"], indirect=True)
-def test_a_stalled_endpoint_ends_in_a_clear_error_and_is_not_retried_again(endpoint: fake_endpoint.Script) -> None:
-    start = time.monotonic()
+def test_a_stalled_endpoint_ends_in_a_clear_error_and_is_not_retried_again(
+    endpoint: fake_endpoint.Script, waits: Waits
+) -> None:
     with pytest.raises(ModelError, match="did not answer in time") as caught:
         LLM("worker").text(messages("s", "hello"))
-    assert time.monotonic() - start < BOUND
+    assert len(waits.timeouts) == len(endpoint.requests) == RETRIES + 1
+    assert all(t == {"connect": CONNECT_TIMEOUT, "read": READ_TIMEOUT} for t in waits.timeouts)
+    assert waits.most() <= WAIT_BOUND
     assert endpoint.url in str(caught.value)  # type: ignore[attr-defined]
-    assert len(endpoint.requests) == RETRIES + 1
-    start = time.monotonic()
+    waits.clear()
     with pytest.raises(ModelError, match="not retried for another"):
         LLM("expert").text(messages("s", "hello again"))
-    assert time.monotonic() - start < 0.5 and len(endpoint.requests) == RETRIES + 1
+    assert waits == Waits() and len(endpoint.requests) == RETRIES + 1  # refused at once: nothing sent or waited
 
 
-def test_an_endpoint_that_refuses_connections_is_named() -> None:
+def test_an_endpoint_that_refuses_connections_is_named(waits: Waits) -> None:
     url = f"http://127.0.0.1:{fake_endpoint.free_port()}/v1"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LONGDOC_BASE_URL", url)
-        start = time.monotonic()
         with pytest.raises(ModelError, match="cannot be reached") as caught:
             LLM("worker").text(messages("s", "hello"))
-    assert url in str(caught.value) and time.monotonic() - start < BOUND
+    assert url in str(caught.value) and len(waits.timeouts) == RETRIES + 1 and waits.most() <= WAIT_BOUND
 
 
 @pytest.mark.parametrize(
@@ -97,13 +123,12 @@ def test_failing_replies_end_in_model_errors(endpoint: fake_endpoint.Script, mes
     assert len(endpoint.requests) <= RETRIES + 1
 
 
-def test_retry_after_is_honoured_then_the_call_succeeds(endpoint: fake_endpoint.Script) -> None:
+def test_retry_after_is_honoured_then_the_call_succeeds(endpoint: fake_endpoint.Script, waits: Waits) -> None:
     endpoint.faults = ["rate_limited"]
-    start = time.monotonic()
     with track_usage() as usage:
         text = LLM("worker").text(messages("s", "hello"))
     assert text == fake_endpoint.TEXT_REPLY and usage["worker"]["calls"] == 1
-    assert time.monotonic() - start >= 0.3 and len(endpoint.requests) == 2
+    assert waits.sleeps == [endpoint.retry_after] and len(endpoint.requests) == 2  # waited as Retry-After said
 
 
 def test_a_truncated_text_reply_is_asked_again_then_refused(endpoint: fake_endpoint.Script) -> None:
@@ -239,15 +264,14 @@ WORKFLOWS = {
 @pytest.mark.parametrize("endpoint", ["stall", "stall_reply", "reset", "error_500", "html"], indirect=True)
 @pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
 def test_workflows_answer_503_naming_the_endpoint_within_the_bound(
-    endpoint: fake_endpoint.Script, workflow: str
+    endpoint: fake_endpoint.Script, workflow: str, waits: Waits
 ) -> None:
     with TestClient(create_app()) as client:
         doc_id = _ingest(client)
-        start = time.monotonic()
+        waits.clear()
         response = client.post(f"/{workflow}/invoke", json={"input": WORKFLOWS[workflow](doc_id)})
-        took = time.monotonic() - start
     assert response.status_code == 503, response.text
-    assert took < BOUND
+    assert len(waits.timeouts) == len(endpoint.requests) and waits.most() <= WAIT_BOUND, waits
     assert endpoint.url in response.json()["detail"]  # type: ignore[attr-defined]
     if endpoint.fault != "html":
         # The graph's retry policies do not send the failed call again: one client's attempts in all.
@@ -256,13 +280,12 @@ def test_workflows_answer_503_naming_the_endpoint_within_the_bound(
 
 @pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
 def test_the_command_line_exits_3_on_a_stalled_endpoint(
-    endpoint: fake_endpoint.Script, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    endpoint: fake_endpoint.Script, tmp_path: Path, capsys: pytest.CaptureFixture[str], waits: Waits
 ) -> None:
     script = tmp_path / "questions.json"
     script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
-    start = time.monotonic()
     code = cli.main(["summarize", str(FALCON), "-q", "--json"])
-    assert code == 3 and time.monotonic() - start < BOUND
+    assert code == 3 and len(endpoint.requests) == RETRIES + 1 and waits.most() <= WAIT_BOUND, waits
     assert endpoint.url in capsys.readouterr().err  # type: ignore[attr-defined]
     code = cli.main(["chat", str(FALCON), "--script", str(script), "-q"])
     assert code == 3
@@ -312,16 +335,30 @@ def test_prose_where_json_was_required_is_refused_or_marked(endpoint: fake_endpo
 
 
 def test_a_served_run_ends_at_the_run_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    from doubles.replies import offload_chat_model as fake_chat_model
+    import threading
+
+    from doubles.chat import ScriptedChatModel
+    from doubles.replies import offload_reply
+
+    released = threading.Event()
+    replies: list[str] = []
+
+    def held(prompt: Any) -> str:
+        """The scripted reply, given only once the test lets the model go."""
+        released.wait(60)
+        replies.append(offload_reply(prompt))
+        return replies[-1]
 
     monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "1")
-    with TestClient(create_app(chat_model=fake_chat_model(delay=2.0))) as client:
+    with TestClient(create_app(chat_model=ScriptedChatModel(default=held))) as client:
         doc_id = _ingest(client)
-        start = time.monotonic()
-        response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
-        took = time.monotonic() - start
+        try:
+            response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
+            answered_first = list(replies)
+        finally:
+            released.set()
     assert response.status_code == 503 and "did not finish within 1 s" in response.json()["detail"]
-    assert took < 2.0
+    assert answered_first == []  # the answer came at the deadline, while the model still held its reply
 
 
 @pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
@@ -332,6 +369,7 @@ def test_a_command_line_run_ends_at_the_run_deadline(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    clocked_waits: Waits,
 ) -> None:
     # Each call would wait 20 s for its reply; the whole run may take 1 s.
     monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "20")
@@ -343,14 +381,12 @@ def test_a_command_line_run_ends_at_the_run_deadline(
         "summarize": ["summarize", str(FALCON), "--json"],
         "chat": ["chat", str(FALCON), "--script", str(script)],
     }[command]
-    start = time.monotonic()
     code = cli.main([*argv, "-q"])
-    took = time.monotonic() - start
     err = capsys.readouterr().err
-    assert code == 3 and took < 2.5, (code, took, err)
+    assert code == 3, (code, err)
     assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in err and err.count("\n") == 1
-    # cut while waiting for the first reply (or, on a busy machine, before it was sent), never retried
-    assert len(endpoint.requests) <= 1
+    # The first request waited until the deadline, not its 20 s read timeout, and was never sent again.
+    assert clocked_waits.timeouts == [{"connect": CONNECT_TIMEOUT, "read": 1.0}] and len(endpoint.requests) == 1
 
 
 # --- what a failed run leaves behind ---------------------------------------------------------------------
@@ -358,13 +394,14 @@ EVERY_FAULT = [mode for mode in fake_endpoint.FAULTS if mode != "ok"] + ["refuse
 
 
 def _snapshot(home: Path) -> dict[str, str]:
-    """Digest of every file of the data home but the checkpoints (documents, vectors, offloaded turns, caches)."""
+    """Digest of every file of the data home but the checkpoints and the (empty) lock files: documents, vectors,
+    offloaded turns, caches."""
     import hashlib
 
     return {
         str(path.relative_to(home)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(home.rglob("*"))
-        if path.is_file() and not path.name.startswith("checkpoints.sqlite")
+        if path.is_file() and not path.name.startswith("checkpoints.sqlite") and path.suffix != ".lock"
     }
 
 
@@ -466,14 +503,15 @@ def test_a_longdoc_process_exits_at_the_run_deadline(endpoint: fake_endpoint.Scr
     import subprocess
     import sys
 
-    # Each request would wait 20 s for its reply, three times: the process must not wait for them.
-    env = {**os.environ, "LONGDOC_READ_TIMEOUT": "20", "LONGDOC_MAX_RETRIES": "2", "LONGDOC_RUN_TIMEOUT": "3"}
+    # Each request would wait 600 s for its reply, three times: the process must not wait for them. It exits
+    # long before one read timeout is over (the guard below is a fifth of it: start-up on a busy machine fits
+    # many times over), and its cut request is never sent again.
+    endpoint.stall_seconds = 900
+    env = {**os.environ, "LONGDOC_READ_TIMEOUT": "600", "LONGDOC_MAX_RETRIES": "2", "LONGDOC_RUN_TIMEOUT": "3"}
     command = [sys.executable, "-m", "surfaces.cli", "summarize", str(FALCON), "-q"]
-    start = time.monotonic()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=FALCON.parents[2])
-    took = time.monotonic() - start
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=FALCON.parents[2])
     assert done.returncode == 3 and "did not finish within 3 s" in done.stderr, done.stderr
-    assert took < 15  # start-up, 3 s of run, no wait for the abandoned requests
+    assert len(endpoint.requests) <= 1
 
 
 # --- the bundled server: streamed with prompt progress, one request per slot ----------------------------
@@ -488,7 +526,7 @@ def bundled(monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_endpoint.Script]:
         server = local_model.LocalServer(
             handle=None, port=port, model="scripted", path=Path("scripted.gguf"), n_ctx=8192
         )
-        monkeypatch.setattr(local_model, "_server", server)
+        local_model.servers.put(local_model.BUNDLED, server)  # forgotten by the reset after the test
         monkeypatch.delenv("LONGDOC_BASE_URL", raising=False)
         script.url = server.base_url  # type: ignore[attr-defined]
         yield script
@@ -519,29 +557,48 @@ def test_a_long_prompt_on_the_bundled_server_outlasts_the_read_timeout_while_it_
     with track_usage() as usage:
         text = LLM("worker").text(messages("s", "hello"))
     parsed = LLM("worker").structured(messages("s", "capital?"), Answer)
-    assert text == fake_endpoint.TEXT_REPLY and parsed.answer and usage["worker"]["calls"] == 1
+    assert text == fake_endpoint.TEXT_REPLY and usage["worker"]["calls"] == 1
+    assert parsed.answer == fake_endpoint.sample({"type": "string"})  # the schema's smallest instance, parsed
     assert len(bundled.requests) == 2 and time.monotonic() - start >= 2 * bundled.prompt_seconds
     bodies = [r["body"] for r in bundled.requests]
     assert all(b["stream"] and b["return_progress"] for b in bodies)
-    assert bodies[1]["response_format"]["json_schema"]["schema"]["properties"]["answer"]
+    assert (
+        bodies[1]["response_format"]["json_schema"]["schema"]["properties"] == Answer.model_json_schema()["properties"]
+    )
 
 
-def test_a_bundled_server_that_makes_no_progress_is_cut_at_the_read_timeout(bundled: fake_endpoint.Script) -> None:
+def test_a_bundled_server_that_makes_no_progress_is_cut_at_the_read_timeout(
+    bundled: fake_endpoint.Script, waits: Waits
+) -> None:
     bundled.prompt_seconds = 30.0  # silent: no progress report, no token
-    start = time.monotonic()
     with pytest.raises(ModelError, match="did not answer in time") as caught:
         LLM("worker").text(messages("s", "hello"))
-    assert time.monotonic() - start < BOUND and bundled.url in str(caught.value)  # type: ignore[attr-defined]
+    assert bundled.url in str(caught.value)  # type: ignore[attr-defined]
+    assert {t["read"] for t in waits.timeouts} == {READ_TIMEOUT} and waits.most() <= WAIT_BOUND, waits
 
 
 def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sent(
-    bundled: fake_endpoint.Script,
+    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
-    # Each request keeps the one slot 0.35 s without a byte: three at once would wait up to
-    # 1.05 s in all, twice the read timeout, if their clocks started before the slot was theirs.
-    bundled.prompt_seconds = 0.7 * READ_TIMEOUT
+    import httpx
+
+    from stores import local_model
+
+    # Each request keeps the one slot 0.35 s without a byte: three at once wait 1.05 s in all. Each is sent only
+    # once the slot is its own, with its whole read timeout (counted, not timed: a busy machine changes neither).
+    bundled.prompt_seconds = 0.35
+    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "5")
+    slots = local_model.servers.get(local_model.BUNDLED).slots  # type: ignore[union-attr]
+    sent: list[tuple[bool, object]] = []
+    send = httpx.HTTPTransport.handle_request
+
+    def sending(transport: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        sent.append((slots._value == 0, (request.extensions.get("timeout") or {}).get("read")))  # type: ignore[attr-defined]
+        return send(transport, request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", sending)
     errors: list[BaseException] = []
 
     def ask(i: int) -> None:
@@ -556,61 +613,76 @@ def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sen
     for thread in threads:
         thread.join(timeout=30)
     assert not errors, errors
+    assert sent == [(True, 5.0)] * 3  # each sent holding the slot, with its whole read timeout
     assert len(bundled.requests) == 3 and bundled.busy_most == 1  # nothing retried, one at a time
 
 
 # --- the run deadline in any thread ------------------------------------------------------------------------
 @pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
-def test_the_run_deadline_holds_on_any_thread(endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_run_deadline_holds_on_any_thread(
+    endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch, deadline_clock: FakeClock, clocked_waits: Waits
+) -> None:
     import threading
 
     from stores.errors import RunTimeout
 
     monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "20")  # each call alone would wait 20 s, twice
-    outcome: dict[str, object] = {}
+    outcome: dict[str, tuple[str, float, int]] = {}
 
     def run() -> None:
         with cli.deadline(1):
-            start = time.monotonic()
-            try:
-                LLM("worker").text(messages("s", "hello"))
-            except RunTimeout as exc:
-                outcome["first"] = (str(exc), time.monotonic() - start)
-            start = time.monotonic()
-            try:
-                LLM("expert").text(messages("s", "hello again"))
-            except RunTimeout as exc:
-                outcome["second"] = (str(exc), time.monotonic() - start)
+            for name, role in (("first", "worker"), ("second", "expert")):
+                start, sent = deadline_clock.now, len(clocked_waits.timeouts)
+                try:
+                    LLM(role).text(messages("s", f"hello from the {role}"))
+                except RunTimeout as exc:
+                    outcome[name] = (str(exc), deadline_clock.now - start, len(clocked_waits.timeouts) - sent)
 
     thread = threading.Thread(target=run)
     thread.start()
     thread.join(timeout=60)
-    message, took = outcome["first"]  # type: ignore[misc]
-    # far below the 20 s read timeout, with room for a busy machine
-    assert "did not finish within 1 s (LONGDOC_RUN_TIMEOUT)" in message and took < 3.0
-    assert outcome["second"][1] < 0.1  # type: ignore[index]  # refused at once
+    # The first call waits for the deadline (its 20 s read timeout cut to 1 s) and the client's back-off before
+    # the retry the deadline refuses; the second is refused at once.
+    message = "the run did not finish within 1 s (LONGDOC_RUN_TIMEOUT)"
+    assert sum(clocked_waits.sleeps) <= BACKOFF
+    assert outcome["first"] == (message, 1.0 + sum(clocked_waits.sleeps), 1)
+    assert outcome["second"] == (message, 0.0, 0)
+    assert clocked_waits.timeouts == [{"connect": CONNECT_TIMEOUT, "read": 1.0}]
     assert len(endpoint.requests) == 1  # the cut request is not sent again, the next one never sent
 
 
 @pytest.mark.parametrize("endpoint", ["stall"], indirect=True)
 def test_a_served_run_past_its_deadline_sends_no_more_model_requests(
-    endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
+    endpoint: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch, clocked_waits: Waits
 ) -> None:
+    import threading
+
+    ended = threading.Event()
+    call = LLM._call
+
+    def ending(self: LLM, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(LLM, "_call", ending)
     monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "6")
-    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "3")  # room for the run to reach its first request on a busy machine
+    monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", "3")
     with TestClient(create_app()) as client:
         doc_id = _ingest(client)
-        start = time.monotonic()
         response = client.post("/offload/invoke", json={"input": WORKFLOWS["offload"](doc_id)})
-        assert response.status_code == 503 and time.monotonic() - start < 4.5, response.text
-        # The worker thread's request was cut at the deadline: no retry after the 6 s read timeout.
-        time.sleep(max(0.0, start + 8.0 - time.monotonic()))
-    assert len(endpoint.requests) <= 1, endpoint.requests
+        assert response.status_code == 503 and "did not finish within 3 s" in response.text, response.text
+        # The model call in the worker thread goes on past the answer; once it has ended, nothing more is sent.
+        assert ended.wait(60), "the worker thread's model call did not end"
+    # Its request waited for the deadline, not the 6 s read timeout, and was not sent again.
+    assert clocked_waits.timeouts == [{"connect": CONNECT_TIMEOUT, "read": 3.0}], clocked_waits
+    assert len(endpoint.requests) == 1, endpoint.requests
 
 
 # --- route: its model step is the embedder, here an OpenAI-compatible endpoint ---------------------------
 @pytest.mark.parametrize("fault", EVERY_FAULT)
-def test_an_embedding_endpoint_fails_clearly_within_the_bound(fault: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_embedding_endpoint_fails_clearly_within_the_bound(fault: str, waits: Waits) -> None:
     from stores.endpoints import EndpointEmbeddings
 
     script = fake_endpoint.Script(fault="ok" if fault == "refuse" else fault, stall_seconds=30, retry_after=0.3)
@@ -618,12 +690,10 @@ def test_an_embedding_endpoint_fails_clearly_within_the_bound(fault: str, monkey
         if fault == "refuse":
             url = f"http://127.0.0.1:{fake_endpoint.free_port()}"
         embedder = EndpointEmbeddings(url + "/v1", None, "scripted-embed")
-        start = time.monotonic()
         with pytest.raises(ModelError) as caught:
             embedder.embed_documents(["Bob Chen manages procurement.", "The supplier is Acme."])
-        took = time.monotonic() - start
     assert url + "/v1" in str(caught.value) and "embedding" in str(caught.value), caught.value
-    assert took < BOUND and len(script.requests) <= RETRIES + 1
+    assert len(script.requests) <= len(waits.timeouts) <= RETRIES + 1 and waits.most() <= WAIT_BOUND, waits
 
 
 def test_an_embedding_endpoint_that_answers_embeds(endpoint: fake_endpoint.Script) -> None:
@@ -642,6 +712,7 @@ def test_route_with_an_endpoint_embedder_fails_clearly_and_leaves_the_store_unch
     longdoc_home: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    waits: Waits,
 ) -> None:
     from stores import embedders, vectorstore
 
@@ -665,11 +736,11 @@ def test_route_with_an_endpoint_embedder_fails_clearly_and_leaves_the_store_unch
         switch(failing)
         # A stalled embedder must not hold the test (set here: the first run imports Chroma, slow on a busy machine).
         monkeypatch.setenv("LONGDOC_RUN_TIMEOUT", str(BOUND))
-        start = time.monotonic()
+        waits.clear()
         code = cli.main(argv)  # the request's embedding fails
-        took = time.monotonic() - start
         err = capsys.readouterr().err
-        assert code == 3 and took < BOUND and err.count("\n") == 1 and failing in err, (code, took, err)
+        assert code == 3 and err.count("\n") == 1 and failing in err, (code, err)
+        assert len(waits.timeouts) <= RETRIES + 1 and waits.most() <= WAIT_BOUND, waits
         assert _snapshot(longdoc_home) == before
 
         script.fault = "ok"

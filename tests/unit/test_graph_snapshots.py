@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from surfaces.registry import WORKFLOWS
+from surfaces.registry import ALIASES, DESCRIPTIONS, WORKFLOWS, canonical
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 UPDATE = os.environ.get("LONGDOC_UPDATE_SNAPSHOTS", "") not in ("", "0")
@@ -96,10 +96,17 @@ def test_a_changed_shape_fails_with_a_diff(tmp_path: Path) -> None:
 def test_langgraph_json_and_aegra_serve_the_registered_workflows() -> None:
     root = SNAPSHOTS.parents[2]
     graphs = json.loads((root / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
-    assert set(graphs) == set(WORKFLOWS)
+    assert set(graphs) == set(WORKFLOWS) | set(ALIASES)
     for name, spec in graphs.items():
-        path, attribute = spec.split(":")
+        path, attribute = spec["path"].split(":")
         module = Path(path).with_suffix("").as_posix().removeprefix("./").replace("/", ".")
-        assert module == WORKFLOWS[name] and attribute == "graph" and (root / path).is_file()
+        assert module == WORKFLOWS[canonical(name)] and attribute == "graph" and (root / path).is_file()
+        # langgraph-api makes the description the assistant's, which its MCP tools and A2A cards show
+        if name in WORKFLOWS:
+            assert spec["description"] == DESCRIPTIONS[name]
+        else:
+            assert f"use {canonical(name)}" in spec["description"]
     aegra = json.loads((root / "aegra.json").read_text(encoding="utf-8"))["graphs"]
-    assert set(aegra) == set(WORKFLOWS)
+    assert set(aegra) == set(WORKFLOWS) | set(ALIASES)
+    for name in WORKFLOWS:  # a graph's name is the tool name langgraph-api derives
+        assert importlib.import_module(WORKFLOWS[name]).graph.name == name

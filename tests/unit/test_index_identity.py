@@ -97,7 +97,7 @@ def test_a_chat_session_refuses_a_turn_after_its_document_is_reindexed(doc_id: s
     context = {"policy": "offload", "min_score": -1.0, "details_k": 1}
     with use_chat_model(offload_chat_model()):
         first = graph.invoke({"question": "Where do herons wait?", "doc_id": doc_id}, config=config, context=context)
-        assert first["citations"]
+        assert first["citations"] == ["c0"]
         reingest(FIRST)
         second = graph.invoke({"question": "What do herons eat?"}, config=config, context=context)
         assert second["turn"] == 2  # identical re-ingest: the history's chunk ids still hold

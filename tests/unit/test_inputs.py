@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import itertools
 from pathlib import Path
 from typing import Any
@@ -17,11 +20,12 @@ from graphs.route.graph import graph as route
 from graphs.summarize.graph import graph as summarize
 from nodes.ingest import DOCUMENT_FIELDS, read_source
 from nodes.ingest import ingest as ingest_file
+from nodes.summarize.length import length_units
 from stores.documents import list_documents
 from stores.errors import InputError
-from stores.models import use_chat_model
+from stores.models import ModelError, use_chat_model
 from stores.questions import MAX_QUESTION_CHARS
-from stores.text import content_hash
+from stores.text import LONG_RUN, content_hash, count_tokens
 from surfaces import cli
 from surfaces.registry import compile_with
 from tests.fakes import quoting
@@ -167,3 +171,28 @@ def test_every_workflow_takes_its_namespace_from_the_input_and_keeps_no_text(
     assert out["doc_id"] not in [d.doc_id for d in list_documents("default")]
     values = graph.get_state(config).values
     assert values["namespace"] == "zoo" and values["text"] == "" and OTHER_TEXT not in str(values)
+
+
+BLOBS = {
+    "letters": "x" * 120_000,
+    "base64": base64.b64encode(b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(2800))).decode(),
+    "hex": b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(1800)).hex(),
+}
+"""Documents without a space: as long as a few hundred English words would be, they count by characters."""
+
+
+@pytest.mark.parametrize("blob", sorted(BLOBS))
+@pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
+def test_a_document_without_spaces_never_makes_an_oversized_request_or_summary(workflow: str, blob: str) -> None:
+    request, context = WORKFLOWS[workflow]
+    model = every_role_model()
+    out: dict[str, Any] = {}
+    with use_chat_model(model), contextlib.suppress(ModelError):
+        out = compile_with(workflow, None).invoke({**request, "text": BLOBS[blob]}, context=context)
+    assert model.calls, "the model was asked (the text is not its own summary)"
+    for call in model.calls:
+        prompt = "\n".join(str(m.content) for m in call)
+        assert count_tokens(prompt) <= 4000 and len(prompt) <= 16_000, (len(prompt), prompt[:200])
+    if workflow == "summarize" and out:
+        assert length_units(out["summary"], "en") <= 1.25 * request["length"]
+        assert len(out["summary"]) <= 1.25 * request["length"] * LONG_RUN + 200

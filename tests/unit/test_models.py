@@ -160,21 +160,21 @@ def test_truncated_structured_reply_is_retried_with_a_larger_budget(monkeypatch:
     assert usage["manager"]["calls"] == 2 and usage["manager"]["truncated"] == 1
 
 
-def test_a_run_deadline_keeps_the_earlier_of_two_and_no_call_starts_after_it() -> None:
-    import time
-
+def test_a_run_deadline_keeps_the_earlier_of_two_and_no_call_starts_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from stores.deadlines import check_deadline, deadline_left, run_deadline
     from stores.errors import RunTimeout
     from stores.models import transient
+    from tests.clocks import fake_deadline_clock
 
+    clock = fake_deadline_clock(monkeypatch)
     model = ScriptedChatModel(default="fine")
     assert deadline_left() is None and check_deadline() is None
     with run_deadline(0.2), run_deadline(60):
-        left = deadline_left()
-        assert left is not None and left <= 0.2  # the inner, later deadline does not extend the outer one
+        assert deadline_left() == 0.2  # the inner, later deadline does not extend the outer one
         with use_chat_model(model):
+            clock.advance(0.1)
             assert LLM("worker").text(messages("s", "q")) == "fine"
-            time.sleep(0.25)
+            clock.advance(0.1)  # the deadline reached
             with pytest.raises(RunTimeout, match=r"did not finish within 0\.2 s") as caught:
                 LLM("worker").text(messages("s", "q"))
     assert len(model.calls) == 1 and deadline_left() is None

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from doubles.chat import ScriptedChatModel
-from doubles.replies import offload_chat_model
+from doubles.files import docx_bytes, pdf_with_text
+from doubles.replies import offload_chat_model, offload_reply
 from graphs.offload.graph import builder
 from nodes.ingest import ingest
 from stores.chat_stream import FieldStream, streamed_field, unstreamed
+from stores.documents import find_document, list_documents
 from stores.errors import InputError
 from stores.models import LLM, use_chat_model
 
@@ -55,10 +60,17 @@ def test_a_chat_of_human_messages_streams_only_the_answer(doc_id: str) -> None:
         streamed = "".join(str(c.content) for c, _ in chunks)
         reply = values["messages"][-1]
         assert isinstance(reply, AIMessage) and reply.id == chunks[0][0].id
-        assert streamed == reply.content == values["answer"] and "{" not in streamed
+        assert streamed == reply.content and "{" not in streamed
+        # the text ends with the sources it cites, as any chat client shows them; the data stays beside it
+        answer, sources = reply.content.split("\n\n**Sources**\n")
+        assert answer == values["answer"]
         meta = reply.additional_kwargs["longdoc"]
         assert meta["turn"] == number and meta["doc_id"] == doc_id
         assert meta["citations"] == values["citations"] and meta["citations"]
+        assert meta["sources"] == values["sources"] and [s["chunk_id"] for s in meta["sources"]] == meta["citations"]
+        for line, source in zip(sources.splitlines(), meta["sources"], strict=True):
+            assert line == f'- Project Falcon, [{source["label"]}]: "{source["quote"]}"'
+            assert source["label"].startswith(source["chunk_id"] + ".") and source["quote"]
         assert [o["id"] for o in meta["offloaded"]][:1] == [f"o{number}"]
     kinds = [type(m).__name__ for m in state2["messages"]]
     assert kinds == ["HumanMessage", "AIMessage", "HumanMessage", "AIMessage"]
@@ -75,7 +87,8 @@ def test_question_field_callers_get_the_same_transcript(doc_id: str) -> None:
     assert out["turn"] == 1 and again["turn"] == 2
     texts = [(type(m).__name__, m.content) for m in again["messages"]]
     assert texts[0] == ("HumanMessage", "Who leads engineering?") and texts[2] == texts[0]
-    assert texts[1] == ("AIMessage", out["answer"]) and texts[3] == ("AIMessage", again["answer"])
+    assert texts[1][0] == "AIMessage" and texts[1][1].startswith(out["answer"] + "\n\n**Sources**\n- ")
+    assert texts[3][0] == "AIMessage" and texts[3][1].startswith(again["answer"] + "\n\n**Sources**\n- ")
 
 
 def test_the_first_message_may_name_the_document(doc_id: str, sample_markdown: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -84,32 +97,56 @@ def test_the_first_message_may_name_the_document(doc_id: str, sample_markdown: P
         _, by_id = turn(compiled, {"messages": [HumanMessage(f"In {doc_id}: who manages procurement?")]}, {}, "a")
         assert by_id["doc_id"] == doc_id
 
-        # A file name counts only inside the operator's ingest root; elsewhere it names nothing.
-        with pytest.raises(InputError, match="no document"):
-            turn(compiled, {"messages": [HumanMessage(f"Read {sample_markdown} please")]}, {}, "b")
+        # A file name counts only inside the operator's ingest root; elsewhere it names nothing, and the
+        # message is answered with what to attach or name (the documents of the namespace among it).
+        _, outside = turn(compiled, {"messages": [HumanMessage(f"Read {sample_markdown} please")]}, {}, "b")
+        assert "turn" not in outside and outside["messages"][0].content == f"Read {sample_markdown} please"
+        assert "attach it to your message" in outside["messages"][-1].content
+        assert f"(`{doc_id}`)" in outside["messages"][-1].content
         monkeypatch.setenv("LONGDOC_INGEST_ROOT", str(sample_markdown.parent))
         _, by_path = turn(compiled, {"messages": [HumanMessage("What does sample.md say about the budget?")]}, {}, "c")
         assert by_path["doc_id"] == doc_id
 
         other = ingest(text="Herons wade in shallow water.").doc_id
-        with pytest.raises(InputError, match="several documents"):
-            turn(compiled, {"messages": [HumanMessage(f"Compare {doc_id} with {other}")]}, {}, "d")
+        _, both = turn(compiled, {"messages": [HumanMessage(f"Compare {doc_id} with {other}")]}, {}, "d")
+        assert "several documents" in both["messages"][-1].content and len(both["messages"]) == 2
+        with pytest.raises(InputError, match="several documents"):  # a question field is answered with an error
+            compiled.invoke(
+                {"question": f"Compare {doc_id} with {other}"}, {"configurable": {"thread_id": "e"}}, context=BASE
+            )
 
 
-def test_a_refused_turn_leaves_its_message_out_of_the_thread(doc_id: str) -> None:
+def test_a_first_message_without_a_document_is_answered_and_the_chat_goes_on(doc_id: str) -> None:
     compiled = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "r"}}
     with use_chat_model(offload_chat_model()):
-        with pytest.raises(InputError, match="no document"):
-            compiled.invoke({"messages": [HumanMessage("What is this about?")]}, config, context=BASE)
-        assert compiled.get_state(config).values.get("messages") == []
+        first = compiled.invoke({"messages": [HumanMessage("What is this about?")]}, config, context=BASE)
+        assert [type(m).__name__ for m in first["messages"]] == ["HumanMessage", "AIMessage"]
+        help_reply = first["messages"][-1]
+        assert (
+            "attach it to your message" in help_reply.content
+            and "no document" in help_reply.additional_kwargs["longdoc"]["refused"]
+        )
+        assert not compiled.get_state(config).values.get("turn")
         with pytest.raises(InputError, match="no question"):
             compiled.invoke({"doc_id": doc_id}, config, context=BASE)
         out = compiled.invoke(
             {"messages": [HumanMessage("Who manages procurement?")]}, config, context={**BASE, "doc_id": doc_id}
         )
-    assert out["turn"] == 1 and out["messages"][0].content == "Who manages procurement?"
-    assert len(out["messages"]) == 2
+    assert out["turn"] == 1 and out["messages"][2].content == "Who manages procurement?"
+    assert (
+        len(out["messages"]) == 4
+        and compiled.get_state(config).values["history"][0]["question"] == out["messages"][2].content
+    )
+
+
+def test_a_refused_question_field_leaves_its_message_out_of_the_thread(doc_id: str) -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "q"}}
+    with use_chat_model(offload_chat_model()):
+        with pytest.raises(InputError, match="no document"):
+            compiled.invoke({"question": "What is this about?"}, config, context=BASE)
+        assert compiled.get_state(config).values.get("messages") == []
 
 
 def test_checkpoints_keep_the_transcript_not_the_document(sample_markdown: Path) -> None:
@@ -171,4 +208,199 @@ def test_model_calls_are_tagged_nostream_inside_the_blocks() -> None:
         with streamed_field() as stream:
             LLM("expert").text([HumanMessage("c")])
     assert "nostream" not in seen[0] and "nostream" in seen[1] and "nostream" in seen[2]
-    assert stream.message_id
+    assert str(uuid.UUID(stream.message_id)) == stream.message_id  # a fresh id when none is given
+
+
+PDF = "application/pdf"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+FALCON_LINE = "Bob Chen manages procurement for Project Falcon. Field trials start in June."
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def attached_blocks() -> dict[str, dict[str, Any]]:
+    """The same document as each client sends it: LangChain 1.x standard blocks, Agent Chat UI's form, text."""
+    return {
+        "pdf, standard block": {
+            "type": "file",
+            "base64": _b64(pdf_with_text(FALCON_LINE)),
+            "mime_type": PDF,
+            "extras": {"filename": "falcon.pdf"},
+        },
+        "pdf, agent chat ui": {
+            "type": "file",
+            "source_type": "base64",
+            "data": _b64(pdf_with_text(FALCON_LINE)),
+            "mime_type": PDF,
+            "metadata": {"filename": "falcon.pdf"},
+        },
+        "docx, camel case": {
+            "type": "file",
+            "data": _b64(docx_bytes([FALCON_LINE])),
+            "mimeType": DOCX,
+            "metadata": {"name": "falcon.docx"},
+        },
+        "markdown, no name": {
+            "type": "file",
+            "base64": _b64(f"# Falcon\n\n{FALCON_LINE}\n".encode()),
+            "mime_type": "text/markdown",
+        },
+        "html": {
+            "type": "file",
+            "base64": _b64(f"<html><body><p>{FALCON_LINE}</p></body></html>".encode()),
+            "mime_type": "text/html",
+            "extras": {"filename": "falcon.html"},
+        },
+        "text-plain block": {
+            "type": "text-plain",
+            "text": FALCON_LINE,
+            "mime_type": "text/plain",
+            "title": "falcon.txt",
+        },
+    }
+
+
+@pytest.mark.parametrize("kind", list(attached_blocks()))
+def test_a_document_attached_to_the_message_is_ingested_and_answered(kind: str) -> None:
+    block = attached_blocks()[kind]
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "attached"}}
+    message = HumanMessage(content=[{"type": "text", "text": "Who manages procurement?"}, block])
+    with use_chat_model(offload_chat_model()):
+        out = compiled.invoke({"messages": [message]}, config, context={**BASE, "namespace": "team-x"})
+        again = compiled.invoke(
+            {"messages": [HumanMessage("And the trials?")]}, config, context={**BASE, "namespace": "team-x"}
+        )
+    doc_id = out["doc_id"]
+    assert out["turn"] == 1 and again["turn"] == 2 and again["doc_id"] == doc_id
+    assert find_document("team-x", doc_id) is not None and find_document("default", doc_id) is None
+    assert out["messages"][-1].content.startswith(out["answer"]) and "Bob Chen" in out["answer"]
+    kept = out["messages"][0]
+    assert kept.id == message.id and kept.text.startswith("Who manages procurement?")
+    assert f"document {doc_id}, 1 chunk]" in kept.text
+    stored = json.dumps([m.content for m in compiled.get_state(config).values["messages"]])
+    assert '"type": "file"' not in stored and '"text-plain"' not in stored
+    payload = str(block.get("base64") or block.get("data") or "")
+    assert payload[:40] not in stored or not payload
+
+
+def test_an_attachment_without_words_asks_for_an_overview() -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    block = attached_blocks()["pdf, standard block"]
+    with use_chat_model(offload_chat_model()):
+        out = compiled.invoke(
+            {"messages": [HumanMessage(content=[block])]}, {"configurable": {"thread_id": "o"}}, context=BASE
+        )
+    assert out["turn"] == 1 and out["answer"]
+    state = compiled.get_state({"configurable": {"thread_id": "o"}}).values
+    assert state["history"][0]["question"] == "What is this document about? Give a short overview."
+
+
+@pytest.mark.parametrize(
+    ("block", "env", "said"),
+    [
+        (
+            {
+                "type": "file",
+                "base64": _b64(pdf_with_text(FALCON_LINE)),
+                "mime_type": PDF,
+                "extras": {"filename": "big.pdf"},
+            },
+            {"LONGDOC_MAX_BYTES": "300"},
+            "big.pdf: ",
+        ),
+        (
+            {"type": "image", "base64": _b64(b"\x89PNG...."), "mime_type": "image/png"},
+            {},
+            "image/png files are not read",
+        ),
+        (
+            {
+                "type": "file",
+                "base64": _b64(b"a,b\n1,2\n"),
+                "mime_type": "application/vnd.ms-excel",
+                "extras": {"filename": "sheet.xls"},
+            },
+            {},
+            "sheet.xls: unsupported type application/vnd.ms-excel",
+        ),
+        ({"type": "file", "url": "http://127.0.0.1:9/secret.pdf", "mime_type": PDF}, {}, "not fetched from links"),
+        (
+            {"type": "file", "base64": "!!not base64!!", "mime_type": PDF, "extras": {"filename": "x.pdf"}},
+            {},
+            "not valid base64",
+        ),
+    ],
+    ids=["too big", "an image", "a spreadsheet", "a link", "broken base64"],
+)
+def test_a_refused_attachment_is_answered_in_the_chat(
+    block: dict[str, Any], env: dict[str, str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "refused"}}
+    message = HumanMessage(content=[{"type": "text", "text": "What does it say?"}, block])
+    with use_chat_model(offload_chat_model()):
+        out = compiled.invoke({"messages": [message]}, config, context=BASE)
+    assert [type(m).__name__ for m in out["messages"]] == ["HumanMessage", "AIMessage"]
+    reply = out["messages"][-1]
+    assert reply.content.startswith("I could not take this message: ") and said in reply.content, reply.content
+    assert said in reply.additional_kwargs["longdoc"]["refused"]
+    assert out["messages"][0].text.startswith("What does it say?") and "not read]" in out["messages"][0].text
+    assert not compiled.get_state(config).values.get("turn") and list_documents("default") == []
+
+
+def test_a_second_document_in_a_conversation_is_refused_in_the_chat(doc_id: str) -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "two"}}
+    other = {"type": "text-plain", "text": "Herons wade in shallow water.", "mime_type": "text/plain"}
+    with use_chat_model(offload_chat_model()):
+        compiled.invoke(
+            {"messages": [HumanMessage("Who manages procurement?")]}, config, context={**BASE, "doc_id": doc_id}
+        )
+        out = compiled.invoke(
+            {"messages": [HumanMessage(content=[{"type": "text", "text": "And this?"}, other])]}, config, context=BASE
+        )
+    assert out["turn"] == 1 and "another document" in out["messages"][-1].content
+    assert "[attached attachment.txt: document " in out["messages"][-2].text
+
+
+def test_a_turn_that_recalls_streams_one_message() -> None:
+    asked: list[int] = []
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        system = str(messages[0].content)
+        if '"recall"' in system and not asked:
+            asked.append(1)
+            return json.dumps({"recall": ["o1"], "answer": "", "citations": []})
+        return offload_reply(messages)
+
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    text = "# Falcon\n\n" + FALCON_LINE + "\n\nThe budget is 40,000 euros.\n"
+    with use_chat_model(ScriptedChatModel(default=reply)):
+        turn(compiled, {"text": text, "messages": [HumanMessage("Who manages procurement?")]}, {}, "rc")
+        second, values = turn(compiled, {"messages": [HumanMessage("What is the budget?")]}, {}, "rc")
+    assert asked and values["recalled"] and values["recalled"][0]["id"] == "o1"
+    assert len({c.id for c, _ in second}) == 1  # the call that asked to recall showed nothing
+    assert "".join(str(c.content) for c, _ in second) == values["messages"][-1].content
+    assert [type(m).__name__ for m in values["messages"]] == ["HumanMessage", "AIMessage"] * 2
+
+
+def test_a_held_reply_whose_recall_is_already_in_view_is_shown_as_the_answer() -> None:
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        if '"recall"' in str(messages[0].content):  # asks for a chunk the memory shows whole: no recall round
+            return json.dumps({"recall": ["c0"], "answer": "Bob Chen manages procurement. [c0]", "citations": ["c0"]})
+        return offload_reply(messages)
+
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    text = "# Falcon\n\n" + FALCON_LINE + "\n"
+    with use_chat_model(ScriptedChatModel(default=reply)):
+        turn(compiled, {"text": text, "messages": [HumanMessage("Who manages procurement?")]}, {}, "held")
+        second, values = turn(compiled, {"messages": [HumanMessage("Who buys for the project?")]}, {}, "held")
+    assert values["turn"] == 2 and not values["recalled"]
+    streamed = "".join(str(c.content) for c, _ in second)
+    assert len({c.id for c, _ in second}) == 1 and streamed == values["messages"][-1].content
+    assert streamed.startswith("Bob Chen manages procurement. [c0]\n\n**Sources**\n- ")

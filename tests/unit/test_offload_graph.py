@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ QUESTIONS = [
     "Who leads the engineering team?",
     "Where are the field trials?",
 ]
+ANSWER = "Alice Moreau leads the engineering team. [c2]"
+"""The scripted model's answer to a question about the team: the first sentence of the team's section, cited."""
 BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
 
 
@@ -84,13 +87,14 @@ def test_offload_session_keeps_conclusions_and_moves_raw_turns_out(doc_id: str) 
     outs = session(model, doc_id, QUESTIONS[:4], {"policy": "offload"})
     assert [o["turn"] for o in outs] == [1, 2, 3, 4]
     first = outs[0]
-    assert first["answer"].startswith("Bob Chen manages procurement") or "[c" in first["answer"]
-    assert first["citations"] and all(c.startswith("c") for c in first["citations"])
+    # The scripted model quotes the first sentence of the first passage it is shown: c2, the team's section.
+    assert first["answer"] == ANSWER and first["citations"] == ["c2"]
     assert [o["offloaded"][0]["id"] for o in outs] == ["o1", "o2", "o3", "o4"]
     assert [c["step"] for c in first["calls"]] == ["answer", "offloader"]
     assert set(outs[-1]["usage"]) == {"answer", "offloader"} and outs[-1]["usage"]["answer"]["calls"] == 4
 
     prompts = model.answers()
+    assert "[c2] Alice Moreau leads the engineering team. Bob Chen manages procurement." in prompts[0][1]
     # the model's own usage: the input tokens reported are those of the prompt it was sent
     assert first["input_tokens"] == count_tokens(prompts[0][0] + "\n" + prompts[0][1])
     last = prompts[3][1]
@@ -156,7 +160,7 @@ def test_recall_round_loads_the_offloaded_turn(doc_id: str) -> None:
     second = model.answers()[-1]
     assert '"recall"' not in second[0]  # no second recall round is offered
     assert "Recalled for this question:\n[o1] Turn 1\n" in second[1] and outs[0]["answer"] in second[1]
-    assert last["input_tokens"] == last["calls"][1]["input"] and last["answer"]
+    assert last["input_tokens"] == last["calls"][1]["input"] and last["answer"] == ANSWER
     # the first turn had nothing offloaded: no recall offered
     assert '"recall"' not in model.answers()[0][0]
 
@@ -204,7 +208,7 @@ def test_broken_canvas_json_gives_an_outline_and_the_session_goes_on(doc_id: str
     model = Model()
     model.chat.rules = [('"nodes"', "this is not JSON")]
     outs = session(model, doc_id, QUESTIONS[:1], {"policy": "offload_canvas"})
-    assert outs[0]["canvas"]["source"] == "outline" and outs[0]["answer"]
+    assert outs[0]["canvas"]["source"] == "outline" and outs[0]["answer"] == ANSWER
     assert "n1 Project Falcon [c0]" in model.answers()[0][1]
 
 
@@ -287,7 +291,6 @@ def test_chinese_document_gets_chinese_prompts(tmp_path: Path) -> None:
         ({"question": "x", "doc_id": "DOC"}, {"policy": "everything"}, "unknown policy"),
         ({"question": "x", "doc_id": "DOC"}, {"token_budget": 50}, "token_budget"),
         ({"question": "x", "doc_id": "DOC"}, {"offload_backend": "redis"}, "offload_backend"),
-        ({"question": "x", "doc_id": "DOC", "session": "bad id"}, {}, "invalid session id"),
     ],
 )
 def test_bad_input_is_refused(doc_id: str, request_: dict[str, str], context: dict[str, Any], message: str) -> None:
@@ -308,19 +311,20 @@ def test_a_session_stays_on_its_document_and_policy(doc_id: str, tmp_path: Path)
             compiled.invoke(
                 {"question": "Tea?", "doc_id": other_id}, config=config, context={**BASE, "policy": "offload"}
             )
-        with pytest.raises(InputError, match="belongs to session"):
-            compiled.invoke(
-                {"question": "Tea?", "session": "someone-else"}, config=config, context={**BASE, "policy": "offload"}
-            )
-        # the refused doc_id and session stay out of the thread: the next turn needs neither
+        # the session is the thread: a session in the input is not the caller's to choose
+        out = compiled.invoke(
+            {"question": "Tea?", "session": "someone-else"}, config=config, context={**BASE, "policy": "offload"}
+        )
+        assert out["turn"] == 2 and out["session"] == "bound"
+        # the refused doc_id stays out of the thread: the next turn does not need it
         out = compiled.invoke({"question": "Who?"}, config=config, context={**BASE, "policy": "offload"})
-        assert out["turn"] == 2 and out["doc_id"] == doc_id and out["session"] == "bound"
+        assert out["turn"] == 3 and out["doc_id"] == doc_id and out["session"] == "bound"
         with pytest.raises(InputError, match="uses policy 'offload'"):
             compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "full"})
         out = compiled.invoke(
             {"question": "Budget?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "offload"}
         )
-    assert out["turn"] == 3 and compiled.get_state(config).values["refused"] == ""
+    assert out["turn"] == 4 and compiled.get_state(config).values["refused"] == ""
 
 
 def test_a_refused_first_turn_leaves_nothing_in_the_thread(doc_id: str, sample_markdown: Path) -> None:
@@ -354,8 +358,8 @@ def test_langserve_route_answers_a_turn(doc_id: str) -> None:
         bad = client.post("/offload/invoke", json={"input": {"question": " ", "doc_id": doc_id}, "config": config})
     assert first.status_code == 200, first.text
     out = first.json()["output"]
-    assert out["turn"] == 1 and out["policy"] == "offload" and out["answer"] and out["input_tokens"] > 0
-    assert out["offloaded"][0]["id"] == "o1" and out["session"]
+    assert out["turn"] == 1 and out["policy"] == "offload" and out["answer"] == ANSWER and out["input_tokens"] > 0
+    assert out["offloaded"][0]["id"] == "o1" and str(uuid.UUID(out["session"])) == out["session"]  # a new session
     assert bad.status_code == 400 and "question is empty" in bad.json()["detail"]
 
 

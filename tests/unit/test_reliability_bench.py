@@ -21,9 +21,34 @@ def test_every_bad_input_gets_a_clear_one_line_error(tmp_path: Path) -> None:
 
 
 def test_concurrent_requests_all_succeed() -> None:
-    out = reliability.concurrency(8)
+    with reliability.MemorySampler(every=0.01) as memory:
+        out = reliability.concurrency(8)
     assert out["requests"] == 8 and out["errors"] == 0, out["error_samples"]
-    assert 0 < out["p50_s"] <= out["p95_s"] and out["peak_rss_mb"] > 0
+    assert 0 < out["p50_s"] <= out["p95_s"]
+    figures = memory.figures()
+    assert 0 < figures["start"] <= figures["peak"] and figures["growth"] == round(figures["peak"] - figures["start"], 1)
+
+
+def test_memory_is_measured_per_suite_not_as_the_process_lifetime_peak() -> None:
+    hog = bytearray(200 * 1024 * 1024)  # a suite that held 200 MB, then let it go
+    del hog
+    with reliability.MemorySampler(every=0.01) as quiet:
+        sum(range(10_000))
+    assert quiet.figures()["growth"] < 50  # the lifetime peak (ru_maxrss) would say +200 MB
+
+
+def test_tenants_are_kept_apart_and_one_thread_runs_one_turn_at_a_time() -> None:
+    out = reliability.tenants()
+    assert out["cases"] == out["held"] == 4, out["rows"]
+
+
+@pytest.mark.enable_socket
+def test_every_caller_budget_is_refused_and_blobs_make_bounded_requests() -> None:
+    out = reliability.budgets()
+    assert out["settings_tried"] > 50 and out["refused"] == out["settings_tried"], [
+        r for r in out["rows"] if r["status"] != 400
+    ]
+    assert out["blob_requests"] > 0 and out["oversized_requests"] == 0 and out["slowest_refusal_seconds"] < 5
 
 
 def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -38,8 +63,19 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "clean_after_next_ingest": 4,
     }
     monkeypatch.setattr(reliability, "index_integrity", lambda folder, rounds: index)
-    kept = {"requests_ok": 2, "refused_status": 400, "leaks": 0, "left_after_forget": 0}
+    kept = {
+        "requests_ok": 3,
+        "refused_status": [400, 400],
+        "forget_status": [200, 200, 404],
+        "leaks": 0,
+        "left_after_forget": 0,
+    }
     monkeypatch.setattr(reliability, "retention", lambda folder: kept)
+    held = {"cases": 1, "held": 1, "rows": [{"case": "c", "held": True}]}
+    monkeypatch.setattr(reliability, "tenants", lambda: held)
+    monkeypatch.setattr(reliability, "dev_server", lambda folder: held)
+    spent = {"settings_tried": 1, "refused": 1, "oversized_requests": 0, "slowest_refusal_seconds": 0.1}
+    monkeypatch.setattr(reliability, "budgets", lambda: spent)
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
@@ -53,8 +89,12 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "concurrency",
         "index",
         "retention",
+        "tenants",
+        "budgets",
+        "dev_server",
         "seconds",
     }
+    assert all({"seconds", "memory_mb"} <= set(part) for part in report.values() if isinstance(part, dict))
     assert reliability.main(["--out", str(out), "--suites", "index"]) == 0
     assert set(json.loads(out.read_text(encoding="utf-8"))) == {"index", "seconds"}
 
@@ -64,7 +104,8 @@ def test_index_integrity_and_retention_hold(tmp_path: Path) -> None:
     assert index["consistent_rounds"] == 1 and index["kills"] == 4, index
     assert index["whole_after_kill"] == index["clean_after_next_ingest"] == 4, index["runs"]
     kept = reliability.retention(tmp_path)
-    assert kept["requests_ok"] == 2 and kept["refused_status"] == 400 and kept["checkpointed_rows"] > 0
+    assert kept["requests_ok"] == 3 and kept["refused_status"] == [400, 400] and kept["checkpointed_rows"] > 0
+    assert kept["forget_status"] == [200, 200, 404]
     assert kept["leaks"] == kept["left_after_forget"] == 0
 
 
@@ -107,5 +148,21 @@ def test_a_report_that_falls_short_is_a_failure() -> None:
         "index: 1 killed re-indexes not whole after kill",
         "index: 4 killed re-indexes not clean after next ingest",
     ]
-    leaky = {**good, "retention": {"leaks": 2, "left_after_forget": 0, "refused_status": 400, "requests_ok": 2}}
+    retained = {"leaks": 2, "left_after_forget": 0, "refused_status": [400, 400], "requests_ok": 3}
+    leaky = {**good, "retention": {**retained, "forget_status": [200, 200, 404]}}
     assert reliability.failures(leaky) == ["retention: 2 leaks, 0 left after forget"]
+    unforgotten = {**good, "retention": {**retained, "leaks": 0, "forget_status": [200, 200, 200]}}
+    assert reliability.failures(unforgotten) == ["retention: 0 leaks, 0 left after forget"]
+    rows = [{"case": "two turns at once", "held": False}, {"case": "a session", "held": True}]
+    mixed_up = {**good, "tenants": {"cases": 2, "held": 1, "rows": rows}}
+    assert reliability.failures(mixed_up) == ["tenants: did not hold: two turns at once"]
+    open_door = {**good, "dev_server": {"cases": 0, "held": 0, "error": "the langgraph CLI is not installed"}}
+    assert reliability.failures(open_door) == ["dev_server: did not hold: the langgraph CLI is not installed"]
+    spent = {"settings_tried": 66, "refused": 65, "oversized_requests": 2, "slowest_refusal_seconds": 0.2}
+    assert reliability.failures({**good, "budgets": spent}) == [
+        "budgets: 1 settings past their bound taken, 2 oversized model requests"
+    ]
+    stream = {**good["faults"], "failing_streams": 3, "streams_ended_with_an_error_event": 2}
+    assert reliability.failures({**good, "faults": stream}) == [
+        "faults: a failing stream did not end with an error event and a whole body"
+    ]

@@ -7,6 +7,7 @@ so the run stops there: the in-flight step is not saved, every finished step is.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,67 @@ def test_a_langserve_client_resending_a_dead_chain_resumes_it_and_counts_calls_o
     out, want = again.json()["output"], expected.json()["output"]
     assert out["calls"] == want["calls"] == len(reference.calls)  # each call counted once
     assert [out[k] for k in ("answer", "read")] == [want[k] for k in ("answer", "read")]
+
+
+# --- one run at a time per thread ---------------------------------------------------------------
+def test_two_turns_at_once_on_one_served_thread_are_one_turn_and_a_409() -> None:
+    """A client resending while its first run still runs gets 409, not a second "turn 2" over the first."""
+    import threading
+
+    from doubles.replies import offload_chat_model
+    from stores.offload import get_offload_store
+
+    model = offload_chat_model(delay=0.3)
+    with TestClient(create_app(chat_model=model)) as client:
+        doc_id = client.post("/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+        doc = doc_id.json()["output"]["doc_id"]
+        config = {"configurable": {"thread_id": "busy"}}
+
+        def turn(question: str, route: str = "invoke") -> Any:
+            return client.post(
+                f"/offload/{route}", json={"input": {"question": question, "doc_id": doc}, "config": config}
+            )
+
+        assert turn("Who leads engineering?").json()["output"]["turn"] == 1
+        replies: list[Any] = []
+        racing = [threading.Thread(target=lambda q=q: replies.append(turn(q))) for q in ("Who buys?", "Who pays?")]
+        for t in racing:
+            t.start()
+        for t in racing:
+            t.join()
+        assert sorted(r.status_code for r in replies) == [200, 409], [r.text for r in replies]
+        busy = next(r for r in replies if r.status_code == 409)
+        assert "one run at a time" in busy.json()["detail"]
+        won = next(r for r in replies if r.status_code == 200).json()["output"]
+        assert won["turn"] == 2
+        # Once the run has ended the thread takes the next turn; each turn's exchange is stored once, in order.
+        third = turn("When do the trials start?").json()["output"]
+        assert third["turn"] == 3
+        items = get_offload_store("default").list(third["session"])
+        assert [i.id for i in items if i.role == "exchange"] == ["o1", "o2", "o3"]
+        assert won["answer"] in items[1].text
+        # A stream on a thread that is busy is refused before it starts.
+        calls = len(model.calls)
+        holder = threading.Thread(target=lambda: replies.append(turn("Who buys?")))
+        holder.start()
+        deadline = time.monotonic() + 30
+        while len(model.calls) == calls and time.monotonic() < deadline:  # its run holds the thread once it calls
+            time.sleep(0.01)
+        stream = turn("And the budget?", "stream")
+        holder.join()
+        assert stream.status_code == 409, stream.text
+
+
+def test_a_second_command_on_a_busy_session_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stores.checkpoint import thread_lock
+
+    script = tmp_path / "q.json"
+    script.write_text(json.dumps(["Who manages procurement?"]), encoding="utf-8")
+    with use_chat_model(_model()):
+        with thread_lock("s1"):  # another `longdoc chat --session s1` (a process of its own holds a file lock alike)
+            code = cli.main(["chat", str(FALCON), "--script", str(script), "--session", "s1", "-q"])
+            assert code == 2 and "one run at a time" in capsys.readouterr().err
+            ask = ["ask", str(FALCON), "Who?", "--thread-id", "s1", "-q"]
+            assert cli.main(ask) == 2
+            assert cli.main(["summarize", str(FALCON), "--thread-id", "s1", "-q"]) == 2
+        assert cli.main(["chat", str(FALCON), "--script", str(script), "--session", "s1", "-q", "--json"]) == 0

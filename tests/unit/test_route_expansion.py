@@ -139,7 +139,7 @@ def test_examples_are_more_vectors_of_their_node_and_survive_the_manifest(tmp_pa
     plain = register(reg, store)
     assert plain.deleted == expanded.examples and plain.embedded == 0
     assert store.get([example_record_id(expanded.doc_id, node, 0)]) == []
-    assert store.get([record_id(expanded.doc_id, node)])
+    assert [hit.id for hit in store.get([record_id(expanded.doc_id, node)])] == [record_id(expanded.doc_id, node)]
 
 
 def test_a_node_found_through_several_vectors_is_listed_once_at_its_best() -> None:

@@ -407,7 +407,7 @@ def test_route_request_uses_files_and_the_builtin_registry(tmp_path: Path) -> No
     assert result.agents[0].name == "Finance Server"
     own = route_request("summarize a long meeting transcript", namespace="rr", k=1)
     assert own.agents[0].name == "summarize"
-    assert {a.name for a in builtin_registry().agents} == {"ingest", "chain", "summarize", "offload", "route"}
+    assert {a.name for a in builtin_registry().agents} == {"ingest", "ask", "summarize", "chat", "route"}
 
 
 def test_register_agents_adds_only_new_agents() -> None:

@@ -6,10 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from uuid import uuid5
 
 import pytest
 
 from deploy import app as guard
+from deploy import assistants
 from deploy.auth import authenticate, keyring
 from stores.deadlines import deadline_left
 from surfaces.access import IngestRoot, Tenant
@@ -29,9 +31,11 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_built_in_assistants_are_known_by_graph_name_and_by_aegra_id() -> None:
-    assert guard.workflow_of("chain") == "chain"
-    assert guard.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "chain"  # uuid5 of Aegra's namespace
-    assert guard.workflow_of("some-assistant") is None
+    assert assistants.workflow_of("ask") == "ask"
+    assert assistants.workflow_of("chain") == "ask"  # the former id names the same workflow
+    assert assistants.workflow_of("608f7b9c-04e5-5cf2-a3f7-ba75a3719808") == "ask"  # uuid5 of "chain" in Aegra's ns
+    assert assistants.workflow_of(str(uuid5(assistants.ASSISTANT_NAMESPACE, "chat"))) == "chat"
+    assert assistants.workflow_of("some-assistant") is None
 
 
 def test_a_run_gets_the_tenants_namespace_and_only_served_settings() -> None:
@@ -51,6 +55,9 @@ def test_a_run_gets_the_tenants_namespace_and_only_served_settings() -> None:
         ({"assistant_id": "chain", "config": {"callbacks": []}}, 400),
         ({"assistant_id": "chain", "command": {"update": {"namespace": "team-a"}}}, 403),
         ({"assistant_id": "chain", "command": {"goto": {"node": "manager", "input": {}}}}, 400),
+        ({"assistant_id": "offload", "input": {"question": "?", "session": "t0123456789ab:their-thread"}}, 400),
+        ({"assistant_id": "offload", "command": {"update": {"session": "t0123456789ab:their-thread"}}}, 400),
+        ({"assistant_id": "offload", "command": {"update": {"bound": {"namespace": "team-a"}}}}, 400),
     ]
     for request, status in refusals:
         with pytest.raises(guard.Refused) as refused:
@@ -104,7 +111,7 @@ def test_the_auth_handler_names_the_tenant_of_a_key() -> None:
         asyncio.run(authenticate({"X-API-Key": "key-c"}))
 
 
-def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+def _call(path: str, key: str | None, body: dict[str, Any] | bytes) -> tuple[int, dict[str, Any] | None]:
     """Send one request through the guard; the status, and the body the app behind it received."""
     seen: dict[str, Any] = {}
 
@@ -122,7 +129,7 @@ def _call(path: str, key: str | None, body: dict[str, Any]) -> tuple[int, dict[s
         if message["type"] == "http.response.start":
             status.append(message["status"])
 
-    payload = json.dumps(body).encode()
+    payload = body if isinstance(body, bytes) else json.dumps(body).encode()
 
     async def receive() -> Any:
         return {"type": "http.request", "body": payload, "more_body": False}
@@ -193,6 +200,15 @@ def test_runs_get_the_run_deadline_and_large_bodies_are_refused(monkeypatch: pyt
     assert _call("/threads/t8/state", "key-a", {"values": {"x": "y" * 2000}})[0] == 413
 
 
+def test_a_threads_state_is_written_by_its_runs_only() -> None:
+    """A state update would set the namespace or session a chat is bound to: refused; reading state is not."""
+    bound = {"values": {"bound": {"namespace": "team-b", "session": "t0123456789ab:their-thread"}}}
+    assert _call("/threads/t6/state", "key-a", bound) == (400, None)
+    assert _call("/threads/t6/state", "key-a", {"values": None, "subgraphs": False})[0] == 200
+    update = {"assistant_id": "offload", "command": {"update": {"question": "And the budget?"}}}
+    assert _call("/threads/t6/runs/wait", "key-a", update)[0] == 200
+
+
 def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sample_markdown: Path) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -232,3 +248,93 @@ def test_a_dead_run_is_resumed_by_the_same_input_and_started_over_by_another(sam
     assert guard.continue_dead_run("chain", "dead", {**body, "command": {"resume": 1}}, saver)["command"] == {
         "resume": 1
     }
+
+
+def test_text_a_parser_chokes_on_is_a_short_400_on_mcp_and_a2a_too() -> None:
+    """The app's own routes (/mcp, /a2a) and Aegra's, through the app as Aegra mounts it."""
+    from fastapi.testclient import TestClient
+
+    from tests.unit.test_security import MALFORMED
+
+    call = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ingest", "arguments": {"text": %s}}}'
+    )
+    message = b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": [{"text": %s}]}}}'
+    run = b'{"assistant_id": "ingest", "input": {"text": %s}}'
+    headers = {"content-type": "application/json", "x-api-key": "key-a", "accept": "application/json"}
+    with TestClient(guard.app, raise_server_exceptions=False) as client:
+        for case, value in MALFORMED.items():
+            for path, template in (("/mcp", call), ("/a2a/offload", message), ("/threads/t1/runs/wait", run)):
+                response = client.post(path, content=template % value, headers=headers)
+                assert response.status_code == 400, (case, path, response.text)
+                text = response.json()["message"]
+                assert "\n" not in text and len(text) < 200 and "Error" not in text, (case, path, text)
+
+
+def test_one_run_at_a_time_per_thread_refused_or_enqueued() -> None:
+    """Aegra ignores multitask_strategy: the guard holds the thread for the run, so a second run is a 409, or
+    with ``enqueue`` the next turn once the first has ended."""
+    order: list[str] = []
+
+    async def main() -> list[tuple[str, int]]:
+        release = asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            body = json.loads((await receive())["body"])
+            order.append(f"start {body['input']['question']}")
+            if body["input"]["question"] == "first":
+                await release.wait()
+            order.append(f"end {body['input']['question']}")
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        async def call(question: str, **extra: Any) -> tuple[str, int]:
+            body = {"assistant_id": "offload", "input": {"question": question}, **extra}
+            payload = json.dumps(body).encode()
+            status: list[int] = []
+
+            async def receive() -> Any:
+                return {"type": "http.request", "body": payload, "more_body": False}
+
+            async def send(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    status.append(message["status"])
+
+            headers = [(b"content-type", b"application/json"), (b"x-api-key", b"key-a")]
+            scope = {"type": "http", "method": "POST", "path": "/threads/t4/runs/wait", "headers": headers}
+            await guard.TenantGuard(app)(scope, receive, send)
+            return question, status[0]
+
+        first = asyncio.create_task(call("first"))
+        while not order:
+            await asyncio.sleep(0.01)
+        refused = await call("second")
+        strange = await call("third", multitask_strategy="interrupt")
+        queued = asyncio.create_task(call("fourth", multitask_strategy="enqueue"))
+        await asyncio.sleep(0.5)
+        assert not queued.done()  # waiting for the thread
+        release.set()
+        return [await first, refused, strange, await queued, await call("fifth")]
+
+    answers = asyncio.run(main())
+    assert answers == [("first", 200), ("second", 409), ("third", 400), ("fourth", 200), ("fifth", 200)]
+    assert order == ["start first", "end first", "start fourth", "end fourth", "start fifth", "end fifth"]
+
+
+def test_settings_are_checked_and_bounded_before_a_run_is_created() -> None:
+    """A refused setting never becomes a run (whose record would keep its input) nor a checkpoint."""
+    files = IngestRoot(None)
+    for context, input_ in (
+        ({"max_chunks": -5}, {"question": "?", "text": "Otters."}),
+        ({"worker_max_tokens": 10**9}, {"question": "?"}),
+        ({"chunk_size": 2**70}, {"question": "?"}),
+        ({}, {"question": "?" * 5000}),
+    ):
+        with pytest.raises(guard.Refused) as refused:
+            guard.check_run({"assistant_id": "chain", "input": input_, "context": context}, "s1", TEAM_B, files)
+        assert refused.value.status == 400, (context, str(refused.value))
+    route = {"assistant_id": "route", "input": {"requests": ["plot sales"] * 60_000}}
+    with pytest.raises(guard.Refused) as refused:
+        guard.check_run(route, "s2", TEAM_B, files)
+    assert refused.value.status == 400 and "at most 100" in str(refused.value)
+    assert _call("/threads/s3/runs/wait", "key-a", {"assistant_id": "chain", "context": {"roots": 10**4}})[0] == 400

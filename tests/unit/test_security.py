@@ -296,6 +296,45 @@ def test_a_thread_id_names_the_tenants_own_thread_and_reveals_nothing(tenants: T
     assert turn(ALICE, alice_doc, "bob-session").json()["output"]["turn"] == 1
 
 
+def test_a_chat_session_is_the_callers_own_thread_never_a_value_it_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tenants sharing a namespace: one cannot write or read the other's offloaded turns by naming its session."""
+    from stores.offload import get_offload_store
+    from surfaces.access import thread_key
+
+    shared = {"namespaces": ["shared"]}
+    monkeypatch.setenv(
+        "LONGDOC_SERVER_KEYS", json.dumps({"b": {"key": "b-key", **shared}, "c": {"key": "c-key", **shared}})
+    )
+    b, c = {"X-API-Key": "b-key"}, {"X-API-Key": "c-key"}
+    with _client(fake_chat_model()) as client:
+        doc_id = _ingest(client, b, {"text": FALCON.read_text(encoding="utf-8")}).json()["output"]["doc_id"]
+
+        def turn(headers: dict[str, str], thread: str, question: str, **extra: str):  # type: ignore[no-untyped-def]
+            body = {
+                "input": {"question": question, "doc_id": doc_id, **extra},
+                "config": {"configurable": {"thread_id": thread}},
+            }
+            return client.post("/offload/invoke", json=body, headers=headers)
+
+        first = turn(b, "bchat", "Who manages procurement?")
+        assert first.status_code == 200, first.text
+        victim = first.json()["output"]["session"]
+        assert victim == thread_key("b", "bchat")
+        stored = get_offload_store("shared").get(victim, ["o1"])[0].text
+        for route in ("invoke", "stream", "batch"):
+            body: dict = {"question": "What is the launch code?", "doc_id": doc_id, "session": victim}
+            payload = {"inputs": [body]} if route == "batch" else {"input": body}
+            refused = client.post(
+                f"/offload/{route}", json={**payload, "config": {"configurable": {"thread_id": "c1"}}}, headers=c
+            )
+            assert refused.status_code == 400 and "session" in refused.json()["detail"], refused.text
+        # C's own turn on a thread of the same name is its own session: B's stored turn is untouched.
+        own = turn(c, "bchat", "What is the launch code?")
+        assert own.status_code == 200 and own.json()["output"]["session"] == thread_key("c", "bchat")
+        assert get_offload_store("shared").get(victim, ["o1"])[0].text == stored
+        assert get_offload_store("shared").get(own.json()["output"]["session"], ["o1"])[0].text != stored
+
+
 def test_single_server_key_is_one_tenant_with_every_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGDOC_SERVER_API_KEY", "s3cret")
     with _client() as client:
@@ -385,6 +424,66 @@ def test_deep_json_and_non_finite_numbers_are_400_not_500() -> None:
         assert client.post("/ingest/invoke", json=quoted).status_code == 200
 
 
+MALFORMED = {
+    "lone surrogate": b'"Otters \\ud800 hold hands."',
+    "lone low surrogate": b'"\\udc00 Otters."',
+    "invalid UTF-8": b'"Otters \xff\xfe hold hands."',
+    "5,000-digit integer": b"9" * 5000,
+    "overflowing number": b"1e999",
+}
+"""JSON values the standard parser takes (or half takes) that used to end in a 500 with the exception's text."""
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_text_a_parser_chokes_on_is_a_short_400(case: str) -> None:
+    value = MALFORMED[case]
+    bodies = {
+        "/ingest/invoke": b'{"input": {"text": %s}}' % value,
+        "/ingest/stream": b'{"input": {"text": "Otters.", "title": %s}}' % value,
+        "/ingest/batch": b'{"inputs": [{"text": "Otters."}], "config": {"configurable": {"chunk_size": %s}}}' % value,
+        "/offload/invoke": b'{"input": {"question": %s, "doc_id": "0123456789abcdef"}}' % value,
+    }
+    with TestClient(create_app(), raise_server_exceptions=False) as client:
+        for route, body in bodies.items():
+            response = client.post(route, content=body, headers={"content-type": "application/json"})
+            assert response.status_code == 400, (route, response.text)
+            detail = response.json()["detail"]
+            assert "\n" not in detail and len(detail) < 200 and "Error" not in detail, detail
+        good = {"input": {"text": "Otters \U0001f9a6 hold hands, caf\u00e9."}}  # a surrogate pair is text
+        headers = {"content-type": "application/json"}
+        assert client.post("/ingest/invoke", content=json.dumps(good), headers=headers).status_code == 200
+
+
+@pytest.mark.enable_socket
+def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model fails half-way through a streamed run: the client reads every byte, the last event says why."""
+    import httpx
+
+    from stores.endpoints import endpoint_gate
+
+    for name, value in {"LONGDOC_READ_TIMEOUT": "0.5", "LONGDOC_MAX_RETRIES": "0", "LONGDOC_MODEL": "scripted"}.items():
+        monkeypatch.setenv(name, value)
+    endpoint_gate.reset()
+    script = fake_endpoint.Script(fault="error_500")
+    with fake_endpoint.running(fake_endpoint.create_app(script)) as model, fake_endpoint.running(create_app()) as url:
+        monkeypatch.setenv("LONGDOC_BASE_URL", model + "/v1")
+        doc = httpx.post(f"{url}/ingest/invoke", json={"input": {"text": FALCON.read_text(encoding="utf-8")}})
+        doc_id = doc.json()["output"]["doc_id"]
+        for route, body in (
+            ("/offload/stream", {"question": "Who manages procurement?", "doc_id": doc_id}),
+            ("/chain/stream", {"question": "Who manages procurement?", "doc_id": doc_id}),
+            ("/summarize/stream_events", {"doc_id": doc_id, "length": 40}),
+        ):
+            endpoint_gate.reset()
+            with httpx.stream("POST", url + route, json={"input": body}, timeout=60) as response:
+                text = "".join(response.iter_text())  # an incomplete body would raise here
+            events = [block for block in text.split("\r\n\r\n") if block.strip()]
+            assert len(events) > 2 and "event: data" in events[1], (route, text[:300])
+            assert events[-1].startswith("event: error"), (route, events[-1])
+            error = json.loads(events[-1].split("data: ", 1)[1])
+            assert error["status_code"] == 503 and model in error["message"], error
+
+
 def test_a_batch_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     with _client() as client:
         response = client.post("/ingest/batch", json={"inputs": [{"text": "Otters."}] * 2000})
@@ -417,3 +516,85 @@ def test_uploads_are_bounded_and_clearly_refused(monkeypatch: pytest.MonkeyPatch
         body = {"input": {"text": "Otters hold hands while they sleep. " * 400}}
         response = client.post("/ingest/invoke", json=body)
         assert response.status_code == 413 and "LONGDOC_MAX_CHUNKS" in response.json()["detail"]
+
+
+# --- settings: checked first, every one bounded -----------------------------------------------------------
+def test_a_refused_setting_leaves_no_document_and_no_checkpoint(longdoc_home: Path) -> None:
+    """``max_chunks: -5`` is a 400 before the text is ingested or the question reaches a checkpoint (or its WAL)."""
+    from stores.documents import list_documents
+
+    text = "# Heron\n\nThe 3391-KESTREL-DUNE shelf holds the pumps.\n"
+    question = "Where is the 6674-PLOVER-MARSH kept?"
+    with TestClient(create_app(fake_chat_model())) as client:
+        for route, payload in (
+            ("/chain/invoke", {"input": {"question": question, "text": text}}),
+            ("/chain/stream", {"input": {"question": question, "text": text}}),
+            ("/chain/batch", {"inputs": [{"question": question, "text": text}]}),
+            ("/offload/invoke", {"input": {"question": question, "text": text}, "settings": {"token_budget": 50}}),
+        ):
+            settings = payload.pop("settings", {"max_chunks": -5})
+            config = {"configurable": {"thread_id": "refused", **settings}}
+            response = client.post(route, json={**payload, "config": config})
+            assert response.status_code == 400, (route, response.text)
+        assert list_documents("default") == []
+    for needle in ("3391-KESTREL", "6674-PLOVER"):
+        held = [str(p) for p in longdoc_home.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+        assert held == [], (needle, held)
+
+
+BOUNDED = {
+    "ingest": {"chunk_size": 2**70, "chunk_overlap": 10**6},
+    "chain": {"worker_max_tokens": 10**9, "manager_max_tokens": 10**9, "budget": 10**9, "roots": 10**4},
+    "summarize": {"expert_max_tokens": 10**9, "map_max_tokens": 10**9, "expert_k": 10**5, "direct_tokens": 10**9},
+    "offload": {"answer_max_tokens": 10**9, "offloader_max_tokens": 10**9, "canvas_max_tokens": 10**9},
+    "route": {"k": 10**6, "top_tools": 10**6, "candidates_factor": 10**6},
+}
+
+
+@pytest.mark.parametrize("workflow", sorted(BOUNDED))
+def test_every_caller_knob_is_bounded(workflow: str) -> None:
+    import typing
+
+    from surfaces.access import CALLER_BOUNDS, served_fields
+    from surfaces.registry import context_schema
+
+    schema = context_schema(workflow)
+    hints = typing.get_type_hints(schema)
+    for f in fields(schema):
+        numeric = hints[f.name] in (int, float, int | None, float | None)
+        if f.name in served_fields(workflow) and numeric:
+            bounded = f.name in CALLER_BOUNDS or {"min", "max"} <= set(f.metadata)
+            assert bounded, f"{workflow}.{f.name} has no upper bound for callers"
+    with TestClient(create_app(fake_chat_model())) as client:
+        for key, huge in BOUNDED[workflow].items():
+            config = {"configurable": {key: huge}}
+            response = client.post(f"/{workflow}/invoke", json={"input": {"text": "x"}, "config": config})
+            assert response.status_code == 400 and key in response.json()["detail"], (key, response.text)
+
+
+def test_inputs_and_thread_ids_are_bounded() -> None:
+    with TestClient(create_app(fake_chat_model())) as client:
+        many = {"input": {"requests": ["plot sales"] * 60_000, "registry": "longdoc"}}
+        response = client.post("/route/invoke", json=many)
+        assert response.status_code == 400 and "at most 100 requests" in response.json()["detail"]
+        long_thread = {"input": {"text": "Otters."}, "config": {"configurable": {"thread_id": "t" * 100_000}}}
+        response = client.post("/ingest/invoke", json=long_thread)
+        assert response.status_code == 400 and "thread_id" in response.json()["detail"]
+        odd = {"input": {"text": "Otters."}, "config": {"configurable": {"thread_id": "has space/and slash"}}}
+        assert client.post("/ingest/invoke", json=odd).status_code == 400
+        title = {"input": {"text": "Otters.", "title": "t" * 10_000}}
+        assert client.post("/ingest/invoke", json=title).status_code == 400
+        chat = {"input": {"messages": [{"type": "human", "content": "hi"}] * 1000, "doc_id": "0123456789abcdef"}}
+        assert client.post("/offload/invoke", json=chat).status_code == 400
+
+
+def test_a_run_refused_after_its_first_checkpoint_leaves_no_copy_in_the_write_ahead_log(longdoc_home: Path) -> None:
+    """The run writes its input checkpoint, then refuses (an unknown document): the thread is deleted and the
+    SQLite log emptied, so the question is in no live file, read without checkpointing it first."""
+    question = "Where is the 4471-GANNET-REEF kept?"
+    with TestClient(create_app(fake_chat_model())) as client:
+        body = {"input": {"question": question, "doc_id": "0123456789abcdef"}}
+        response = client.post("/offload/invoke", json={**body, "config": {"configurable": {"thread_id": "late"}}})
+        assert response.status_code == 400 and "not ingested" in response.json()["detail"]
+        held = [str(p) for p in longdoc_home.rglob("checkpoints.sqlite*") if b"4471-GANNET" in p.read_bytes()]
+        assert held == []

@@ -58,6 +58,11 @@ def _with_full_draft(messages: Sequence[BaseMessage]) -> str | None:
     return None
 
 
+def assert_whole(out: dict[str, Any], sep: str = " ") -> None:
+    """The summary is its sentences as written, in order, and it has some."""
+    assert out["sentences"] and out["summary"] == sep.join(s["text"] for s in out["sentences"]), out["summary"]
+
+
 def _run(fake: ScriptedChatModel, request: dict[str, Any], **context: Any) -> dict[str, Any]:
     with use_chat_model(fake):
         return graph.invoke(request, context=context)
@@ -66,7 +71,8 @@ def _run(fake: ScriptedChatModel, request: dict[str, Any], **context: Any) -> di
 def test_expert_editor_rounds_produce_a_cited_summary_and_a_log() -> None:
     fake = fake_chat_model()
     out = _run(fake, {"path": str(FALCON), "length": 60}, max_rounds=2, questions_per_round=3)
-    assert out["summary"] and out["method"] == "expert-editor"
+    assert_whole(out)
+    assert out["method"] == "expert-editor"
     assert out["rounds"] == 2 and out["stop_reason"] == "max_rounds"
     valid = {f"c{i}" for i in range(5)}
     assert out["sentences"] and all(s["citations"] and set(s["citations"]) <= valid for s in out["sentences"])
@@ -91,7 +97,7 @@ def test_state_keeps_ids_not_the_document() -> None:
     text = FALCON.read_text()
     assert "committee will decide on a second" in text
     assert "committee will decide on a second" not in json.dumps(values)
-    assert values["doc_id"] and values["path"] == ""
+    assert values["doc_id"] == ingest(str(FALCON)).doc_id and values["path"] == ""  # the id of the ingested file
 
 
 def test_a_thread_can_run_again_on_another_document(tmp_path: Path) -> None:
@@ -122,7 +128,8 @@ def test_editor_output_failing_the_schema_is_retried_then_the_round_ends(monkeyp
     assert out["stop_reason"] == "editor_output_invalid" and out["rounds"] == 1
     assert out["log"][0]["stop"] == "editor_output_invalid" and out["log"][0]["questions"] == []
     assert not _calls(fake, '"answer"')
-    assert out["summary"] and all(s["citations"] for s in out["sentences"])
+    assert_whole(out)
+    assert all(s["citations"] for s in out["sentences"])
 
 
 def test_a_failing_expert_marks_its_question_failed_and_the_round_goes_on() -> None:
@@ -132,7 +139,7 @@ def test_a_failing_expert_marks_its_question_failed_and_the_round_goes_on() -> N
     assert statuses["structure"]["status"] == "failed" and "scripted failure" in statuses["structure"]["error"]
     assert statuses["fact"]["status"] == "answered" and statuses["opinion"]["status"] == "answered"
     assert out["log"][0]["failed"] == 1 and out["log"][0]["merged"] >= 1
-    assert out["summary"]
+    assert_whole(out)
 
 
 def test_interrupted_round_resumes_without_redoing_finished_answers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,7 +170,8 @@ def test_interrupted_round_resumes_without_redoing_finished_answers(monkeypatch:
     questions = out["log"][0]["questions"]
     assert sorted(q["expert"] for q in questions) == ["fact", "opinion", "structure"]
     assert all(q["status"] == "answered" for q in questions)
-    assert out["summary"] and out["usage"]["expert"]["calls"] == 3
+    assert_whole(out)
+    assert out["usage"]["expert"]["calls"] == 3
 
 
 def test_experts_run_in_parallel() -> None:
@@ -187,7 +195,7 @@ def test_query_steers_the_editor_and_the_overview() -> None:
     assert f"Focus of the summary: {query}" in editor_prompt
     assert "40,000 euros" in editor_prompt
     assert query in str(_calls(fake, '"draft"')[0][-1].content)
-    assert out["summary"]
+    assert_whole(out)
 
 
 def test_custom_experts_and_router_choice(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,7 +285,8 @@ def test_merge_failure_falls_back_to_the_cited_answers(monkeypatch: pytest.Monke
         return scripted_reply(messages)
 
     out = _run(ScriptedChatModel(default=reply), {"path": str(FALCON), "length": 60}, max_rounds=1)
-    assert "merge_error" in out["log"][0] and out["summary"]
+    assert "merge_error" in out["log"][0]
+    assert_whole(out)
     assert all(s["citations"] for s in out["sentences"])
 
 
@@ -294,7 +303,8 @@ def test_a_merged_draft_that_ignores_the_answers_is_replaced() -> None:
 
     out = _run(ScriptedChatModel(default=reply), {"path": str(FALCON), "length": 60}, max_rounds=1)
     assert "merge_error" in out["log"][0]
-    assert "draft summary" not in out["summary"] and out["summary"]
+    assert "draft summary" not in out["summary"]
+    assert_whole(out)
     assert all(s["citations"] for s in out["sentences"])
 
 
@@ -404,7 +414,8 @@ def test_cut_off_checker_reply_leaves_sentences_unchecked() -> None:
         return scripted_reply(messages)
 
     out = _run(ScriptedChatModel(default=reply), {"path": str(FALCON), "length": 60}, max_rounds=1)
-    assert out["summary"] and out["factcheck"]["unchecked"] == len(out["sentences"]) > 0
+    assert_whole(out)
+    assert out["factcheck"]["unchecked"] == len(out["sentences"]) > 0
     assert {s["verdict"] for s in out["sentences"]} == {"unchecked"}
 
 
@@ -440,8 +451,9 @@ def test_map_reduce_baseline_collapses_under_the_token_limit() -> None:
     assert out["method"] == "map-reduce" and out["rounds"] == 0 and out["stop_reason"] == "baseline"
     assert len([c for c in fake.calls if "Excerpt [" in str(c[-1].content)]) == 5
     collapses = [c for c in fake.calls if "Merge these notes" in _system(c)]
-    assert collapses
-    assert out["summary"] and all(s["citations"] for s in out["sentences"])
+    assert len(collapses) == 3  # the five notes merged, as the limit asks, until they fit
+    assert_whole(out)
+    assert all(s["citations"] for s in out["sentences"])
     assert set(out["usage"]) >= {"worker", "manager", "checker"}
 
 
@@ -452,7 +464,8 @@ def test_refine_baseline_reads_every_chunk_in_order() -> None:
     assert [re.search(r"New excerpt \[(c\d+)\]", str(c[-1].content)).group(1) for c in steps] == [
         f"c{i}" for i in range(5)
     ]
-    assert out["summary"] and out["usage"]["worker"]["calls"] == 5
+    assert_whole(out)
+    assert out["usage"]["worker"]["calls"] == 5
 
 
 def _write(folder: Path, text: str, name: str = "doc.md") -> Path:
@@ -486,7 +499,8 @@ def test_one_paragraph_document_is_summarized_in_one_call(tmp_path: Path) -> Non
     out = _run(fake, {"path": str(_write(tmp_path, paragraph)), "length": 30})
     assert out["stop_reason"] == "single_chunk" and out["rounds"] == 0
     assert not _calls(fake, '"questions"') and len(_calls(fake, '"verdicts"')) == 1
-    assert out["summary"] and out["sentences"][0]["citations"] == ["c0"]
+    assert_whole(out)
+    assert out["sentences"][0]["citations"] == ["c0"]
 
 
 def test_bad_requests_are_clear_errors(tmp_path: Path) -> None:
@@ -519,12 +533,13 @@ def test_chinese_document_gets_chinese_prompts_and_summary(tmp_path: Path) -> No
     out = _run(fake, {"path": str(_write(tmp_path, text, "zh.md")), "length": 40}, max_rounds=1, questions_per_round=2)
     assert "你是一个长文档摘要团队的主编" in _system(_calls(fake, '"questions"')[0])
     assert "简体中文" in _system(_calls(fake, '"answer"')[0])
-    assert out["summary"] and " " not in out["summary"].replace("- ", "")[:10]
+    assert_whole(out, sep="")  # Chinese sentences are joined without a space
+    assert " " not in out["summary"].replace("- ", "")[:10]
     assert all(s["citations"] for s in out["sentences"])
     english = _run(
         fake_chat_model(), {"path": str(_write(tmp_path, text, "zh.md")), "length": 40, "language": "en"}, max_rounds=1
     )
-    assert english["summary"]
+    assert_whole(english)  # written in English: sentences joined with a space
 
 
 def test_langserve_route_summarizes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -541,7 +556,8 @@ def test_langserve_route_summarizes(monkeypatch: pytest.MonkeyPatch) -> None:
         response = client.post("/summarize/invoke", json=payload)
     assert response.status_code == 200, response.text
     out = response.json()["output"]
-    assert out["summary"] and out["rounds"] == 1 and len(out["log"][0]["questions"]) == 2
+    assert_whole(out)
+    assert out["rounds"] == 1 and len(out["log"][0]["questions"]) == 2
 
 
 def test_context_fields_are_described() -> None:

@@ -12,6 +12,7 @@ import nodes.summarize.expert as summarize_experts
 from doubles.replies import summarize_chat_model
 from stores.models import use_chat_model
 from surfaces.cli import EXIT_INPUT, EXIT_OK, main
+from tests.unit.test_summarize import assert_whole
 
 FALCON = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "falcon.md"
 
@@ -24,7 +25,8 @@ def test_summarize_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == EXIT_OK
     out = json.loads(capsys.readouterr().out)
     assert {"summary", "sentences", "rounds", "tokens"} <= set(out)
-    assert out["summary"] and out["rounds"] == 1
+    assert_whole(out)
+    assert out["rounds"] == 1
     assert all(set(s) >= {"text", "citations"} and s["citations"] for s in out["sentences"])
     assert out["tokens"]["calls"] > 0 and out["tokens"]["input"] > out["tokens"]["output"] > 0
     assert set(out["tokens"]["by_role"]) >= {"questioner", "expert", "editor", "checker"}
@@ -61,7 +63,8 @@ def test_summarize_by_doc_id_with_a_baseline(capsys: pytest.CaptureFixture[str])
         code = main(["summarize", doc_id, "--method", "refine", "--json", "-q", "--query", "the budget"])
     assert code == EXIT_OK
     out = json.loads(capsys.readouterr().out)
-    assert out["method"] == "refine" and out["rounds"] == 0 and out["doc_id"] == doc_id and out["summary"]
+    assert out["method"] == "refine" and out["rounds"] == 0 and out["doc_id"] == doc_id
+    assert_whole(out)
 
 
 def test_summarize_bad_input_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,239 @@
+"""The guard of ``langgraph dev`` (LangGraph Studio), on the app ``langgraph.json`` mounts (:mod:`deploy.dev`).
+
+``langgraph dev`` serves the graphs to whoever can reach it: by default it answers every origin (CORS
+``*``, with Chrome's private-network permission) and takes a run's ``context`` from the caller, so any
+web page open in the operator's browser could run a graph, read a file by ``path`` or point the models at
+a URL of its choosing with the operator's key. ``langgraph.json`` narrows CORS to Studio's origin and turns
+webhooks off; this middleware, which the server runs before every route (its own and ``/mcp``, ``/a2a``),
+keeps the rest of what the other servers keep:
+
+- a request must name a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``: a DNS-rebinding page names
+  its own) and, when it comes from a browser, LangGraph Studio (:data:`STUDIO_ORIGIN`) or the server's own
+  pages; any other origin, or a cross-site fetch, is refused (403) before any work, preflights included;
+  the command line and SDK send no ``Origin`` and pass;
+- a run, an assistant or a state update never sets the operator's settings (model names, endpoints,
+  keys, temperatures, embedder, LLM cache: :func:`surfaces.access.operator_fields`) in its ``context`` or
+  ``configurable`` (400);
+- a server file named in an input (``path``, ``registry_path``) is resolved inside ``LONGDOC_INGEST_ROOT``
+  and refused without one, and a chat ``session`` is refused, as on LangServe and Aegra; the MCP and A2A
+  routes run their tools through the server's own loopback requests, which pass here too;
+- bodies are JSON, bounded and checked as on the other servers (:func:`surfaces.access.read_json_body`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from stores.errors import InputError
+from stores.files import IngestRoot
+from surfaces.access import (
+    FILE_INPUTS,
+    Refused,
+    check_caller_settings,
+    check_finite,
+    operator_fields,
+    read_json_body,
+    refuse_server_inputs,
+    replay_body,
+    with_length,
+)
+
+STUDIO_ORIGIN = "https://smith.langchain.com"
+"""LangGraph Studio's origin: the one web page allowed to call the dev server."""
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+LOOPBACK_ROOT = "/noauth"
+"""``root_path`` of the server's in-process requests (its MCP and A2A tools run their graphs through them)."""
+
+_RUNS = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/stream|/wait|/batch|/crons)?/?$")
+_ASSISTANTS = re.compile(r"^/assistants(?:/[^/]+)?/?$")
+_STATE = re.compile(r"^/threads/[^/]+/state/?$")
+_THREADS = re.compile(r"^/threads/?$")
+
+
+def _host(value: str) -> str:
+    """The host of a ``Host`` header (``[::1]:2025`` -> ``[::1]``)."""
+    if value.startswith("["):
+        return value.split("]", 1)[0] + "]"
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def allowed_origin(origin: str, host: str) -> bool:
+    """Studio, or a page of this very server (same scheme-less host and port, on loopback)."""
+    if origin == STUDIO_ORIGIN:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc == host and _host(host) in LOOPBACK_HOSTS
+
+
+class StudioGuard:
+    """Origin, host, operator-settings and file checks for every request of ``langgraph dev`` (the module)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._files: IngestRoot | None = None
+
+    @property
+    def files(self) -> IngestRoot:
+        """The ingest root, read on first use (when the server runs, on a worker thread: it touches the disk)."""
+        if self._files is None:
+            self._files = IngestRoot.from_env()
+        return self._files
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope.get("root_path") != LOOPBACK_ROOT:  # the server's own in-process calls come from checked ones
+            host = headers.get("host", "")
+            if _host(host) not in LOOPBACK_HOSTS:
+                await _answer(send, 403, "this development server answers requests for localhost only")
+                return
+            origin = headers.get("origin", "")
+            cross_site = headers.get("sec-fetch-site", "") == "cross-site"
+            if (origin and not allowed_origin(origin, host)) or (cross_site and origin != STUDIO_ORIGIN):
+                await _answer(send, 403, f"this development server answers LangGraph Studio ({STUDIO_ORIGIN}) only")
+                return
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        try:
+            raw = await read_json_body(headers, receive)
+            body = json.loads(raw or b"{}")
+        except Refused as exc:
+            await _answer(send, exc.status, str(exc))
+            return
+        try:
+            # On a worker thread: resolving a file name touches the disk (the dev server flags blocking calls).
+            checked = await anyio.to_thread.run_sync(self.check, scope["path"], body)
+        except InputError as exc:
+            message = self.files.scrub(str(exc))
+            rpc = _json_rpc(scope["path"], body)
+            if rpc is not None:  # a tool's refusal, as MCP and A2A callers read one
+                await _answer_rpc(send, rpc, message, body.get("id"))
+            else:
+                await _answer(send, 400, message)
+            return
+        if checked is body:
+            await self.app(scope, replay_body(raw, receive), send)
+            return
+        payload = json.dumps(checked).encode()
+        scope = with_length(scope, payload)
+        await self.app(scope, replay_body(payload, receive), send)
+
+    def check(self, path: str, body: Any) -> Any:
+        """``body`` with its file names resolved in the ingest root (the same object when nothing changed);
+        InputError for an operator setting, a file outside the root or a session."""
+        if _RUNS.match(path):
+            return [self._run(b) for b in body] if isinstance(body, list) else self._run(body)
+        if _json_rpc(path, body) == "mcp" and body.get("method") == "tools/call":
+            params = body["params"] if isinstance(body.get("params"), dict) else {}
+            self._settings(params)
+            if "arguments" not in params:
+                return body
+            return {**body, "params": {**params, "arguments": self._value(params["arguments"])}}
+        if _json_rpc(path, body) == "a2a":
+            params = body["params"] if isinstance(body.get("params"), dict) else {}
+            self._settings(params)
+            message = params["message"] if isinstance(params.get("message"), dict) else {}
+            parts = [
+                {**part, "data": self._value(part["data"])} if isinstance(part, dict) and "data" in part else part
+                for part in message.get("parts") or []
+            ]
+            return {**body, "params": {**params, "message": {**message, "parts": parts}}} if parts else body
+        if _ASSISTANTS.match(path) and isinstance(body, dict):
+            self._settings(body)
+            return body
+        if _STATE.match(path) and isinstance(body, dict) and body.get("values") is not None:
+            return {**body, "values": self._value(body["values"])}
+        if _THREADS.match(path) and isinstance(body, dict) and body.get("supersteps"):
+            steps = [
+                {**step, "updates": [{**u, "values": self._value(u.get("values"))} for u in step.get("updates") or []]}
+                for step in body["supersteps"]
+                if isinstance(step, dict)
+            ]
+            return {**body, "supersteps": steps}
+        return body
+
+    def _run(self, body: Any) -> Any:
+        if not isinstance(body, dict):
+            return body
+        self._settings(body)
+        out = dict(body)
+        if "input" in body:
+            out["input"] = self._value(body["input"])
+        command = body.get("command")
+        if isinstance(command, dict) and command.get("update") is not None:
+            out["command"] = {**command, "update": self._value(command["update"])}
+        return out if out != body else body
+
+    def _value(self, value: Any) -> Any:
+        """An input or state update as the other servers take it: no ``session``, server files inside the root."""
+        if isinstance(value, list):
+            return [self._value(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        refuse_server_inputs(value)
+        named = {key: self.files.resolve(str(value[key])) for key in FILE_INPUTS if value.get(key)}
+        return {**value, **named} if named else value
+
+    @staticmethod
+    def _settings(body: dict[str, Any]) -> None:
+        config = body["config"] if isinstance(body.get("config"), dict) else {}
+        for where, given in (("context", body.get("context")), ("configurable", config.get("configurable"))):
+            if not isinstance(given, dict):
+                continue
+            check_finite(given, where)
+            check_caller_settings(given, where)
+            refused = sorted(set(given) & operator_fields())
+            if refused:
+                raise InputError(
+                    f"{where} {', '.join(refused)} cannot be set by callers of this server: models, endpoints and "
+                    "keys are the operator's (LONGDOC_* settings)"
+                )
+
+
+def _json_rpc(path: str, body: Any) -> str | None:
+    """``mcp`` or ``a2a`` for a JSON-RPC request to the server's MCP or A2A route, else None."""
+    if not isinstance(body, dict) or "jsonrpc" not in body:
+        return None
+    if path.rstrip("/") == "/mcp":
+        return "mcp"
+    return "a2a" if path.startswith("/a2a/") else None
+
+
+async def _answer_rpc(send: Send, kind: str, message: str, request_id: Any = None) -> None:
+    """A refused tool call: an MCP tool error, or an A2A invalid-params error (HTTP 200, as JSON-RPC answers)."""
+    if kind == "mcp":
+        result = {"result": {"content": [{"type": "text", "text": message}], "isError": True}}
+    else:
+        result = {"error": {"code": -32602, "message": message}}
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, **result}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _answer(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"detail": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
