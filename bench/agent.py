@@ -227,7 +227,10 @@ def served_tools() -> Iterator[Path]:
 
     with tempfile.TemporaryDirectory(prefix="longdoc-mcp-") as folder:
         socket = Path(folder) / "mcp.sock"
-        server = uvicorn.Server(uvicorn.Config(app, uds=str(socket), log_level="warning", lifespan="on"))
+        # The asyncio loop, not uvloop: uvloop keeps the socket class of the moment it is first imported, and a
+        # test run imports it here with sockets blocked, which would then refuse every later loopback server.
+        config = uvicorn.Config(app, uds=str(socket), log_level="warning", lifespan="on", loop="asyncio")
+        server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name="mcp-server", daemon=True)
         thread.start()
         deadline = time.monotonic() + 60
