@@ -274,6 +274,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     """Run the long-document methods on the chosen split and summarise the journal's rows of that split."""
     from bench.chain_long import (
         METHODS,
+        collection_ids,
         curve_pairs,
         markdown_table,
         ordering_recall,
@@ -301,7 +302,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
             **ordering_recall(items, embedder=args.embedder),
             "passages": passage_recall(items, budget, embedder=args.embedder),
         }
-    current = {m: setup_version(m) for m in METHODS}
+    current = {m: setup_version(m, collection_ids(pool)) for m in METHODS}
     logged = read_journal(journal).values()
     rows = [r for r in logged if r["budget"] == budget and r["key"].rsplit("|", 1)[1] == current.get(r["method"])]
     sizes = sorted({r["key"].split("|")[1] for r in rows})

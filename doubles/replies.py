@@ -26,7 +26,7 @@ def _first_sentence(text: str) -> str:
 
 
 # --- a scripted model that plays every role of the offload workflow -----------------------------
-_LINE = re.compile(r"^\[(c\d+)\] (?:\(([^)]*)\) )?(.+)$")
+_LINE = re.compile(r"^\[((?:\d+:)?c\d+)\] (?:\(([^)]*)\) )?(.+)$")
 _DETAILS = ("Details from the document:", "文档中的细节：")
 
 
@@ -84,7 +84,7 @@ def offload_chat_model(delay: float = 0.0) -> ScriptedChatModel:
 
 
 # --- a scripted model that plays every role of the summarize workflow ---------------------------
-_EXCERPT = re.compile(r"\[(c\d+)\](?: \([^)]*\))? (.+)")
+_EXCERPT = re.compile(r"\[((?:\d+:)?c\d+)\](?: \([^)]*\))? (.+)")
 
 
 def _excerpts(text: str) -> list[tuple[str, str]]:
@@ -138,12 +138,12 @@ def summarize_reply(messages: Sequence[BaseMessage]) -> str:
     if '"verdicts"' in system:
         count = len(re.findall(r"^\d+\. ", _after(user, ["Sentences:", "句子："]) or "", re.M))
         return json.dumps({"verdicts": [{"n": i, "supported": True, "fix": ""} for i in range(1, count + 1)]})
-    refine = re.search(r"(?:New excerpt|新片段) \[(c\d+)\][:：]\n(.+)", user, re.S)
+    refine = re.search(r"(?:New excerpt|新片段) \[((?:\d+:)?c\d+)\][:：]\n(.+)", user, re.S)
     if refine:
         summary = _after(user, ["Summary so far:", "目前的摘要："], ["New excerpt", "新片段"]) or ""
         head = "" if summary.startswith(("(", "（")) else summary
         return f"{head} {_first_sentence(refine.group(2))} [{refine.group(1)}]".strip()
-    one = re.search(r"(?:Excerpt|片段) \[(c\d+)\][:：]\n(.+)", user, re.S)
+    one = re.search(r"(?:Excerpt|片段) \[((?:\d+:)?c\d+)\][:：]\n(.+)", user, re.S)
     if one:
         return f"{_first_sentence(one.group(2))} [{one.group(1)}]"
     notes = _after(user, ["Notes:", "笔记："])

@@ -108,7 +108,7 @@ DocumentId = Annotated[
     str,
     described(
         "Id of a document ingested in the namespace (16 hex digits, as ingest returns it); give exactly one of "
-        "doc_id, text or path.",
+        "doc_id, text, path, doc_ids or whole_namespace.",
         example="9362242a1b2c3d4e",
         pattern=DOC_ID,
     ),
@@ -126,10 +126,26 @@ DocumentPath = Annotated[
     str,
     described(
         "A txt, md, pdf, docx or html file on the server, under its LONGDOC_INGEST_ROOT (relative to it), "
-        "ingested first; instead of doc_id or text.",
+        "ingested first; or a folder there: its new files are ingested and all of its documents read as one "
+        "collection. Instead of doc_id or text.",
         example="reports/falcon.md",
         maxLength=4096,
     ),
+]
+DocumentIds = Annotated[
+    list[str],
+    described(
+        "Ids of documents ingested in the namespace, read as one collection: an answer cites a document by its "
+        "tag and a sentence (2:c3.1 is sentence 1 of chunk c3 of document 2; documents maps the tags to titles).",
+        example=["9362242a1b2c3d4e", "a41c07be5d2f9e10"],
+        minItems=1,
+        maxItems=10_000,
+        items={"type": "string", "pattern": DOC_ID},
+    ),
+]
+WholeNamespace = Annotated[
+    bool,
+    described("True: read every document of the namespace as one collection.", example=True),
 ]
 Namespace = Annotated[
     str,

@@ -22,10 +22,12 @@ from typing import Any
 from stores.chunking import Chunk, chunk_text, effective_overlap
 from stores.documents import (
     DocumentInfo,
+    count_words,
     document_lock,
     find_document,
     get_document,
     index_identity,
+    now_iso,
     save_document,
 )
 from stores.errors import InputError, TooLarge
@@ -215,6 +217,7 @@ def index_document(
             embedder=store.space,
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
+            words=count_words(doc.text),
         )
         published = find_document(store.namespace, doc_id)
         index = index_identity(info if record or published is None else published)
@@ -225,6 +228,7 @@ def index_document(
         if store.count(doc_id=doc_id, kind="chunk", index=index) != len(chunks):
             raise RuntimeError(f"the index of {doc_id!r} is incomplete after writing it; ingest it again")
         if record:
+            info = replace(info, ingested_at=now_iso())
             save_document(info, doc.text)  # the switch: readers see the new index from here on
             drop_other_indexes(store.namespace, doc_id, index)
         emit({"stage": "indexed", "doc_id": doc_id, "chunks": len(chunks)})

@@ -47,14 +47,20 @@ class DirectoryResult:
         }
 
 
-def document_files(root: Path) -> list[Path]:
-    """Every file under ``root`` (recursively, hidden folders excluded) of a supported type, sorted."""
+def document_files(root: Path, *, contained: bool = False) -> list[Path]:
+    """Every file under ``root`` (recursively, hidden folders excluded) of a supported type, sorted.
+
+    ``contained``: a file whose real path (links followed) is outside ``root`` is left out.
+    """
     if not root.is_dir():
         raise InputError(f"{root}: not a directory")
+    real = root.resolve()
     found = []
     for path in root.rglob("*"):
         parts = path.relative_to(root).parts
         if any(part.startswith(".") for part in parts) or not path.is_file():
+            continue
+        if contained and not path.resolve().is_relative_to(real):
             continue
         if path.suffix.lower() in SUPPORTED:
             found.append(path)
@@ -126,10 +132,12 @@ def ingest_directory(
     chunk_overlap: int = 150,
     encoding: str | None = None,
     progress: Progress | None = None,
+    contained: bool = False,
 ) -> DirectoryResult:
-    """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time."""
+    """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time
+    (``contained``: files linked from outside ``root`` are left out)."""
     emit = progress or (lambda _event: None)
-    files = document_files(Path(root))
+    files = document_files(Path(root), contained=contained)
     store = get_store(namespace, embedder)
     manifest = Manifest(store)
     result = DirectoryResult()

@@ -5,7 +5,8 @@ Chroma store and by BM25 over the chunk texts (``bm25s``, tokenised with
 ``stores.embedders.lexical_tokens`` so Chinese and English both work), and fuses the two
 rankings with reciprocal rank fusion. The BM25 index of a document is built once and cached per
 process. ``focus_snippet`` cuts a chunk down to the sentences that matter for a query, so prompts
-stay small without losing the evidence.
+stay small without losing the evidence. The same retrieval across several documents (BM25 summed
+from per-document term counts) is :mod:`nodes.collection.index`.
 """
 
 from __future__ import annotations

@@ -13,9 +13,11 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,10 @@ class DocumentInfo:
     embedder: str = ""
     chunk_size: int = 0
     chunk_overlap: int = 0
+    words: int = 0
+    """Words of the normalised text (CJK characters count one each); 0 in records written before it was kept."""
+    ingested_at: str = ""
+    """When the index was published (UTC, ISO 8601); empty in records written before it was kept."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,7 +174,13 @@ def _document_file(namespace: str, doc_id: str, name: str) -> str:
 
 def get_document(namespace: str, doc_id: str) -> DocumentInfo:
     """Metadata of an ingested document, or InputError when it is unknown."""
-    return DocumentInfo(**json.loads(_document_file(namespace, doc_id, "meta.json")))
+    return _info(json.loads(_document_file(namespace, doc_id, "meta.json")))
+
+
+def _info(record: dict[str, Any]) -> DocumentInfo:
+    """A :class:`DocumentInfo` from a record (keys a later version added and this one does not know are left out)."""
+    known = DocumentInfo.__dataclass_fields__
+    return DocumentInfo(**{k: v for k, v in record.items() if k in known})
 
 
 def find_document(namespace: str, doc_id: str) -> DocumentInfo | None:
@@ -188,14 +200,53 @@ def list_documents(namespace: str) -> list[DocumentInfo]:
     """Every document ingested in ``namespace``."""
     shared = shared_files(namespace)
     if shared is not None:
-        return [DocumentInfo(**json.loads(text)) for text in shared.all_named("meta.json")]
+        return [_info(json.loads(text)) for text in shared.all_named("meta.json")]
     root = namespace_dir(namespace) / "docs"
     if not root.exists():
         return []
     out = []
     for meta in sorted(root.glob("*/meta.json")):
-        out.append(DocumentInfo(**json.loads(meta.read_text(encoding="utf-8"))))
+        out.append(_info(json.loads(meta.read_text(encoding="utf-8"))))
     return out
+
+
+_WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def count_words(text: str) -> int:
+    """Words of ``text`` as a reader counts them: runs of non-space characters holding a letter or digit (not
+    markup such as ``#`` or ``-``), each CJK character one word."""
+    return sum(1 for word in _WORD.findall(text) if any(c.isalnum() for c in word))
+
+
+def now_iso() -> str:
+    """The current UTC time, to the second, as ISO 8601 (``2026-12-03T07:57:00Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+DOCUMENT_COLUMNS = ("doc_id", "title", "source", "words", "chunks", "embedder", "ingested_at")
+"""What a namespace's listing says of each document (``longdoc docs``, the served ``/documents``)."""
+
+
+def document_listing(namespace: str) -> list[dict[str, Any]]:
+    """The documents of ``namespace``, oldest first: :data:`DOCUMENT_COLUMNS` of each.
+
+    A record written before words and ingest times were kept gets its words counted from its text
+    and, in the local store, its time from the record's file.
+    """
+    rows = []
+    for info in list_documents(namespace):
+        row = {name: getattr(info, name) for name in DOCUMENT_COLUMNS}
+        if not info.words:
+            with contextlib.suppress(InputError):
+                row["words"] = count_words(document_text(namespace, info.doc_id))
+        if not info.ingested_at and shared_files(namespace) is None:
+            meta = doc_dir(namespace, info.doc_id) / "meta.json"
+            with contextlib.suppress(OSError):
+                stamp = datetime.fromtimestamp(meta.stat().st_mtime, UTC)
+                row["ingested_at"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["ingested_at"], r["doc_id"]))
 
 
 def cache_path(namespace: str, doc_id: str, name: str) -> Path:

@@ -29,7 +29,8 @@ class IngestRoot:
         return cls(get_settings().ingest_root)
 
     def resolve(self, given: str) -> str:
-        """The real path of file ``given`` inside the root; InputError (one message for every case) otherwise."""
+        """The real path of file or folder ``given`` inside the root; InputError (one message for every case)
+        otherwise. A folder names a collection: the workflows read its files, links out of it left out."""
         if self.root is None:
             raise InputError(self.REFUSED)
         message = f"no readable file {given!r} under the ingest root"
@@ -37,7 +38,7 @@ class IngestRoot:
             candidate = (self.root / given).resolve(strict=True)
         except (OSError, RuntimeError, ValueError):
             raise InputError(message) from None
-        if not candidate.is_relative_to(self.root) or not candidate.is_file():
+        if not candidate.is_relative_to(self.root) or not (candidate.is_file() or candidate.is_dir()):
             raise InputError(message)
         return str(candidate)
 

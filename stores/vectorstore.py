@@ -225,8 +225,11 @@ class VectorStore:
         doc_id: str | None = None,
         min_score: float | None = None,
         where: dict[str, Any] | None = None,
+        matching: int | None = None,
     ) -> list[Hit]:
-        """Nearest records to ``query`` (text or vector), best first; score is cosine similarity."""
+        """Nearest records to ``query`` (text or vector), best first; score is cosine similarity.
+
+        ``matching``: how many records the filter matches, when the caller knows (else it is asked first)."""
         if k <= 0:
             return []
         vector = self.embedder.embed_query(query) if isinstance(query, str) else list(query)
@@ -234,9 +237,12 @@ class VectorStore:
         if where:
             cond = {"$and": [cond, where]} if cond else where
         # Chroma refuses more results than records match: ask how many, up to k (not every matching id).
-        available = (
-            len(self.collection.get(where=cond, include=[], limit=k)["ids"]) if cond else self.collection.count()
-        )
+        if matching is not None:
+            available = matching
+        elif cond:
+            available = len(self.collection.get(where=cond, include=[], limit=k)["ids"])
+        else:
+            available = self.collection.count()
         if available == 0:
             return []
         res = self.collection.query(

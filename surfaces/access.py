@@ -75,6 +75,7 @@ SERVED_FIELDS: dict[str, frozenset[str]] = {
         "read_all",
         "tree_weight",
         "jump_penalty",
+        "shortlist",
     },
     "summarize": COMMON_FIELDS
     | {

@@ -35,7 +35,8 @@ WORKFLOW_CLI_MODULES = ("surfaces.cli_chain", "surfaces.cli_summarize", "surface
 
 DESCRIPTION = """\
 longdoc works with documents far longer than a model's context window, offline by default: the commands
-below ingest a document once, then answer, summarize, chat over it, draw its canvas or route requests.
+below ingest a document or a folder once, then answer, summarize or chat over one document or a whole
+collection, list what a namespace holds, draw a document's canvas or route requests.
 
 By default the bundled Qwen2.5-Coder-1.5B-Instruct model runs in-process through llama.cpp and the bundled
 multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
@@ -199,6 +200,70 @@ def document_id(args: argparse.Namespace, **context: Any) -> str:
     return str(ensure_document(args, args.path, **context)["doc_id"])
 
 
+def add_documents_options(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    """``PATH`` (optional: none reads every document of ``--namespace``) and ``--doc-ids``."""
+    if positional:
+        parser.add_argument(
+            "path",
+            nargs="?",
+            default=None,
+            help="a file (txt, md, pdf, docx, html), a folder (its files as one collection: new ones ingested first) "
+            "or the id of an ingested document; none: every document of --namespace",
+        )
+    parser.add_argument(
+        "--doc-ids", default="", metavar="ID,ID", help="ids of ingested documents read as one collection, not PATH"
+    )
+
+
+def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any]:
+    """The input fields naming a command's documents: ``doc_id`` for one, ``doc_ids`` for a collection.
+
+    A folder is ingested here (new and changed files only, with a progress bar); no path and no
+    ``--doc-ids`` is every document of the namespace.
+    """
+    from pathlib import Path
+
+    from nodes.collection.resolve import resolve_documents
+
+    given = [d.strip() for d in str(getattr(args, "doc_ids", "") or "").split(",") if d.strip()]
+    if given and args.path:
+        raise InputError("give PATH or --doc-ids, not both")
+    settings = Context.from_mapping({**context_values(args), **context})
+    if given:
+        values: dict[str, Any] = {"doc_ids": given}
+    elif not args.path:
+        values = {"whole_namespace": True}
+    elif Path(args.path).is_dir():
+        values = {"path": args.path}
+    else:
+        return {"doc_id": document_id(args, **context)}
+    with progress(args.quiet, "ingest") as handle:
+        docs = resolve_documents({**values, "namespace": args.namespace}, settings, handle)
+    return {"doc_id": docs[0]} if len(docs) == 1 else {"doc_ids": docs}
+
+
+def documents_legend(documents: list[dict[str, Any]], citations: list[str]) -> str:
+    """``[2] Title (file.md)`` lines for the documents the citations name (empty for one document)."""
+    from nodes.collection.sources import document_name, split_label
+
+    tags = []
+    for label in citations:
+        try:
+            tag = split_label(label)[0]
+        except InputError:
+            continue
+        if tag is not None and tag not in tags:
+            tags.append(tag)
+    by_tag = {int(d["tag"]): d for d in documents}
+    lines = []
+    for tag in sorted(t for t in tags if t in by_tag):
+        doc = by_tag[tag]
+        source = str(doc.get("source") or "")
+        where = f" ({source})" if source and source != "text" and document_name(doc) != source else ""
+        lines.append(f"  [{tag}] {document_name(doc)}{where}")
+    return "\n".join(lines)
+
+
 def _cmd_ingest_directory(args: argparse.Namespace) -> int:
     from nodes.ingest_dir import ingest_directory
 
@@ -281,6 +346,51 @@ def _cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from stores.documents import document_listing
+
+    rows = document_listing(args.namespace)
+    if args.json:
+        print_json({"namespace": args.namespace, "documents": rows})
+        return EXIT_OK
+    if not rows:
+        print(f"no documents in namespace {args.namespace!r}; add some with: longdoc ingest PATH -n {args.namespace}")
+        return EXIT_OK
+    print(document_table(rows))
+    words = sum(int(r["words"]) for r in rows)
+    print(f"{len(rows)} documents, {words:,} words, {sum(int(r['chunks']) for r in rows):,} chunks")
+    return EXIT_OK
+
+
+def document_table(rows: list[dict[str, Any]], title_chars: int = 40) -> str:
+    """The rows of :func:`stores.documents.document_listing` as an aligned text table."""
+
+    def cut(text: str, most: int) -> str:
+        text = " ".join(str(text).split())
+        return text if len(text) <= most else text[: most - 1] + "…"
+
+    head = ("id", "title", "words", "chunks", "embedder", "ingested", "source")
+    lines = [
+        (
+            r["doc_id"],
+            cut(r["title"], title_chars),
+            f"{int(r['words']):,}",
+            str(r["chunks"]),
+            r["embedder"],
+            r["ingested_at"].replace("T", " ").removesuffix("Z") or "-",
+            r["source"],
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [head, *lines]) for i in range(len(head) - 1)]
+    right = {2, 3}  # numbers
+    out = []
+    for row in [head, *lines]:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
+        out.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(out)
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     info = describe_models()
     if args.json:
@@ -324,6 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
 
+    p = sub.add_parser("docs", help="list the documents of a namespace: id, title, words, chunks, when, source")
+    context_option(p, Context, "namespace", "--namespace", "-n", default="default")
+    p.add_argument("--json", action="store_true", help="print one JSON object: the namespace and its documents")
+    p.set_defaults(func=_cmd_docs)
     for name in WORKFLOW_CLI_MODULES:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)

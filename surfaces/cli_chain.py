@@ -1,4 +1,9 @@
-"""``longdoc ask``: answer a question about a document with the Chow-Liu Chain-of-Agents."""
+"""``longdoc ask``: answer a question about a document, or a collection of them, with the Chow-Liu Chain-of-Agents.
+
+longdoc ask report.pdf "Who approved the budget?"
+longdoc ask reports/ "Who approved the budget?"          every document of the folder (new files ingested)
+longdoc ask -n team1 "Who approved the budget?"          every document of the namespace
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,11 @@ from surfaces.cli import (
     EXIT_OK,
     AnswerPrinter,
     add_common,
+    add_documents_options,
     add_stream_flag,
     context_values,
-    document_id,
+    documents_legend,
+    documents_request,
     print_json,
     progress,
     run_graph,
@@ -37,6 +44,7 @@ CHAIN_OPTIONS = (
     "children",
     "roots",
     "max_chunks",
+    "shortlist",
     "floor",
     "tree_weight",
     "jump_penalty",
@@ -48,9 +56,20 @@ benchmarks, set with ``context=`` in Python or in LangGraph Studio."""
 
 def register(sub: Any) -> None:
     """Add the ``ask`` command."""
-    p = sub.add_parser("ask", help="answer a question with a Chow-Liu ordered chain of worker agents")
-    p.add_argument("path", help="document to ask about (ingested first if needed)")
-    p.add_argument("question", help="the question")
+    p = sub.add_parser(
+        "ask",
+        help="answer a question with a Chow-Liu ordered chain of worker agents",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "words",
+        nargs="+",
+        metavar="[PATH] QUESTION",
+        help="a file, a folder (its documents as one collection) or an ingested document's id, then the question; "
+        "the question alone asks every document of --namespace",
+    )
+    add_documents_options(p, positional=False)
     for name in CHAIN_OPTIONS:
         context_option(p, ChainContext, name)
     context_option(p, ChainContext, "chunk_size")
@@ -75,9 +94,12 @@ def run(args: argparse.Namespace) -> int:
     size = context.pop("chunk_size", None)
     ingest_context = {"chunk_size": size} if size else {}
     context.update(ingest_context)
-    doc_id = document_id(args, **ingest_context)
+    if len(args.words) > 2:
+        raise InputError("give the path (optional) and the question, in quotes if it has spaces")
+    args.path, args.question = (None, args.words[0]) if len(args.words) == 1 else args.words
+    documents = documents_request(args, **ingest_context)
     printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
-    request = {"question": args.question, "doc_id": doc_id}
+    request = {"question": args.question, **documents}
     with progress(args.quiet, "reading") as handle:
         if not args.thread_id:
             out = run_graph(graph, request, context=context, on_event=handle, printer=printer)
@@ -100,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                 "tokens": tokens,
                 "explanation": out.get("explanation", ""),
                 "calls": out.get("calls", 0),
-                "doc_id": doc_id,
+                "doc_id": out["doc_id"],
+                **({"documents": out["documents"]} if out.get("documents") else {}),
                 **({"tree_html": str(page)} if page is not None else {}),
             }
         )
@@ -116,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ncitations: {cited}{' (inferred from the quotes)' if out.get('inferred') else ''}")
     for quote in out.get("quotes", []):
         print(f"  {quote}")
+    legend = documents_legend(out.get("documents", []), out["citations"])
+    if legend:
+        print("documents:\n" + legend)
     chunks = len({cid for edge in out["tree"] for cid in edge[:2]}) or len(out["read"])
     print(f"read ({args.order or ChainContext().order}): {' -> '.join(out['order'][0]) if out['order'] else 'nothing'}")
     print(f"stopped: {out['stopped']} after {len(out['read'])} of {chunks} chunks, {len(out['skipped'])} skipped")
@@ -166,14 +192,24 @@ def _page_path(value: str | None) -> Path | None:
 
 
 def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
-    """Draw the run's tree and first reading order, nodes labelled with their sections."""
+    """Draw the run's tree and first reading order, nodes labelled with their sections (in a collection, with
+    their document's title too)."""
     from nodes.chain.tree_view import tree_html
+    from nodes.collection.sources import document_name
     from stores.documents import get_document, write_atomic
     from stores.vectorstore import get_store
 
     store = get_store(args.namespace, args.embedder)
-    sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
-    name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
+    if out.get("documents"):
+        sections = {}
+        for doc in out["documents"]:
+            for hit in store.by_doc(doc["doc_id"]):
+                label = f"{doc['tag']}:{hit.chunk_id}"
+                sections[label] = " · ".join(p for p in (document_name(doc), hit.section) if p)
+        name = f"{len(out['documents'])} documents"
+    else:
+        sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
+        name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
     order = out["order"][0] if out["order"] else []
     page = tree_html(order, out["tree"], sections, title=f"{name}: {args.question}", skipped=out["skipped"])
     write_atomic(path, page)

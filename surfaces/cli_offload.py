@@ -3,6 +3,7 @@
     longdoc chat report.md                              interactive; an empty line or Ctrl-D ends
     longdoc chat report.md --script questions.txt       one question per line, JSON lines out
     longdoc chat report.md --session s1                 resume session s1 (pinned state, offloaded turns)
+    longdoc chat reports/                               talk about every document of a folder at once
     longdoc canvas report.md --out report.html          the canvas as an offline HTML page (or .mmd)
 
 A chat session is one checkpointed thread: run the same command with ``--session ID`` to go on
@@ -29,9 +30,11 @@ from surfaces.cli import (
     EXIT_OK,
     AnswerPrinter,
     add_common,
+    add_documents_options,
     add_stream_flag,
     deadline,
     document_id,
+    documents_request,
     print_json,
     progress,
     run_graph,
@@ -48,7 +51,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="file to talk about (txt, md, pdf, docx, html) or the id of an ingested document")
+    add_documents_options(p)
     p.add_argument("--script", default=None, help="run the questions of FILE non-interactively (JSON lines out)")
     p.add_argument("--session", default=None, help="session id; the same id resumes the session")
     context_option(p, OffloadContext, "policy")
@@ -108,6 +111,7 @@ def turn_json(out: dict[str, Any]) -> dict[str, Any]:
         "answer": out["answer"],
         "input_tokens": out["input_tokens"],
         "citations": out["citations"],
+        **({"documents": out["documents"]} if out.get("documents") else {}),
         "offloaded": [o["id"] for o in out["offloaded"]],
         "recalled": [r["id"] for r in out["recalled"]],
         "cut": out["cut"],
@@ -139,7 +143,6 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     from surfaces.resume import forget_refused, plan
 
     questions = read_script(args.script) if args.script else None
-    doc_id = document_id(args)
     session = args.session or f"chat-{uuid.uuid4().hex[:12]}"
     config: dict[str, Any] = {"configurable": {"thread_id": session}}
     context = _chat_context(args)
@@ -152,11 +155,13 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         started = bool(previous.get("turn"))
         if started and args.policy is None and previous.get("policy"):
             context["policy"] = previous["policy"]
+        # the first turn names the documents; the session stays bound to them
+        documents = documents_request(args) if not started or args.path or args.doc_ids else {}
         if not args.quiet and not args.script:
             state = f"resuming session {session} at turn {previous['turn'] + 1}" if started else f"session {session}"
             print(f"{state} (resume it later with --session {session})", file=sys.stderr)
         for question in questions if questions is not None else _interactive():
-            request: dict[str, Any] = {"question": question, "doc_id": doc_id}
+            request: dict[str, Any] = {"question": question, **documents}
             if args.goal and not started:
                 request["goal"] = args.goal
             printer = AnswerPrinter({"answer"}, field=None) if stream else None

@@ -1,6 +1,7 @@
 """``longdoc summarize``: summarize a document with the expert-editor workflow or a baseline.
 
     longdoc summarize report.md --query "what was decided about the budget" --length 100 --format bullets
+    longdoc summarize reports/ --query "what was decided about the budget"     # every document of the folder
 
 Progress is shown per round and per expert on stderr. ``--json`` prints one object with the
 summary, its sentences and citations, the rounds and the token counts. ``--thread-id`` checkpoints
@@ -16,7 +17,16 @@ from typing import Any, get_args
 from langchain_core.runnables import RunnableConfig
 
 from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
-from surfaces.cli import EXIT_OK, add_common, document_id, print_json, progress, run_graph
+from surfaces.cli import (
+    EXIT_OK,
+    add_common,
+    add_documents_options,
+    documents_legend,
+    documents_request,
+    print_json,
+    progress,
+    run_graph,
+)
 from surfaces.options import context_option, context_values
 
 METHODS: tuple[str, ...] = get_args(Method)
@@ -30,7 +40,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="file to summarize (txt, md, pdf, docx, html) or the id of an ingested document")
+    add_documents_options(p)
     p.add_argument("--query", default="", help="focus of the summary, e.g. 'what was decided about the budget'")
     p.add_argument(
         "--length",
@@ -54,9 +64,8 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
     """Run the summarize graph for parsed arguments and return its output."""
     from graphs.summarize.graph import builder, graph
 
-    doc_id = document_id(args)
     request = {
-        "doc_id": doc_id,
+        **documents_request(args),
         "query": args.query,
         "length": args.length,
         "format": args.format,
@@ -92,6 +101,7 @@ def json_result(out: dict[str, Any]) -> dict[str, Any]:
         "rounds": out["rounds"],
         "tokens": {**totals, "by_role": out.get("usage", {})},
         "doc_id": out["doc_id"],
+        "documents": out.get("documents", []),
         "method": out["method"],
         "stop_reason": out["stop_reason"],
         "factcheck": out["factcheck"],
@@ -110,6 +120,9 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
         print_json(json_result(out))
         return EXIT_OK
     print(with_citations(out["sentences"], args.format, detect_language(out["summary"])))
+    legend = documents_legend(out.get("documents", []), [c for s in out["sentences"] for c in s["citations"]])
+    if legend:
+        print("\ndocuments:\n" + legend)
     if not out["sentences"]:
         print(
             "longdoc: no sentence of the summary survived the fact-check; run with --factcheck mark to see them",

@@ -626,6 +626,18 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
 
     names = registry.available()
 
+    @app.get("/documents")
+    async def documents(request: Request, namespace: str = "") -> dict[str, Any]:
+        """The documents of one of the key's namespaces (default: its first): id, title, words, chunks..."""
+        from starlette.concurrency import run_in_threadpool
+
+        from surfaces.listing import served_listing
+
+        tenant = getattr(request.state, "tenant", None)
+        if tenant is None:
+            raise HTTPException(401, "missing or wrong API key")
+        return await run_in_threadpool(served_listing, tenant, namespace)
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "workflows": names}

@@ -64,7 +64,7 @@ def length_finish_error(partial: str = '{"verdicts": [') -> Exception:
 
 
 # --- a scripted chain worker: quotes the shown sentences that hold a keyword ---------------------
-_LABELLED = re.compile(r"\[(c\d+\.\d+)\] (.+?)(?= \[c\d+\.\d+\] |$)")
+_LABELLED = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\] (.+?)(?= \[(?:\d+:)?c\d+\.\d+\] |$)")
 
 
 def shown_sentences(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:

@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 
 from nodes.chain.ordering.orders import ORDERS
 from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
-from nodes.chain.reading import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_FLOOR, DEFAULT_HOP, DEFAULT_PASSAGE
+from nodes.chain.reading import (
+    DEFAULT_BATCH,
+    DEFAULT_BUDGET,
+    DEFAULT_FLOOR,
+    DEFAULT_HOP,
+    DEFAULT_PASSAGE,
+    DEFAULT_SHORTLIST,
+)
 from nodes.context import Context, describe, prompt_field
 
 
@@ -89,6 +96,15 @@ class ChainContext(Context):
     )
     worker_max_tokens: int = field(default=160, metadata=describe("Most tokens a worker may write."))
     manager_max_tokens: int = field(default=200, metadata=describe("Most tokens the manager may write."))
+    shortlist: int = field(
+        default=DEFAULT_SHORTLIST,
+        metadata=describe(
+            "Collections: chunks shortlisted across the documents for the question, and as many more for each "
+            "missing piece a worker names; only these are read.",
+            min=1,
+            max=2000,
+        ),
+    )
     exact_max: int = field(
         default=2000, metadata=describe("Largest chunk count for the exact dense tree; sparse above.")
     )

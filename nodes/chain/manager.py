@@ -22,7 +22,7 @@ from stores.models import LLM, llm_for, messages
 from stores.text import content_words
 from stores.usage import merge_usage, track_usage, usage_totals
 
-_REF = re.compile(r"\[(c\d+(?:\.\d+)?)\]")
+_REF = re.compile(r"\[((?:\d+:)?c\d+(?:\.\d+)?)\]")
 
 
 class Answer(BaseModel):

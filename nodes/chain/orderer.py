@@ -23,9 +23,12 @@ from nodes.chain.context import ChainContext
 from nodes.chain.ordering.orders import order_chunks
 from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
+from nodes.chain.pool import collection_reading, pool_documents, shortlist, tree_edges
 from nodes.chain.state import ChainState
+from nodes.collection.index import published_indexes
+from nodes.collection.resolve import resolve_documents
 from nodes.context import validate
-from nodes.ingest import index_document, input_namespace, resolve_document
+from nodes.ingest import index_document, input_namespace
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
 from stores.errors import InputError
 from stores.loaders import load_text
@@ -39,8 +42,11 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     validate(ctx)
     question = check_question(state.get("question") or "")
     namespace = input_namespace(state, ctx)
-    doc_id = resolve_document(state, ctx, runtime.stream_writer)
+    documents = resolve_documents(state, ctx, runtime.stream_writer)
     store = get_store(namespace, ctx.embedder)
+    if len(documents) > 1:
+        return collection_orderer(store, ctx, question, documents, runtime.stream_writer)
+    doc_id = documents[0]
     doc = document_vectors(store, doc_id)
     tree, cached = cached_tree(
         store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
@@ -68,8 +74,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     return {
         "question": question,
         "doc_id": doc_id,
-        "path": "",
-        "text": "",
+        **_cleared(),
         "namespace": namespace,
         "language": doc.info.language,
         "chunk_ids": ids,
@@ -86,6 +91,59 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         "notes": [],
         **fresh_chain(),
     }
+
+
+def collection_orderer(
+    store: VectorStore, ctx: ChainContext, question: str, documents: list[str], emit: Any
+) -> dict[str, Any]:
+    """Shortlist the chunks of the collection most relevant to the question and plan the chains over them
+    (:mod:`nodes.chain.pool`): a collection is read best-first, within the budget."""
+    if ctx.order != "best-first" or ctx.read_all:
+        raise InputError(
+            "a collection is read best-first within the budget: use order best-first without read_all "
+            f"(order {ctx.order!r}{' with read_all' if ctx.read_all else ''} reads one document)"
+        )
+    indexes = published_indexes(store.namespace, documents)
+    pool = shortlist(store, documents, question, ctx.shortlist, indexes)
+    if not pool:
+        raise InputError("the documents of the collection have no chunks in this embedder's vector space")
+    reading = collection_reading(store, pool, ctx)
+    ids = reading.doc.chunk_ids
+    starts = multi_roots(reading.tree, reading.cosine(question), n_roots=ctx.roots) if ctx.roots > 1 else []
+    total = sum(get_document(store.namespace, d).chunks for d in documents)
+    emit({"stage": "ordered", "message": f"best-first: {len(ids)} of {total} chunks of {len(documents)} documents"})
+    return {
+        "question": question,
+        "doc_id": documents[0],
+        **_cleared(),
+        "collection": documents,
+        "indexes": indexes,
+        "pool": pool,
+        "expanded": [question],
+        "documents": pool_documents(store.namespace, pool),
+        "namespace": store.namespace,
+        "language": reading.doc.info.language,
+        "chunk_ids": ids,
+        "plan": [[ids[r]] for r in starts] or [[]],
+        "order": [],
+        "read": [],
+        "passages": [],
+        "skipped": [],
+        "stops": [],
+        "dropped": 0,
+        "batch": [],
+        "tree": tree_edges(reading),
+        "chain": 0,
+        "notes": [],
+        **fresh_chain(),
+    }
+
+
+def _cleared() -> dict[str, Any]:
+    """The input fields that named the documents, cleared once resolved (they never name them twice), and a
+    collection's state, empty (a thread's next run may read one document)."""
+    cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
+    return {**cleared, "collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
 
 
 def fresh_chain() -> dict[str, Any]:

@@ -23,11 +23,11 @@ import numpy as np
 
 from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
 
-_LABEL = re.compile(r"^\s*\[?\s*(c\d+\.\d+)\s*\]?\s*$")
-_LABELS_IN = re.compile(r"\[(c\d+\.\d+)\]")
+_LABEL = re.compile(r"^\s*\[?\s*((?:\d+:)?c\d+\.\d+)\s*\]?\s*$")
+_LABELS_IN = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\]")
 _SPACE = re.compile(r"\s+")
-QUOTE_LINE = re.compile(r"^\[(c\d+\.\d+)\] ")
-"""A line of the evidence: ``[c3.2] sentence``."""
+QUOTE_LINE = re.compile(r"^\[((?:\d+:)?c\d+\.\d+)\] ")
+"""A line of the evidence: ``[c3.2] sentence`` (in a collection, ``[2:c3.2] sentence``)."""
 _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
 _OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
@@ -213,10 +213,12 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
     return Quotes(kept, dropped)
 
 
-def label_order(label: str) -> tuple[int, int]:
-    """Sort key of a sentence label: chunk position, then sentence number."""
-    chunk, number = label[1:].split(".")
-    return int(chunk), int(number)
+def label_order(label: str) -> tuple[int, int, int]:
+    """Sort key of a sentence label: document tag (a collection's; 0 for one document), chunk position, then
+    sentence number."""
+    tag, _, rest = label.rpartition(":")
+    chunk, number = rest[1:].split(".")
+    return int(tag or 0), int(chunk), int(number)
 
 
 @dataclass

@@ -10,7 +10,7 @@ above the relevance floor is left (``end``). See :mod:`nodes.chain.reading` for 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from langgraph.runtime import Runtime
@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from nodes.chain.context import ChainContext
 from nodes.chain.orderer import DocumentVectors, cached_tree, document_vectors, fresh_chain
 from nodes.chain.passages import PassageIndex, build_passage_index
+from nodes.chain.pool import collection_reading, grown, pool_documents, shortlist, tree_edges
 from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.chain.state import CHUNK_TOKENS, ChainState
 from nodes.retrieval import index_key, lexical_index
@@ -192,11 +193,40 @@ def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
     return _readings.get_or_build(key, build)
 
 
+def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Any:
+    """What a run reads: its document's :class:`Reading`, or a collection's shortlist (:mod:`nodes.chain.pool`)."""
+    if state.get("pool"):
+        return collection_reading(store, state["pool"], ctx)
+    return reading_inputs(store, state["doc_id"], ctx)
+
+
+def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
+    """A collection run's shortlist grown for the missing piece the last worker named (once per piece): the
+    chunks most relevant to it join the shortlist, at its end. Empty for one document or nothing new."""
+    missing = state.get("missing", "")
+    if not state.get("pool") or not missing or missing in state.get("expanded", []):
+        return {}
+    more = shortlist(store, state["collection"], missing, ctx.shortlist, state.get("indexes") or None)
+    pool = grown(state["pool"], more)
+    update: dict[str, Any] = {"expanded": [*state.get("expanded", []), missing]}
+    if pool != state["pool"]:
+        reading = collection_reading(store, pool, ctx)
+        update.update(
+            pool=pool,
+            chunk_ids=reading.doc.chunk_ids,
+            documents=pool_documents(store.namespace, pool),
+            tree=tree_edges(reading),
+        )
+    return update
+
+
 def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Choose the next passages of the current chain, or end it (and start the next chain, or hand over)."""
     ctx = runtime.context or ChainContext()
     store = get_store(state["namespace"], ctx.embedder)
-    reading = reading_inputs(store, state["doc_id"], ctx)
+    growth = _grown(store, state, ctx)
+    state = cast(ChainState, {**state, **growth})
+    reading = reading_for(store, state, ctx)
     if reading.doc.chunk_ids != state["chunk_ids"]:
         raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
     chain = state["chain"]
@@ -204,7 +234,7 @@ def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     notes, stops = list(state.get("notes", [])), list(state.get("stops", []))
     skipped = list(state.get("skipped", []))
     read = set(state.get("read", []))
-    update: dict[str, Any] = {}
+    update: dict[str, Any] = dict(growth)
     while chain < len(state["plan"]):
         choice = _choose(state, ctx, chain, chain_state, reading)
         skipped += [c for c in choice.skipped if c not in skipped and c not in read]
@@ -218,7 +248,7 @@ def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         )
         chain += 1
         chain_state = fresh_chain()
-        update = {"notes": notes, "stops": stops}
+        update = {**growth, "notes": notes, "stops": stops}
     return {**update, "chain": chain, **chain_state, "batch": [], "skipped": skipped, "stopped": _overall(stops)}
 
 

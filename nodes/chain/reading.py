@@ -47,6 +47,8 @@ second batch already answers the first worker's missing piece within the budget)
 LEAST_BATCH = 0.25
 """Share of ``batch_tokens`` below which what is left of the budget is not read: a worker's prompt and
 reply would cost more than the text it reads."""
+DEFAULT_SHORTLIST = 32
+"""Chunks of a collection shortlisted per query (the question, then each missing piece) by default."""
 DEFAULT_FLOOR = -0.5
 """Relevance (standard deviations from the document's mean) below which a chunk is skipped."""
 

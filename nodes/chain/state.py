@@ -6,7 +6,7 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from nodes.context import DocumentId, DocumentPath, DocumentText, Namespace, described
+from nodes.context import DocumentId, DocumentIds, DocumentPath, DocumentText, Namespace, WholeNamespace, described
 from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import Usage, merge_usage
 
@@ -20,7 +20,7 @@ class ChainRequest(TypedDict):
     question: Annotated[
         str,
         described(
-            "The question to answer about the document, in its words or yours; one question per call.",
+            "The question to answer about the document or collection, in its words or yours; one question per call.",
             example="Who manages procurement, and which supplier did they find?",
             minLength=1,
             maxLength=MAX_QUESTION_CHARS,
@@ -28,6 +28,8 @@ class ChainRequest(TypedDict):
     ]
     path: NotRequired[DocumentPath]
     text: NotRequired[DocumentText]
+    doc_ids: NotRequired[DocumentIds]
+    whole_namespace: NotRequired[WholeNamespace]
     namespace: NotRequired[Namespace]
 
 
@@ -45,7 +47,7 @@ class ChainOutput(TypedDict):
     explanation: str
     """One sentence of justification with citations."""
     citations: list[str]
-    """Chunk ids that support the answer."""
+    """Chunk ids that support the answer (in a collection ``2:c3``: chunk c3 of the document tagged 2)."""
     quotes: list[str]
     """The quoted sentences the answer rests on, each behind its label ``[c3.2]`` (sentence 2 of chunk c3)."""
     inferred: bool
@@ -72,7 +74,10 @@ class ChainOutput(TypedDict):
     calls: int
     """LLM calls made."""
     doc_id: str
-    """Id of the document."""
+    """Id of the document (of a collection: its first)."""
+    documents: list[dict]
+    """A collection's documents the run shortlisted: {tag, doc_id, title, source}, tag 2 being the document a
+    label ``2:c3.4`` names (empty for one document)."""
 
 
 class ChainState(ChainRequest, ChainOutput, total=False):
@@ -106,3 +111,12 @@ class ChainState(ChainRequest, ChainOutput, total=False):
     """Chunk ids whose sentences a worker quoted."""
     language: str
     """Prompt language (the document's)."""
+    collection: list[str]
+    """A collection run's documents (empty for one document); the input's doc_ids, whole_namespace and folder
+    path are cleared once resolved."""
+    indexes: list[str]
+    """Per document of a collection run, the index its record published when the run began."""
+    pool: list[str]
+    """A collection run's shortlist: store record ids of the chunks it reads, in the order they joined it."""
+    expanded: list[str]
+    """The texts the shortlist was made or grown for (the question, then each missing piece)."""

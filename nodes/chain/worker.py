@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 import prompts
 from nodes.chain.context import ChainContext
 from nodes.chain.passages import QUOTE_LINE, Passage, check_quotes, label_order, sentence_index
-from nodes.chain.planner import reading_inputs
+from nodes.chain.planner import reading_for
 from nodes.chain.reading import nothing_missing
 from nodes.chain.state import ChainState
 from stores.errors import InputError
@@ -33,7 +33,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     """Read the chosen passages and pass the quotes on."""
     ctx = runtime.context or ChainContext()
     chain, batch = state["chain"], state["batch"]
-    reading = reading_inputs(get_store(state["namespace"], ctx.embedder), state["doc_id"], ctx)
+    reading = reading_for(get_store(state["namespace"], ctx.embedder), state, ctx)
     if reading.doc.chunk_ids != state["chunk_ids"] or max(batch) >= len(reading.passages.passages):
         raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
     passages = [reading.passages.passages[i] for i in sorted(batch)]  # shown in document order
@@ -49,6 +49,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
             max_evidence_tokens=ctx.evidence_tokens,
             previous_missing=state.get("missing", ""),
             system_prompt=ctx.worker_prompt,
+            tagged=bool(state.get("pool")),
         )
     touched = list(dict.fromkeys(reading.passages.passages[i].chunk_id for i in batch))  # best passage first
     order = [list(o) for o in state.get("order") or []]
@@ -58,7 +59,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     read = list(state.get("read", []))
     read += [c for c in touched if c not in read]
     skipped = [c for c in state.get("skipped", []) if c not in touched]
-    quoted = {ln[1:].split(".")[0] for ln in result.notes.splitlines() if ln.startswith("[c")}
+    quoted = {m.group(1).rsplit(".", 1)[0] for ln in result.notes.splitlines() if (m := QUOTE_LINE.match(ln))}
     runtime.stream_writer(
         {
             "stage": "reading",
@@ -108,6 +109,20 @@ class WorkerQuotes(BaseModel):
     )
     missing: str = Field(
         default="", description="what is still needed to answer the question", json_schema_extra={"maxLength": 300}
+    )
+
+
+TaggedLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^[0-9]+:c[0-9]+[.][0-9]+$"})]
+"""A sentence label of a collection run, such as ``2:c3.2`` (sentence 2 of chunk c3 of the run's document 2)."""
+
+
+class TaggedQuotes(WorkerQuotes):
+    """A worker's quotes in a collection run: labels that name the document too."""
+
+    quotes: list[TaggedLabel] = Field(  # type: ignore[assignment]
+        default_factory=list,
+        description="labels of the sentences that help, e.g. 2:c3.2",
+        json_schema_extra={"maxItems": 8},
     )
 
 
@@ -191,10 +206,12 @@ def worker_step(
     max_evidence_tokens: int = 700,
     previous_missing: str = "",
     system_prompt: str | None = None,
+    tagged: bool = False,
 ) -> WorkerResult:
     """One worker: read a batch of passages with the evidence so far; quote what bears on the question.
 
-    ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``)."""
+    ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``); ``tagged``: the
+    labels name a collection's documents (``2:c3.2``), which the reply's schema then asks for."""
     shown = sentence_index(passages)
     system = prompts.render("chain/worker", lang, template=system_prompt, quotes=quotes)
     user = prompts.render(
@@ -204,7 +221,7 @@ def worker_step(
         evidence=notes or "(none yet)",
         passages="\n\n".join(p.labelled() for p in passages),
     )
-    reply = llm.structured(messages(system, user), WorkerQuotes, max_tokens=max_tokens)
+    reply = llm.structured(messages(system, user), TaggedQuotes if tagged else WorkerQuotes, max_tokens=max_tokens)
     checked = check_quotes(reply.quotes, shown)
     missing = " ".join(reply.missing.split())
     if nothing_missing(missing):

@@ -18,23 +18,24 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from nodes.chain.passages import chunk_paragraphs
-from nodes.chain.reading import DEFAULT_PASSAGE
+from nodes.collection.sources import Sources, chunk_sentences
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
 from nodes.offload.chat import render_sources
+from nodes.offload.collection_canvas import collection_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
-from nodes.offload.state import OffloadState, call_record, session_context
+from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.chat_stream import stream_more, streamed_field
-from stores.documents import find_document
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
 from stores.text import CITATION_TAG, content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import VectorStore, get_store
 
-_ID = re.compile(r"^\[?\s*([oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
+_ID = re.compile(r"^\[?\s*((?:\d{1,5}:)?[oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
+_TAGGED = re.compile(r"\[(\d+:c\d+)\]")
+"""A collection session's citation marker: ``[2:c3]``."""
 
 
 class AnswerReply(BaseModel):
@@ -63,17 +64,19 @@ QUOTE_WORDS = 40
 """Most words of a sentence quoted as a source."""
 
 
-def cited_sources(store: VectorStore, doc_id: str, title: str, citations: Sequence[str], answer: str) -> list[dict]:
+def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict]:
     """Per cited chunk, the sentence that backs the answer best (most content words shared): what the answer's
-    sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``)."""
+    sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``, in a
+    collection ``2:c3.2``); each source names its document by title or file name."""
     words = content_words(answer)
-    hits = {h.chunk_id: h for h in store.chunks(doc_id, list(citations))}
-    sources: list[dict] = []
-    for chunk_id in citations:
-        hit = hits.get(chunk_id)
-        if hit is None:
+    hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
+    names = {m.doc_id: m.name for m in sources.members}
+    out: list[dict] = []
+    for label in citations:
+        hit, found = hits.get(label), sources.locate(label)
+        if hit is None or found is None:
             continue
-        sentences = [s for paragraph in chunk_paragraphs(hit.text, DEFAULT_PASSAGE) for s in paragraph]
+        sentences = chunk_sentences(hit.text)
         if not sentences:
             continue
         best = max(range(len(sentences)), key=lambda i: (len(words & content_words(sentences[i])), -i))
@@ -81,13 +84,22 @@ def cited_sources(store: VectorStore, doc_id: str, title: str, citations: Sequen
         cut = quote.split(" ")
         if len(cut) > QUOTE_WORDS:
             quote = " ".join(cut[:QUOTE_WORDS]) + " ..."
-        label = f"{chunk_id}.{best + 1}"
-        sources.append({"doc_id": doc_id, "title": title, "chunk_id": chunk_id, "label": label, "quote": quote})
-    return sources
+        doc_id = found[0]
+        title = names.get(doc_id) or doc_id
+        out.append(
+            {"doc_id": doc_id, "title": title, "chunk_id": label, "label": f"{label}.{best + 1}", "quote": quote}
+        )
+    return out
 
 
-def citations_of(reply: AnswerReply | RecallReply, chunks: int) -> list[str]:
-    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document."""
+def citations_of(reply: AnswerReply | RecallReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
+    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document; in a
+    collection session (``labels``: its chunk labels) the tagged ids ``2:c3`` that exist in it."""
+    if labels:
+        known = set(labels)
+        found = [*reply.citations, *_TAGGED.findall(reply.answer)]
+        tagged = [re.sub(r"\s+", "", str(raw)).strip("[]").lower() for raw in found]
+        return list(dict.fromkeys(label for label in tagged if label in known))
     found = [*reply.citations, *CITATION_TAG.findall(reply.answer)]
     out = []
     for raw in found:
@@ -140,11 +152,16 @@ def resolve_recall(
     chunks: int,
     recall_tokens: int,
     lang: str,
+    doc_ids: Sequence[str] = (),
 ) -> tuple[list[Piece], list[dict[str, Any]]]:
-    """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report."""
+    """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report.
+    ``doc_ids``: the session's collection, whose chunks are recalled by their tagged ids (``2:c3``)."""
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
-    chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
-    hits = {h.chunk_id: h for h in chunk_store.chunks(doc_id, chunk_ids)}
+    if doc_ids:
+        chunk_ids = [i for i in ids if re.fullmatch(r"\d+:c\d+", i)]
+    else:
+        chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
+    hits = {h.chunk_id: h for h in Sources(chunk_store, doc_ids or [doc_id]).chunks(chunk_ids)}
     known = [i.id for i in offload_store.list(session)]
     pieces: list[Piece] = []
     report: list[dict[str, Any]] = []
@@ -167,10 +184,13 @@ def resolve_recall(
     return pieces, report
 
 
-def _canvas(ctx: OffloadContext, doc_id: str) -> Canvas | None:
+def _canvas(ctx: OffloadContext, doc_ids: Sequence[str]) -> Canvas | None:
     if ctx.policy != "offload_canvas":
         return None
-    return load_canvas(get_store(ctx.namespace, ctx.embedder), doc_id)
+    store = get_store(ctx.namespace, ctx.embedder)
+    if len(doc_ids) > 1:
+        return collection_canvas(Sources(store, doc_ids), ctx.canvas_max_nodes)
+    return load_canvas(store, doc_ids[0])
 
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
@@ -178,8 +198,9 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     question, doc_id = state["question"], state["doc_id"]
+    collection = session_documents(state)
     canvas_refs: list[dict[str, Any]] = []
-    drawn = _canvas(ctx, doc_id)
+    drawn = _canvas(ctx, collection)
     if drawn is not None:
         ids = drawn.mermaid_ids()
         for node, score in touched_nodes(
@@ -196,6 +217,7 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
         min_score=ctx.min_score,
         min_details=ctx.min_details,
         canvas_refs=canvas_refs,
+        doc_ids=collection,
     )
     runtime.stream_writer(
         {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
@@ -223,13 +245,14 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
+    collection = session_documents(state)
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
     round_ = int(state.get("recall_round") or 0)
     can_recall = offloading and round_ == 0 and any(t.get("offload_id") for t in history)
 
     pieces: list[Piece] = []
-    drawn = _canvas(ctx, doc_id)
+    drawn = _canvas(ctx, collection)
     if drawn is not None:
         pieces.append(Piece("canvas", "canvas", drawn.map_text(), "canvas"))
     if offloading:
@@ -241,11 +264,18 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         ctx.policy,
         ctx.keep_turns,
         lang,
-        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens),
+        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens, doc_ids=collection),
         relevant=_older_relevant(ctx, state) if offloading else (),
     )
     pieces += detail_pieces(
-        store, doc_id, state.get("details", []), question, ctx.detail_tokens, lang, recallable=can_recall
+        store,
+        doc_id,
+        state.get("details", []),
+        question,
+        ctx.detail_tokens,
+        lang,
+        recallable=can_recall,
+        doc_ids=collection,
     )
     report: list[dict[str, Any]] = []
     if round_ and state.get("recall_ids"):
@@ -258,6 +288,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             chunks=int(state.get("chunks") or 0),
             recall_tokens=ctx.recall_tokens,
             lang=lang,
+            doc_ids=collection if len(collection) > 1 else (),
         )
         shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
         runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
@@ -298,10 +329,10 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         update["answer"] = reply.answer.strip()
         return update
     update["answer"] = reply.answer.strip()
-    update["citations"] = citations_of(reply, int(state.get("chunks") or 0))
-    info = find_document(ctx.namespace, doc_id)
-    title = (info.title or info.source) if info is not None else doc_id
-    update["sources"] = cited_sources(store, doc_id, title, update["citations"], update["answer"])
+    sources = Sources(store, collection)
+    labels = sources.labels() if len(collection) > 1 else ()
+    update["citations"] = citations_of(reply, int(state.get("chunks") or 0), labels)
+    update["sources"] = cited_sources(sources, update["citations"], update["answer"])
     if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
         stream_more(written.message_id, update["answer"])
     rendered = render_sources(update["sources"], lang)

@@ -21,9 +21,11 @@ from pydantic import Field, ValidationError, create_model
 
 import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, outline_spec, render_mermaid
+from nodes.collection.sources import Sources
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, save_canvas
+from nodes.offload.collection_canvas import collection_canvas
 from nodes.offload.context import OffloadContext
-from nodes.offload.state import OffloadState, call_record, session_context
+from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.cache import lru_cache
 from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity
@@ -199,9 +201,15 @@ def ensure_canvas(
 
 
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Load the document's canvas, or have the canvas writer make it (cached per document)."""
+    """Load the document's canvas, or have the canvas writer make it (cached per document); a collection's
+    canvas is its documents over their own nodes, made without a model call."""
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
+    collection = session_documents(state)
+    if len(collection) > 1:
+        made = collection_canvas(Sources(store, collection), ctx.canvas_max_nodes)
+        runtime.stream_writer({"stage": "canvas", "message": f"canvas: {len(made.spec.nodes)} nodes (documents)"})
+        return {"canvas": {**made.summary(), "cached": True}}
     info = get_document(ctx.namespace, state["doc_id"])
     with track_usage() as usage, unstreamed():
         made, cached = ensure_canvas(

@@ -95,13 +95,15 @@ def reply_text(answer: str, sources: Sequence[Mapping[str, Any]], lang: str = "e
 
 def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) -> AIMessage:
     """The turn's answer as an AI message: the text and its sources, and in ``additional_kwargs["longdoc"]``
-    what backs it (the sources as data among it)."""
+    what backs it (the sources as data among it; a collection's documents with their tags)."""
     sources = list(state.get("sources") or [])
+    documents = list(state.get("documents") or [])
     meta = {
         "turn": state.get("turn"),
         "doc_id": state.get("doc_id"),
         "citations": list(state.get("citations") or []),
         "sources": sources,
+        **({"documents": documents} if documents else {}),
         "details": [d.get("chunk_id") for d in state.get("details") or []],
         "offloaded": offloaded,
         "recalled": list(state.get("recalled") or []),

@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import prompts
+from nodes.collection.sources import Sources
 from nodes.offload.memory import OFFLOADING, Piece
-from nodes.retrieval import focus_snippet, hybrid_search
+from nodes.retrieval import focus_snippet
 from stores.text import count_tokens, truncate_tokens
 from stores.vectorstore import VectorStore
 
@@ -97,13 +98,15 @@ def detail_pieces(
     lang: str,
     *,
     recallable: bool,
+    doc_ids: Sequence[str] = (),
 ) -> list[Piece]:
-    """One piece per retrieved chunk: ``[c3] sentences nearest the question``, most relevant first.
+    """One piece per retrieved chunk: ``[c3] sentences nearest the question`` (``[2:c3]`` in a collection
+    ``doc_ids``), most relevant first.
 
     A chunk longer than ``detail_tokens`` is shortened; its full text stays in the store under its
     chunk id, and with ``recallable`` the piece says how to recall it.
     """
-    hits = {h.chunk_id: h for h in store.chunks(doc_id, [r["chunk_id"] for r in refs])}
+    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id]).chunks([r["chunk_id"] for r in refs])}
     pieces = []
     for rank, ref in enumerate(refs):
         hit = hits.get(ref["chunk_id"])
@@ -127,9 +130,17 @@ def detail_pieces(
     return pieces
 
 
-def full_details(store: VectorStore, doc_id: str, chunk_ids: list[str], question: str, detail_tokens: int) -> str:
+def full_details(
+    store: VectorStore,
+    doc_id: str,
+    chunk_ids: list[str],
+    question: str,
+    detail_tokens: int,
+    *,
+    doc_ids: Sequence[str] = (),
+) -> str:
     """The details an earlier turn saw, as they were shown (for verbatim history)."""
-    hits = {h.chunk_id: h for h in store.chunks(doc_id, chunk_ids)}
+    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id]).chunks(chunk_ids)}
     lines = []
     for cid in chunk_ids:
         if cid in hits:
@@ -149,17 +160,20 @@ def select_details(
     min_score: float,
     min_details: int,
     canvas_refs: Sequence[dict[str, Any]] = (),
+    doc_ids: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Chunk refs ``{chunk_id, score, via}`` for this turn, at most ``k``.
 
     Candidates are ranked by hybrid search (vector + BM25); those whose cosine similarity reaches
     ``min_score`` are relevant. The most relevant chunk comes first, then the chunks of canvas nodes
     the question touches (``canvas_refs``), then the other relevant chunks; when fewer than
-    ``min_details`` are chosen, the best remaining candidates fill up.
+    ``min_details`` are chosen, the best remaining candidates fill up. ``doc_ids``: search every document of
+    the collection (refs ``2:c3``).
     """
     pool = max(3 * k, 8)
-    fused = hybrid_search(store, doc_id, question, k=pool)
-    cosine = {h.chunk_id: h.score for h in store.search(question, k=pool, doc_id=doc_id)}
+    sources = Sources(store, doc_ids or [doc_id])
+    fused = sources.search(question, k=pool)
+    cosine = {h.chunk_id: h.score for h in sources.dense(question, pool)}
     relevant: list[dict[str, Any]] = []
     below: list[dict[str, Any]] = []
     for hit in fused:

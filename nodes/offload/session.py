@@ -8,6 +8,7 @@ one goes on to the canvas writer (policy ``offload_canvas``, :mod:`nodes.offload
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -15,7 +16,14 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 import prompts
-from nodes.ingest import IngestResult, document_field, in_namespace, index_for_context, read_source, resolve_document
+from nodes.collection.resolve import (
+    collection_version,
+    members,
+    names_collection,
+    resolve_documents,
+    source_field,
+)
+from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source, resolve_document
 from nodes.offload.chat import (
     DOCUMENT_BLOCKS,
     Attachment,
@@ -52,14 +60,15 @@ def _thread_id() -> str:
 def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Check the turn; on the first turn ingest the document and bind the session to it.
 
-    The document is named as in every workflow (:func:`nodes.ingest.resolve_document`): exactly one
-    of ``doc_id``, ``path`` or ``text`` on the first turn; later turns may omit it, and what they
-    give must name the bound document (and namespace). A chat client's first turn may instead attach
-    it to the message (a file or text-plain content block: :func:`nodes.offload.chat.attachments`,
-    ingested into the session's namespace under the usual bounds), name it in the context
-    (``doc_id``), or name it in its words, as an ingested document's id or as a file under
-    ``LONGDOC_INGEST_ROOT`` (:func:`nodes.offload.chat.named_document`). A message with an attachment
-    and no words asks for an overview.
+    The documents are named as in every workflow (:func:`nodes.collection.resolve.resolve_documents`):
+    exactly one of ``doc_id``, ``path`` (a file or a folder), ``text``, ``doc_ids`` or ``whole_namespace``
+    on the first turn; later turns may omit them, and what they give must name the bound documents (and
+    namespace). A chat client's first turn may instead attach them to the message (file or text-plain
+    content blocks: :func:`nodes.offload.chat.attachments`, ingested into the session's namespace under the
+    usual bounds; several make a collection), name one in the context (``doc_id``), or name it in its
+    words, as an ingested document's id or as a file under ``LONGDOC_INGEST_ROOT``
+    (:func:`nodes.offload.chat.named_document`). A message with an attachment and no words asks for an
+    overview.
 
     The question is the ``question`` field or a new human message (:func:`nodes.offload.chat.turn_question`).
 
@@ -78,7 +87,7 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
     except InputError as exc:
         bound = state.get("bound") or {}
         restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
-        cleared = {"path": "", "text": "", "goal": "", "question": ""}
+        cleared = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False, "goal": "", "question": ""}
         reason = str(exc) or type(exc).__name__
         newest = pending(state.get("messages", []))
         if state.get("question") or not newest:
@@ -218,8 +227,6 @@ def _bind(
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
     values = dict(state)
-    if len(attached) > 1:
-        raise InputError("several documents are attached; a conversation reads one document: attach one")
     try:
         asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
     except InputError:
@@ -228,18 +235,21 @@ def _bind(
         asked, added = "", []
     if asked or not attached:
         asked = check_question(asked)
-    if attached and not first and attached[0] != bound["doc_id"]:
+    own = [] if first else list(bound.get("doc_ids") or [bound["doc_id"]])
+    if attached and not first and not set(attached) <= set(own):
         raise InputError(
-            "this conversation is about another document; start a new conversation (thread) to talk about this one"
+            "this conversation is about another document; start a new conversation (thread) to talk about a new one"
         )
     if attached and first:
-        if document_field(values) not in (None, "doc_id") or values.get("doc_id") not in (None, "", attached[0]):
-            raise InputError("the message attaches a document and the input names another; give one")
-        values["doc_id"] = attached[0]
-    if first and document_field(values) is None:
+        given = source_field(values)
+        if given not in (None, "doc_id") or values.get("doc_id") not in (None, "", *attached):
+            raise InputError("the message attaches documents and the input names others; give one or the other")
+        values.pop("doc_id", None)
+        values.update({"doc_id": attached[0]} if len(attached) == 1 else {"doc_ids": attached})
+    if first and source_field(values) is None:
         named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
         values.update(named or named_document(asked, ctx.namespace, IngestRoot.from_env().resolve))
-        if document_field(values) is None:
+        if source_field(values) is None:
             raise NoDocument(ctx.namespace)
     if not first:
         if state.get("namespace") and state["namespace"] != ctx.namespace:
@@ -248,29 +258,39 @@ def _bind(
             )
         if values.get("doc_id") == bound["doc_id"]:
             values.pop("doc_id")  # the session's own document, carried over in the thread
-    doc_id = resolve_document(values, ctx, runtime.stream_writer, required=first)
+    if first or names_collection(values):
+        doc_ids = resolve_documents(values, ctx, runtime.stream_writer)
+    else:
+        one = resolve_document(values, ctx, runtime.stream_writer, required=False)
+        doc_ids = [one] if one else []
     if not first:
-        if doc_id and doc_id != bound["doc_id"]:
-            raise InputError("a session is bound to one document; start a new session (thread) for another one")
+        if doc_ids and doc_ids != own:
+            if len(own) == 1 and len(doc_ids) == 1:
+                raise InputError("a session is bound to one document; start a new session (thread) for another one")
+            raise InputError("a session is bound to its documents; start a new session (thread) for other ones")
         if ctx.policy != bound["policy"]:
             raise InputError(
                 f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
             )
-        doc_id = bound["doc_id"]
+        doc_ids = own
+    doc_id = doc_ids[0]
     # The thread the server resolved names the session (on LangServe it is already the tenant's own:
     # surfaces.access.thread_key); a caller never chooses whose offloaded items a turn reads or writes.
     session = bound.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
-    info = get_document(ctx.namespace, doc_id)
-    question = " ".join(check_question(asked or prompts.render("offload/overview_question", info.language)).split())
-    index = index_identity(info)
+    infos = [get_document(ctx.namespace, d) for d in doc_ids]
+    info = infos[0]
+    lang = Counter(i.language for i in infos).most_common(1)[0][0]
+    question = " ".join(check_question(asked or prompts.render("offload/overview_question", lang)).split())
+    index = index_identity(info) if len(doc_ids) == 1 else collection_version(ctx.namespace, doc_ids)
     if not first and bound.get("index", index) != index:
+        what = f"document {doc_id!r} was" if len(doc_ids) == 1 else "a document of this session was"
         raise InputError(
-            f"document {doc_id!r} was indexed again with other chunk settings or another embedder since this "
+            f"{what} indexed again with other chunk settings or another embedder since this "
             "session began, so the chunk ids its history cites name other text; start a new session (thread)"
         )
     store = get_store(ctx.namespace, ctx.embedder)
-    if first and store.count(doc_id=doc_id, kind="chunk") == 0:
+    if first and len(doc_ids) == 1 and store.count(doc_id=doc_id, kind="chunk") == 0:
         raise InputError(
             f"document {doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
         )
@@ -282,13 +302,17 @@ def _bind(
         "messages": [*kept.get("messages", []), *added],
         "path": "",
         "text": "",
+        "doc_ids": [],
+        "whole_namespace": False,
         "goal": "",
         "doc_id": doc_id,
+        "collection": doc_ids,
+        "documents": [] if len(doc_ids) == 1 else [m.to_dict() for m in members(ctx.namespace, doc_ids)],
         "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,
-        "lang": info.language,
-        "chunks": info.chunks,
+        "lang": lang,
+        "chunks": sum(i.chunks for i in infos),
         "turn": int(state.get("turn") or 0) + 1,
         "pinned": pinned,
         "answer": "",
@@ -312,14 +336,14 @@ def _bind(
         update["canvas"] = {}
         update["bound"] = {
             "doc_id": doc_id,
+            **({"doc_ids": doc_ids} if len(doc_ids) > 1 else {}),
             "session": session,
             "policy": ctx.policy,
             "namespace": ctx.namespace,
             "index": index,
         }
-    runtime.stream_writer(
-        {"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {info.title or doc_id}"}
-    )
+    what = info.title or doc_id if len(doc_ids) == 1 else f"{len(doc_ids)} documents"
+    runtime.stream_writer({"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {what}"})
     return update
 
 

@@ -9,7 +9,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from nodes.context import DocumentId, DocumentPath, DocumentText, Namespace, described
+from nodes.context import DocumentId, DocumentIds, DocumentPath, DocumentText, Namespace, WholeNamespace, described
 from nodes.ingest import in_namespace
 from nodes.offload.context import OffloadContext
 from stores.questions import MAX_QUESTION_CHARS
@@ -48,6 +48,8 @@ class OffloadRequest(ChatMessages):
     ]
     path: NotRequired[DocumentPath]
     text: NotRequired[DocumentText]
+    doc_ids: NotRequired[DocumentIds]
+    whole_namespace: NotRequired[WholeNamespace]
     namespace: NotRequired[Namespace]
     goal: NotRequired[
         Annotated[
@@ -76,7 +78,7 @@ class OffloadOutput(ChatMessages):
     answer: str
     """The answer."""
     citations: list[str]
-    """Chunk ids the answer cites."""
+    """Chunk ids the answer cites (in a collection, ``2:c3``: chunk c3 of document 2)."""
     sources: list[dict]
     """What the answer cites, one per chunk: {doc_id, title, chunk_id, label (the sentence, ``c3.2``), quote (its
     words)}; the answer message's text ends with them as Markdown."""
@@ -97,7 +99,10 @@ class OffloadOutput(ChatMessages):
     canvas: dict
     """The document's canvas: {id, source, nodes, edges, error, cached} (empty without one)."""
     doc_id: str
-    """The document of the session."""
+    """The document of the session (of a collection: its first)."""
+    documents: list[dict]
+    """A collection session's documents: {tag, doc_id, title, source}, tag 2 being the document ``2:c3`` names
+    (empty for one document)."""
     session: str
     """Session id (offload store key): the run's thread id, as the server resolved it (never an input)."""
     policy: str
@@ -113,6 +118,9 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     """Language of the document (prompts)."""
     chunks: int
     """Number of chunks of the document."""
+    collection: list[str]
+    """The session's documents (one id for a one-document session); the input's doc_ids, whole_namespace and
+    folder path are cleared once resolved."""
     history: list[dict]
     """Finished turns: {turn, question, details, citations} + {offload_id, conclusion} or {answer}."""
     pinned: dict
@@ -122,14 +130,20 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     recall_round: int
     """Recall rounds used this turn (at most one)."""
     bound: dict
-    """What the session is bound to on its first turn: {doc_id, session, policy, namespace, index (the document's
-    index identity: its history cites chunk ids of that index)}."""
+    """What the session is bound to on its first turn: {doc_id, doc_ids (a collection's), session, policy,
+    namespace, index (the document's index identity, or the collection's version: its history cites chunk ids of
+    those indexes)}."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
     notice: str
     """What a refused chat message is answered with in the chat (empty: the refusal is an error)."""
     reply_id: str
     """Message id of this turn's answer: the AI message streamed while the answer was written."""
+
+
+def session_documents(state: Any) -> list[str]:
+    """The documents of a session: its collection, else its one document."""
+    return list(state.get("collection") or [state["doc_id"]])
 
 
 def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> OffloadContext:

@@ -19,17 +19,17 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
+from nodes.collection.sources import run_sources
 from nodes.context import validate
 from nodes.ingest import in_namespace
 from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
 from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
-from nodes.summarize.state import MapReduceState, MapTask, RefineState
+from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.usage import track_usage
-from stores.vectorstore import get_store
 
 NONE_MARKERS = ("NONE", "无")
 
@@ -55,7 +55,7 @@ def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dic
     """List the document's chunk ids."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     validate(ctx)
-    hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
+    hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
     runtime.stream_writer(
         {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
     )
@@ -69,6 +69,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
             "map_chunk",
             {
                 "doc_id": state["doc_id"],
+                "collection": state.get("collection") or [],
                 "namespace": state.get("namespace", ""),
                 "chunk_id": cid,
                 "position": i,
@@ -83,8 +84,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
 def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
-    store = get_store(ctx.namespace, ctx.embedder)
-    hit = store.chunks(state["doc_id"], [state["chunk_id"]])[0]
+    hit = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).chunks([state["chunk_id"]])[0]
     lang = state["lang"]
     system = prompts.render("summarize/map", lang, template=ctx.map_prompt, language=language_name(lang))
     user = prompts.render(
@@ -183,7 +183,7 @@ def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     """List the document's chunk ids and start with an empty summary."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     validate(ctx)
-    hits = get_store(ctx.namespace, ctx.embedder).by_doc(state["doc_id"])
+    hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
 
@@ -192,7 +192,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
-    hit = get_store(ctx.namespace, ctx.embedder).chunks(state["doc_id"], [cid])[0]
+    hit = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).chunks([cid])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
     fmt = state.get("format", "paragraphs")
     system = writing_prompt("summarize/refine", lang, length=length, fmt=fmt, template=ctx.refine_prompt)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 import prompts
+from nodes.collection.sources import Sources
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.route.entry import route_to_expert
 from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder, question_key
@@ -105,6 +106,29 @@ def build_overview(
         for hit in hybrid_search(store, info.doc_id, query, 3):
             if hit.chunk_id not in {c.chunk_id for c in chunks[:2]}:
                 lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
+    return "\n".join(lines)
+
+
+def collection_overview(
+    sources: Sources, query: str = "", *, max_documents: int = 15, lead_tokens: int = 60, samples: int = 4
+) -> str:
+    """A collection's structure: its documents (tag, title, chunks), the openings of a few of them, and the
+    chunks that best match the query, labelled ``2:c3`` (chunk c3 of document 2)."""
+    members = sources.members
+    shown = members[:max_documents]
+    more = f" (+{len(members) - len(shown)} more)" if len(members) > len(shown) else ""
+    lines = [
+        f"Collection: {len(members)} documents, {sum(m.chunks for m in members)} chunks; [2:c3] is chunk c3 of "
+        "document 2",
+        "Documents: " + "; ".join(f"[{m.tag}] {m.name} ({m.chunks} chunks)" for m in shown) + more,
+    ]
+    step = max(1, len(members) // samples)
+    for m in members[::step][:samples]:
+        for lead in sources.chunks([sources.label(m.doc_id, "c0")]):
+            lines.append(f"[{lead.chunk_id}] {truncate_tokens(' '.join(lead.text.split()), lead_tokens // 2)}")
+    if query.strip():
+        for hit in sources.search(query, 3):
+            lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
     return "\n".join(lines)
 
 

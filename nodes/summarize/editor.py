@@ -8,11 +8,12 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.retrieval import hybrid_search
+from nodes.collection.sources import LABEL, chunk_rank, run_sources
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editing import (
     build_overview,
     choose_expert,
+    collection_overview,
     direct_summary,
     draft_changed,
     evidence_block,
@@ -28,7 +29,7 @@ from nodes.summarize.expert import bad_output
 from nodes.summarize.gaps import missing_parts, uncovered_topics
 from nodes.summarize.length import draft_fits, length_bounds, length_units
 from nodes.summarize.sentences import coverage, parse_cited_sentences
-from nodes.summarize.state import SummarizeState, run_context, target_length
+from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
 from stores.documents import get_document
 from stores.errors import ModelError
 from stores.models import llm_for
@@ -39,6 +40,9 @@ from stores.vectorstore import get_store
 def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """The document's structure from its headings and first chunks (and query hits)."""
     ctx = run_context(state, runtime)
+    docs = run_doc_ids(state)
+    if len(docs) > 1:
+        return {"overview": collection_overview(run_sources(ctx.namespace, ctx.embedder, docs), state.get("query", ""))}
     info = get_document(ctx.namespace, state["doc_id"])
     text = build_overview(get_store(ctx.namespace, ctx.embedder), info, state.get("query", ""))
     return {"overview": text}
@@ -52,9 +56,9 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     emit = runtime.stream_writer
     emit({"stage": "rounds", "done": rnd - 1, "total": ctx.max_rounds})
     draft, query, lang = state.get("draft", ""), state.get("query", ""), state["lang"]
-    store = get_store(ctx.namespace, ctx.embedder)
-    focus = [h.chunk_id for h in hybrid_search(store, state["doc_id"], query, 6)] if query.strip() else []
-    topics = uncovered_topics(store.by_doc(state["doc_id"]), draft, focus=focus)
+    sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+    focus = [h.chunk_id for h in sources.search(query, 6)] if query.strip() else []
+    topics = uncovered_topics(sources.hits(), draft, focus=focus)
     parts = missing_parts(draft, lang)
     with track_usage() as usage:
         try:
@@ -168,12 +172,7 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
 
 
 def _positions(answers: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for ans in answers:
-        for cid in ans.get("citations", []):
-            if cid[1:].isdigit():
-                out[cid] = int(cid[1:])
-    return out
+    return {cid: chunk_rank(cid) for ans in answers for cid in ans.get("citations", []) if LABEL.match(cid)}
 
 
 def after_merge(state: SummarizeState) -> Literal["questions", "polish"]:
@@ -189,8 +188,8 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     draft = state.get("draft", "").strip()
     emit = runtime.stream_writer
     if state["kind"] == "direct" or not draft:
-        store = get_store(ctx.namespace, ctx.embedder)
-        hits = hybrid_search(store, state["doc_id"], query, 3) if query.strip() else store.by_doc(state["doc_id"])[:3]
+        sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+        hits = sources.search(query, 3) if query.strip() else sources.hits()[:3]
         focus = query or get_document(ctx.namespace, state["doc_id"]).title
         evidence = evidence_block(hits, focus, ctx.direct_tokens)
         with track_usage() as usage:

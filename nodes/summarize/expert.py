@@ -22,21 +22,25 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
 import prompts
-from nodes.retrieval import Rerank, focus_snippet, hybrid_search
+from nodes.collection.resolve import collection_version
+from nodes.collection.sources import Sources
+from nodes.retrieval import Rerank, focus_snippet
 from nodes.summarize.context import SummarizeContext
-from nodes.summarize.state import ExpertTask, SummarizeState, run_context
+from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids
 from stores.cache import ProcessCache
-from stores.documents import cache_path, get_document, index_identity
+from stores.documents import cache_path, get_document, index_identity, namespace_dir
 from stores.errors import ModelError
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
 from stores.text import lexical_tokens
 from stores.usage import track_usage
-from stores.vectorstore import VectorStore, get_store
+from stores.vectorstore import Hit, VectorStore, get_store
 
 QUESTION_TYPES = ("fact", "opinion", "structure", "style")
 NOT_FOUND = "not found"
 _NOT_FOUND_MARKERS = ("not found", "no information", "未找到", "没有找到", "未提及", "没有相关")
-CITATION = re.compile(r"\[\s*((?:c?\d+)(?:\s*[,;、，]\s*c?\d+)*)\s*\]", re.IGNORECASE)
+CITATION = re.compile(r"\[\s*((?:\d+:\s*)?c?\d+(?:\s*[,;、，]\s*(?:\d+:\s*)?c?\d+)*)\s*\]", re.IGNORECASE)
+"""Cited chunks: ``[c3]``, ``[c3, c5]``, ``[3]``; in a collection run tagged with their document, ``[2:c3]``."""
+_CHUNK_ID = re.compile(r"\[?\s*(?:(\d+)\s*:\s*)?[cC]?\s*(\d+)\s*\]?")
 
 
 class ExpertReply(BaseModel):
@@ -58,20 +62,24 @@ def reply_schema(chunk_ids: Sequence[str]) -> type[ExpertReply]:
 
 
 def citations_in(text: str) -> list[str]:
-    """Chunk ids cited as ``[c3]``, ``[c3, c5]`` or ``[3]`` in ``text``, in order, without repeats."""
+    """Chunk ids cited as ``[c3]``, ``[c3, c5]``, ``[3]`` or ``[2:c3]`` in ``text``, in order, without repeats."""
     out: list[str] = []
     for match in CITATION.finditer(text):
         for part in re.split(r"[,;、，]", match.group(1)):
-            digits = re.sub(r"\D", "", part)
-            if digits and f"c{int(digits)}" not in out:
-                out.append(f"c{int(digits)}")
+            cid = normalise_chunk_id(part)
+            if cid and cid not in out:
+                out.append(cid)
     return out
 
 
 def normalise_chunk_id(value: str) -> str:
-    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``; ``""`` when it is no chunk id."""
-    digits = re.sub(r"\D", "", str(value))
-    return f"c{int(digits)}" if digits and re.fullmatch(r"\[?\s*[cC]?\s*\d+\s*\]?", str(value).strip()) else ""
+    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``, ``"2:c3"`` -> ``"2:c3"``; ``""`` when it is no
+    chunk id."""
+    found = _CHUNK_ID.fullmatch(str(value).strip())
+    if found is None:
+        return ""
+    tag, number = found.groups()
+    return f"{int(tag)}:c{int(number)}" if tag else f"c{int(number)}"
 
 
 def says_not_found(answer: str) -> bool:
@@ -106,6 +114,16 @@ class AnswerCache:
     def for_document(cls, namespace: str, doc_id: str) -> AnswerCache:
         """The answer cache of ``doc_id``."""
         return cls(cache_path(namespace, doc_id, "answers.sqlite"))
+
+    @classmethod
+    def for_documents(cls, namespace: str, doc_ids: Sequence[str]) -> AnswerCache:
+        """The answer cache of a run over ``doc_ids``: the document's own, or the namespace's collection cache
+        (whose keys name the collection's version: another set of documents, or one re-indexed, asks again)."""
+        if len(doc_ids) == 1:
+            return cls.for_document(namespace, doc_ids[0])
+        folder = namespace_dir(namespace) / "collections"
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder / "answers.sqlite")
 
     @staticmethod
     def key(**parts: Any) -> str:
@@ -185,21 +203,26 @@ def answer_question(
     max_tokens: int = 120,
     rerank: Rerank = "none",
     system_prompt: str | None = None,
+    doc_ids: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One expert's answer to ``question`` from the chunks it retrieves (``system_prompt``: the context's
+    """One expert's answer to ``question`` from the chunks it retrieves (from every document of ``doc_ids``
+    when given, their chunks labelled ``2:c3``; else from ``doc_id``'s; ``system_prompt``: the context's
     ``expert_prompt``; None: the template file in ``lang``).
 
     Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
     """
-    hits = hybrid_search(store, doc_id, question, k, rerank=rerank)
+    sources = Sources(store, doc_ids or [doc_id])
+    hits = sources.search(question, k, rerank=rerank)
     retrieved = [h.chunk_id for h in hits]
     if not hits:
         return {"status": "not_found", "answer": NOT_FOUND, "citations": [], "confidence": 0.0, "chunks": []}
-    excerpts = "\n\n".join(
-        f"[{h.chunk_id}]{' (' + h.section + ')' if h.section else ''} {focus_snippet(h.text, question, chunk_tokens)}"
-        for h in hits
-    )
+
+    def where(hit: Hit) -> str:
+        parts = [p for p in (sources.name(hit.chunk_id), hit.section) if p]
+        return f" ({' · '.join(parts)})" if parts else ""
+
+    excerpts = "\n\n".join(f"[{h.chunk_id}]{where(h)} {focus_snippet(h.text, question, chunk_tokens)}" for h in hits)
     system = prompts.render(
         "summarize/expert",
         lang,
@@ -240,6 +263,7 @@ def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
             "expert",
             {
                 "doc_id": state["doc_id"],
+                "collection": state.get("collection") or [],
                 "namespace": state.get("namespace", ""),
                 "lang": state["lang"],
                 "round": state["round"],
@@ -256,7 +280,8 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
     item, lang = state["item"], state["lang"]
     name = item["expert"]
     llm = llm_for("expert", ctx)
-    cache = AnswerCache.for_document(ctx.namespace, state["doc_id"]) if ctx.answer_cache else None
+    docs = run_doc_ids(state)
+    cache = AnswerCache.for_documents(ctx.namespace, docs) if ctx.answer_cache else None
     spec = resolve_role("expert", llm.overrides)
     key = AnswerCache.key(
         question=sorted(question_key(item["question"])),
@@ -268,7 +293,11 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         rerank=ctx.rerank,
         model=[spec.model, spec.base_url, spec.temperature],
         embedder=ctx.embedder,
-        index=index_identity(get_document(ctx.namespace, state["doc_id"])),
+        index=(
+            index_identity(get_document(ctx.namespace, docs[0]))
+            if len(docs) == 1
+            else collection_version(ctx.namespace, docs)
+        ),
         prompts=expert_prompt_version(lang, ctx.expert_prompt),
     )
     hit = cache.get(key) if cache else None
@@ -290,6 +319,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     max_tokens=ctx.expert_max_tokens,
                     rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
                     system_prompt=ctx.expert_prompt,
+                    doc_ids=docs,
                 )
             except ModelError as exc:
                 result = {

@@ -21,7 +21,8 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from nodes.retrieval import focus_snippet, hybrid_search
+from nodes.collection.sources import Sources, run_sources
+from nodes.retrieval import focus_snippet
 from nodes.summarize.context import Checks, FactcheckMode, SummarizeContext
 from nodes.summarize.expert import bad_output, citations_in, language_name
 from nodes.summarize.grounding import grounding_problems
@@ -29,12 +30,10 @@ from nodes.summarize.length import (
     fill_candidates,
     fill_to_length,
     length_bounds,
-    numbered_chunk_ids,
     total_units,
 )
 from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
-from nodes.summarize.state import SummarizeState, run_context, target_length
-from stores.documents import get_document
+from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
 from stores.errors import ModelError
 from stores.models import LLM, llm_for, messages
 from stores.usage import track_usage
@@ -57,13 +56,16 @@ class Verdicts(BaseModel):
     verdicts: list[SentenceVerdict] = Field(max_length=20)
 
 
-def evidence_for(store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]], chunk_tokens: int) -> str:
-    """Evidence text for a batch of sentences: each cited chunk once, cut around the claims citing it."""
+def evidence_for(
+    store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]], chunk_tokens: int, *, doc_ids: Sequence[str] = ()
+) -> str:
+    """Evidence text for a batch of sentences: each cited chunk once, cut around the claims citing it
+    (chunks of the collection ``doc_ids`` when given, labelled ``2:c3``)."""
     claims: dict[str, list[str]] = {}
     for sentence in batch:
         for cid in sentence["citations"]:
             claims.setdefault(cid, []).append(sentence["text"])
-    hits = store.chunks(doc_id, list(claims))
+    hits = Sources(store, doc_ids or [doc_id]).chunks(list(claims))
     blocks = [f"[{h.chunk_id}] {focus_snippet(h.text, ' '.join(claims[h.chunk_id]), chunk_tokens)}" for h in hits]
     return "\n\n".join(blocks)
 
@@ -74,9 +76,18 @@ def grounded_fix(fix: str, original: str, source: str, threshold: float = 0.6) -
     return bool(fixed) and fixed != clean_sentence(original) and coverage(fixed, source) >= threshold
 
 
-def retrieve_citations(store: VectorStore, doc_id: str, sentence: str, k: int, prefer: Sequence[str] = ()) -> list[str]:
-    """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall."""
-    hits = hybrid_search(store, doc_id, sentence, max(k, 8) if prefer else k)
+def retrieve_citations(
+    store: VectorStore,
+    doc_id: str,
+    sentence: str,
+    k: int,
+    prefer: Sequence[str] = (),
+    *,
+    doc_ids: Sequence[str] = (),
+) -> list[str]:
+    """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall
+    (over the collection ``doc_ids`` when given)."""
+    hits = Sources(store, doc_ids or [doc_id]).search(sentence, max(k, 8) if prefer else k)
     preferred = [h.chunk_id for h in hits if h.chunk_id in set(prefer)]
     return (preferred or [h.chunk_id for h in hits])[:k]
 
@@ -96,6 +107,7 @@ def check_sentences(
     prefer: Sequence[str] = (),
     keep_coverage: float = 0.9,
     system_prompt: str | None = None,
+    doc_ids: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Check every sentence against its cited chunks: by the checker model, by grounding, or both.
 
@@ -113,14 +125,14 @@ def check_sentences(
     ``unchecked`` (checking was off, or the model's output stayed invalid: its grounding problems
     are still listed). Sentences citing nothing get the best-matching chunks as citations
     (``cited_by: "retrieval"``), taken from ``prefer`` (e.g. the chunks the draft cited) when
-    any of those match.
+    any of those match. ``doc_ids``: the chunks are a collection's (labelled ``2:c3``).
     """
     results: list[dict[str, Any]] = []
     for s in sentences:
         cites = list(s.get("citations", []))[:max_citations]
         entry = {"text": s["text"], "original": s["text"], "citations": cites, "cited_by": "model"}
         if not cites and mode != "off":
-            entry["citations"] = retrieve_citations(store, doc_id, s["text"], max_citations, prefer)
+            entry["citations"] = retrieve_citations(store, doc_id, s["text"], max_citations, prefer, doc_ids=doc_ids)
             entry["cited_by"] = "retrieval"
         entry.update({"verdict": "unchecked", "model_supported": None, "grounding": [], "flagged_by": []})
         results.append(entry)
@@ -128,7 +140,7 @@ def check_sentences(
         return results
     checkable = [r for r in results if r["citations"]]
     cited = dict.fromkeys(c for r in checkable for c in r["citations"])
-    sources = {h.chunk_id: h.text for h in store.chunks(doc_id, list(cited))}
+    sources = {h.chunk_id: h.text for h in Sources(store, doc_ids or [doc_id]).chunks(list(cited))}
     if checks != "model":
         for entry in checkable:
             entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))
@@ -142,7 +154,7 @@ def check_sentences(
                 f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1)
             )
             system = prompts.render("summarize/factcheck", lang, template=system_prompt, language=language_name(lang))
-            evidence = evidence_for(store, doc_id, batch, chunk_tokens)
+            evidence = evidence_for(store, doc_id, batch, chunk_tokens, doc_ids=doc_ids)
             user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
             try:
                 reply = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
@@ -248,9 +260,10 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     ``REFILLS`` times, one checker call each).
     """
     ctx = run_context(state, runtime)
-    info = get_document(ctx.namespace, state["doc_id"])
+    docs = run_doc_ids(state)
     if state["kind"] == "short":
-        sentences = parse_cited_sentences(state.get("final_text", ""), numbered_chunk_ids(info.chunks))
+        labels = run_sources(ctx.namespace, ctx.embedder, docs).labels()
+        sentences = parse_cited_sentences(state.get("final_text", ""), labels)
         checked = [{**s, "original": s["text"], "verdict": "source", "cited_by": "source"} for s in sentences]
         return {"checked": checked}
     lang, length = state["lang"], target_length(state)
@@ -268,6 +281,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             batch_size=ctx.factcheck_batch,
             prefer=citations_in(state.get("draft", "")),
             system_prompt=ctx.factcheck_prompt,
+            doc_ids=docs,
         )
         kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
         return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)]

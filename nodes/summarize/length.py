@@ -15,14 +15,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.retrieval import hybrid_search
+from nodes.collection.sources import chunk_rank, run_sources
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.gaps import chunk_terms, uncovered_chunks
 from nodes.summarize.sentences import clean_sentence, dedupe_sentences, parse_cited_sentences, text_blocks, tidy_excerpt
-from nodes.summarize.state import SummarizeState, run_context, target_length
-from stores.documents import get_document
+from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
 from stores.text import LONG_RUN, cjk_ratio, content_words, overlap, split_sentences
-from stores.vectorstore import Hit, get_store
+from stores.vectorstore import Hit
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -135,7 +134,7 @@ def answer_sentences(answers: Sequence[dict[str, Any]], query: str = "") -> list
             continue
         for sentence in parse_cited_sentences(ans["answer"]):
             cites = [c for c in sentence["citations"] if c in ans["citations"]] or list(ans["citations"])
-            first = min(int(c[1:]) for c in cites if c[1:].isdigit()) if cites else 10**9
+            first = min((chunk_rank(c) for c in cites), default=10**9)
             rank = (-overlap(focus, content_words(sentence["text"])), -float(ans.get("confidence", 0.0)), first)
             out.append((rank, {"text": sentence["text"], "citations": cites, "origin": "answer"}))
     return [s for _, s in sorted(out, key=lambda pair: pair[0])]
@@ -210,11 +209,10 @@ def fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: Sequence
     query = state.get("query", "")
     candidates = answer_sentences(state.get("answers", []), query)
     if ctx.fill_chunks:
-        store = get_store(ctx.namespace, ctx.embedder)
-        doc_id = state["doc_id"]
-        chunks = store.by_doc(doc_id)
+        sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+        chunks = sources.hits()
         if query.strip():
-            first = [h.chunk_id for h in hybrid_search(store, doc_id, query, ctx.fill_chunks)]
+            first = [h.chunk_id for h in sources.search(query, ctx.fill_chunks)]
         else:
             first = [c for a in state.get("answers", []) for c in a.get("citations", [])]
         gaps = [cid for cid, _ in uncovered_chunks(chunks, " ".join(used))]
@@ -229,9 +227,9 @@ def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dic
     """Bring the summary within +-25% of the requested length: trim a long one at sentence boundaries,
     fill a short one from the cited expert answers it does not use yet, then from the chunks' sentences."""
     ctx = run_context(state, runtime)
-    info = get_document(ctx.namespace, state["doc_id"])
+    labels = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).labels()
     lang, length = state["lang"], target_length(state)
-    sentences = dedupe_sentences(parse_cited_sentences(state.get("final_text", ""), numbered_chunk_ids(info.chunks)))
+    sentences = dedupe_sentences(parse_cited_sentences(state.get("final_text", ""), labels))
     sentences = [{**s, "origin": "summary"} for s in sentences]
     if ctx.length_fit == "off":
         return {"fitted": sentences}
@@ -249,7 +247,3 @@ def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dic
         }
     )
     return {"fitted": fitted}
-
-
-def numbered_chunk_ids(count: int) -> list[str]:
-    return [f"c{i}" for i in range(count)]

@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from nodes.ingest import resolve_document
+from nodes.collection.resolve import resolve_documents
+from nodes.collection.sources import Sources, run_sources
 from nodes.summarize.context import SummarizeContext, check_context
 from nodes.summarize.editing import check_request
 from nodes.summarize.fact_checker import factcheck_stats
 from nodes.summarize.length import length_bounds, length_units, total_units
 from nodes.summarize.sentences import render_summary, text_blocks
-from nodes.summarize.state import SummarizeState, run_context, target_length
+from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
 from stores.documents import get_document
 from stores.errors import InputError
 from stores.models import ModelOutputError
@@ -32,20 +34,27 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     check_request(length, fmt, language, method)
     if state.get("query"):
         check_question(state["query"], "query")
-    doc_id = resolve_document(state, ctx, runtime.stream_writer)
-    info = get_document(ctx.namespace, doc_id)
+    doc_ids = resolve_documents(state, ctx, runtime.stream_writer)
+    doc_id = doc_ids[0]
+    infos = [get_document(ctx.namespace, d) for d in doc_ids]
     store = get_store(ctx.namespace, ctx.embedder)
-    chunks = store.by_doc(doc_id)
+    sources = Sources(store, doc_ids)
+    chunks = sources.hits()
     if not chunks:
         raise InputError(
             f"document {doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
         )
-    lang = language or info.language
+    doc_language = Counter(info.language for info in infos).most_common(1)[0][0]
+    lang = language or doc_language
     update: dict[str, Any] = {
         "path": "",
         "text": "",
         "namespace": ctx.namespace,
         "doc_id": doc_id,
+        "doc_ids": [],
+        "whole_namespace": False,
+        "collection": doc_ids,
+        "documents": sources.documents(),
         "length": length,
         "format": fmt,
         "method": method,
@@ -67,8 +76,8 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
             for sentence in split_sentences(block):
                 seen.setdefault(sentence, hit.chunk_id)
     cited = [f"{sentence} [{cid}]" for sentence, cid in seen.items()]
-    total = length_units(" ".join(seen), info.language)
-    if total <= length and lang == info.language:
+    total = length_units(" ".join(seen), doc_language)
+    if total <= length and lang == doc_language:
         kind, message = "short", "the document is no longer than the summary asked for: it is its own summary"
         update["final_text"] = "\n".join(cited)
         update["stop_reason"] = "document_shorter_than_summary"
@@ -78,7 +87,8 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     else:
         kind, message = method, f"{method} over {len(chunks)} chunks"
     update["kind"] = kind
-    runtime.stream_writer({"stage": "summarize", "message": f"{info.title or doc_id}: {message}"})
+    name = infos[0].title or doc_id if len(infos) == 1 else f"{len(infos)} documents"
+    runtime.stream_writer({"stage": "summarize", "message": f"{name}: {message}"})
     return update
 
 
@@ -96,14 +106,20 @@ def route_method(state: SummarizeState) -> Literal["overview", "polish", "map_re
     return "overview"
 
 
-def finish(state: SummarizeState) -> dict[str, Any]:
-    """Assemble the summary, its cited sentences and the question/answer log."""
+def finish(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
+    """Assemble the summary, its cited sentences (each with the source sentences it rests on) and the
+    question/answer log."""
+    ctx = run_context(state, runtime)
     checked = state.get("checked", [])
     kept = [c for c in checked if c["verdict"] != "dropped"]
+    sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+    cited = list(dict.fromkeys(cid for c in kept for cid in c["citations"]))
+    texts = {hit.chunk_id: hit.text for hit in sources.chunks(cited)}
     sentences = [
         {
             "text": c["text"],
             "citations": c["citations"],
+            "sources": sources.supporting(c["text"], c["citations"], texts),
             "verdict": c["verdict"],
             "origin": c.get("origin", "source"),
             **({"flagged_by": c["flagged_by"], "problems": c["grounding"]} if c.get("flagged_by") else {}),
@@ -145,6 +161,7 @@ def finish(state: SummarizeState) -> dict[str, Any]:
     fit: dict[str, Any] = {"target": length, "units": units, "low": low, "high": high, "within": low <= units <= high}
     fit.update({"trimmed": any(c.get("clipped") for c in checked), "filled": filled})
     return {
+        "documents": sources.documents(),
         "summary": summary,
         "sentences": sentences,
         "fit": fit,

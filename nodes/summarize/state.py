@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from nodes.context import DocumentId, DocumentPath, DocumentText, Namespace, described
+from nodes.context import DocumentId, DocumentIds, DocumentPath, DocumentText, Namespace, WholeNamespace, described
 from nodes.ingest import in_namespace
 from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from stores.questions import MAX_QUESTION_CHARS
@@ -21,6 +21,8 @@ class SummarizeInput(TypedDict):
     doc_id: NotRequired[DocumentId]
     path: NotRequired[DocumentPath]
     text: NotRequired[DocumentText]
+    doc_ids: NotRequired[DocumentIds]
+    whole_namespace: NotRequired[WholeNamespace]
     namespace: NotRequired[Namespace]
     query: NotRequired[
         Annotated[
@@ -70,15 +72,20 @@ class SummarizeOutput(TypedDict, total=False):
     """The summary and how it was made (every key is set by the end of a run)."""
 
     doc_id: str
-    """Id of the summarized document."""
+    """Id of the summarized document (of a collection: its first)."""
+    documents: list[dict]
+    """A collection's documents: {tag, doc_id, title, source}, where tag 2 is the document a citation ``2:c3``
+    names (empty for one document)."""
     method: Method
     """Method used."""
     summary: str
     """The final summary (citation markers removed)."""
     sentences: list[dict]
-    """Sentences of the summary: {text, citations (chunk ids), verdict, origin (summary, answer or excerpt: where
-    the length fit took it from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model,
-    grounding) and problems (what grounding found)."""
+    """Sentences of the summary: {text, citations (chunk ids; in a collection ``2:c3``, chunk c3 of document 2),
+    sources ({label, document}: the sentence of each cited chunk that best supports it, ``2:c3.4``, and the title
+    or file name of its document), verdict, origin (summary, answer or excerpt: where the length fit took it
+    from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model, grounding) and problems
+    (what grounding found)."""
     log: list[dict]
     """Questions and answers by round: {round, questions: [...], judgement, stop}."""
     rounds: int
@@ -96,6 +103,9 @@ class SummarizeOutput(TypedDict, total=False):
 class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
     """Private state of the summarize graph."""
 
+    collection: list[str]
+    """Ids of the documents the run reads, resolved from the input (one for a one-document run); the input's
+    ``doc_ids``, ``whole_namespace`` and ``path`` are cleared once resolved."""
     lang: str
     """Output language actually used."""
     kind: str
@@ -130,6 +140,8 @@ class ExpertTask(TypedDict):
 
     doc_id: str
     """Document id."""
+    collection: NotRequired[list[str]]
+    """A collection's document ids (empty or absent: ``doc_id`` alone)."""
     namespace: str
     """Namespace of the document (empty: the context's, for runs checkpointed before it was recorded)."""
     lang: str
@@ -152,6 +164,8 @@ class BaselineInput(TypedDict):
 
     doc_id: str
     """Document to summarize (already ingested)."""
+    collection: NotRequired[list[str]]
+    """A collection to summarize instead (its chunks labelled ``2:c3``)."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
     lang: NotRequired[str]
@@ -191,6 +205,8 @@ class MapTask(TypedDict):
 
     doc_id: str
     """Document id."""
+    collection: NotRequired[list[str]]
+    """A collection's document ids (``chunk_id`` is then a label ``2:c3``)."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
     chunk_id: str
@@ -215,3 +231,8 @@ class RefineState(BaselineInput, BaselineOutput, total=False):
 def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
     """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
     return in_namespace(runtime.context or SummarizeContext(), state)
+
+
+def run_doc_ids(state: Any) -> list[str]:
+    """The documents a run (or one of its tasks) reads: its collection, else its one document."""
+    return list(state.get("collection") or [state["doc_id"]])

@@ -194,7 +194,7 @@ def test_a_changed_setup_is_run_afresh_and_old_keys_read_as_the_legacy_setup(
         run_long(POOL[:1], POOL, journal, ["anytime"], budget=2000, embedder="hash")
         calls = len(model.calls)
         assert calls > 0
-        monkeypatch.setattr(chain_long, "setup_version", lambda method: "changed")
+        monkeypatch.setattr(chain_long, "setup_version", lambda method, collection=(): "changed")
         rows = run_long(POOL[:1], POOL, journal, ["anytime"], budget=2000, embedder="hash")
     # run again (its replies come from the response cache) and journalled under the new key
     assert rows[0]["key"].endswith("|changed") and len(journal.read_text(encoding="utf-8").splitlines()) == 2

@@ -118,7 +118,9 @@ def test_help_lists_every_subcommand_with_its_help() -> None:
     from surfaces.cli import build_parser
 
     commands = _subcommands()
-    assert {"ingest", "ask", "summarize", "chat", "canvas", "route", "forget", "models", "serve"} == set(commands)
+    assert {"ingest", "docs", "ask", "summarize", "chat", "canvas", "route", "forget", "models", "serve"} == set(
+        commands
+    )
     listed = build_parser().format_help().split("commands:", 1)[1]
     assert [name for name in commands if not re.search(rf"^    {name}\b", listed, flags=re.M)] == []
 

@@ -353,6 +353,26 @@ def test_a_refused_attachment_is_answered_in_the_chat(
     assert not compiled.get_state(config).values.get("turn") and list_documents("default") == []
 
 
+def test_several_documents_attached_to_one_message_are_talked_about_as_a_collection() -> None:
+    blocks = [
+        {"type": "text-plain", "text": FALCON_LINE, "mime_type": "text/plain", "title": "falcon.txt"},
+        {"type": "text-plain", "text": "Herons wade in water.", "mime_type": "text/plain", "title": "herons.txt"},
+    ]
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "many"}}
+    message = HumanMessage(content=[{"type": "text", "text": "Who manages procurement?"}, *blocks])
+    with use_chat_model(offload_chat_model()):
+        out = compiled.invoke({"messages": [message]}, config, context=BASE)
+        again = compiled.invoke({"messages": [HumanMessage("And the herons?")]}, config, context=BASE)
+    titles = [d["title"] for d in out["documents"]]
+    assert sorted(titles) == ["falcon.txt", "herons.txt"]
+    assert sorted(d["doc_id"] for d in out["documents"]) == sorted(d.doc_id for d in list_documents("default"))
+    assert out["citations"] and all(":" in c for c in out["citations"])  # tagged: 1:c0
+    sources = out["messages"][-1].additional_kwargs["longdoc"]["sources"]
+    assert {s["title"] for s in sources} <= set(titles) and sources[0]["label"].startswith(out["citations"][0] + ".")
+    assert again["turn"] == 2 and again["documents"] == out["documents"]
+
+
 def test_a_second_document_in_a_conversation_is_refused_in_the_chat(doc_id: str) -> None:
     compiled = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "two"}}

@@ -92,7 +92,6 @@ def test_ingest_root_confines_paths_symlinks_included(
                 str(outside),
                 "sub/../../private/notes.txt",
                 "missing.txt",
-                "sub",
                 "nul\x00byte.txt",
             )
         }
@@ -102,6 +101,10 @@ def test_ingest_root_confines_paths_symlinks_included(
             detail = response.json()["detail"]
             assert detail == f"no readable file {given!r} under the ingest root"
             assert SECRET not in detail and str(tmp_path) not in detail.replace(repr(given), "")
+        # A folder under the root names a collection (ask, summarize, chat); ingest reads one document.
+        folder = client.post("/ingest/invoke", json={"input": {"path": "sub"}})
+        assert folder.status_code == 400 and "is a folder" in folder.json()["detail"]
+        assert str(tmp_path) not in folder.json()["detail"]
         odd = client.post("/ingest/invoke", json={"input": {"path": "data.bin"}})
         assert odd.status_code == 400 and str(tmp_path) not in odd.text and "data.bin" in odd.json()["detail"]
 

@@ -480,7 +480,13 @@ def test_short_document_is_its_own_summary(tmp_path: Path) -> None:
     assert out["summary"] == "Otters hold hands while they sleep."
     assert out["stop_reason"] == "document_shorter_than_summary" and not fake.calls
     assert out["sentences"] == [
-        {"text": "Otters hold hands while they sleep.", "citations": ["c0"], "verdict": "source", "origin": "source"}
+        {
+            "text": "Otters hold hands while they sleep.",
+            "citations": ["c0"],
+            "sources": [{"label": "c0.1", "document": "Otters hold hands while they sleep."}],
+            "verdict": "source",
+            "origin": "source",
+        }
     ]
 
 

@@ -1,0 +1,148 @@
+"""Which documents a run reads: one, a list, a whole namespace or a folder (see :mod:`nodes.collection`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodes.ingest import DOCUMENT_FIELDS, Progress, document_field, input_namespace, resolve_document
+from stores.documents import find_document, get_document, index_identity, list_documents
+from stores.errors import InputError
+from stores.vectorstore import VectorStore, get_store
+
+COLLECTION_FIELDS = ("doc_ids", "whole_namespace")
+"""The input fields that name a collection (besides a folder ``path``)."""
+MAX_DOCUMENTS = 10_000
+"""Most documents one run may name (a bound on the request, not on the namespace)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One document of a run's collection and the tag its labels carry."""
+
+    tag: int
+    doc_id: str
+    title: str
+    source: str
+    chunks: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tag": self.tag, "doc_id": self.doc_id, "title": self.title, "source": self.source}
+
+    @property
+    def name(self) -> str:
+        """How outputs name the document: its title, else its file name, else its id."""
+        return self.title or (Path(self.source).name if self.source not in ("", "text") else "") or self.doc_id
+
+
+def source_field(values: Mapping[str, Any]) -> str | None:
+    """Which input field names the run's documents (None: none does); several is an InputError."""
+    given = [name for name in (*DOCUMENT_FIELDS, *COLLECTION_FIELDS) if values.get(name)]
+    if len(given) > 1 and set(given) <= set(DOCUMENT_FIELDS):
+        document_field(values)  # the one-document rule's own message
+    if len(given) > 1:
+        listed = ", ".join(DOCUMENT_FIELDS + COLLECTION_FIELDS[:1]) + f" or {COLLECTION_FIELDS[-1]}"
+        raise InputError(f"give exactly one of {listed} to name the documents, not {' and '.join(given)}")
+    return given[0] if given else None
+
+
+def names_collection(values: Mapping[str, Any]) -> bool:
+    """Whether the input names (or may name: a folder ``path``) several documents."""
+    if any(values.get(name) for name in COLLECTION_FIELDS):
+        return True
+    path = values.get("path")
+    return bool(path) and Path(str(path)).expanduser().is_dir()
+
+
+def resolve_documents(values: Mapping[str, Any], context: Any, progress: Progress | None = None) -> list[str]:
+    """The ids of the documents a workflow's input names, in order (one for a one-document input).
+
+    ``doc_ids``: each must be ingested in the input's namespace with the run's embedder (unknown
+    ones are named in the error); ``whole_namespace``: every such document of the namespace; a
+    folder ``path``: its new and changed files are ingested first, then all of its documents are
+    taken (files that cannot be read are reported as progress messages; links leading out of the
+    folder are left out, so a folder inside a server's ingest root reads nothing outside it). Anything else is one
+    document (:func:`nodes.ingest.resolve_document`).
+    """
+    name = source_field(values)
+    namespace = input_namespace(values, context)
+    store = get_store(namespace, context.embedder)
+    if name == "doc_ids":
+        return _listed(values["doc_ids"], namespace, store)
+    if name == "whole_namespace":
+        if values["whole_namespace"] is not True:
+            raise InputError("whole_namespace takes true (every document of the namespace) or is left out")
+        docs = [info.doc_id for info in list_documents(namespace) if info.embedder == store.space]
+        if not docs:
+            raise InputError(f"namespace {namespace!r} holds no document indexed with the {store.space!r} embedder")
+        return _bounded(docs)
+    if name == "path" and Path(str(values["path"])).expanduser().is_dir():
+        return _folder(str(values["path"]), namespace, context, progress)
+    return [resolve_document(values, context, progress)]
+
+
+def _bounded(doc_ids: list[str]) -> list[str]:
+    if len(doc_ids) > MAX_DOCUMENTS:
+        raise InputError(f"{len(doc_ids)} documents is over the {MAX_DOCUMENTS} a run may read")
+    return doc_ids
+
+
+def _listed(given: Any, namespace: str, store: VectorStore) -> list[str]:
+    """``doc_ids`` checked: a non-empty list of ids, each ingested in ``namespace`` in the store's vector space."""
+    if isinstance(given, str) or not isinstance(given, Sequence) or not all(isinstance(d, str) for d in given):
+        raise InputError("doc_ids takes a list of document ids")
+    docs = _bounded(list(dict.fromkeys(d.strip() for d in given if d.strip())))
+    if not docs:
+        raise InputError("doc_ids is empty: name at least one document")
+    unknown = [d for d in docs if find_document(namespace, d) is None]
+    if unknown:
+        shown = ", ".join(repr(d) for d in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise InputError(f"not ingested in namespace {namespace!r}: {shown}")
+    other = [d for d in docs if get_document(namespace, d).embedder != store.space]
+    if other:
+        raise InputError(
+            f"{other[0]!r} is indexed with another embedder than {store.space!r}; ingest it again with this one"
+        )
+    return docs
+
+
+def _folder(path: str, namespace: str, context: Any, progress: Progress | None) -> list[str]:
+    """Ingest what is new under folder ``path`` and return the ids of all of its documents, in file order."""
+    from nodes.ingest_dir import ingest_directory
+
+    emit = progress or (lambda _event: None)
+    result = ingest_directory(
+        path,
+        namespace=namespace,
+        embedder=context.embedder,
+        chunk_size=context.chunk_size,
+        chunk_overlap=context.chunk_overlap,
+        progress=emit,
+        contained=True,
+    )
+    for item in result.failed:
+        emit({"stage": "ingest", "message": f"left out {Path(item['path']).name}: {item['error']}"})
+    by_path = {item["path"]: item["doc_id"] for item in result.indexed + result.skipped}
+    docs = list(dict.fromkeys(by_path[p] for p in sorted(by_path)))
+    if not docs:
+        raise InputError(f"{path}: no readable document in the folder")
+    return _bounded(docs)
+
+
+def collection_version(namespace: str, doc_ids: Sequence[str]) -> str:
+    """A digest of the documents and the index each publishes: what per-collection caches are keyed by."""
+    parts = [[d, index_identity(get_document(namespace, d))] for d in doc_ids]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def members(namespace: str, doc_ids: Sequence[str]) -> list[Member]:
+    """The documents of a run, tagged 1, 2, ... in the order given."""
+    out = []
+    for tag, doc_id in enumerate(doc_ids, start=1):
+        info = get_document(namespace, doc_id)
+        out.append(Member(tag, doc_id, info.title, info.source, info.chunks))
+    return out

@@ -1,0 +1,196 @@
+"""Labels that name a collection's documents, and :class:`Sources`: the chunks a run reads, one document's or
+many's, behind one interface (see :mod:`nodes.collection`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from nodes.collection.resolve import members
+from stores.errors import InputError
+from stores.text import content_words
+from stores.vectorstore import Hit, VectorStore, get_store
+
+LABEL = re.compile(r"^(?:(\d+):)?(c\d+)(?:\.(\d+))?$")
+"""A chunk or sentence label, tagged (``2:c12``, ``2:c12.3``) or not (``c12``, ``c12.3``)."""
+TAG_STRIDE = 1_000_000
+"""Positions of a collection's chunks: the document's tag times this, plus the chunk's own position."""
+
+
+def tagged(tag: int, label: str) -> str:
+    """``label`` (``c12`` or ``c12.3``) with a collection tag: ``2:c12``."""
+    return f"{tag}:{label}"
+
+
+def split_label(label: str) -> tuple[int | None, str]:
+    """``"2:c12.3"`` -> ``(2, "c12.3")``; ``"c12"`` -> ``(None, "c12")``; InputError when it is no label."""
+    found = LABEL.match(label.strip())
+    if found is None:
+        raise InputError(f"not a chunk or sentence label: {label!r}")
+    tag, chunk, sentence = found.groups()
+    return (int(tag) if tag else None), chunk + (f".{sentence}" if sentence else "")
+
+
+def label_position(label: str) -> tuple[int, int, int]:
+    """Sort key of a label, tagged or not: document tag, chunk number, sentence number."""
+    found = LABEL.match(label.strip())
+    if found is None:
+        return (0, 0, 0)
+    tag, chunk, sentence = found.groups()
+    return int(tag or 0), int(chunk[1:]), int(sentence or 0)
+
+
+def document_name(document: dict[str, Any]) -> str:
+    """How outputs name a document of a run's ``documents`` list: its title, else its file name, else its id."""
+    source = str(document.get("source") or "")
+    file_name = source.replace("\\", "/").rsplit("/", 1)[-1] if source not in ("", "text") else ""
+    return str(document.get("title") or file_name or document.get("doc_id") or "")
+
+
+def cited_documents(labels: Sequence[str], documents: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """``{label, document}`` for each tagged label (``2:c3``): the title or file name of the document its tag
+    names in a run's ``documents`` (labels without a known tag are left out)."""
+    names = {int(d["tag"]): document_name(d) for d in documents}
+    out = []
+    for label in labels:
+        found = LABEL.match(label.strip())
+        if found is not None and found.group(1) and int(found.group(1)) in names:
+            out.append({"label": label, "document": names[int(found.group(1))]})
+    return out
+
+
+def chunk_rank(label: str) -> int:
+    """Document order of a chunk label, tagged or not: ``c12`` -> 12, ``2:c12`` -> 2,000,012."""
+    tag, chunk, _ = label_position(label)
+    return tag * TAG_STRIDE + chunk
+
+
+class Sources:
+    """The chunks a run reads: one document's (labelled ``c3``) or a collection's (``2:c3``).
+
+    Summaries and chat read through it, so the same code serves one document and many: ``hits``
+    every chunk, ``chunks`` some by label, ``search`` the most relevant to a query.
+    """
+
+    def __init__(self, store: VectorStore, doc_ids: Sequence[str]) -> None:
+        if not doc_ids:
+            raise InputError("no document to read")
+        self.store = store
+        self.doc_ids = list(doc_ids)
+        self.single = len(self.doc_ids) == 1
+        self.members = members(store.namespace, self.doc_ids)
+        self._tags = {m.doc_id: m.tag for m in self.members}
+        self._docs = {m.tag: m.doc_id for m in self.members}
+
+    @property
+    def doc_id(self) -> str:
+        """The first document (the only one of a one-document run)."""
+        return self.doc_ids[0]
+
+    def documents(self) -> list[dict[str, Any]]:
+        """The run's documents as outputs list them (empty for a one-document run)."""
+        return [] if self.single else [m.to_dict() for m in self.members]
+
+    def labels(self) -> list[str]:
+        """The label of every chunk, document after document (as their records count them)."""
+        return [self.label(m.doc_id, f"c{i}") for m in self.members for i in range(m.chunks)]
+
+    def label(self, doc_id: str, chunk_id: str) -> str:
+        """The label of chunk (or sentence) ``chunk_id`` of ``doc_id`` in this run."""
+        return chunk_id if self.single else tagged(self._tags[doc_id], chunk_id)
+
+    def locate(self, label: str) -> tuple[str, str] | None:
+        """``(doc_id, chunk id)`` of a label of this run, None when it names no document of it."""
+        try:
+            tag, chunk = split_label(label)
+        except InputError:
+            return None
+        if self.single:
+            return (self.doc_id, chunk) if tag is None else None
+        return (self._docs[tag], chunk) if tag in self._docs else None
+
+    def _relabel(self, hit: Hit) -> Hit:
+        if self.single:
+            return hit
+        doc_id = str(hit.metadata.get("doc_id", ""))
+        tag = self._tags[doc_id]
+        meta = {**hit.metadata, "chunk_id": tagged(tag, hit.chunk_id), "position": tag * TAG_STRIDE + hit.position}
+        return Hit(hit.id, hit.text, meta, hit.score, hit.embedding)
+
+    def hits(self) -> list[Hit]:
+        """Every chunk, document after document, each in position order."""
+        return [self._relabel(h) for doc_id in self.doc_ids for h in self.store.by_doc(doc_id)]
+
+    def chunks(self, labels: Sequence[str]) -> list[Hit]:
+        """The chunks named by ``labels``, in the order asked (labels of no chunk left out)."""
+        wanted: dict[str, list[str]] = {}
+        for label in labels:
+            found = self.locate(label)
+            if found is not None:
+                wanted.setdefault(found[0], []).append(found[1].split(".")[0])
+        got = {
+            self.label(doc_id, h.chunk_id): self._relabel(h)
+            for doc_id, ids in wanted.items()
+            for h in self.store.chunks(doc_id, ids)
+        }
+        return [got[label] for label in dict.fromkeys(labels) if label in got]
+
+    def search(self, query: str, k: int, *, rerank: Any = "none") -> list[Hit]:
+        """The ``k`` chunks most relevant to ``query``: vector search fused with BM25 (over every document)."""
+        from nodes.collection.index import collection_index
+        from nodes.retrieval import hybrid_search, rerank_by_sentence
+
+        if self.single:
+            return hybrid_search(self.store, self.doc_id, query, k, rerank=rerank)
+        index = collection_index(self.store, self.doc_ids)
+        pool = max(3 * k, 10)
+        hits = index.search(query, pool if rerank == "sentence" else k)
+        if rerank == "sentence":
+            hits = rerank_by_sentence(self.store, query, hits)
+        return [self._relabel(h) for h in hits[:k]]
+
+    def dense(self, query: str, k: int) -> list[Hit]:
+        """The ``k`` chunks nearest to ``query`` by the embedder alone, their score the cosine similarity."""
+        from nodes.collection.index import collection_index
+
+        if self.single:
+            return self.store.search(query, k=k, doc_id=self.doc_id)
+        return [self._relabel(h) for h in collection_index(self.store, self.doc_ids).dense(query, k)]
+
+    def supporting(self, claim: str, labels: Sequence[str], texts: dict[str, str]) -> list[dict[str, str]]:
+        """For each cited chunk label (its text in ``texts``), the chunk's sentence that shares the most content
+        words with ``claim``: ``{label: "2:c3.4", document: title or file name}``. Sentences are numbered as
+        the chain numbers them (:func:`chunk_sentences`), so ``2:c3.4`` is the same sentence wherever it is shown."""
+        words = content_words(claim)
+        out = []
+        for label in labels:
+            sentences = chunk_sentences(texts.get(label, ""))
+            if not sentences:
+                continue
+            scores = [len(content_words(sentence) & words) for sentence in sentences]
+            best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
+            found = self.locate(label)
+            document = self.name(label) or (self.members[0].name if found is not None else "")
+            out.append({"label": f"{label}.{best + 1}", "document": document})
+        return out
+
+    def name(self, label: str) -> str:
+        """The title or file name of the document a label names (empty for a one-document run)."""
+        found = self.locate(label)
+        if self.single or found is None:
+            return ""
+        return next(m.name for m in self.members if m.doc_id == found[0])
+
+
+def chunk_sentences(text: str) -> list[str]:
+    """The sentences of a chunk in the order the chain numbers them: sentence ``k`` is ``c3.k``."""
+    from nodes.chain.passages import chunk_paragraphs
+    from nodes.chain.reading import DEFAULT_PASSAGE
+
+    return [sentence for paragraph in chunk_paragraphs(text, DEFAULT_PASSAGE) for sentence in paragraph]
+
+
+def run_sources(namespace: str, embedder: str, doc_ids: Sequence[str]) -> Sources:
+    """The :class:`Sources` of a run's documents in ``namespace``'s store for ``embedder``."""
+    return Sources(get_store(namespace, embedder), doc_ids)
