@@ -292,6 +292,20 @@ def test_a_document_dropped_into_the_chat_stays_in_the_tenants_namespace(cluster
                 f"SELECT count(*) FROM {table} WHERE position(convert_to(%s, 'UTF8') in blob) > 0", (needle,)
             )
             assert found.fetchone() == (0,), table
+    # several files in one message: the conversation's collection, ingested at the door like one
+    herons = {
+        "type": "text-plain",
+        "text": "Herons wade in shallow water.",
+        "mime_type": "text/plain",
+        "title": "herons.txt",
+    }
+    many = b.threads.create()["thread_id"]
+    values = clients.chat_turn(b, many, [words, block, herons])["values"]
+    assert [m["type"] for m in values["messages"]] == ["human", "ai"] and values["turn"] == 1
+    named = [(d["tag"], d["source"], d["title"]) for d in values["documents"]]
+    assert named == [(1, "contract.pdf", "Ana Ruiz signs the supplier contract in May."), (2, "text", "herons.txt")]
+    notes = str(values["messages"][0]["content"])
+    assert "[attached contract.pdf: document " in notes and "[attached herons.txt: document " in notes
     # tenant A cannot reach it, and B cannot drop a file into A's namespace
     asked = clients.mcp_session(cluster.instances[0].url, [clients.ask_tool(doc_id)], {"X-API-Key": "key-a"})
     assert "is not ingested in namespace 'team-a'" in clients.text_of(asked["results"][0])

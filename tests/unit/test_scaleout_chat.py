@@ -24,8 +24,9 @@ from starlette.testclient import TestClient
 from deploy import app as door
 from deploy import assistants
 from deploy.auth import keyring
+from doubles.chat import ScriptedChatModel
 from doubles.files import docx_bytes, pdf_with_text
-from doubles.replies import offload_chat_model
+from doubles.replies import _detail_lines, offload_chat_model, offload_reply
 from nodes.ingest import ingest
 from stores.documents import find_document, list_documents
 from stores.models import use_chat_model
@@ -61,6 +62,8 @@ class Runs:
         self.saver = InMemorySaver()
         self.records: list[dict[str, Any]] = []
         self.runs: dict[str, dict[str, Any]] = {}
+        self.model: Any = offload_chat_model
+        """What plays the model: a factory of scripted chat models."""
 
     async def run(self, thread: str, request: dict[str, Any]) -> dict[str, Any]:
         self.records.append(request)
@@ -69,7 +72,7 @@ class Runs:
         config = {"configurable": {"thread_id": thread}}
         run: dict[str, Any] = {"run_id": str(uuid.uuid4()), "thread_id": thread, "status": "success", "values": {}}
         try:
-            with use_chat_model(offload_chat_model()):
+            with use_chat_model(self.model()):
                 values = await graph.ainvoke(request.get("input"), config, context=request["context"])
         except Exception as exc:  # noqa: BLE001 - a failed run, recorded as Aegra records it
             run.update(status="error", error_message=str(exc))
@@ -409,3 +412,56 @@ def test_a2a_on_the_deployment_takes_a_file_and_refuses_one_it_cannot_read(deplo
     said = rejected["status"]["message"]["parts"][0]["text"]
     assert rejected["status"]["state"] == "TASK_STATE_REJECTED"
     assert said.startswith("refused (400): sheet.csv: unsupported type text/csv; attach a PDF"), said
+
+
+def across(messages: Any) -> str:
+    """A scripted reply that answers from one detail line of each document in the prompt (tags ``1:``, ``2:``)."""
+    found = _detail_lines(str(messages[-1].content))
+    if '"answer"' not in str(messages[0].content) or not found:
+        return offload_reply(messages)
+    first: dict[str, tuple[str, str]] = {}
+    for cid, text in found:
+        first.setdefault(cid.split(":")[0], (cid, text))
+    picked = sorted(first.values())
+    answer = " ".join(f"{text.split('.')[0]}. [{cid}]" for cid, text in picked)
+    reply: dict[str, Any] = {"recall": []} if '"recall"' in str(messages[0].content) else {}
+    return json.dumps({**reply, "answer": answer, "citations": [cid for cid, _ in picked]})
+
+
+def test_several_files_in_one_message_make_the_chats_collection(
+    aegra: tuple[TestClient, Runs],
+) -> None:
+    http, runs = aegra
+    runs.model = lambda: ScriptedChatModel(default=across)
+    files = [
+        {
+            "type": "file",
+            "base64": _b64(pdf_with_text(LINE)),
+            "mime_type": "application/pdf",
+            "extras": {"filename": "falcon.pdf"},
+        },
+        {
+            "type": "file",
+            "base64": _b64(b"# Herons\n\nHerons wade in shallow water at dawn.\n"),
+            "mime_type": "text/markdown",
+            "extras": {"filename": "herons.md"},
+        },
+    ]
+    status, out = turn(
+        http, "t-many", [{"type": "text", "text": "Who manages procurement, and where do herons wade?"}, *files]
+    )
+    assert status == 200, out
+    sent = runs.records[-1]["input"]["messages"][0]["content"][1:]
+    ids = [block["file_id"] for block in sent]
+    assert len(set(ids)) == 2 and all(find_document("team-b", i) for i in ids)  # both ingested at the door
+    assert sorted(d["doc_id"] for d in out["documents"]) == sorted(ids)
+    # the answer draws on both documents, and its sources name each
+    reply = out["messages"][-1]
+    titles = {s["title"] for s in reply["additional_kwargs"]["longdoc"]["sources"]}
+    assert titles == {d["title"] for d in out["documents"]} and len(titles) == 2
+    assert "Bob Chen" in reply["content"] and "Herons wade" in reply["content"]
+    kept = json.dumps(out["messages"][0]["content"])
+    assert "[attached falcon.pdf: document " in kept and "[attached herons.md: document " in kept
+    status, again = turn(http, "t-many", "When do the trials start?")
+    assert status == 200 and again["turn"] == 2 and again["documents"] == out["documents"]
+    assert [m["type"] for m in again["messages"]] == ["human", "ai"] * 2
