@@ -23,6 +23,11 @@ LangServe app applies:
 - a request body must be JSON (415), nested at most ``LONGDOC_MAX_JSON_DEPTH`` deep, without ``NaN``
   (400), as on LangServe;
 - the namespace is then fixed in the run's ``context``, where every node reads it;
+- documents attached to a chat message (file and ``text-plain`` content blocks) are ingested at the door into that
+  namespace, under every ingest's size and archive bounds, and the run gets their ids in their place, as on
+  LangServe (:func:`detach_attachments`): Aegra's run record and checkpoints never hold an upload; a file that
+  cannot be taken refuses the request, 413 over a size bound and 400 otherwise (wrong type, a link, broken base64),
+  with the reason;
 - one run at a time per thread, on every instance: a run on a thread whose run is still going is refused
   (409) or, with ``multitask_strategy: enqueue``, waits and runs as the next turn (:func:`take_thread`);
 - as on LangServe, a run on a thread whose last run stopped half-way (its instance was killed)
@@ -59,7 +64,7 @@ from nodes.ingest import check_input_sizes
 from stores.cache import ProcessCache, lru_cache
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
-from stores.errors import InputError
+from stores.errors import InputError, TooLarge
 from stores.settings import get_settings
 from surfaces.access import (
     FILE_INPUTS,
@@ -175,8 +180,13 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
         if owner is not None and owner != name:
             raise thread_not_found(thread_id)
         _owners().claim(thread_key(name, thread_id), name, namespace)
+        served_context = {**context, "namespace": namespace}
+        value = detach_attachments(workflow, value, served_context)
+        update = detach_attachments(workflow, update, served_context)
     except AccessError as exc:
         raise Refused(403, str(exc)) from None
+    except TooLarge as exc:
+        raise Refused(413, files.scrub(str(exc))) from None
     except InputError as exc:
         raise Refused(400, files.scrub(str(exc))) from None
     out = {**body, "config": config, "context": {**context, "namespace": namespace}}
@@ -185,6 +195,19 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     if command:
         out["command"] = {**command, "update": update} if "update" in command else command
     return out
+
+
+def detach_attachments(workflow: str, value: Any, context: dict[str, Any]) -> Any:
+    """A chat input (or state update) with the documents attached to its messages ingested now, in the tenant's
+    namespace under every ingest's bounds, and named by id (:func:`nodes.offload.session.detach_uploads`, as on
+    LangServe): Aegra's run record and the thread's checkpoints never hold an upload. A file that cannot be taken
+    raises its InputError (``TooLarge`` over a size bound), so the request is refused before any run exists."""
+    if workflow != "chat" or not isinstance(value, dict) or not value.get("messages"):
+        return value
+    from nodes.offload.context import OffloadContext
+    from nodes.offload.session import detach_uploads
+
+    return detach_uploads(value, OffloadContext.from_mapping(context), strict=True)
 
 
 def _postgres_saver() -> Any:

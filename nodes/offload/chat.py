@@ -235,13 +235,17 @@ def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> st
     return "\n".join([head, *lines])
 
 
-def ingested_block(block: Mapping[str, Any], ingest: Any) -> dict[str, Any]:
+def ingested_block(block: Mapping[str, Any], ingest: Any, strict: bool = False) -> dict[str, Any]:
     """A document block as a server's door leaves it once ``ingest`` (an :class:`Attachment` -> doc id) took it:
-    a reference to the ingested document, or the reason it was refused; never the file's content."""
+    a reference to the ingested document, or the reason it was refused; never the file's content.
+
+    ``strict``: a refused block raises its InputError instead (the door refuses the request)."""
     try:
         given = attachment(block)
         doc_id = given.doc_id or ingest(given)
     except InputError as exc:
+        if strict:
+            raise
         name = _filename(block, "") or "the attachment"
         return {"type": "file", "extras": {"filename": name, "refused": str(exc)}}
     return {"type": "file", "file_id": doc_id, "extras": {"filename": given.filename, "ingested": True}}

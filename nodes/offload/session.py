@@ -165,12 +165,13 @@ def ingest_attachment(given: Attachment, ctx: Any, writer: Any = None) -> Ingest
     return index_for_context(doc, ctx.namespace, ctx, writer)
 
 
-def detach_uploads(values: Any, context: Any) -> Any:
+def detach_uploads(values: Any, context: Any, strict: bool = False) -> Any:
     """A chat input with the documents its messages carry ingested now and referred to by id.
 
     Run by a server before a checkpointed run starts (as :func:`nodes.ingest.detach_text` is), so no
     checkpoint holds an upload; a file that cannot be read is left as the reason, which the turn
-    answers in the chat.
+    answers in the chat, or with ``strict`` raises its InputError (``TooLarge`` over a size bound),
+    for a door that refuses the request instead.
     """
     if not isinstance(values, Mapping) or not isinstance(values.get("messages"), list):
         return values
@@ -182,7 +183,7 @@ def detach_uploads(values: Any, context: Any) -> Any:
             isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS for b in content
         ):
             content = [
-                ingested_block(b, lambda given: ingest_attachment(given, ctx).doc_id)
+                ingested_block(b, lambda given: ingest_attachment(given, ctx).doc_id, strict)
                 if isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS
                 else b
                 for b in content

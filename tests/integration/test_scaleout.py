@@ -29,6 +29,8 @@ from tests.integration import clients
 ROOT = Path(__file__).resolve().parents[2]
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
 KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-archive"]}}
+MAX_BYTES = 100_000
+"""The instances' ``LONGDOC_MAX_BYTES``: over the documents of these tests, under the files sent to be refused."""
 
 pytestmark = pytest.mark.skipif(
     postgres_bindir() is None or chroma_binary() is None,
@@ -46,6 +48,7 @@ def _env(endpoint: str) -> dict[str, str]:
             "LONGDOC_MODEL": "scripted",
             "LONGDOC_EMBEDDER": "hash",
             "LONGDOC_SERVER_KEYS": json.dumps(KEYS),
+            "LONGDOC_MAX_BYTES": str(MAX_BYTES),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         }
@@ -274,21 +277,88 @@ def test_a_document_dropped_into_the_chat_stays_in_the_tenants_namespace(cluster
     doc_id = reply["additional_kwargs"]["longdoc"]["doc_id"]
     kept = b.threads.get_state(thread)["values"]["messages"][0]["content"]
     assert "Ana Ruiz" in reply["content"] and "[attached contract.pdf: document " in str(kept)
+    # ingested at the door: neither Aegra's run record nor any checkpoint holds the upload
+    import psycopg
+
+    needle = pdf[len(pdf) // 2 :][:60]
+    with psycopg.connect(cluster.postgres_url, autocommit=True) as conn:
+        for table in ("runs", "run_events", "thread", "checkpoints"):
+            found = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE position(%s in CAST({table} AS text)) > 0", (needle,)
+            )
+            assert found.fetchone() == (0,), table
+        for table in ("checkpoint_writes", "checkpoint_blobs"):
+            found = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE position(convert_to(%s, 'UTF8') in blob) > 0", (needle,)
+            )
+            assert found.fetchone() == (0,), table
+    # several files in one message: the conversation's collection, ingested at the door like one
+    herons = {
+        "type": "text-plain",
+        "text": "Herons wade in shallow water.",
+        "mime_type": "text/plain",
+        "title": "herons.txt",
+    }
+    many = b.threads.create()["thread_id"]
+    values = clients.chat_turn(b, many, [words, block, herons])["values"]
+    assert [m["type"] for m in values["messages"]] == ["human", "ai"] and values["turn"] == 1
+    named = [(d["tag"], d["source"], d["title"]) for d in values["documents"]]
+    assert named == [(1, "contract.pdf", "Ana Ruiz signs the supplier contract in May."), (2, "text", "herons.txt")]
+    notes = str(values["messages"][0]["content"])
+    assert "[attached contract.pdf: document " in notes and "[attached herons.txt: document " in notes
     # tenant A cannot reach it, and B cannot drop a file into A's namespace
     asked = clients.mcp_session(cluster.instances[0].url, [clients.ask_tool(doc_id)], {"X-API-Key": "key-a"})
     assert "is not ingested in namespace 'team-a'" in clients.text_of(asked["results"][0])
-    with pytest.raises(httpx.HTTPStatusError) as foreign:
-        b.runs.wait(
-            b.threads.create()["thread_id"],
-            "chat",
-            input={"messages": [{"type": "human", "content": [words, block]}]},
-            context={"namespace": "team-a"},
-        )
-    assert foreign.value.response.status_code == 403 and "not open to this API key" in foreign.value.response.text
-    # an unreadable file is answered in the chat
-    sheet = {"type": "file", "base64": "YSxiCg==", "mime_type": "text/csv", "extras": {"filename": "sheet.csv"}}
-    out = clients.chat_turn(a, a.threads.create()["thread_id"], [words, sheet])["values"]
-    assert "sheet.csv: unsupported type text/csv" in out["messages"][-1]["content"]
+    message = {"messages": [{"type": "human", "content": [words, block]}]}
+    refusals = [
+        (message, {"namespace": "team-a"}, 403, "namespace 'team-a' is not open to this API key"),
+        (
+            {"messages": [{"type": "human", "content": [words, {**block, "mime_type": "text/csv", "extras": {}}]}]},
+            None,
+            400,
+            "unsupported type text/csv; attach a PDF, DOCX, HTML, Markdown or text file",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "type": "human",
+                        "content": [
+                            words,
+                            {"type": "text-plain", "text": "x" * (MAX_BYTES + 10), "mime_type": "text/plain"},
+                        ],
+                    }
+                ]
+            },
+            None,
+            413,
+            f"text is larger than the {MAX_BYTES} byte limit (LONGDOC_MAX_BYTES)",
+        ),
+        (
+            {"messages": [{"type": "human", "content": [{**block, "base64": "A" * (MAX_BYTES * 2)}]}]},
+            None,
+            413,
+            f"contract.pdf: {MAX_BYTES * 3 // 2} bytes is over the {MAX_BYTES} byte limit (LONGDOC_MAX_BYTES)",
+        ),
+    ]
+    refused_thread = b.threads.create()["thread_id"]
+    for value, context, status, said in refusals:
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            b.runs.wait(refused_thread, "chat", input=value, context=context)
+        answer = refused.value.response
+        assert answer.status_code == status and said in answer.json()["message"], (status, answer.text)
+    assert b.runs.list(refused_thread) == []  # refused before any run
+    # a first message without a document is answered with what to attach, on the SDK and over A2A
+    first = clients.chat_turn(a, a.threads.create()["thread_id"], "Who signs the supplier contract?")["values"]
+    assert [m["type"] for m in first["messages"]] == ["human", "ai"]
+    assert first["messages"][-1]["content"].startswith("To talk about a document, attach it to your message")
+    task = clients.a2a_send(cluster.instances[1].url, "chat", [{"text": "What is new?"}], None, {"X-API-Key": "key-a"})
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert clients.artifact_text(task).startswith("To talk about a document, attach it to your message")
+    sheet = [{"text": "Sum it up"}, {"raw": "YSxiCg==", "mediaType": "text/csv", "filename": "sheet.csv"}]
+    rejected = clients.a2a_send(cluster.instances[1].url, "chat", sheet, None, {"X-API-Key": "key-a"})
+    assert rejected["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "refused (400): sheet.csv: unsupported type" in rejected["status"]["message"]["parts"][0]["text"]
 
 
 def _ns(namespace: str) -> dict[str, Any]:

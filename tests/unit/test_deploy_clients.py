@@ -43,6 +43,12 @@ def test_the_routes_are_served_behind_the_guard(keyed: TestClient) -> None:
     listed = tools["result"]["tools"]
     assert [t["name"] for t in listed] == list(WORKFLOWS) == ["ingest", "ask", "summarize", "chat", "route"]
     assert [t["description"] for t in listed] == [DESCRIPTIONS[name] for name in WORKFLOWS]
+    for tool in listed:  # every field of every tool says what it is, with an example, as Aegra's /mcp lists it
+        assert tool["inputSchema"] == mcp.input_schema(tool["name"])
+        fields = tool["inputSchema"]["properties"].values()
+        assert all(len(f["description"]) > 20 and f["examples"] for f in fields), tool["name"]
+    ask = {t["name"]: t for t in listed}["ask"]["inputSchema"]["properties"]
+    assert list(ask)[:2] == ["doc_id", "question"] and ask["doc_id"]["pattern"] == "^[0-9a-f]{16}$"
 
 
 def test_the_agent_card_says_what_the_chat_does_and_that_it_needs_a_document() -> None:
