@@ -62,7 +62,7 @@ def check_snapshot(path: Path, text: str) -> None:
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-            print(f"wrote {path}")
+            print(f"wrote {path}")  # noqa: T201 - the snapshot updater reports what it rewrote
         return
     if not path.is_file():
         pytest.fail(f"no snapshot {path.name}; write it with LONGDOC_UPDATE_SNAPSHOTS=1 (see this module's docstring)")
