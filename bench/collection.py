@@ -98,7 +98,7 @@ def own_share(row: dict[str, Any], own_doc: str) -> float | None:
     cited = [c for s in row.get("sentences", []) for c in s.get("citations", [])]
     if not tags or not cited:
         return None
-    return round(sum(tags.get(split_label(c)[0] or 0) == own_doc for c in cited) / len(cited), 3)
+    return round(float(sum(tags.get(split_label(c)[0] or 0) == own_doc for c in cited)) / len(cited), 3)
 
 
 def summarize_rows(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -108,7 +108,9 @@ def span_turns(meeting: dict[str, Any], span: Sequence[Sequence[int | str]]) -> 
     return [t for t in out if t["content"].strip()]
 
 
-def cite_chunks(sentence: str, turns: Sequence[dict[str, str]], chunks: Sequence[tuple[str, str]], k: int = 2) -> list:
+def cite_chunks(
+    sentence: str, turns: Sequence[dict[str, str]], chunks: Sequence[tuple[str, str]], k: int = 2
+) -> list[Any]:
     """Ids of the (at most ``k``) chunks holding span turns that share most content words with ``sentence``."""
     from stores.text import content_words
 
@@ -181,7 +183,7 @@ def plant(kind: str, sentence: str, rng: random.Random, names: Sequence[str], ot
 
 
 def build_cases(
-    items: Sequence[dict[str, Any]], everything: Sequence[dict[str, Any]], chunks: dict[str, list], seed: int
+    items: Sequence[dict[str, Any]], everything: Sequence[dict[str, Any]], chunks: dict[str, list[Any]], seed: int
 ) -> list[dict[str, Any]]:
     """Correct sentences with their citations, and their planted versions."""
     from stores.text import content_words, split_sentences
@@ -324,7 +326,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not items:
         raise SystemExit(f"no items {args.items} among the {len(everything)} specific queries of {args.data}")
     doc_ids: dict[str, str] = {}
-    chunks: dict[str, list] = {}
+    chunks: dict[str, list[Any]] = {}
     store = get_store(args.namespace, args.embedder)
     for item in items:
         meeting = item["meeting"]

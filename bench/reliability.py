@@ -270,7 +270,8 @@ def _session(model: ScriptedChatModel, doc_id: str, thread: str, *, resend: bool
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graphs.offload.graph import builder
-    from stores.models import ModelError, use_chat_model
+    from stores.errors import ModelError
+    from stores.models import use_chat_model
     from surfaces.resume import plan
 
     graph = builder.compile(checkpointer=InMemorySaver())

@@ -93,7 +93,7 @@ def diverse(
 
         def adjusted(a: Any) -> float:
             s = max((similarity(a.name, c.name) for c in chosen), default=0.0)
-            return a.score * (1 - lam * (s - tau) / (1 - tau)) if s > tau else a.score
+            return float(a.score * (1 - lam * (s - tau) / (1 - tau)) if s > tau else a.score)
 
         best = max(left, key=lambda a: (adjusted(a), -left.index(a)))
         chosen.append(best)
@@ -259,7 +259,7 @@ def probe_registry(
 
 def run(
     servers: Path, queries_path: Path, *, expansions: Path | None, decompose: Path | None, second: str, out_path: Path
-) -> dict:
+) -> dict[str, Any]:
     """All probes on the plain registry and, with ``expansions``, on the expanded one (the shipped journals are
     read only; what the model writes for this run goes beside ``out_path``)."""
     from nodes.route.manifest import register

@@ -65,11 +65,11 @@ from stores.cache import ProcessCache, lru_cache
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
 from stores.errors import InputError, TooLarge
+from stores.files import IngestRoot
 from stores.settings import get_settings
 from surfaces.access import (
     FILE_INPUTS,
     AccessError,
-    IngestRoot,
     Refused,
     Tenant,
     ThreadOwners,

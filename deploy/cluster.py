@@ -91,7 +91,10 @@ def postgres(folder: Path, database: str = "longdoc") -> Iterator[str]:
             shutil.chown(path, "postgres")
         prefix = ["runuser", "-u", "postgres", "--"]
     port = free_port()
-    run = lambda *args: subprocess.run([*prefix, *args], check=True, capture_output=True)  # noqa: E731
+
+    def run(*args: str) -> None:
+        subprocess.run([*prefix, *args], check=True, capture_output=True)
+
     run(str(bindir / "initdb"), "-D", str(data), "-U", "longdoc", "--auth=trust")
     options = f"-p {port} -h 127.0.0.1 -k {data} -c max_connections=200 -c fsync=off"
     run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start", "-o", options)

@@ -99,7 +99,7 @@ class ScriptedChatModel(BaseChatModel):
         message = given.model_copy(update={"usage_metadata": usage})
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         """The same model: the script decides the tool calls."""
         return self
 

@@ -219,7 +219,7 @@ def field_descriptions(cls: type[Context]) -> dict[str, str]:
     out = {}
     for f in fields(cls):
         out[f.name] = f.metadata.get("description", "")
-        if f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
+        if f.default is MISSING and f.default_factory is MISSING:
             out[f.name] += " (required)"
     return out
 

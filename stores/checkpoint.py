@@ -32,7 +32,7 @@ def checkpoint_location() -> str:
 
 
 @contextlib.contextmanager
-def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver]:
+def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[Any]]:
     """A synchronous saver for the configured backend (tables created on first use)."""
     settings = get_settings()
     pg = url if url and url.startswith("postgres") else (None if url else settings.postgres_url)
@@ -55,7 +55,7 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver]:
 
 
 @contextlib.asynccontextmanager
-async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An asyncio saver for the configured backend (used by the LangServe app)."""
     settings = get_settings()
     pg = url if url and url.startswith("postgres") else (None if url else settings.postgres_url)

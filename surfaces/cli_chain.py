@@ -23,7 +23,6 @@ from surfaces.cli import (
     add_common,
     add_documents_options,
     add_stream_flag,
-    context_values,
     documents_legend,
     documents_request,
     print_json,
@@ -31,7 +30,7 @@ from surfaces.cli import (
     run_graph,
     wants_stream,
 )
-from surfaces.options import context_option
+from surfaces.options import context_option, context_values
 
 CHAIN_OPTIONS = (
     "order",

@@ -82,7 +82,7 @@ def available() -> list[str]:
     return [name for name, module in WORKFLOWS.items() if importlib.util.find_spec(module) is not None]
 
 
-def compile_with(name: str, checkpointer: BaseCheckpointSaver | None) -> Any:
+def compile_with(name: str, checkpointer: BaseCheckpointSaver[Any] | None) -> Any:
     """Workflow ``name`` (or a former id) compiled with ``checkpointer`` (for Python and LangServe callers);
     ingest never is."""
     name = canonical(name)

@@ -469,7 +469,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                 async for chunk in super().astream(value, config, **self._context(config, kwargs)):
                     yield chunk
 
-    async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -477,7 +477,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                 async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
                     yield chunk
 
-    async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -528,7 +528,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             return await gather_with_concurrency(limit, *(one(v, c) for v, c in zip(values, configs, strict=True)))
 
 
-class DeferredSaver(BaseCheckpointSaver):
+class DeferredSaver(BaseCheckpointSaver[Any]):
     """A checkpointer whose backend is opened later, inside the app's event loop.
 
     Routes are mounted when the app is built, but the async savers need a running loop, so
@@ -537,9 +537,9 @@ class DeferredSaver(BaseCheckpointSaver):
 
     def __init__(self) -> None:
         super().__init__()
-        self.target: BaseCheckpointSaver | None = None
+        self.target: BaseCheckpointSaver[Any] | None = None
 
-    def _t(self) -> BaseCheckpointSaver:
+    def _t(self) -> BaseCheckpointSaver[Any]:
         if self.target is None:
             raise RuntimeError("the checkpointer is not open yet (the app has not started)")
         return self.target
@@ -547,7 +547,7 @@ class DeferredSaver(BaseCheckpointSaver):
     async def aget_tuple(self, config: Any) -> Any:
         return await self._t().aget_tuple(config)
 
-    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async for item in self._t().alist(config, **kwargs):
             yield item
 
@@ -565,7 +565,7 @@ class DeferredSaver(BaseCheckpointSaver):
 
 
 @asynccontextmanager
-async def _open_backend() -> AsyncIterator[BaseCheckpointSaver]:
+async def _open_backend() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     from stores.checkpoint import open_async_checkpointer
 
     async with open_async_checkpointer() as saver:

@@ -219,7 +219,7 @@ def query_similarity(store: VectorStore, doc: DocumentVectors, question: str) ->
     q = np.asarray(store.embedder.embed_query(question), dtype=np.float32)
     norms = np.linalg.norm(doc.matrix, axis=1) * (np.linalg.norm(q) or 1.0)
     norms[norms == 0] = 1.0
-    return (doc.matrix @ q) / norms
+    return np.asarray((doc.matrix @ q) / norms)
 
 
 def plan_orders(

@@ -35,7 +35,7 @@ def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:
     )
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
     norms[norms == 0] = 1.0
-    return (matrix @ q) / norms
+    return np.asarray((matrix @ q) / norms)
 
 
 _vectors: ProcessCache[tuple[str, str], np.ndarray] = ProcessCache("chain query vectors", 512)

@@ -75,7 +75,7 @@ class ChainOutput(TypedDict):
     """LLM calls made."""
     doc_id: str
     """Id of the document (of a collection: its first)."""
-    documents: list[dict]
+    documents: list[dict[str, Any]]
     """A collection's documents the run shortlisted: {tag, doc_id, title, source}, tag 2 being the document a
     label ``2:c3.4`` names (empty for one document)."""
 

@@ -119,7 +119,7 @@ TaggedLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^[0-9
 class TaggedQuotes(WorkerQuotes):
     """A worker's quotes in a collection run: labels that name the document too."""
 
-    quotes: list[TaggedLabel] = Field(  # type: ignore[assignment]
+    quotes: list[TaggedLabel] = Field(
         default_factory=list,
         description="labels of the sentences that help, e.g. 2:c3.2",
         json_schema_extra={"maxItems": 8},

@@ -64,14 +64,14 @@ QUOTE_WORDS = 40
 """Most words of a sentence quoted as a source."""
 
 
-def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict]:
+def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict[str, Any]]:
     """Per cited chunk, the sentence that backs the answer best (most content words shared): what the answer's
     sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``, in a
     collection ``2:c3.2``); each source names its document by title or file name."""
     words = content_words(answer)
     hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
     names = {m.doc_id: m.name for m in sources.members}
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for label in citations:
         hit, found = hits.get(label), sources.locate(label)
         if hit is None or found is None:

@@ -50,7 +50,7 @@ def canvas_schema(max_nodes: int) -> type[CanvasSpec]:
         __base__=CanvasNode,
         chunk_ids=(list[str], Field(default_factory=list, max_length=3, description="Chunk ids such as c3.")),
     )
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "CanvasSpec",
         __base__=CanvasSpec,
         nodes=(list[node], Field(max_length=max_nodes, description=f"At most {max_nodes} nodes.")),  # type: ignore[valid-type]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -79,35 +79,35 @@ class OffloadOutput(ChatMessages):
     """The answer."""
     citations: list[str]
     """Chunk ids the answer cites (in a collection, ``2:c3``: chunk c3 of document 2)."""
-    sources: list[dict]
+    sources: list[dict[str, Any]]
     """What the answer cites, one per chunk: {doc_id, title, chunk_id, label (the sentence, ``c3.2``), quote (its
     words)}; the answer message's text ends with them as Markdown."""
     input_tokens: int
     """Input tokens of the answering call as the model reported them (the second one after a recall)."""
-    offloaded: list[dict]
+    offloaded: list[dict[str, Any]]
     """What this turn moved to the offload store: {id, kind, tokens, summary}."""
-    recalled: list[dict]
+    recalled: list[dict[str, Any]]
     """What the model recalled this turn: {id, found, source, tokens}."""
     cut: list[str]
     """What the token budget removed or shortened in the last answering call."""
-    details: list[dict]
+    details: list[dict[str, Any]]
     """Chunks retrieved for this turn: {chunk_id, score, via}."""
-    memory: dict
+    memory: dict[str, Any]
     """Estimated tokens of each part of the last answering prompt, and its total."""
-    calls: list[dict]
+    calls: list[dict[str, Any]]
     """Every model call of this turn: {step, input, output, cached}."""
-    canvas: dict
+    canvas: dict[str, Any]
     """The document's canvas: {id, source, nodes, edges, error, cached} (empty without one)."""
     doc_id: str
     """The document of the session (of a collection: its first)."""
-    documents: list[dict]
+    documents: list[dict[str, Any]]
     """A collection session's documents: {tag, doc_id, title, source}, tag 2 being the document ``2:c3`` names
     (empty for one document)."""
     session: str
     """Session id (offload store key): the run's thread id, as the server resolved it (never an input)."""
     policy: str
     """Memory policy of the session."""
-    usage: Annotated[dict, merge_usage]
+    usage: Annotated[dict[str, Any], merge_usage]
     """Tokens in/out, calls and cached calls per role, over the whole session."""
 
 
@@ -121,15 +121,15 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     collection: list[str]
     """The session's documents (one id for a one-document session); the input's doc_ids, whole_namespace and
     folder path are cleared once resolved."""
-    history: list[dict]
+    history: list[dict[str, Any]]
     """Finished turns: {turn, question, details, citations} + {offload_id, conclusion} or {answer}."""
-    pinned: dict
+    pinned: dict[str, Any]
     """Pinned state: {goal, facts}."""
     recall_ids: list[str]
     """Ids the model asked to recall this turn."""
     recall_round: int
     """Recall rounds used this turn (at most one)."""
-    bound: dict
+    bound: dict[str, Any]
     """What the session is bound to on its first turn: {doc_id, doc_ids (a collection's), session, policy,
     namespace, index (the document's index identity, or the collection's version: its history cites chunk ids of
     those indexes)}."""
@@ -150,7 +150,7 @@ def session_context(state: OffloadState, runtime: Runtime[OffloadContext]) -> Of
     """The run's settings in the session's namespace: the bound one after the first turn, else the input's."""
     ctx = runtime.context or OffloadContext()
     bound = state.get("bound") or {}
-    return in_namespace(ctx, {"namespace": bound.get("namespace") or state.get("namespace")})
+    return cast(OffloadContext, in_namespace(ctx, {"namespace": bound.get("namespace") or state.get("namespace")}))
 
 
 def call_record(step: str, usage: Usage, **extra: Any) -> dict[str, Any]:

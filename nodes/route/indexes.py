@@ -154,7 +154,7 @@ class MatrixIndex:
         m = np.asarray(rows, dtype=np.float32)
         norms = np.linalg.norm(m, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return m / norms
+        return np.asarray(m / norms)
 
     @staticmethod
     def _top(index: tuple[list[NodeId], np.ndarray, int], q: np.ndarray, n: int) -> list[Ranked]:

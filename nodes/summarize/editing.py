@@ -144,7 +144,7 @@ def questions_schema(experts: Sequence[str], n: int) -> type[BaseModel]:
     question = create_model(
         "EditorQuestion",
         __base__=_QuestionBase,
-        target_expert=(Literal[names], Field(description="Name of the expert who should answer.")),  # type: ignore[valid-type,arg-type]
+        target_expert=(Literal[names], Field(description="Name of the expert who should answer.")),  # type: ignore[arg-type]
     )
     return create_model(
         "EditorQuestions",
@@ -196,7 +196,9 @@ def write_questions(
     return [q.model_dump() for q in reply.questions]  # type: ignore[attr-defined]
 
 
-def new_questions(candidates: Sequence[dict[str, Any]], asked: Sequence[str], threshold: float = 0.8) -> list[dict]:
+def new_questions(
+    candidates: Sequence[dict[str, Any]], asked: Sequence[str], threshold: float = 0.8
+) -> list[dict[str, Any]]:
     """``candidates`` minus near-duplicates of each other and of questions already asked."""
     seen = [question_key(q) for q in asked]
     out = []
@@ -238,7 +240,9 @@ class MergeResult(BaseModel):
     missing: str = Field(default="", max_length=400, description="What is still missing or unclear.")
 
 
-def usable_answers(answers: Sequence[dict[str, Any]], position: dict[str, int], threshold: float = 0.8) -> list[dict]:
+def usable_answers(
+    answers: Sequence[dict[str, Any]], position: dict[str, int], threshold: float = 0.8
+) -> list[dict[str, Any]]:
     """Answered, cited answers: near-duplicates dropped (the more confident kept), in document order."""
     ranked = sorted(
         (a for a in answers if a.get("status") == "answered" and a.get("citations")),
@@ -310,7 +314,7 @@ def draft_changed(old: str, new: str, threshold: float = 0.97) -> bool:
     return difflib.SequenceMatcher(None, " ".join(old.split()), " ".join(new.split())).ratio() < threshold
 
 
-def unmerged_answers(draft: str, answers: Sequence[dict[str, Any]], threshold: float = 0.5) -> list[dict]:
+def unmerged_answers(draft: str, answers: Sequence[dict[str, Any]], threshold: float = 0.5) -> list[dict[str, Any]]:
     """Answers the draft does not carry: less than ``threshold`` of their content words are in it."""
     return [a for a in answers if coverage(re.sub(r"\[[^\]]*\]", " ", a["answer"]), draft) < threshold]
 

@@ -131,7 +131,7 @@ class AnswerCache:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return self.store.get([(self.NAMESPACE, key)]).get((self.NAMESPACE, key))
+        return cast("dict[str, Any] | None", self.store.get([(self.NAMESPACE, key)]).get((self.NAMESPACE, key)))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         self.store.set({(self.NAMESPACE, key): (value, None)})

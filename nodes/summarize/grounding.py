@@ -225,7 +225,7 @@ def _has(name: str, text: str) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    return _STEMMER.stem(word)
+    return str(_STEMMER.stem(word))
 
 
 def stems(text: str) -> set[str]:

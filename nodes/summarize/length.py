@@ -99,7 +99,7 @@ def clip_sentence(text: str, max_units: int, lang: str) -> str:
     return out + ("。" if lang == "zh" else ".") if out and not re.search(r"[.!?。！？]$", out) else out
 
 
-def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str) -> list[dict]:
+def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str) -> list[dict[str, Any]]:
     """Whole sentences, in order, while they fit in the longest accepted length; a sentence that would
     overflow is skipped. When that leaves the summary short, the first skipped sentence is cut at a
     clause break to fill the gap, in its place and with its citations."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
@@ -73,30 +73,30 @@ class SummarizeOutput(TypedDict, total=False):
 
     doc_id: str
     """Id of the summarized document (of a collection: its first)."""
-    documents: list[dict]
+    documents: list[dict[str, Any]]
     """A collection's documents: {tag, doc_id, title, source}, where tag 2 is the document a citation ``2:c3``
     names (empty for one document)."""
     method: Method
     """Method used."""
     summary: str
     """The final summary (citation markers removed)."""
-    sentences: list[dict]
+    sentences: list[dict[str, Any]]
     """Sentences of the summary: {text, citations (chunk ids; in a collection ``2:c3``, chunk c3 of document 2),
     sources ({label, document}: the sentence of each cited chunk that best supports it, ``2:c3.4``, and the title
     or file name of its document), verdict, origin (summary, answer or excerpt: where the length fit took it
     from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model, grounding) and problems
     (what grounding found)."""
-    log: list[dict]
+    log: list[dict[str, Any]]
     """Questions and answers by round: {round, questions: [...], judgement, stop}."""
     rounds: int
     """Editor rounds used (0 for the baselines)."""
-    usage: Annotated[dict, merge_usage]
+    usage: Annotated[dict[str, Any], merge_usage]
     """Tokens in/out, calls and cached calls per role."""
     stop_reason: str
     """Why the rounds stopped (max_rounds, editor_satisfied, draft_unchanged, no_new_questions, ...)."""
-    factcheck: dict
+    factcheck: dict[str, Any]
     """Fact-check counts and the share of checked sentences confirmed."""
-    fit: dict
+    fit: dict[str, Any]
     """Length: {target, units, low, high, within, trimmed, filled: {answer, excerpt}}."""
 
 
@@ -114,24 +114,24 @@ class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
     """The document's structure as the editor sees it."""
     round: int
     """Current editor round (1-based)."""
-    questions: list[dict]
+    questions: list[dict[str, Any]]
     """Questions of the current round: {id, question, type, target_expert, expert}."""
-    answers: Annotated[list[dict], operator.add]
+    answers: Annotated[list[dict[str, Any]], operator.add]
     """Every expert answer so far: {id, round, question, expert, status, answer, citations, confidence}."""
-    rounds_info: Annotated[list[dict], operator.add]
+    rounds_info: Annotated[list[dict[str, Any]], operator.add]
     """Per round: the editor's judgement and what happened."""
     draft: str
     """The editor's current draft, with [chunk_id] citations."""
     missing: str
     """The editor's note on what the draft still misses."""
-    gaps: dict
+    gaps: dict[str, Any]
     """What this round's questions were aimed at: {parts: parts of the focus not answered yet, topics: "[c4] term,
     term" lines of chunks the draft does not cover yet}."""
     final_text: str
     """The polished summary (or the baseline's), with [chunk_id] citations, before the fact-check."""
-    fitted: list[dict]
+    fitted: list[dict[str, Any]]
     """Sentences of the summary after the length fit, before the fact-check: {text, citations, origin}."""
-    checked: list[dict]
+    checked: list[dict[str, Any]]
     """Fact-checked sentences: {text, original, citations, verdict, cited_by, origin}."""
 
 
@@ -148,7 +148,7 @@ class ExpertTask(TypedDict):
     """Answer language."""
     round: int
     """Editor round."""
-    item: dict
+    item: dict[str, Any]
     """The question: {id, question, type, target_expert, expert}."""
 
 
@@ -183,7 +183,7 @@ class BaselineOutput(TypedDict):
 
     final_text: str
     """The summary with [chunk_id] citations."""
-    usage: Annotated[dict, merge_usage]
+    usage: Annotated[dict[str, Any], merge_usage]
     """Tokens in/out and calls per role."""
 
 
@@ -192,7 +192,7 @@ class MapReduceState(BaselineInput, BaselineOutput, total=False):
 
     chunk_ids: list[str]
     """Chunk ids of the document, in order."""
-    notes: Annotated[list[dict], operator.add]
+    notes: Annotated[list[dict[str, Any]], operator.add]
     """One note per chunk from the map step: {position, chunk_id, text}."""
     collapsed: list[str]
     """The notes after the latest collapse pass, in document order."""
@@ -230,7 +230,7 @@ class RefineState(BaselineInput, BaselineOutput, total=False):
 
 def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeContext]) -> SummarizeContext:
     """The run's settings, in the namespace the input names (``prepare`` records it in the state)."""
-    return in_namespace(runtime.context or SummarizeContext(), state)
+    return cast(SummarizeContext, in_namespace(runtime.context or SummarizeContext(), state))
 
 
 def run_doc_ids(state: Any) -> list[str]:

@@ -40,7 +40,7 @@ def _subset_embeddings(embeddings: np.ndarray | Sequence[np.ndarray], idx: np.nd
     """Rows ``idx`` of one embedding matrix or of each of several."""
     if is_matrix_list(embeddings):
         return [m[idx] for m in embeddings]
-    return np.asarray(embeddings)[idx]
+    return np.asarray(np.asarray(embeddings)[idx])
 
 
 def restrict_tree(tree: ChowLiuTree, idx: np.ndarray) -> ChowLiuTree:
@@ -146,11 +146,11 @@ def order_chunks(
     if order == "reverse":
         return list(range(n - 1, -1, -1))
     if order == "random":
-        return np.random.default_rng(seed).permutation(n).tolist()
+        return [int(i) for i in np.random.default_rng(seed).permutation(n)]
     if order == "relevance":
         if q is None:
             raise ValueError('order "relevance" needs query_sim')
-        return np.argsort(-q, kind="stable").tolist()
+        return [int(i) for i in np.argsort(-q, kind="stable")]
     if order == "hybrid":
         return _hybrid_order(n, sections, tree, embeddings, q, root, children, temperature)
     if order == "best-first":

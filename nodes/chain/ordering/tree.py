@@ -140,7 +140,7 @@ def _to_weights(sim: np.ndarray, temperature: float | None) -> np.ndarray:
     """Clip similarities at 0 and, with a temperature, sharpen the positive part to ``exp(sim / T)``."""
     sim = np.asarray(sim, dtype=np.float64)
     if temperature is None:
-        return np.maximum(sim, 0.0)
+        return np.asarray(np.maximum(sim, 0.0))
     positive = sim > 0
     return np.where(positive, np.exp(np.where(positive, sim, 0.0) / temperature), 0.0)
 
