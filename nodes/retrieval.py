@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,14 +35,14 @@ class LexicalIndex:
     """BM25 over the chunks of one document, in position order."""
 
     hits: list[Hit]
-    bm25: object | None
+    bm25: Any | None  # a bm25s.BM25 index (bm25s has no type hints)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every chunk for ``query`` (zeros when the query shares no term)."""
         tokens = lexical_tokens(query)
         if self.bm25 is None or not tokens:
             return np.zeros(len(self.hits), dtype=np.float32)
-        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)  # type: ignore[attr-defined]
+        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)
 
 
 _indexes: ProcessCache[tuple[object, ...], LexicalIndex] = ProcessCache("lexical indexes", _CACHE_SIZE)

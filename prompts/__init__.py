@@ -13,6 +13,7 @@ changed is used as it is, whatever the document's language.
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 from string import Template
 
 LANGUAGES = ("en", "zh")
@@ -61,8 +62,8 @@ def all_templates() -> list[tuple[str, str]]:
     root = resources.files(__package__)
     found: list[tuple[str, str]] = []
 
-    def walk(node: object, prefix: str) -> None:
-        for child in node.iterdir():  # type: ignore[attr-defined]
+    def walk(node: Traversable, prefix: str) -> None:
+        for child in node.iterdir():
             if child.is_dir() and not child.name.startswith("__"):
                 walk(child, f"{prefix}{child.name}/")
             elif child.name.endswith(".txt"):

@@ -17,7 +17,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -117,7 +117,7 @@ def lru_cache(maxsize: int) -> Callable[[F], F]:
     def decorate(function: F) -> F:
         cached = functools.lru_cache(maxsize=maxsize)(function)
         _register(cached.cache_clear)
-        return cached  # type: ignore[return-value]
+        return cast(F, cached)  # lru_cache keeps the signature, which its wrapper type does not say
 
     return decorate
 

@@ -266,13 +266,14 @@ class EndpointEmbeddings(Embeddings):
     def __init__(self, base_url: str, api_key: str | None, model: str) -> None:
         import httpx
         from langchain_openai import OpenAIEmbeddings
+        from pydantic import SecretStr
 
         settings = get_settings()
         self.endpoint = base_url.rstrip("/")
         self.embedder_id = f"openai-{re.sub(r'[^a-z0-9]+', '-', model.lower())}"
         self.inner = OpenAIEmbeddings(
             base_url=base_url,
-            api_key=api_key or "not-needed",  # type: ignore[arg-type]
+            api_key=SecretStr(api_key or "not-needed"),
             model=model,
             check_embedding_ctx_length=False,
             max_retries=settings.max_retries,

@@ -6,9 +6,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InputError(ValueError):
     """Bad input given to the product (file, text, question, registry...)."""
+
+    notes: dict[int, str] | None = None
+    """For a chat turn's attachments: what the turn says of each (None: the error is not about attachments)."""
+    kept: Any = None
+    """For a chat turn refused after its attachments were read: the human message it keeps in their place."""
 
 
 class TooLarge(InputError):

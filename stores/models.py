@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from langchain_core.language_models import BaseChatModel
 from langchain_core.load import dumps
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from stores.chat_stream import call_config, streaming_wanted
 from stores.deadlines import check_deadline, deadline_left
@@ -140,11 +140,11 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     return ChatOpenAI(
         model=spec.model,
         base_url=base_url,
-        api_key=spec.api_key or "not-needed",  # type: ignore[arg-type]
+        api_key=SecretStr(spec.api_key or "not-needed"),
         temperature=spec.temperature,
         max_retries=settings.max_retries,
         timeout=httpx.Timeout(read_timeout, connect=settings.connect_timeout),
-        max_tokens=max_tokens,  # type: ignore[call-arg]
+        max_completion_tokens=max_tokens,  # the field max_tokens, by its alias
         stream_usage=True,
         streaming=bundled or streaming_wanted(),
         extra_body={"return_progress": True} if bundled else None,

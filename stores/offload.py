@@ -142,12 +142,17 @@ class ChromaOffloadStore:
         return item.id
 
     @staticmethod
+    def _as_int(value: object) -> int:
+        """A metadata value read as an integer (0 when it is not a number)."""
+        return int(value) if isinstance(value, (int, float, str)) else 0
+
+    @staticmethod
     def _item(text: str, meta: dict[str, object]) -> OffloadItem:
         return OffloadItem(
             id=str(meta.get("offload_id", "")),
             session=str(meta.get("session", "")),
             doc_id=str(meta.get("doc_id", "")),
-            turn=int(meta.get("turn", 0)),  # type: ignore[call-overload]
+            turn=ChromaOffloadStore._as_int(meta.get("turn", 0)),
             role=str(meta.get("role", "exchange")),
             text=text,
             summary=str(meta.get("summary", "")),

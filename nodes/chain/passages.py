@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -226,7 +227,7 @@ class PassageIndex:
     """A document's passages and their BM25 index (built once per document, see :func:`passage_index`)."""
 
     passages: list[Passage]
-    bm25: object | None
+    bm25: Any | None  # a bm25s.BM25 index (bm25s has no type hints)
 
     def __post_init__(self) -> None:
         self.chunks = np.asarray([p.chunk for p in self.passages], dtype=np.int64)
@@ -243,7 +244,7 @@ class PassageIndex:
         tokens = lexical_tokens(query)
         if self.bm25 is None or not tokens:
             return np.zeros(len(self.passages), dtype=np.float64)
-        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float64)  # type: ignore[attr-defined]
+        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float64)
 
 
 def build_passage_index(chunks: Sequence[tuple[str, str]], passage_tokens: int = 120) -> PassageIndex:

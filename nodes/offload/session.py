@@ -97,8 +97,8 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
             notice = help_text(exc.namespace, lang)
         else:
             notice = prompts.render("offload/refused", lang, reason=IngestRoot.from_env().scrub(reason))
-        notes = getattr(exc, "notes", None) or {i: "[attachment not read]" for i, _ in attachments(newest[-1])}
-        kept = [getattr(exc, "kept", None) or kept_message(newest[-1], notes)] if attachments(newest[-1]) else []
+        notes = exc.notes or {i: "[attachment not read]" for i, _ in attachments(newest[-1])}
+        kept = [exc.kept or kept_message(newest[-1], notes)] if attachments(newest[-1]) else []
         return {"refused": reason, "notice": notice, **cleared, **restored, "messages": kept}
 
 
@@ -146,7 +146,7 @@ def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> t
             notes[position] = f"[attached {name}: not read]"
             for other, _ in blocks:
                 notes.setdefault(other, "[attachment not read]")
-            exc.notes = notes  # type: ignore[attr-defined]
+            exc.notes = notes
             raise
         ids.append(result.doc_id)
         notes[position] = given.note(
@@ -211,9 +211,9 @@ def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     try:
         return _bind(state, runtime, ctx, attached, kept)
     except InputError as exc:
-        if kept and not hasattr(exc, "notes"):  # the attachments were read: the kept message says so
-            exc.notes = {}  # type: ignore[attr-defined]
-            exc.kept = kept["messages"][0]  # type: ignore[attr-defined]
+        if kept and exc.notes is None:  # the attachments were read: the kept message says so
+            exc.notes = {}
+            exc.kept = kept["messages"][0]
         raise
 
 

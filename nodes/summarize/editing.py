@@ -193,7 +193,7 @@ def write_questions(
         n=n,
     )
     reply = llm.structured(messages(system, user), schema, max_tokens=60 * n + 60)
-    return [q.model_dump() for q in reply.questions]  # type: ignore[attr-defined]
+    return list(reply.model_dump()["questions"])  # the questions, each dumped as a dict
 
 
 def new_questions(
