@@ -61,7 +61,8 @@ def wait_until(
     url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None, ready: tuple[int, ...] = (200,)
 ) -> None:
     """Poll ``url`` until it answers with a status of ``ready``; RuntimeError when ``proc`` dies, TimeoutError
-    when time runs out."""
+    when time runs out.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:

@@ -135,7 +135,8 @@ def ingest_directory(
     contained: bool = False,
 ) -> DirectoryResult:
     """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time
-    (``contained``: files linked from outside ``root`` are left out)."""
+    (``contained``: files linked from outside ``root`` are left out).
+    """
     emit = progress or (lambda _event: None)
     files = document_files(Path(root), contained=contained)
     store = get_store(namespace, embedder)

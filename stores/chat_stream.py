@@ -39,7 +39,8 @@ NOSTREAM = "nostream"
 
 def partial_object(text: str) -> dict[str, Any] | None:
     """The JSON object still being written in ``text`` (langchain_core's ``parse_partial_json``), or None
-    while the text does not parse (an escape sequence cut in the middle) or is not an object."""
+    while the text does not parse (an escape sequence cut in the middle) or is not an object.
+    """
     start = text.lstrip()
     if not start.startswith("{"):
         return None
@@ -52,7 +53,8 @@ def partial_object(text: str) -> dict[str, Any] | None:
 
 def field_text(value: dict[str, Any], field: str) -> str | None:
     """The string field ``field`` of a partial object; a first half of a surrogate pair at its end is left for
-    the next call, so each value starts with the one before."""
+    the next call, so each value starts with the one before.
+    """
     found = value.get(field)
     if not isinstance(found, str):
         return None

@@ -101,7 +101,8 @@ _ATOM = re.compile(
 
 def _hard_split(text: str, max_tokens: int) -> list[str]:
     """Cut an over-long sentence into pieces of whole words (or single CJK characters); a word over
-    ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) into pieces of characters."""
+    ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) into pieces of characters.
+    """
     out: list[str] = []
     current: list[str] = []
     size = 0.0

@@ -30,7 +30,8 @@ class IngestRoot:
 
     def resolve(self, given: str) -> str:
         """The real path of file or folder ``given`` inside the root; InputError (one message for every case)
-        otherwise. A folder names a collection: the workflows read its files, links out of it left out."""
+        otherwise. A folder names a collection: the workflows read its files, links out of it left out.
+        """
         if self.root is None:
             raise InputError(self.REFUSED)
         message = f"no readable file {given!r} under the ingest root"

@@ -229,7 +229,8 @@ class VectorStore:
     ) -> list[Hit]:
         """Nearest records to ``query`` (text or vector), best first; score is cosine similarity.
 
-        ``matching``: how many records the filter matches, when the caller knows (else it is asked first)."""
+        ``matching``: how many records the filter matches, when the caller knows (else it is asked first).
+        """
         if k <= 0:
             return []
         vector = self.embedder.embed_query(query) if isinstance(query, str) else list(query)

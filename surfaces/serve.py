@@ -132,7 +132,8 @@ class GuardMiddleware:
 
 def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
     """The status and message a failed request answers with: 400/413 for bad input, 403, 503 for the model,
-    else 500 with no detail (an internal error's text never reaches the caller)."""
+    else 500 with no detail (an internal error's text never reaches the caller).
+    """
     if isinstance(exc, InputError):
         return _input_status(exc), files.scrub(str(exc)) if files is not None else str(exc)
     if isinstance(exc, AccessError):
@@ -144,7 +145,8 @@ def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
 
 def _leaf(exc: BaseException) -> BaseException:
     """What a streamed run failed with: the first exception inside (nested) exception groups, behind Starlette's
-    ``RuntimeError`` for a handled exception raised once the response had started."""
+    ``RuntimeError`` for a handled exception raised once the response had started.
+    """
     while True:
         if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
@@ -215,7 +217,8 @@ class ChatModelMiddleware:
 
 def _input_status(exc: InputError) -> int:
     """413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget
-    that does not exist, 400 for other bad input."""
+    that does not exist, 400 for other bad input.
+    """
     if isinstance(exc, ThreadBusy):
         return 409
     if isinstance(exc, NothingToForget):
@@ -418,7 +421,8 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
 
     def _one_run(self, config: RunnableConfig) -> Any:
         """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`): a second run on a
-        busy thread is refused (409) instead of writing the same turn beside the first."""
+        busy thread is refused (409) instead of writing the same turn beside the first.
+        """
         if getattr(self.bound, "checkpointer", None) is None:
             return contextlib.nullcontext()
         return thread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
@@ -645,7 +649,8 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
     @app.post("/forget")
     async def forget(request: Request) -> JSONResponse:
         """Delete the caller's own thread (``{"thread_id": ID}``) or a document of one of its namespaces (``{"doc_id":
-        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was)."""
+        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was).
+        """
         tenant = getattr(request.state, "tenant", None)
         if tenant is None:
             raise HTTPException(401, "missing or wrong API key")
