@@ -238,6 +238,7 @@ def deployment(env: dict[str, str] | None = None, instances: int = 2, keep: Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command-line entry point; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up"])
     parser.add_argument("--instances", type=int, default=2)

@@ -30,6 +30,7 @@ class DeadlineReached(BaseException):
 
 
 def deadline_reached() -> DeadlineReached:
+    """The DeadlineReached error for the current run, with the deadline check's message."""
     try:
         check_deadline()
     except RunTimeout as exc:
@@ -146,6 +147,7 @@ endpoint_gate = EndpointGate()
 
 
 def is_openai(model: BaseChatModel) -> bool:
+    """Whether the chat model is an OpenAI-compatible client."""
     from langchain_openai import ChatOpenAI
 
     return isinstance(model, ChatOpenAI)
@@ -203,6 +205,7 @@ def _dropped_mid_reply(exc: BaseException) -> bool:
 
 
 def model_error(exc: Exception, role: str, model: Any = None, reply: str = "chat completion") -> Exception:
+    """The exception to raise for a model call's failure: ModelError as is, else a ModelError naming the role."""
     if isinstance(exc, ModelError):
         return exc
     import openai

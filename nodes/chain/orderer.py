@@ -149,6 +149,7 @@ def _cleared() -> dict[str, Any]:
 
 
 def fresh_chain() -> dict[str, Any]:
+    """A new chain state: at the start, nothing current or missing, nothing spent or taken."""
     return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0, "extended": 0, "taken": []}
 
 
