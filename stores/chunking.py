@@ -1,4 +1,4 @@
-"""Structure-aware chunking: markdown headings first, then paragraphs, lines, sentences.
+r"""Structure-aware chunking: markdown headings first, then paragraphs, lines, sentences.
 
 Chunks stay inside their section, carry the section title and their position, and
 overlap the previous chunk of the same section by whole sentences.

@@ -326,11 +326,11 @@ MAX_NUMBER_CHARS = 40
 
 
 def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
-    """InputError when request body ``raw`` is not plain JSON text a parser reads safely.
+    r"""InputError when request body ``raw`` is not plain JSON text a parser reads safely.
 
     Refused: bytes that are not UTF-8, nesting deeper than ``max_depth``, ``NaN`` / ``Infinity`` or a
     number that overflows to one, a number longer than :data:`MAX_NUMBER_CHARS`, and a string holding a
-    lone surrogate (``"\\ud800"``, which no text can be written with). One pass over the bytes before any
+    lone surrogate (``"\ud800"``, which no text can be written with). One pass over the bytes before any
     parser sees them: the standard library's parser has no depth limit (a RecursionError), reads ``NaN``
     as a number, fails on a 5,000-digit integer and takes lone surrogates, which fail only later where the
     text is written (each a 500).
