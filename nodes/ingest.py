@@ -61,6 +61,7 @@ class IngestResult:
     title: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {"doc_id": self.doc_id, "chunks": self.chunks, "cached": self.cached, "title": self.title}
 
 

@@ -38,6 +38,7 @@ class DirectoryResult:
     failed: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "files": len(self.indexed) + len(self.skipped) + len(self.failed),
             "indexed": self.indexed,
@@ -79,6 +80,7 @@ class Manifest:
 
     @staticmethod
     def stamp(path: Path) -> dict[str, int]:
+        """The file's size and modification time, to tell a changed file."""
         st = path.stat()
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 

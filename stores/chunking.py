@@ -31,6 +31,7 @@ class Chunk:
     text: str
 
     def to_dict(self) -> dict[str, object]:
+        """The JSON-ready fields."""
         return {
             "chunk_id": self.chunk_id,
             "position": self.position,

@@ -48,6 +48,7 @@ class DocumentInfo:
     """When the index was published (UTC, ISO 8601); empty in records written before it was kept."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return asdict(self)
 
 

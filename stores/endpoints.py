@@ -305,7 +305,9 @@ class EndpointEmbeddings(Embeddings):
         return vectors
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed each text as a document, through the endpoint's guard."""
         return self._run(texts, lambda: self.inner.embed_documents(texts))
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed the text as a query, through the endpoint's guard."""
         return self._run([text], lambda: [self.inner.embed_query(text)])[0]

@@ -26,6 +26,7 @@ class IngestRoot:
 
     @classmethod
     def from_env(cls) -> IngestRoot:
+        """The ingest root from the settings."""
         return cls(get_settings().ingest_root)
 
     def resolve(self, given: str) -> str:

@@ -79,6 +79,7 @@ class OffloadItem:
         return self
 
     def to_dict(self) -> dict[str, object]:
+        """The JSON-ready fields, with the token count."""
         return {**asdict(self), "tokens": self.tokens}
 
 
@@ -120,6 +121,7 @@ class ChromaOffloadStore:
 
     @staticmethod
     def record_id(session: str, item_id: str) -> str:
+        """The store's record id of a session's item."""
         return f"offload:{session}:{item_id}"
 
     def put(self, item: OffloadItem) -> str:

@@ -76,14 +76,17 @@ class Hit:
 
     @property
     def chunk_id(self) -> str:
+        """The chunk id from the metadata (empty if absent)."""
         return str(self.metadata.get("chunk_id", ""))
 
     @property
     def position(self) -> int:
+        """The chunk's position from the metadata (-1 if absent)."""
         return int(self.metadata.get("position", -1))
 
     @property
     def section(self) -> str:
+        """The section heading from the metadata (empty if absent)."""
         return str(self.metadata.get("section", ""))
 
 

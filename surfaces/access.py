@@ -493,6 +493,7 @@ class Tenant:
     namespaces: tuple[str, ...]
 
     def allows(self, namespace: str) -> bool:
+        """Whether this tenant may use the namespace."""
         return ANY_NAMESPACE in self.namespaces or namespace in self.namespaces
 
     def namespace_for(self, requested: str) -> str:
@@ -694,6 +695,7 @@ class Access:
 
     @classmethod
     def from_env(cls) -> Access:
+        """The access rules from the keyring, the ingest root and the thread owners."""
         return cls(load_keyring(), IngestRoot.from_env(), ThreadOwners())
 
     def tenant(self, name: str) -> Tenant:

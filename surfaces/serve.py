@@ -549,22 +549,28 @@ class DeferredSaver(BaseCheckpointSaver):
         return self.target
 
     async def aget_tuple(self, config: Any) -> Any:
+        """Read a checkpoint from the checkpointer opened at startup."""
         return await self._t().aget_tuple(config)
 
     async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        """List checkpoints from the checkpointer opened at startup."""
         async for item in self._t().alist(config, **kwargs):
             yield item
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        """Write a checkpoint to the checkpointer opened at startup."""
         return await self._t().aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        """Write pending writes to the checkpointer opened at startup."""
         await self._t().aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints from the checkpointer opened at startup."""
         await self._t().adelete_thread(thread_id)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
+        """The next channel version, as the checkpointer opened at startup numbers them."""
         return self._t().get_next_version(current, channel)
 
 

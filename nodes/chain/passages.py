@@ -45,14 +45,17 @@ class Passage:
 
     @property
     def labels(self) -> list[str]:
+        """The sentence labels, chunk id then sentence number."""
         return [f"{self.chunk_id}.{self.first + i}" for i in range(len(self.sentences))]
 
     @property
     def text(self) -> str:
+        """The passage's sentences joined by spaces."""
         return " ".join(self.sentences)
 
     @property
     def tokens(self) -> int:
+        """The passage's length in tokens."""
         return count_tokens(self.text)
 
     @property

@@ -73,6 +73,7 @@ class Memory:
     pieces: list[Piece] = field(default_factory=list)
 
     def messages(self) -> list[Any]:
+        """The system and user messages for the model."""
         return messages(self.system, self.user)
 
 

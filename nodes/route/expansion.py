@@ -75,6 +75,7 @@ class ExpansionStats:
     failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "calls": self.calls,
             "tokens_in": self.tokens_in,

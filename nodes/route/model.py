@@ -48,6 +48,7 @@ class Tool:
 
     @property
     def node(self) -> NodeId:
+        """The tool's node id in the registry graph."""
         return ("tool", self.agent, self.name)
 
     @property
@@ -64,6 +65,7 @@ class Tool:
         return " ".join((self.text, *self.examples))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         out: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": list(self.parameters)}
         if self.examples:
             out["examples"] = list(self.examples)
@@ -83,6 +85,7 @@ class Agent:
 
     @property
     def node(self) -> NodeId:
+        """The agent's node id in the registry graph."""
         return ("agent", self.name)
 
     @property
@@ -102,6 +105,7 @@ class Agent:
         return " ".join((self.text, *self.examples))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
@@ -123,6 +127,7 @@ class Registry:
 
     @cached_property
     def tools(self) -> list[Tool]:
+        """Every agent's tools, in order."""
         return [t for a in self.agents for t in a.tools]
 
     @property
@@ -146,6 +151,7 @@ class Registry:
 
     @property
     def doc_id(self) -> str:
+        """The registry's document id."""
         return registry_doc_id(self.name)
 
     @property
