@@ -255,6 +255,7 @@ class TenantGuard:
         self.files = IngestRoot.from_env()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the API key of an HTTP request, then pass it on; pass other scopes through."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

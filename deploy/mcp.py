@@ -215,6 +215,7 @@ class McpRoute:
         self.manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one MCP request through the session manager (only while the app runs)."""
         if self.manager is None:
             raise RuntimeError("the MCP route serves requests only while the app runs")
         await self.manager.handle_request(scope, receive, send)

@@ -93,6 +93,7 @@ class Manifest:
         return {**entry, "chunks": info.chunks} if info is not None else None
 
     def record(self, path: Path, result: IngestResult) -> None:
+        """Record the file's ingest with its stamp, and save the manifest."""
         self.entries[str(path.resolve())] = {**self.stamp(path), "doc_id": result.doc_id, "chunks": result.chunks}
         write_atomic(self.path, json.dumps(self.entries, indent=1, sort_keys=True))
 

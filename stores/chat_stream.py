@@ -96,6 +96,7 @@ class FieldStream(BaseCallbackHandler):
         run_id: UUID,
         **kwargs: Any,
     ) -> None:
+        """Add the token to the reply and emit the newly shown text (a new run starts a new message)."""
         piece = token if isinstance(token, str) else (chunk.text if chunk is not None else "")
         if run_id != self.reply_run:
             self.reply_run, self.raw = run_id, ""

@@ -130,11 +130,13 @@ class EndpointGate:
                 raise ModelError(f"{closed[1]} (not retried for another {left:.0f} s)")
 
     def close(self, endpoint: str, message: str) -> None:
+        """Mark the endpoint failing, with the message, for the cooldown (if any)."""
         cooldown = get_settings().cooldown
         if cooldown > 0:
             self._closed.put(endpoint, (time.monotonic() + cooldown, message))
 
     def open(self, endpoint: str) -> None:
+        """Mark the endpoint working again."""
         self._closed.pop(endpoint)
 
     def reset(self) -> None:

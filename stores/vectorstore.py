@@ -47,6 +47,7 @@ class Record:
     extra: dict[str, str | int | float | bool] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, str | int | float | bool]:
+        """The record's Chroma metadata; InputError for an unknown kind."""
         if self.kind not in KINDS:
             raise InputError(f"unknown record kind {self.kind!r}; one of {', '.join(KINDS)}")
         meta: dict[str, str | int | float | bool] = {
@@ -114,6 +115,7 @@ class VectorStore:
 
     @property
     def collection(self) -> Any:
+        """The namespace's Chroma collection, opened on first use."""
         if self._collection is None:
             from stores.chroma_embedding import LongdocEmbeddingFunction
 

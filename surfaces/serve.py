@@ -110,6 +110,7 @@ class GuardMiddleware:
         self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the API key of an HTTP request (not /health), then pass it on."""
         if scope["type"] != "http" or scope["path"] == "/health":
             await self.app(scope, receive, send)
             return
@@ -170,6 +171,7 @@ class StreamErrorMiddleware:
         self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; a failing streamed run ends with one error event and a complete body."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -211,6 +213,7 @@ class ChatModelMiddleware:
         self.model = model
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with this chat model in use."""
         with use_chat_model(self.model):
             await self.app(scope, receive, send)
 
@@ -356,11 +359,13 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return str(self.name or getattr(self.bound, "name", "") or "")
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> ServedGraph:
+        """The graph with the config bound, keeping the workflow's name and access."""
         copy = super().with_config(config, **kwargs)
         copy.name, copy.access = self.workflow, self.access  # type: ignore[attr-defined]
         return copy  # type: ignore[return-value]
 
     def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        """The graph's config schema, with the served context fields."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             base = self.bound.config_schema(include=include)
@@ -445,6 +450,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
         return {**kwargs, "context": schema.from_mapping(dict(config.get("configurable") or {}))}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the graph with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         with self._one_run(config):
             value, config = resume.plan(self.bound, value, config)
@@ -452,6 +458,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                 return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -459,6 +466,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                 return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         with self._one_run(config):
             value, config = resume.plan(self.bound, value, config)
@@ -466,6 +474,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                 yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -474,6 +483,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                     yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -482,6 +492,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
                     yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -493,6 +504,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     def batch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         values, configs = self._prepare_all(inputs, config)
         run = super().invoke
 
@@ -513,6 +525,7 @@ class ServedGraph(RunnableBinding):  # type: ignore[type-arg]
     async def abatch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         values, configs = self._prepare_all(inputs, config)
         run = super().ainvoke
 

@@ -88,6 +88,7 @@ class StudioGuard:
         return self._files
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check an HTTP request as the class describes, then pass it on; pass other scopes through."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

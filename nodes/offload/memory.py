@@ -48,6 +48,7 @@ class Piece:
 
     @property
     def text(self) -> str:
+        """The piece's text: head, body and, when shortened, the note."""
         tail = f" {self.note}" if self.shortened and self.note else ""
         return f"{self.head}{self.body}{tail}"
 

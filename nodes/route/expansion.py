@@ -120,6 +120,7 @@ class ExpansionJournal:
         return self._rows
 
     def get(self, key: str) -> list[str] | None:
+        """The stored expansions for the key, or None."""
         with self._lock:
             return self._load().get(key)
 
@@ -153,10 +154,12 @@ class SharedExpansionJournal:
         self.files = SharedFiles(namespace)
 
     def get(self, key: str) -> list[str] | None:
+        """The stored expansions for the key, or None."""
         text = self.files.get("expansions", key)
         return None if text is None else [str(x) for x in json.loads(text).get("examples") or []]
 
     def put_many(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Store each row's expansions under its key."""
         for row in rows:
             self.files.put("expansions", row["key"], json.dumps(row, ensure_ascii=False, sort_keys=True))
 

@@ -140,6 +140,7 @@ class Registry:
         return {a.name: a for a in self.agents}
 
     def agent(self, name: str) -> Agent:
+        """The agent of that name; InputError if the registry has none."""
         if name not in self._by_name:
             raise InputError(f"registry {self.name!r} has no agent {name!r}")
         return self._by_name[name]
@@ -205,6 +206,7 @@ class PerRegistry(Generic[T]):
         self._built: ProcessCache[str, T] = ProcessCache(f"per registry: {build.__name__}", size)
 
     def __call__(self, registry: Registry) -> T:
+        """The value built for the registry, built once per registry content."""
         return self._built.get_or_build(registry.content_hash, lambda: self.build(registry), exclusive=True)
 
 

@@ -133,9 +133,11 @@ class AnswerCache:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The cached value for the key, or None."""
         return self.store.get([(self.NAMESPACE, key)]).get((self.NAMESPACE, key))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Cache the value under the key."""
         self.store.set({(self.NAMESPACE, key): (value, None)})
 
 
