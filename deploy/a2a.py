@@ -167,7 +167,8 @@ async def stream_turn(
     scope: Scope, headers: dict[str, str], assistant: str, value: dict[str, Any], thread: str
 ) -> AsyncIterator[tuple[str, Any]]:
     """One turn as it runs: ``("started", (thread, run id))``, ``("words", text)`` as the answer is
-    written, then ``("done", output)``; raises :class:`~deploy.mcp.Refused` or :class:`~deploy.mcp.Failed`."""
+    written, then ``("done", output)``; raises :class:`~deploy.mcp.Refused` or :class:`~deploy.mcp.Failed`.
+    """
     from langgraph_sdk import get_client
 
     client = get_client(url=own_url(scope), api_key=presented_key(headers) or None, timeout=RUN_TIMEOUT)

@@ -96,7 +96,8 @@ def _owners() -> ThreadOwners:
 
 def _aegra_owner(thread_id: str) -> str | None:
     """The user (tenant) Aegra recorded for ``thread_id``: empty when there is no such thread, None
-    without Aegra's database to ask (``LONGDOC_POSTGRES_URL`` unset)."""
+    without Aegra's database to ask (``LONGDOC_POSTGRES_URL`` unset).
+    """
     url = get_settings().postgres_url
     if not url:
         return None
@@ -138,7 +139,8 @@ def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
 @lru_cache(maxsize=16)
 def input_keys(workflow: str) -> frozenset[str]:
     """The keys of ``workflow``'s input: all a ``command.update`` may write (never the state's own, e.g. what a
-    chat session is bound to)."""
+    chat session is bound to).
+    """
     from deploy import served
 
     return frozenset(getattr(served, workflow).get_input_jsonschema().get("properties", {}))
@@ -201,7 +203,8 @@ def detach_attachments(workflow: str, value: Any, context: dict[str, Any]) -> An
     """A chat input (or state update) with the documents attached to its messages ingested now, in the tenant's
     namespace under every ingest's bounds, and named by id (:func:`nodes.offload.session.detach_uploads`, as on
     LangServe): Aegra's run record and the thread's checkpoints never hold an upload. A file that cannot be taken
-    raises its InputError (``TooLarge`` over a size bound), so the request is refused before any run exists."""
+    raises its InputError (``TooLarge`` over a size bound), so the request is refused before any run exists.
+    """
     if workflow != "chat" or not isinstance(value, dict) or not value.get("messages"):
         return value
     from nodes.offload.context import OffloadContext
@@ -252,6 +255,7 @@ class TenantGuard:
         self.files = IngestRoot.from_env()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the API key of an HTTP request, then pass it on; pass other scopes through."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -363,7 +367,8 @@ _holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock hol
 
 async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> bool:
     """Keep ``thread`` taken while the run this request created still runs in this instance (a background run, or a
-    stream the caller left with ``on_disconnect: continue``); True when a task now gives the lock back."""
+    stream the caller left with ``on_disconnect: continue``); True when a task now gives the lock back.
+    """
     created = await anyio.to_thread.run_sync(thread_runs, thread) - known
     if not created:
         return False
@@ -387,7 +392,8 @@ async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> boo
 
 def _without_details(send: Send) -> Send:
     """``send`` with the body of a 500 replaced by a plain message: an internal error (a database's,
-    with its SQL statement) never reaches the caller; the server's log keeps it."""
+    with its SQL statement) never reaches the caller; the server's log keeps it.
+    """
     failed = False
 
     async def guarded(message: Message) -> None:
@@ -499,7 +505,8 @@ app.add_middleware(TenantGuard)
 @app.post("/forget")
 async def forget(request: Request) -> JSONResponse:
     """Delete the caller's own thread or document with everything kept about it (:func:`forget_on_aegra`): the
-    report of what was deleted, 404 for what does not exist, 409 for a thread whose run is still going."""
+    report of what was deleted, 404 for what does not exist, 409 for a thread whose run is still going.
+    """
     from deploy.auth import keyring
     from stores.checkpoint import ThreadBusy
     from surfaces.retention import NothingToForget

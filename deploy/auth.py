@@ -40,11 +40,13 @@ async def authenticate(headers: dict[str, Any]) -> Auth.types.MinimalUserDict:
 
 @auth.on.assistants.read
 async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> bool:
+    """Allow every authenticated user to read assistants."""
     return True
 
 
 @auth.on.assistants.search
 async def search_assistants(ctx: Auth.types.AuthContext, value: Any) -> bool:
+    """Allow every authenticated user to search assistants."""
     return True
 
 

@@ -61,7 +61,8 @@ def wait_until(
     url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None, ready: tuple[int, ...] = (200,)
 ) -> None:
     """Poll ``url`` until it answers with a status of ``ready``; RuntimeError when ``proc`` dies, TimeoutError
-    when time runs out."""
+    when time runs out.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -240,6 +241,7 @@ def deployment(env: dict[str, str] | None = None, instances: int = 2, keep: Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command-line entry point; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up"])
     parser.add_argument("--instances", type=int, default=2)

@@ -61,6 +61,7 @@ def walkthrough(url_a: str, url_b: str, key: str, text: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command-line entry point; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url_a")
     parser.add_argument("url_b")

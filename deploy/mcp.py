@@ -99,6 +99,7 @@ def tools() -> list[types.Tool]:
 
 @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
 async def list_tools() -> list[types.Tool]:
+    """List the tools this MCP server offers."""
     return tools()
 
 
@@ -191,6 +192,7 @@ async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def reason(response: httpx.Response) -> str:
+    """The error message of a failed response: its JSON message or detail, else its text."""
     try:
         body = response.json()
     except ValueError:
@@ -213,6 +215,7 @@ class McpRoute:
         self.manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one MCP request through the session manager (only while the app runs)."""
         if self.manager is None:
             raise RuntimeError("the MCP route serves requests only while the app runs")
         await self.manager.handle_request(scope, receive, send)

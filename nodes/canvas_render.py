@@ -237,10 +237,10 @@ def outline_spec(title: str, sections: list[tuple[str, list[str]]]) -> CanvasSpe
 
 
 def _inline_script(source: str) -> str:
-    """Make JavaScript source safe inside <script>...</script>.
+    r"""Make JavaScript source safe inside <script>...</script>.
 
     The HTML parser ends a script at "</script" and changes state at "<!--" and
-    "<script"; writing "<" as the escape \\x3C keeps the same meaning in strings,
+    "<script"; writing "<" as the escape \x3C keeps the same meaning in strings,
     template literals and regular expressions (with or without the u flag).
     """
     return re.sub(r"<(?=!--|/?script)", r"\\x3C", source, flags=re.IGNORECASE)

@@ -29,7 +29,8 @@ def describe(
     text: str, *, choices: Iterable[str] | None = None, min: float | None = None, max: float | None = None
 ) -> dict[str, Any]:
     """Metadata of a ``Context`` field: its description (LangGraph Studio shows it) and what :func:`validate`
-    accepts: one of ``choices``; a number at least ``min`` and at most ``max``."""
+    accepts: one of ``choices``; a number at least ``min`` and at most ``max``.
+    """
     meta: dict[str, Any] = {"description": text}
     if choices is not None:
         meta["choices"] = tuple(choices)

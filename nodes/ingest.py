@@ -61,6 +61,7 @@ class IngestResult:
     title: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {"doc_id": self.doc_id, "chunks": self.chunks, "cached": self.cached, "title": self.title}
 
 
@@ -353,7 +354,8 @@ MAX_K = 50
 
 def check_input_sizes(values: Any) -> None:
     """InputError when a field of a workflow's input is over its limit (checked before any run starts): a question
-    (:data:`~stores.settings.MAX_QUESTION_CHARS`), the number of route requests, chat messages, ``k``, a title."""
+    (:data:`~stores.settings.MAX_QUESTION_CHARS`), the number of route requests, chat messages, ``k``, a title.
+    """
     if not isinstance(values, Mapping):
         return
     for name in QUESTION_FIELDS:

@@ -38,6 +38,7 @@ class DirectoryResult:
     failed: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "files": len(self.indexed) + len(self.skipped) + len(self.failed),
             "indexed": self.indexed,
@@ -79,6 +80,7 @@ class Manifest:
 
     @staticmethod
     def stamp(path: Path) -> dict[str, int]:
+        """The file's size and modification time, to tell a changed file."""
         st = path.stat()
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
@@ -91,6 +93,7 @@ class Manifest:
         return {**entry, "chunks": info.chunks} if info is not None else None
 
     def record(self, path: Path, result: IngestResult) -> None:
+        """Record the file's ingest with its stamp, and save the manifest."""
         self.entries[str(path.resolve())] = {**self.stamp(path), "doc_id": result.doc_id, "chunks": result.chunks}
         write_atomic(self.path, json.dumps(self.entries, indent=1, sort_keys=True))
 
@@ -135,7 +138,8 @@ def ingest_directory(
     contained: bool = False,
 ) -> DirectoryResult:
     """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time
-    (``contained``: files linked from outside ``root`` are left out)."""
+    (``contained``: files linked from outside ``root`` are left out).
+    """
     emit = progress or (lambda _event: None)
     files = document_files(Path(root), contained=contained)
     store = get_store(namespace, embedder)

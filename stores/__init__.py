@@ -1,0 +1,1 @@
+"""Documents, chunking, embedders, vector stores, model endpoints, caches, settings and run deadlines."""

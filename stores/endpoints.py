@@ -30,6 +30,7 @@ class DeadlineReached(BaseException):
 
 
 def deadline_reached() -> DeadlineReached:
+    """The DeadlineReached error for the current run, with the deadline check's message."""
     try:
         check_deadline()
     except RunTimeout as exc:
@@ -129,11 +130,13 @@ class EndpointGate:
                 raise ModelError(f"{closed[1]} (not retried for another {left:.0f} s)")
 
     def close(self, endpoint: str, message: str) -> None:
+        """Mark the endpoint failing, with the message, for the cooldown (if any)."""
         cooldown = get_settings().cooldown
         if cooldown > 0:
             self._closed.put(endpoint, (time.monotonic() + cooldown, message))
 
     def open(self, endpoint: str) -> None:
+        """Mark the endpoint working again."""
         self._closed.pop(endpoint)
 
     def reset(self) -> None:
@@ -146,6 +149,7 @@ endpoint_gate = EndpointGate()
 
 
 def is_openai(model: BaseChatModel) -> bool:
+    """Whether the chat model is an OpenAI-compatible client."""
     from langchain_openai import ChatOpenAI
 
     return isinstance(model, ChatOpenAI)
@@ -203,6 +207,7 @@ def _dropped_mid_reply(exc: BaseException) -> bool:
 
 
 def model_error(exc: Exception, role: str, model: Any = None, reply: str = "chat completion") -> Exception:
+    """The exception to raise for a model call's failure: ModelError as is, else a ModelError naming the role."""
     if isinstance(exc, ModelError):
         return exc
     import openai
@@ -303,7 +308,9 @@ class EndpointEmbeddings(Embeddings):
         return vectors
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed each text as a document, through the endpoint's guard."""
         return self._run(texts, lambda: self.inner.embed_documents(texts))
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed the text as a query, through the endpoint's guard."""
         return self._run([text], lambda: [self.inner.embed_query(text)])[0]

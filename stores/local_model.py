@@ -120,6 +120,7 @@ class LocalServer:
 
     @property
     def base_url(self) -> str:
+        """The server's OpenAI-compatible base URL."""
         return f"http://127.0.0.1:{self.port}/v1"
 
 

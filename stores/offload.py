@@ -79,6 +79,7 @@ class OffloadItem:
         return self
 
     def to_dict(self) -> dict[str, object]:
+        """The JSON-ready fields, with the token count."""
         return {**asdict(self), "tokens": self.tokens}
 
 
@@ -120,9 +121,11 @@ class ChromaOffloadStore:
 
     @staticmethod
     def record_id(session: str, item_id: str) -> str:
+        """The store's record id of a session's item."""
         return f"offload:{session}:{item_id}"
 
     def put(self, item: OffloadItem) -> str:
+        """Store the item; return its id."""
         item.check()
         record = Record(
             id=self.record_id(item.session, item.id),
@@ -159,6 +162,7 @@ class ChromaOffloadStore:
         )
 
     def get(self, session: str, ids: Sequence[str]) -> builtins.list[OffloadItem]:
+        """The session's items with these ids, skipping unknown ones."""
         check_session(session)
         wanted = [i for i in ids if is_offload_id(i)]
         hits = self.store.get([self.record_id(session, i) for i in wanted])
@@ -169,6 +173,7 @@ class ChromaOffloadStore:
         ]
 
     def list(self, session: str) -> builtins.list[OffloadItem]:
+        """Every item of the session, in order."""
         check_session(session)
         res = self.store.collection.get(
             where={"$and": [{"kind": "offload"}, {"session": session}]}, include=["documents", "metadatas"]
@@ -182,11 +187,13 @@ class ChromaOffloadStore:
     def search(
         self, session: str, query: str, *, k: int = 3, min_score: float | None = None
     ) -> builtins.list[tuple[OffloadItem, float]]:
+        """The session's items nearest the query, with their scores."""
         check_session(session)
         hits = self.store.search(query, k=k, kind="offload", where={"session": session}, min_score=min_score)
         return [(self._item(h.text, h.metadata), h.score) for h in hits]
 
     def delete(self, session: str) -> int:
+        """Delete every item of the session; return how many there were."""
         check_session(session)
         items = self.list(session)
         if items:
@@ -202,17 +209,20 @@ class MemoryOffloadStore:
         self._lock = threading.Lock()
 
     def put(self, item: OffloadItem) -> str:
+        """Store the item; return its id."""
         item.check()
         with self._lock:
             self._items[(item.session, item.id)] = item
         return item.id
 
     def get(self, session: str, ids: Sequence[str]) -> builtins.list[OffloadItem]:
+        """The session's items with these ids, skipping unknown ones."""
         check_session(session)
         with self._lock:
             return [self._items[(session, i)] for i in ids if (session, i) in self._items]
 
     def list(self, session: str) -> builtins.list[OffloadItem]:
+        """Every item of the session, in order."""
         check_session(session)
         with self._lock:
             return _order([item for (s, _), item in self._items.items() if s == session])
@@ -220,6 +230,7 @@ class MemoryOffloadStore:
     def search(
         self, session: str, query: str, *, k: int = 3, min_score: float | None = None
     ) -> builtins.list[tuple[OffloadItem, float]]:
+        """The session's items sharing words with the query, with their scores."""
         terms = set(lexical_tokens(query))
         scored = []
         for item in self.list(session):
@@ -230,6 +241,7 @@ class MemoryOffloadStore:
         return scored[:k]
 
     def delete(self, session: str) -> int:
+        """Delete every item of the session; return how many there were."""
         check_session(session)
         with self._lock:
             keys = [key for key in self._items if key[0] == session]

@@ -1,5 +1,6 @@
 """Rank fusion: reciprocal rank fusion, shared by the chunk retrieval (``nodes.retrieval``) and the
-router (``nodes.route.fusion``), and min-max normalised score fusion (the router's ``fusion="minmax"``)."""
+router (``nodes.route.fusion``), and min-max normalised score fusion (the router's ``fusion="minmax"``).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Reading a model's reply: its complete sentences, the JSON object in it (fences and chatter around it
-allowed, a cut object refused), and whether a plain-text reply is visibly cut short."""
+allowed, a cut object refused), and whether a plain-text reply is visibly cut short.
+"""
 
 from __future__ import annotations
 

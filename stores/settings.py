@@ -234,6 +234,7 @@ class Settings(_Environment):
         return max(0, value) or None if value is not None else None
 
     def model_post_init(self, context: Any, /) -> None:
+        """Fill each role's settings from its LONGDOC_<ROLE>_ variables."""
         for role in ROLES:
             prefix = f"LONGDOC_{role.upper()}_"
             own = _RoleEnvironment(**{"_env_prefix": prefix}).model_dump(

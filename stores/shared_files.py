@@ -27,6 +27,7 @@ class SharedFiles:
 
     @property
     def collection(self) -> Any:
+        """The namespace's Chroma collection of files, opened on first use."""
         if self._collection is None:
             self._collection = get_client().get_or_create_collection(
                 name=f"ld-{self.namespace}-files", embedding_function=None, metadata={"namespace": self.namespace}

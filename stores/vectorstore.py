@@ -47,6 +47,7 @@ class Record:
     extra: dict[str, str | int | float | bool] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, str | int | float | bool]:
+        """The record's Chroma metadata; InputError for an unknown kind."""
         if self.kind not in KINDS:
             raise InputError(f"unknown record kind {self.kind!r}; one of {', '.join(KINDS)}")
         meta: dict[str, str | int | float | bool] = {
@@ -76,14 +77,17 @@ class Hit:
 
     @property
     def chunk_id(self) -> str:
+        """The chunk id from the metadata (empty if absent)."""
         return str(self.metadata.get("chunk_id", ""))
 
     @property
     def position(self) -> int:
+        """The chunk's position from the metadata (-1 if absent)."""
         return int(self.metadata.get("position", -1))
 
     @property
     def section(self) -> str:
+        """The section heading from the metadata (empty if absent)."""
         return str(self.metadata.get("section", ""))
 
 
@@ -111,6 +115,7 @@ class VectorStore:
 
     @property
     def collection(self) -> Any:
+        """The namespace's Chroma collection, opened on first use."""
         if self._collection is None:
             from stores.chroma_embedding import LongdocEmbeddingFunction
 
@@ -229,7 +234,8 @@ class VectorStore:
     ) -> list[Hit]:
         """Nearest records to ``query`` (text or vector), best first; score is cosine similarity.
 
-        ``matching``: how many records the filter matches, when the caller knows (else it is asked first)."""
+        ``matching``: how many records the filter matches, when the caller knows (else it is asked first).
+        """
         if k <= 0:
             return []
         vector = self.embedder.embed_query(query) if isinstance(query, str) else list(query)

@@ -148,7 +148,8 @@ names, endpoints (``base_url``), temperatures, embedders and the LLM cache are n
 @lru_cache(maxsize=1)
 def operator_fields() -> frozenset[str]:
     """The shared ``Context`` fields no caller of a server sets: model names, endpoints, temperatures, the
-    embedder and the LLM cache (every field of :class:`graphs.context.Context` but :data:`COMMON_FIELDS`)."""
+    embedder and the LLM cache (every field of :class:`graphs.context.Context` but :data:`COMMON_FIELDS`).
+    """
     from nodes.context import Context
 
     return frozenset(f.name for f in fields(Context)) - COMMON_FIELDS
@@ -265,7 +266,8 @@ def check_caller_settings(values: Any, where: str = "configurable") -> None:
 def check_settings(workflow: str, values: dict[str, Any], where: str = "configurable") -> None:
     """Every check a run's settings get, made at the server's door, before anything is ingested or checkpointed:
     :func:`check_caller_settings`, then the workflow's context built from ``values`` and checked as its nodes
-    would check it (each field's bounds and choices, the workflow's own ``check_context``, the chunking)."""
+    would check it (each field's bounds and choices, the workflow's own ``check_context``, the chunking).
+    """
     import sys
 
     from nodes.context import validate
@@ -324,11 +326,11 @@ MAX_NUMBER_CHARS = 40
 
 
 def check_request_json(raw: bytes, max_depth: int | None = None) -> None:
-    """InputError when request body ``raw`` is not plain JSON text a parser reads safely.
+    r"""InputError when request body ``raw`` is not plain JSON text a parser reads safely.
 
     Refused: bytes that are not UTF-8, nesting deeper than ``max_depth``, ``NaN`` / ``Infinity`` or a
     number that overflows to one, a number longer than :data:`MAX_NUMBER_CHARS`, and a string holding a
-    lone surrogate (``"\\ud800"``, which no text can be written with). One pass over the bytes before any
+    lone surrogate (``"\ud800"``, which no text can be written with). One pass over the bytes before any
     parser sees them: the standard library's parser has no depth limit (a RecursionError), reads ``NaN``
     as a number, fails on a 5,000-digit integer and takes lone surrogates, which fail only later where the
     text is written (each a 500).
@@ -491,6 +493,7 @@ class Tenant:
     namespaces: tuple[str, ...]
 
     def allows(self, namespace: str) -> bool:
+        """Whether this tenant may use the namespace."""
         return ANY_NAMESPACE in self.namespaces or namespace in self.namespaces
 
     def namespace_for(self, requested: str) -> str:
@@ -692,6 +695,7 @@ class Access:
 
     @classmethod
     def from_env(cls) -> Access:
+        """The access rules from the keyring, the ingest root and the thread owners."""
         return cls(load_keyring(), IngestRoot.from_env(), ThreadOwners())
 
     def tenant(self, name: str) -> Tenant:

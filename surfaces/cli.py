@@ -107,6 +107,7 @@ class AnswerPrinter:
         self.current: str | None = None
 
     def on_message(self, chunk: Any, metadata: dict[str, Any]) -> None:
+        """Write the streamed text of the shown nodes as it comes."""
         if metadata.get("langgraph_node") not in self.nodes:
             return
         content = getattr(chunk, "content", "")
@@ -125,6 +126,7 @@ class AnswerPrinter:
             self.shown = text
 
     def finish(self, final: str) -> None:
+        """End the output with the final answer, unless it was already streamed."""
         if self.shown and self.shown.strip() == final.strip():
             sys.stdout.write("\n")
         else:

@@ -161,7 +161,8 @@ def _run_on_thread(
 ) -> dict[str, Any]:
     """Run the chain checkpointed on ``thread_id``: the same request resumes an unfinished run
     (finished workers are not asked again, ``calls`` counts each once); another one starts over
-    from the thread's last finished step."""
+    from the thread's last finished step.
+    """
     from graphs.chain.graph import RECURSION_LIMIT, builder
     from stores.checkpoint import open_checkpointer, thread_lock
     from surfaces.resume import forget_refused, plan
@@ -192,7 +193,8 @@ def _page_path(value: str | None) -> Path | None:
 
 def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
     """Draw the run's tree and first reading order, nodes labelled with their sections (in a collection, with
-    their document's title too)."""
+    their document's title too).
+    """
     from nodes.chain.tree_view import tree_html
     from nodes.collection.sources import document_name
     from stores.documents import get_document, write_atomic

@@ -84,7 +84,8 @@ def available() -> list[str]:
 
 def compile_with(name: str, checkpointer: BaseCheckpointSaver[Any] | None) -> Any:
     """Workflow ``name`` (or a former id) compiled with ``checkpointer`` (for Python and LangServe callers);
-    ingest never is."""
+    ingest never is.
+    """
     name = canonical(name)
     module = importlib.import_module(WORKFLOWS[name])
     # An ingest is one idempotent step: a checkpoint would only keep the caller's document.

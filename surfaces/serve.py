@@ -110,6 +110,7 @@ class GuardMiddleware:
         self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the API key of an HTTP request (not /health), then pass it on."""
         if scope["type"] != "http" or scope["path"] == "/health":
             await self.app(scope, receive, send)
             return
@@ -132,7 +133,8 @@ class GuardMiddleware:
 
 def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
     """The status and message a failed request answers with: 400/413 for bad input, 403, 503 for the model,
-    else 500 with no detail (an internal error's text never reaches the caller)."""
+    else 500 with no detail (an internal error's text never reaches the caller).
+    """
     if isinstance(exc, InputError):
         return _input_status(exc), files.scrub(str(exc)) if files is not None else str(exc)
     if isinstance(exc, AccessError):
@@ -144,7 +146,8 @@ def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
 
 def _leaf(exc: BaseException) -> BaseException:
     """What a streamed run failed with: the first exception inside (nested) exception groups, behind Starlette's
-    ``RuntimeError`` for a handled exception raised once the response had started."""
+    ``RuntimeError`` for a handled exception raised once the response had started.
+    """
     while True:
         if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
@@ -168,6 +171,7 @@ class StreamErrorMiddleware:
         self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; a failing streamed run ends with one error event and a complete body."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -209,13 +213,15 @@ class ChatModelMiddleware:
         self.model = model
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with this chat model in use."""
         with use_chat_model(self.model):
             await self.app(scope, receive, send)
 
 
 def _input_status(exc: InputError) -> int:
     """413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget
-    that does not exist, 400 for other bad input."""
+    that does not exist, 400 for other bad input.
+    """
     if isinstance(exc, ThreadBusy):
         return 409
     if isinstance(exc, NothingToForget):
@@ -353,11 +359,13 @@ class ServedGraph(RunnableBinding[Any, Any]):
         return str(self.name or getattr(self.bound, "name", "") or "")
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> ServedGraph:
+        """The graph with the config bound, keeping the workflow's name and access."""
         copy = cast(ServedGraph, super().with_config(config, **kwargs))  # RunnableBinding copies its own class
         copy.name, copy.access = self.workflow, self.access
         return copy
 
     def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        """The graph's config schema, with the served context fields."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             base = self.bound.config_schema(include=include)
@@ -419,7 +427,8 @@ class ServedGraph(RunnableBinding[Any, Any]):
 
     def _one_run(self, config: RunnableConfig) -> Any:
         """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`): a second run on a
-        busy thread is refused (409) instead of writing the same turn beside the first."""
+        busy thread is refused (409) instead of writing the same turn beside the first.
+        """
         if getattr(self.bound, "checkpointer", None) is None:
             return contextlib.nullcontext()
         return thread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
@@ -442,6 +451,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
         return {**kwargs, "context": schema.from_mapping(dict(config.get("configurable") or {}))}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the graph with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         with self._one_run(config):
             value, config = resume.plan(self.bound, value, config)
@@ -449,6 +459,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
                 return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -456,6 +467,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
                 return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         with self._one_run(config):
             value, config = resume.plan(self.bound, value, config)
@@ -463,6 +475,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
                 yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -471,6 +484,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
                     yield chunk
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -479,6 +493,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
                     yield chunk
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
             value, config = await resume.aplan(self.bound, value, config)
@@ -490,6 +505,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
     def batch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         values, configs = self._prepare_all(inputs, config)
         run = super().invoke
 
@@ -510,6 +526,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
     async def abatch(
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
+        """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         values, configs = self._prepare_all(inputs, config)
         run = super().ainvoke
 
@@ -546,22 +563,28 @@ class DeferredSaver(BaseCheckpointSaver[Any]):
         return self.target
 
     async def aget_tuple(self, config: Any) -> Any:
+        """Read a checkpoint from the checkpointer opened at startup."""
         return await self._t().aget_tuple(config)
 
     async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """List checkpoints from the checkpointer opened at startup."""
         async for item in self._t().alist(config, **kwargs):
             yield item
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        """Write a checkpoint to the checkpointer opened at startup."""
         return await self._t().aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        """Write pending writes to the checkpointer opened at startup."""
         await self._t().aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints from the checkpointer opened at startup."""
         await self._t().adelete_thread(thread_id)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
+        """The next channel version, as the checkpointer opened at startup numbers them."""
         return self._t().get_next_version(current, channel)
 
 
@@ -646,7 +669,8 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
     @app.post("/forget")
     async def forget(request: Request) -> JSONResponse:
         """Delete the caller's own thread (``{"thread_id": ID}``) or a document of one of its namespaces (``{"doc_id":
-        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was)."""
+        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was).
+        """
         tenant = getattr(request.state, "tenant", None)
         if tenant is None:
             raise HTTPException(401, "missing or wrong API key")

@@ -88,6 +88,7 @@ class StudioGuard:
         return self._files
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check an HTTP request as the class describes, then pass it on; pass other scopes through."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -131,7 +132,8 @@ class StudioGuard:
 
     def check(self, path: str, body: Any) -> Any:
         """``body`` with its file names resolved in the ingest root (the same object when nothing changed);
-        InputError for an operator setting, a file outside the root or a session."""
+        InputError for an operator setting, a file outside the root or a session.
+        """
         if _RUNS.match(path):
             return [self._run(b) for b in body] if isinstance(body, list) else self._run(body)
         if _json_rpc(path, body) == "mcp" and body.get("method") == "tools/call":

@@ -71,7 +71,8 @@ def manager_answer(
     system_prompt: str | None = None,
 ) -> Answer:
     """The manager's answer from the quotes every chain gathered (``system_prompt``: the context's
-    ``manager_prompt``; None: the template file in ``lang``)."""
+    ``manager_prompt``; None: the template file in ``lang``).
+    """
     if len(chain_notes) == 1:
         body = "Quotes:\n" + (chain_notes[0] or "(the readers quoted nothing)")
         reconcile = ""

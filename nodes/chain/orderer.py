@@ -97,7 +97,8 @@ def collection_orderer(
     store: VectorStore, ctx: ChainContext, question: str, documents: list[str], emit: Any
 ) -> dict[str, Any]:
     """Shortlist the chunks of the collection most relevant to the question and plan the chains over them
-    (:mod:`nodes.chain.pool`): a collection is read best-first, within the budget."""
+    (:mod:`nodes.chain.pool`): a collection is read best-first, within the budget.
+    """
     if ctx.order != "best-first" or ctx.read_all:
         raise InputError(
             "a collection is read best-first within the budget: use order best-first without read_all "
@@ -141,12 +142,14 @@ def collection_orderer(
 
 def _cleared() -> dict[str, Any]:
     """The input fields that named the documents, cleared once resolved (they never name them twice), and a
-    collection's state, empty (a thread's next run may read one document)."""
+    collection's state, empty (a thread's next run may read one document).
+    """
     cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
     return {**cleared, "collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
 
 
 def fresh_chain() -> dict[str, Any]:
+    """A new chain state: at the start, nothing current or missing, nothing spent or taken."""
     return {"pos": 0, "current": "", "missing": "", "streak": 0, "spent": 0, "extended": 0, "taken": []}
 
 

@@ -46,14 +46,17 @@ class Passage:
 
     @property
     def labels(self) -> list[str]:
+        """The sentence labels, chunk id then sentence number."""
         return [f"{self.chunk_id}.{self.first + i}" for i in range(len(self.sentences))]
 
     @property
     def text(self) -> str:
+        """The passage's sentences joined by spaces."""
         return " ".join(self.sentences)
 
     @property
     def tokens(self) -> int:
+        """The passage's length in tokens."""
         return count_tokens(self.text)
 
     @property
@@ -73,7 +76,8 @@ def _norm(text: str) -> str:
 def chunk_paragraphs(text: str, max_tokens: int = 120) -> list[list[str]]:
     """The sentences of a chunk, grouped by paragraph (blank lines), every line split into sentences
     (hard-wrapped lines joined first);
-    a sentence longer than ``max_tokens`` is cut into pieces of about that size (each a sentence of its own)."""
+    a sentence longer than ``max_tokens`` is cut into pieces of about that size (each a sentence of its own).
+    """
     out: list[list[str]] = []
     for block in re.split(r"\n\s*\n", text):
         sentences: list[str] = []
@@ -87,7 +91,8 @@ def chunk_paragraphs(text: str, max_tokens: int = 120) -> list[list[str]]:
 
 def _lines(block: str) -> list[str]:
     """The lines of a paragraph, a hard-wrapped line joined to the one before it: only a line that opens
-    a list item, a heading or a speaker's turn (``Name: ...``) starts a line of its own."""
+    a list item, a heading or a speaker's turn (``Name: ...``) starts a line of its own.
+    """
     lines: list[str] = []
     for line in block.split("\n"):
         line = line.strip()
@@ -216,7 +221,8 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
 
 def label_order(label: str) -> tuple[int, int, int]:
     """Sort key of a sentence label: document tag (a collection's; 0 for one document), chunk position, then
-    sentence number."""
+    sentence number.
+    """
     tag, _, rest = label.rpartition(":")
     chunk, number = rest[1:].split(".")
     return int(tag or 0), int(chunk), int(number)

@@ -105,7 +105,8 @@ def _best_first(
     floor: float | None,
 ) -> Choice:
     """Best-first reading: the most relevant passages of the whole document, the tree favouring
-    the chunks next to those read; the budget extended once while a worker names a missing piece."""
+    the chunks next to those read; the budget extended once while a worker names a missing piece.
+    """
     passages = reading.passages
     rel = reading.relevance(state, chain_state["missing"], passages=True)
     policy = ReadingPolicy(ctx.tree_weight, ctx.jump_penalty, floor)
@@ -171,7 +172,8 @@ _readings: ProcessCache[tuple[Any, ...], Reading] = ProcessCache("chain reading 
 
 def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
     """The document's vectors, Chow-Liu tree and passages, kept per process between the planner's steps
-    (keyed by the chunk count and chunking of the document, so a re-ingest is seen)."""
+    (keyed by the chunk count and chunking of the document, so a re-ingest is seen).
+    """
     count = store.count(doc_id=doc_id, kind="chunk")
     key = (
         *index_key(store, doc_id, count),
@@ -202,7 +204,8 @@ def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Any:
 
 def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     """A collection run's shortlist grown for the missing piece the last worker named (once per piece): the
-    chunks most relevant to it join the shortlist, at its end. Empty for one document or nothing new."""
+    chunks most relevant to it join the shortlist, at its end. Empty for one document or nothing new.
+    """
     missing = state.get("missing", "")
     if not state.get("pool") or not missing or missing in state.get("expanded", []):
         return {}

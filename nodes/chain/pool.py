@@ -58,7 +58,8 @@ def shortlist(
     store: VectorStore, collection: Sequence[str], query: str, size: int, indexes: Sequence[str] | None = None
 ) -> list[str]:
     """Record ids of the ``size`` chunks of the collection most relevant to ``query`` (vector + BM25, fused);
-    ``indexes``: the index each document published when the run began (read from the records when not given)."""
+    ``indexes``: the index each document published when the run began (read from the records when not given).
+    """
     if not query.strip() or size <= 0:
         return []
     found = collection_index(store, collection, indexes)
@@ -85,7 +86,8 @@ def pool_documents(namespace: str, pool: Sequence[str]) -> list[dict[str, Any]]:
 @dataclass
 class PoolReading:
     """What the planner reads a collection with: the shortlist's vectors, tree, passages and their BM25 index
-    (the interface of the planner's one-document reading)."""
+    (the interface of the planner's one-document reading).
+    """
 
     store: Any
     doc: PoolVectors
@@ -128,7 +130,8 @@ def pool_reading(
     exact_max: int = 2000,
 ) -> PoolReading:
     """The :class:`PoolReading` of the shortlist ``pool`` (record ids), kept per process between the planner's
-    steps; InputError when a chunk of it is gone (a document was re-ingested during the run)."""
+    steps; InputError when a chunk of it is gone (a document was re-ingested during the run).
+    """
     key = (store.collection_name, tuple(pool), passage_tokens, chunk_tokens, sharpen, exact_max)
 
     def build() -> PoolReading:
@@ -199,7 +202,8 @@ def tree_edges(reading: PoolReading) -> list[list[Any]]:
 
 def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int) -> dict[str, str]:
     """Record id -> text of the chunk before it in its document (what its overlap repeats), when it has one:
-    one read of the store, the record ids of the previous chunks made as the ingest makes them."""
+    one read of the store, the record ids of the previous chunks made as the ingest makes them.
+    """
     wanted = {}
     for hit in hits:
         number = int(hit.chunk_id[1:])

@@ -202,7 +202,8 @@ def next_batch(
 ) -> list[int]:
     """The passages a worker reads next: the best-scoring untaken ones above the floor that fit in ``room``
     tokens, best first (empty when none fits or none is left above the floor). With
-    ``at_least_one`` the best passage is taken even when it alone is larger than ``room``."""
+    ``at_least_one`` the best passage is taken even when it alone is larger than ``room``.
+    """
     done = set(taken)
     low = -np.inf if floor is None else floor
     batch: list[int] = []

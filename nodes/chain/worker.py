@@ -166,7 +166,8 @@ class WorkerResult:
 
 def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str], most: int) -> list[str]:
     """At most ``most`` of the quoted labels, those whose sentences share a content word with the question
-    or with what is missing, the most overlapping first (a small model quotes unrelated sentences too)."""
+    or with what is missing, the most overlapping first (a small model quotes unrelated sentences too).
+    """
     words = set().union(*(content_words(t) for t in topics if t))
     scored = [(len(content_words(shown[label]) & words), i, label) for i, label in enumerate(labels)]
     chosen = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))[: max(most, 1)]
@@ -175,7 +176,8 @@ def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str]
 
 def closest(shown: dict[str, str], topics: Sequence[str], most: int = 2, least: int = 2) -> list[str]:
     """The ``most`` shown sentences that share the most content words (at least ``least``) with the question
-    or the missing piece: what the worker is shown is quoted by its words too, not only by the model's choice."""
+    or the missing piece: what the worker is shown is quoted by its words too, not only by the model's choice.
+    """
     words = set().union(*(content_words(t) for t in topics if t))
     scored = [(len(content_words(text) & words), i, label) for i, (label, text) in enumerate(shown.items())]
     best = sorted((x for x in scored if x[0] >= least), key=lambda x: (-x[0], x[1]))[:most]
@@ -184,7 +186,8 @@ def closest(shown: dict[str, str], topics: Sequence[str], most: int = 2, least: 
 
 def with_context(labels: Sequence[str], passages: Sequence[Passage]) -> list[str]:
     """The quoted labels, each preceded by the first sentence of its passage (which names what the
-    passage is about, so a quote that says "it" or "he" keeps its subject)."""
+    passage is about, so a quote that says "it" or "he" keeps its subject).
+    """
     opening = {label: p.labels[0] for p in passages for label in p.labels}
     out: list[str] = []
     for label in labels:
@@ -211,7 +214,8 @@ def worker_step(
     """One worker: read a batch of passages with the evidence so far; quote what bears on the question.
 
     ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``); ``tagged``: the
-    labels name a collection's documents (``2:c3.2``), which the reply's schema then asks for."""
+    labels name a collection's documents (``2:c3.2``), which the reply's schema then asks for.
+    """
     shown = sentence_index(passages)
     system = prompts.render("chain/worker", lang, template=system_prompt, quotes=quotes)
     user = prompts.render(

@@ -48,7 +48,8 @@ class TermCounts:
 
     def column(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """The chunks holding ``term`` and its count in each (None when no chunk holds it), read straight from
-        the CSC arrays (a sparse slice per term would cost more than the scoring)."""
+        the CSC arrays (a sparse slice per term would cost more than the scoring).
+        """
         j = self.vocab.get(term)
         if j is None:
             return None
@@ -89,7 +90,8 @@ _term_counts: ProcessCache[tuple[str, str, str], TermCounts] = ProcessCache("ter
 
 def term_counts(store: VectorStore, doc_id: str, identity: str | None = None) -> TermCounts:
     """The :class:`TermCounts` of ``doc_id``'s published index (``identity``, read from its record when not
-    given): from memory, from its cache file, or counted."""
+    given): from memory, from its cache file, or counted.
+    """
     from scipy.sparse import csc_matrix
 
     identity = identity or index_identity(get_document(store.namespace, doc_id))
@@ -152,7 +154,8 @@ def collection_bm25(parts: Sequence[TermCounts], query: str) -> list[np.ndarray]
 
 def published_indexes(namespace: str, doc_ids: Sequence[str]) -> list[str]:
     """The index each document publishes (one read of the namespace's records, not one per document);
-    InputError for a document that is not ingested."""
+    InputError for a document that is not ingested.
+    """
     from stores.documents import list_documents
 
     known = {info.doc_id: info for info in list_documents(namespace)}
@@ -164,7 +167,8 @@ def published_indexes(namespace: str, doc_ids: Sequence[str]) -> list[str]:
 
 def merge_counts(parts: Sequence[TermCounts]) -> TermCounts:
     """The term counts of several documents as one (their chunks one after the other, one vocabulary), so a
-    query scores every chunk with a few array operations; made from the per-document counts, nothing recounted."""
+    query scores every chunk with a few array operations; made from the per-document counts, nothing recounted.
+    """
     from scipy.sparse import csc_matrix
 
     vocab: dict[str, int] = {}
@@ -195,7 +199,8 @@ class CollectionIndex:
     published indexes, fused with BM25 over all their chunks (:func:`collection_bm25`).
 
     ``identities``: the index each document publishes (read from their records when not given); the
-    per-document term counts are merged once per collection (:func:`merge_counts`)."""
+    per-document term counts are merged once per collection (:func:`merge_counts`).
+    """
 
     def __init__(self, store: VectorStore, doc_ids: Sequence[str], identities: Sequence[str] | None = None) -> None:
         if not doc_ids:
@@ -234,7 +239,8 @@ class CollectionIndex:
 
     def search(self, query: str, k: int = 4, *, candidates: int | None = None, rrf_k: int = RRF_K) -> list[Hit]:
         """The ``k`` chunks of the collection most relevant to ``query``: vector + BM25 fused by RRF (as
-        :func:`hybrid_search` does for one document); hits carry ``metadata["ranks"]``."""
+        :func:`hybrid_search` does for one document); hits carry ``metadata["ranks"]``.
+        """
         if not isinstance(query, str) or not query.strip():
             raise InputError("the search query is empty")
         if k <= 0:
@@ -268,7 +274,8 @@ def collection_index(
     store: VectorStore, doc_ids: Sequence[str], identities: Sequence[str] | None = None
 ) -> CollectionIndex:
     """The :class:`CollectionIndex` of ``doc_ids`` (kept per process under the documents' index identities:
-    given, as a run that read them once passes them, or read from the documents' records)."""
+    given, as a run that read them once passes them, or read from the documents' records).
+    """
     found = tuple(identities or published_indexes(store.namespace, doc_ids))
     key = (store.collection_name, tuple(doc_ids), found)
     return _collections.get_or_build(key, lambda: CollectionIndex(store, doc_ids, found))

@@ -31,6 +31,7 @@ class Member:
     chunks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {"tag": self.tag, "doc_id": self.doc_id, "title": self.title, "source": self.source}
 
     @property

@@ -67,7 +67,8 @@ QUOTE_WORDS = 40
 def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict[str, Any]]:
     """Per cited chunk, the sentence that backs the answer best (most content words shared): what the answer's
     sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``, in a
-    collection ``2:c3.2``); each source names its document by title or file name."""
+    collection ``2:c3.2``); each source names its document by title or file name.
+    """
     words = content_words(answer)
     hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
     names = {m.doc_id: m.name for m in sources.members}
@@ -94,7 +95,8 @@ def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> li
 
 def citations_of(reply: AnswerReply | RecallReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
     """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document; in a
-    collection session (``labels``: its chunk labels) the tagged ids ``2:c3`` that exist in it."""
+    collection session (``labels``: its chunk labels) the tagged ids ``2:c3`` that exist in it.
+    """
     if labels:
         known = set(labels)
         found = [*reply.citations, *_TAGGED.findall(reply.answer)]
@@ -155,7 +157,8 @@ def resolve_recall(
     doc_ids: Sequence[str] = (),
 ) -> tuple[list[Piece], list[dict[str, Any]]]:
     """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report.
-    ``doc_ids``: the session's collection, whose chunks are recalled by their tagged ids (``2:c3``)."""
+    ``doc_ids``: the session's collection, whose chunks are recalled by their tagged ids (``2:c3``).
+    """
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
     if doc_ids:
         chunk_ids = [i for i in ids if re.fullmatch(r"\d+:c\d+", i)]
@@ -348,5 +351,6 @@ def route_answer(state: OffloadState) -> Literal["recall", "offload"]:
 
 def recall(state: OffloadState) -> dict[str, Any]:
     """Open the recall round: the second answering call loads the ids the model asked for, once
-    (:func:`resolve_recall`; unknown ids become a note to the model) and reports them as ``recalled``."""
+    (:func:`resolve_recall`; unknown ids become a note to the model) and reports them as ``recalled``.
+    """
     return {"recall_round": 1}

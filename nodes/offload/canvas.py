@@ -53,9 +53,11 @@ class Canvas:
 
     @property
     def record_id(self) -> str:
+        """The canvas's record id in the store."""
         return canvas_record_id(self.doc_id)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "version": CANVAS_VERSION,
             "doc_id": self.doc_id,
@@ -70,6 +72,7 @@ class Canvas:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Canvas:
+        """The canvas from its to_dict() form."""
         spec = CanvasSpec.model_validate(data["spec"])
         return cls(
             doc_id=str(data["doc_id"]),

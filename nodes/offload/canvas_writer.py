@@ -126,7 +126,8 @@ def write_canvas(
 ) -> CanvasSpec:
     """Ask the model for the document's structure; raises :class:`ModelOutputError` when it stays invalid.
 
-    ``system_prompt`` is the context's ``canvas_prompt`` (None: the template file in ``lang``)."""
+    ``system_prompt`` is the context's ``canvas_prompt`` (None: the template file in ``lang``).
+    """
     schema = canvas_schema(max_nodes)
     system = prompts.render("offload/canvas", lang, template=system_prompt, max_nodes=max_nodes)
     user = prompts.render(
@@ -157,7 +158,8 @@ def ensure_canvas(
     system_prompt: str | None = None,
 ) -> tuple[Canvas, bool]:
     """The document's canvas; ``cached`` is True when no model call was made (a canvas is drawn once per
-    document: ``system_prompt``, the canvas writer's, applies to a canvas drawn now)."""
+    document: ``system_prompt``, the canvas writer's, applies to a canvas drawn now).
+    """
     if not refresh:
         cached = load_canvas(store, info.doc_id)
         if cached is not None:
@@ -202,7 +204,8 @@ def ensure_canvas(
 
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Load the document's canvas, or have the canvas writer make it (cached per document); a collection's
-    canvas is its documents over their own nodes, made without a model call."""
+    canvas is its documents over their own nodes, made without a model call.
+    """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     collection = session_documents(state)

@@ -95,7 +95,8 @@ def reply_text(answer: str, sources: Sequence[Mapping[str, Any]], lang: str = "e
 
 def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) -> AIMessage:
     """The turn's answer as an AI message: the text and its sources, and in ``additional_kwargs["longdoc"]``
-    what backs it (the sources as data among it; a collection's documents with their tags)."""
+    what backs it (the sources as data among it; a collection's documents with their tags).
+    """
     sources = list(state.get("sources") or [])
     documents = list(state.get("documents") or [])
     meta = {
@@ -239,7 +240,8 @@ def ingested_block(block: Mapping[str, Any], ingest: Any, strict: bool = False) 
     """A document block as a server's door leaves it once ``ingest`` (an :class:`Attachment` -> doc id) took it:
     a reference to the ingested document, or the reason it was refused; never the file's content.
 
-    ``strict``: a refused block raises its InputError instead (the door refuses the request)."""
+    ``strict``: a refused block raises its InputError instead (the door refuses the request).
+    """
     try:
         given = attachment(block)
         doc_id = given.doc_id or ingest(given)

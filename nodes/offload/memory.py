@@ -48,6 +48,7 @@ class Piece:
 
     @property
     def text(self) -> str:
+        """The piece's text: head, body and, when shortened, the note."""
         tail = f" {self.note}" if self.shortened and self.note else ""
         return f"{self.head}{self.body}{tail}"
 
@@ -73,6 +74,7 @@ class Memory:
     pieces: list[Piece] = field(default_factory=list)
 
     def messages(self) -> list[Any]:
+        """The system and user messages for the model."""
         return messages(self.system, self.user)
 
 

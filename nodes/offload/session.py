@@ -113,7 +113,8 @@ class NoDocument(InputError):
 def refuse(state: OffloadState) -> dict[str, Any]:
     """Answer a refused chat message in the chat; raise the error of any other refused turn.
 
-    Either way the turn's input is already out of the thread (``begin``)."""
+    Either way the turn's input is already out of the thread (``begin``).
+    """
     notice = state.get("notice")
     if not notice:
         raise InputError(state["refused"])

@@ -65,7 +65,8 @@ class OffloadRequest(ChatMessages):
 
 class OffloadInput(OffloadRequest):
     """One turn of a conversation about one document: the first names it (doc_id, text or an attached file),
-    later turns on the same thread go on about it."""
+    later turns on the same thread go on about it.
+    """
 
     doc_id: NotRequired[DocumentId]
 

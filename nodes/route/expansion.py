@@ -75,6 +75,7 @@ class ExpansionStats:
     failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "calls": self.calls,
             "tokens_in": self.tokens_in,
@@ -119,6 +120,7 @@ class ExpansionJournal:
         return self._rows
 
     def get(self, key: str) -> list[str] | None:
+        """The stored expansions for the key, or None."""
         with self._lock:
             return self._load().get(key)
 
@@ -152,10 +154,12 @@ class SharedExpansionJournal:
         self.files = SharedFiles(namespace)
 
     def get(self, key: str) -> list[str] | None:
+        """The stored expansions for the key, or None."""
         text = self.files.get("expansions", key)
         return None if text is None else [str(x) for x in json.loads(text).get("examples") or []]
 
     def put_many(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Store each row's expansions under its key."""
         for row in rows:
             self.files.put("expansions", row["key"], json.dumps(row, ensure_ascii=False, sort_keys=True))
 
@@ -341,7 +345,8 @@ def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool], system_prompt: str | Non
 
 def decompose(request: str, llm: LLM, system_prompt: str | None = None) -> list[str]:
     """The separate tasks of ``request`` (itself alone when it asks for one thing or the reply fails);
-    ``system_prompt`` is the context's ``decompose_prompt`` (None: the template file)."""
+    ``system_prompt`` is the context's ``decompose_prompt`` (None: the template file).
+    """
     from stores.models import ModelOutputError
 
     system = prompts.render("route/decompose", template=system_prompt, max=MAX_INTENTS)

@@ -167,6 +167,7 @@ class AgentMatch:
     via: str = "agent"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {"name": self.name, "score": round(self.score, 6), "tools": list(self.tools), "via": self.via}
 
 
@@ -179,6 +180,7 @@ class ToolMatch:
     score: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {"name": self.name, "agent": self.agent, "score": round(self.score, 6)}
 
 
@@ -191,6 +193,7 @@ class RouteResult:
     tools: list[ToolMatch]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "request": self.request,
             "agents": [a.to_dict() for a in self.agents],

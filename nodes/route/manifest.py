@@ -41,6 +41,7 @@ class RegisterResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         return {
             "registry": self.name,
             "hash": self.content_hash,

@@ -48,6 +48,7 @@ class Tool:
 
     @property
     def node(self) -> NodeId:
+        """The tool's node id in the registry graph."""
         return ("tool", self.agent, self.name)
 
     @property
@@ -64,6 +65,7 @@ class Tool:
         return " ".join((self.text, *self.examples))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         out: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": list(self.parameters)}
         if self.examples:
             out["examples"] = list(self.examples)
@@ -83,6 +85,7 @@ class Agent:
 
     @property
     def node(self) -> NodeId:
+        """The agent's node id in the registry graph."""
         return ("agent", self.name)
 
     @property
@@ -102,6 +105,7 @@ class Agent:
         return " ".join((self.text, *self.examples))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready fields."""
         out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
@@ -123,6 +127,7 @@ class Registry:
 
     @cached_property
     def tools(self) -> list[Tool]:
+        """Every agent's tools, in order."""
         return [t for a in self.agents for t in a.tools]
 
     @property
@@ -135,6 +140,7 @@ class Registry:
         return {a.name: a for a in self.agents}
 
     def agent(self, name: str) -> Agent:
+        """The agent of that name; InputError if the registry has none."""
         if name not in self._by_name:
             raise InputError(f"registry {self.name!r} has no agent {name!r}")
         return self._by_name[name]
@@ -146,6 +152,7 @@ class Registry:
 
     @property
     def doc_id(self) -> str:
+        """The registry's document id."""
         return registry_doc_id(self.name)
 
     @property
@@ -199,6 +206,7 @@ class PerRegistry(Generic[T]):
         self._built: ProcessCache[str, T] = ProcessCache(f"per registry: {build.__name__}", size)
 
     def __call__(self, registry: Registry) -> T:
+        """The value built for the registry, built once per registry content."""
         return self._built.get_or_build(registry.content_hash, lambda: self.build(registry), exclusive=True)
 
 

@@ -74,7 +74,8 @@ def citations_in(text: str) -> list[str]:
 
 def normalise_chunk_id(value: str) -> str:
     """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``, ``"2:c3"`` -> ``"2:c3"``; ``""`` when it is no
-    chunk id."""
+    chunk id.
+    """
     found = _CHUNK_ID.fullmatch(str(value).strip())
     if found is None:
         return ""
@@ -118,7 +119,8 @@ class AnswerCache:
     @classmethod
     def for_documents(cls, namespace: str, doc_ids: Sequence[str]) -> AnswerCache:
         """The answer cache of a run over ``doc_ids``: the document's own, or the namespace's collection cache
-        (whose keys name the collection's version: another set of documents, or one re-indexed, asks again)."""
+        (whose keys name the collection's version: another set of documents, or one re-indexed, asks again).
+        """
         if len(doc_ids) == 1:
             return cls.for_document(namespace, doc_ids[0])
         folder = namespace_dir(namespace) / "collections"
@@ -131,9 +133,11 @@ class AnswerCache:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The cached value for the key, or None."""
         return cast("dict[str, Any] | None", self.store.get([(self.NAMESPACE, key)]).get((self.NAMESPACE, key)))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Cache the value under the key."""
         self.store.set({(self.NAMESPACE, key): (value, None)})
 
 
@@ -148,7 +152,8 @@ _stores: ProcessCache[Path, Any] = ProcessCache("expert answer stores", 64)
 
 def expert_prompt_version(lang: str, system_prompt: str | None = None) -> str:
     """A digest of the expert's prompts and reply schema (part of the answer-cache key); ``system_prompt`` is the
-    context's ``expert_prompt`` (None: the template file in ``lang``)."""
+    context's ``expert_prompt`` (None: the template file in ``lang``).
+    """
     parts = [
         prompts.chosen("summarize/expert", lang, system_prompt).template,
         prompts.load("summarize/expert_user", lang).template,
@@ -159,7 +164,8 @@ def expert_prompt_version(lang: str, system_prompt: str | None = None) -> str:
 
 def bad_output(exc: BaseException) -> bool:
     """True for a model error caused by the reply itself: still invalid after retries, or cut off at max_tokens
-    (the model layer reports a cut reply as truncated and ends in :class:`ModelOutputError`)."""
+    (the model layer reports a cut reply as truncated and ends in :class:`ModelOutputError`).
+    """
     return isinstance(exc, ModelOutputError)
 
 

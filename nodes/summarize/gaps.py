@@ -71,7 +71,8 @@ def uncovered_chunks(
     chunks: Sequence[Hit], draft: str, *, focus: Sequence[str] = (), words: int = 4
 ) -> list[tuple[str, list[str]]]:
     """``(chunk_id, terms the draft lacks)`` of the chunks whose distinctive terms the draft mostly lacks,
-    least covered first (then in document order); ``focus`` limits them to those ids."""
+    least covered first (then in document order); ``focus`` limits them to those ids.
+    """
     said = set(_terms(draft))
     rows = []
     for position, (cid, top) in enumerate(chunk_terms(chunks, words).items()):

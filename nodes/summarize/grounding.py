@@ -181,7 +181,8 @@ def numbers_in(text: str) -> set[str]:
 
 def names_in(text: str) -> set[str]:
     """Proper names a sentence states: runs of capitalised words (a single one only after the first word),
-    and ids such as ``mn005``; possessives dropped."""
+    and ids such as ``mn005``; possessives dropped.
+    """
     out: set[str] = set()
     run: list[tuple[int, str]] = []
 
@@ -212,7 +213,8 @@ def _has_name(name: str, text: str) -> bool:
 
 def _has(name: str, text: str) -> bool:
     """Whether ``name`` occurs in ``text``, case aside: as whole words give or take a short ending ("Designer"
-    for "Design", "TV" for "TVS"), an acronym also spelt out letter by letter ("L_C_D_", "L.C.D.")."""
+    for "Design", "TV" for "TVS"), an acronym also spelt out letter by letter ("L_C_D_", "L.C.D.").
+    """
     stem = name[:-1] if len(name) >= 3 and name[-1] in "sS" else name
     acronym = stem.isupper() and stem.isalpha()
     pattern = r"[\W_]*".join(stem) if acronym else re.escape(stem)
@@ -245,7 +247,8 @@ def speaker_turns(source: str) -> dict[str, set[str]]:
 
 def _speaks_as(name: str, turns: dict[str, set[str]]) -> list[str]:
     """The speakers ``name`` stands for: the same words give or take a short ending, or their first letters;
-    or two speakers side by side."""
+    or two speakers side by side.
+    """
     words = name.lower().split()
 
     def prefixes(speaker: str) -> bool:
@@ -267,7 +270,8 @@ def reporting_subject(sentence: str, source: str) -> str:
     """The name that opens a report ("Industrial Designer also suggested ..."), or "".
 
     A single capitalised word counts only when it is all capitals or ``source`` never writes it in lower case
-    ("Users said" is no name)."""
+    ("Users said" is no name).
+    """
     match = _REPORT.match(sentence)
     if not match or _stem(match.group(2).lower()) not in _REPORTING_VERBS:
         return ""
@@ -286,7 +290,8 @@ def _attribution(sentence: str, names: set[str], turns: dict[str, set[str]], min
     """The name of a speaker the sentence gives a claim to that another speaker of ``turns`` made, or "".
 
     A word of the claim weighs 1 / (speakers who say it); the named speakers' best score must be at least
-    ``min_ratio`` of the best speaker's, when that reaches 1 (a word only one speaker says, or as much)."""
+    ``min_ratio`` of the best speaker's, when that reaches 1 (a word only one speaker says, or as much).
+    """
     named = {name: _speaks_as(name, turns) for name in sorted(names)}
     named = {name: labels for name, labels in named.items() if labels}
     if not named:
@@ -303,7 +308,8 @@ def _negated(
     text: str, width: int, known: set[str] | None = None, cues: re.Pattern[str] = _NEGATION
 ) -> list[list[str]]:
     """For each negation of ``text`` (a match of ``cues``), the stems of the (at most ``width``) content words
-    after it in its clause (only those in ``known`` when given)."""
+    after it in its clause (only those in ``known`` when given).
+    """
     out = []
     for match in cues.finditer(text):
         if _NOT_A_DENIAL.match(text, match.start()):

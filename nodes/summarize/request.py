@@ -1,5 +1,6 @@
 """The summarize graph's ends: ``prepare`` (check the request, resolve the document, choose the path) and
-``finish`` (assemble the output)."""
+``finish`` (assemble the output).
+"""
 
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ def route_method(state: SummarizeState) -> Literal["overview", "polish", "map_re
 
 def finish(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """Assemble the summary, its cited sentences (each with the source sentences it rests on) and the
-    question/answer log."""
+    question/answer log.
+    """
     ctx = run_context(state, runtime)
     checked = state.get("checked", [])
     kept = [c for c in checked if c["verdict"] != "dropped"]
