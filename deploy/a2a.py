@@ -166,8 +166,10 @@ async def send_message(request: Request, assistant: str, params: dict[str, Any])
 async def stream_turn(
     scope: Scope, headers: dict[str, str], assistant: str, value: dict[str, Any], thread: str
 ) -> AsyncIterator[tuple[str, Any]]:
-    """One turn as it runs: ``("started", (thread, run id))``, ``("words", text)`` as the answer is
-    written, then ``("done", output)``; raises :class:`~deploy.mcp.Refused` or :class:`~deploy.mcp.Failed`.
+    """One turn as it runs: its start, its words as the answer is written, then its output.
+
+    Yields ``("started", (thread, run id))``, ``("words", text)`` as the answer is written, then
+    ``("done", output)``; raises :class:`~deploy.mcp.Refused` or :class:`~deploy.mcp.Failed`.
     """
     from langgraph_sdk import get_client
 

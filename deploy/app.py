@@ -95,8 +95,9 @@ def _owners() -> ThreadOwners:
 
 
 def _aegra_owner(thread_id: str) -> str | None:
-    """The user (tenant) Aegra recorded for ``thread_id``: empty when there is no such thread, None
-    without Aegra's database to ask (``LONGDOC_POSTGRES_URL`` unset).
+    """The user (tenant) Aegra recorded for ``thread_id``.
+
+    Empty when there is no such thread, None without Aegra's database to ask (``LONGDOC_POSTGRES_URL`` unset).
     """
     url = get_settings().postgres_url
     if not url:
@@ -138,8 +139,9 @@ def _checked_value(value: Any, files: IngestRoot) -> tuple[Any, str]:
 
 @lru_cache(maxsize=16)
 def input_keys(workflow: str) -> frozenset[str]:
-    """The keys of ``workflow``'s input: all a ``command.update`` may write (never the state's own, e.g. what a
-    chat session is bound to).
+    """The keys of ``workflow``'s input: all a ``command.update`` may write.
+
+    Never the state's own, e.g. what a chat session is bound to.
     """
     from deploy import served
 
@@ -200,10 +202,12 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
 
 
 def detach_attachments(workflow: str, value: Any, context: dict[str, Any]) -> Any:
-    """A chat input (or state update) with the documents attached to its messages ingested now, in the tenant's
-    namespace under every ingest's bounds, and named by id (:func:`nodes.offload.session.detach_uploads`, as on
-    LangServe): Aegra's run record and the thread's checkpoints never hold an upload. A file that cannot be taken
-    raises its InputError (``TooLarge`` over a size bound), so the request is refused before any run exists.
+    """A chat input (or state update) with the documents attached to its messages ingested now, named by id.
+
+    The documents go in the tenant's namespace under every ingest's bounds, and are named by id
+    (:func:`nodes.offload.session.detach_uploads`, as on LangServe): Aegra's run record and the thread's checkpoints
+    never hold an upload. A file that cannot be taken raises its InputError (``TooLarge`` over a size bound), so the
+    request is refused before any run exists.
     """
     if workflow != "chat" or not isinstance(value, dict) or not value.get("messages"):
         return value
@@ -366,8 +370,10 @@ _holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock hol
 
 
 async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> bool:
-    """Keep ``thread`` taken while the run this request created still runs in this instance (a background run, or a
-    stream the caller left with ``on_disconnect: continue``); True when a task now gives the lock back.
+    """Keep ``thread`` taken while the run this request created still runs in this instance.
+
+    That run is a background run, or a stream the caller left with ``on_disconnect: continue``. True when a task now
+    gives the lock back.
     """
     created = await anyio.to_thread.run_sync(thread_runs, thread) - known
     if not created:
@@ -391,8 +397,9 @@ async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> boo
 
 
 def _without_details(send: Send) -> Send:
-    """``send`` with the body of a 500 replaced by a plain message: an internal error (a database's,
-    with its SQL statement) never reaches the caller; the server's log keeps it.
+    """``send`` with the body of a 500 replaced by a plain message.
+
+    An internal error (a database's, with its SQL statement) never reaches the caller; the server's log keeps it.
     """
     failed = False
 
@@ -422,8 +429,10 @@ async def _answer(send: Send, status: int, message: str) -> None:
 
 
 def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
-    """A tenant's forget on the deployment: ``{"thread_id": ID}`` (a thread it created) or ``{"doc_id": ID,
-    "namespace": NS}`` (a document of one of its namespaces, with its own threads that name it).
+    """A tenant's forget on the deployment: a thread it created, or a document of one of its namespaces.
+
+    The request is ``{"thread_id": ID}`` (a thread it created) or ``{"doc_id": ID, "namespace": NS}`` (a document of
+    one of its namespaces, with its own threads that name it).
 
     A thread goes with its checkpoints, chat items and owner record (:mod:`surfaces.retention`) and Aegra's own
     rows: the thread, its runs (which hold their inputs and outputs) and their stream events.
@@ -504,8 +513,10 @@ app.add_middleware(TenantGuard)
 
 @app.post("/forget")
 async def forget(request: Request) -> JSONResponse:
-    """Delete the caller's own thread or document with everything kept about it (:func:`forget_on_aegra`): the
-    report of what was deleted, 404 for what does not exist, 409 for a thread whose run is still going.
+    """Delete the caller's own thread or document with everything kept about it (:func:`forget_on_aegra`).
+
+    Answers with the report of what was deleted, 404 for what does not exist, 409 for a thread whose run is still
+    going.
     """
     from deploy.auth import keyring
     from stores.checkpoint import ThreadBusy

@@ -60,8 +60,9 @@ def chroma_binary() -> Path | None:
 def wait_until(
     url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None, ready: tuple[int, ...] = (200,)
 ) -> None:
-    """Poll ``url`` until it answers with a status of ``ready``; RuntimeError when ``proc`` dies, TimeoutError
-    when time runs out.
+    """Poll ``url`` until it answers with a status of ``ready``.
+
+    RuntimeError when ``proc`` dies, TimeoutError when time runs out.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -33,8 +33,10 @@ def load(name: str, lang: str = "en") -> Template:
 
 
 def chosen(name: str, lang: str = "en", template: str | None = None) -> Template:
-    """The template ``name`` in ``lang``; or ``template``, a caller's text for it, unless that is the English
-    file's text (a Context field left at its default), which stands for the file in every language.
+    """The template ``name`` in ``lang``; or ``template``, a caller's text for it.
+
+    ``template`` is taken unless it is the English file's text (a Context field left at its default), which stands
+    for the file in every language.
     """
     if template is None or template == load(name).template:
         return load(name, lang)
@@ -42,8 +44,9 @@ def chosen(name: str, lang: str = "en", template: str | None = None) -> Template
 
 
 def render(name: str, lang: str = "en", *, template: str | None = None, **values: object) -> str:
-    """Render template ``name`` (or a caller's ``template`` for it, see :func:`chosen`) with ``values``;
-    every placeholder must be given.
+    """Render template ``name`` (or a caller's ``template`` for it, see :func:`chosen`) with ``values``.
+
+    Every placeholder must be given.
     """
     return chosen(name, lang, template).substitute({k: str(v) for k, v in values.items()}).strip()
 

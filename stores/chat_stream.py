@@ -38,8 +38,9 @@ NOSTREAM = "nostream"
 
 
 def partial_object(text: str) -> dict[str, Any] | None:
-    """The JSON object still being written in ``text`` (langchain_core's ``parse_partial_json``), or None
-    while the text does not parse (an escape sequence cut in the middle) or is not an object.
+    """The JSON object still being written in ``text`` (langchain_core's ``parse_partial_json``).
+
+    None while the text does not parse (an escape sequence cut in the middle) or is not an object.
     """
     start = text.lstrip()
     if not start.startswith("{"):
@@ -52,8 +53,9 @@ def partial_object(text: str) -> dict[str, Any] | None:
 
 
 def field_text(value: dict[str, Any], field: str) -> str | None:
-    """The string field ``field`` of a partial object; a first half of a surrogate pair at its end is left for
-    the next call, so each value starts with the one before.
+    """The string field ``field`` of a partial object.
+
+    A first half of a surrogate pair at its end is left for the next call, so each value starts with the one before.
     """
     found = value.get(field)
     if not isinstance(found, str):

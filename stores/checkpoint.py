@@ -78,8 +78,10 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
 
 
 def truncate_log(saver: Any) -> None:
-    """Fold a SQLite saver's write-ahead log into its file and empty the log, so rows just deleted leave no copy
-    in it (the file's own pages are zeroed as rows go: ``secure_delete``). Nothing to do for PostgreSQL.
+    """Fold a SQLite saver's write-ahead log into its file and empty the log.
+
+    This way rows just deleted leave no copy in it (the file's own pages are zeroed as rows go: ``secure_delete``).
+    Nothing to do for PostgreSQL.
     """
     saver = getattr(saver, "target", None) or saver
     conn: Any = getattr(saver, "conn", None)

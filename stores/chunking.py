@@ -101,8 +101,10 @@ _ATOM = re.compile(
 
 
 def _hard_split(text: str, max_tokens: int) -> list[str]:
-    """Cut an over-long sentence into pieces of whole words (or single CJK characters); a word over
-    ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) into pieces of characters.
+    """Cut an over-long sentence into pieces of whole words (or single CJK characters).
+
+    A word over ``max_tokens`` on its own (a base64 blob, minified code, a hex dump) is cut into pieces of
+    characters.
     """
     out: list[str] = []
     current: list[str] = []
@@ -126,8 +128,9 @@ def _hard_split(text: str, max_tokens: int) -> list[str]:
 
 
 def split_by_characters(text: str, max_tokens: int) -> list[str]:
-    """``text`` cut into consecutive pieces of at most ``max_tokens`` estimated tokens each, by characters
-    (``text`` itself when it fits): the last resort when there is no space to cut at.
+    """``text`` cut into consecutive pieces of at most ``max_tokens`` estimated tokens each, by characters.
+
+    ``text`` itself when it fits. The last resort when there is no space to cut at.
 
     A piece is not the longest that fits, only close to it: its length is guessed from the cost of the widest
     window (a piece costs at least a third of a token a character past ``LONG_RUN`` characters,

@@ -215,8 +215,10 @@ _WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff
 
 
 def count_words(text: str) -> int:
-    """Words of ``text`` as a reader counts them: runs of non-space characters holding a letter or digit (not
-    markup such as ``#`` or ``-``), each CJK character one word.
+    """Words of ``text`` as a reader counts them.
+
+    Runs of non-space characters holding a letter or digit (not markup such as ``#`` or ``-``), each CJK character
+    one word.
     """
     return sum(1 for word in _WORD.findall(text) if any(c.isalnum() for c in word))
 

@@ -30,8 +30,10 @@ class IngestRoot:
         return cls(get_settings().ingest_root)
 
     def resolve(self, given: str) -> str:
-        """The real path of file or folder ``given`` inside the root; InputError (one message for every case)
-        otherwise. A folder names a collection: the workflows read its files, links out of it left out.
+        """The real path of file or folder ``given`` inside the root.
+
+        InputError (one message for every case) otherwise. A folder names a collection: the workflows read its
+        files, links out of it left out.
         """
         if self.root is None:
             raise InputError(self.REFUSED)

@@ -63,8 +63,10 @@ def q4_to_nbits(blocks: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nbits_matmul(inputs: list[str], output: str, k: int, n: int, **attrs: Any) -> Any:
-    """A ``MatMulNBits`` node over weights packed by :func:`q4_to_nbits`: ``[m, k] x [k, n]`` with 4-bit
-    weights in blocks of 32 along ``k`` and activations quantised to int8 per block (accuracy level 4).
+    """A ``MatMulNBits`` node over weights packed by :func:`q4_to_nbits`.
+
+    ``[m, k] x [k, n]`` with 4-bit weights in blocks of 32 along ``k`` and activations quantised to int8 per block
+    (accuracy level 4).
     """
     from onnx import helper
 

@@ -1,5 +1,7 @@
-"""Rank fusion: reciprocal rank fusion, shared by the chunk retrieval (``nodes.retrieval``) and the
-router (``nodes.route.fusion``), and min-max normalised score fusion (the router's ``fusion="minmax"``).
+"""Rank fusion: reciprocal rank fusion and min-max normalised score fusion.
+
+Reciprocal rank fusion is shared by the chunk retrieval (``nodes.retrieval``) and the router
+(``nodes.route.fusion``); min-max normalised score fusion is the router's ``fusion="minmax"``.
 """
 
 from __future__ import annotations

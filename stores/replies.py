@@ -1,5 +1,7 @@
-"""Reading a model's reply: its complete sentences, the JSON object in it (fences and chatter around it
-allowed, a cut object refused), and whether a plain-text reply is visibly cut short.
+"""Reading a model's reply: its complete sentences, the JSON object in it, whether it is cut short.
+
+The JSON object may have fences and chatter around it, a cut object is refused; a plain-text reply is checked for
+being visibly cut short.
 """
 
 from __future__ import annotations

@@ -24,8 +24,10 @@ _DIGIT = re.compile(r"[0-9]")
 
 
 def run_floor(run: str) -> float:
-    """The fewest tokens a run of ``run``'s characters without spaces may count: a third of a token a
-    character, a token a digit (a base64 blob, minified code or a hex dump is one "word" by :data:`_WORD`).
+    """The fewest tokens a run of ``run``'s characters without spaces may count.
+
+    A third of a token a character, a token a digit (a base64 blob, minified code or a hex dump is one "word" by
+    :data:`_WORD`).
     """
     digits = len(_DIGIT.findall(run))
     return digits + (len(run) - digits) / CHARS_PER_TOKEN

@@ -147,8 +147,10 @@ names, endpoints (``base_url``), temperatures, embedders and the LLM cache are n
 
 @lru_cache(maxsize=1)
 def operator_fields() -> frozenset[str]:
-    """The shared ``Context`` fields no caller of a server sets: model names, endpoints, temperatures, the
-    embedder and the LLM cache (every field of :class:`graphs.context.Context` but :data:`COMMON_FIELDS`).
+    """The shared ``Context`` fields no caller of a server sets.
+
+    Model names, endpoints, temperatures, the embedder and the LLM cache (every field of
+    :class:`graphs.context.Context` but :data:`COMMON_FIELDS`).
     """
     from nodes.context import Context
 
@@ -264,7 +266,8 @@ def check_caller_settings(values: Any, where: str = "configurable") -> None:
 
 
 def check_settings(workflow: str, values: dict[str, Any], where: str = "configurable") -> None:
-    """Every check a run's settings get, made at the server's door, before anything is ingested or checkpointed:
+    """Every check a run's settings get, made at the server's door, before anything is ingested or checkpointed.
+
     :func:`check_caller_settings`, then the workflow's context built from ``values`` and checked as its nodes
     would check it (each field's bounds and choices, the workflow's own ``check_context``, the chunking).
     """

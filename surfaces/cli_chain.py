@@ -159,9 +159,10 @@ def _run_on_thread(
     *,
     quiet: bool,
 ) -> dict[str, Any]:
-    """Run the chain checkpointed on ``thread_id``: the same request resumes an unfinished run
-    (finished workers are not asked again, ``calls`` counts each once); another one starts over
-    from the thread's last finished step.
+    """Run the chain checkpointed on ``thread_id``.
+
+    The same request resumes an unfinished run (finished workers are not asked again, ``calls`` counts each
+    once); another one starts over from the thread's last finished step.
     """
     from graphs.chain.graph import RECURSION_LIMIT, builder
     from stores.checkpoint import open_checkpointer, thread_lock
@@ -192,8 +193,9 @@ def _page_path(value: str | None) -> Path | None:
 
 
 def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
-    """Draw the run's tree and first reading order, nodes labelled with their sections (in a collection, with
-    their document's title too).
+    """Draw the run's tree and first reading order, nodes labelled with their sections.
+
+    In a collection, the nodes are labelled with their document's title too.
     """
     from nodes.chain.tree_view import tree_html
     from nodes.collection.sources import document_name

@@ -83,8 +83,9 @@ def available() -> list[str]:
 
 
 def compile_with(name: str, checkpointer: BaseCheckpointSaver[Any] | None) -> Any:
-    """Workflow ``name`` (or a former id) compiled with ``checkpointer`` (for Python and LangServe callers);
-    ingest never is.
+    """Workflow ``name`` (or a former id) compiled with ``checkpointer`` (for Python and LangServe callers).
+
+    Ingest is never compiled with one.
     """
     name = canonical(name)
     module = importlib.import_module(WORKFLOWS[name])

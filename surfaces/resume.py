@@ -114,8 +114,10 @@ def _thread(config: RunnableConfig) -> str:
 
 @contextlib.contextmanager
 def forget_refused(graph: Any, config: RunnableConfig) -> Iterator[None]:
-    """Delete the thread of a refused run (``InputError``) that had no checkpoint before it: nothing stays of it,
-    in the checkpoint database's write-ahead log either (:func:`stores.checkpoint.truncate_log`).
+    """Delete the thread of a refused run (``InputError``) that had no checkpoint before it.
+
+    Nothing stays of it, in the checkpoint database's write-ahead log either
+    (:func:`stores.checkpoint.truncate_log`).
     """
     saver = getattr(graph, "checkpointer", None)
     fresh = saver is not None and bool(_thread(config)) and saver.get_tuple(config) is None

@@ -89,8 +89,9 @@ def _remove_tree(path: Path, report: Report) -> None:
 
 @contextlib.contextmanager
 def threads_held(threads: Iterable[str]) -> Iterator[None]:
-    """Hold every thread about to be deleted: a thread whose run is still going is refused (409, exit 2) before
-    anything is deleted.
+    """Hold every thread about to be deleted.
+
+    A thread whose run is still going is refused (409, exit 2) before anything is deleted.
     """
     held: list[ThreadLock] = []
     try:
@@ -165,8 +166,9 @@ def _served_forms(thread_id: str, owners: ThreadOwners, tenant: str | None) -> l
 
 
 def forget_thread(thread_id: str, tenant: str | None = None) -> dict[str, Any]:
-    """Delete thread ``thread_id``: the thread of that id and every served thread a caller knows by it (or only
-    tenant ``tenant``'s), with checkpoints, chat session items, owner records and lock files.
+    """Delete thread ``thread_id`` with checkpoints, chat session items, owner records and lock files.
+
+    It deletes the thread of that id and every served thread a caller knows by it (or only tenant ``tenant``'s).
     """
     if not thread_id:
         raise InputError("give the id of the thread to forget")
@@ -183,8 +185,9 @@ def forget_thread(thread_id: str, tenant: str | None = None) -> dict[str, Any]:
 
 
 def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> dict[str, Any]:
-    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it (only tenant
-    ``tenant``'s threads when it is given: a server's tenant deletes its own).
+    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it.
+
+    Only tenant ``tenant``'s threads when it is given: a server's tenant deletes its own.
     """
     namespace = check_namespace(namespace)
     doc_dir(namespace, doc_id)  # checks the id
@@ -232,9 +235,11 @@ def forget_namespace(namespace: str) -> dict[str, Any]:
 
 
 def forget_for_tenant(tenant: Tenant, request: dict[str, Any], owners: ThreadOwners | None = None) -> dict[str, Any]:
-    """A server caller's forget: ``{"thread_id": ID}`` (its own thread of that id) or ``{"doc_id": ID, "namespace":
-    NS}`` (a document of one of its namespaces, with its own threads that name it). Thread ids in the report are
-    the ones the caller knows.
+    """A server caller's forget: its own thread, or a document of one of its namespaces.
+
+    The request is ``{"thread_id": ID}`` (its own thread of that id) or ``{"doc_id": ID, "namespace": NS}`` (a
+    document of one of its namespaces, with its own threads that name it). Thread ids in the report are the ones
+    the caller knows.
     """
     if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
         raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
@@ -251,8 +256,9 @@ def forget_for_tenant(tenant: Tenant, request: dict[str, Any], owners: ThreadOwn
 
 # --- no copy left behind ------------------------------------------------------------------------------------
 def _sqlite_compact(path: Path, report: Report, prepare: Any = None) -> None:
-    """Checkpoint ``path``'s write-ahead log into it and truncate the log, vacuum the file (free pages and the
-    unused space of pages rewritten), and truncate the log again.
+    """Checkpoint ``path``'s write-ahead log into it and truncate the log, vacuum the file, truncate the log again.
+
+    The vacuum frees pages and the unused space of pages rewritten.
     """
     if not path.exists():
         return
@@ -266,7 +272,9 @@ def _sqlite_compact(path: Path, report: Report, prepare: Any = None) -> None:
 
 
 def _scrub_chroma_queue(ids: list[str]) -> Any:
-    """Chroma keeps each write in ``embeddings_queue`` (its log) until its vector index is saved, and has no call to
+    """Strip the forgotten records' text and metadata from Chroma's log, then merge the full-text index without them.
+
+    Chroma keeps each write in ``embeddings_queue`` (its log) until its vector index is saved, and has no call to
     purge it, so the forgotten records' entries lose their text and metadata here (their ids and vectors stay, so a
     replay of the log still ends with the records deleted); then the full-text index is merged without them.
     """
@@ -283,16 +291,18 @@ def _scrub_chroma_queue(ids: list[str]) -> Any:
 
 
 def is_vector_index_file(path: Path, home: Path) -> bool:
-    """Whether ``path`` is one of the local Chroma store's vector index files (``chroma/<segment>/*.bin``), which
-    Chroma writes from memory buffers whose unused part holds whatever its process's memory held.
+    """Whether ``path`` is one of the local Chroma store's vector index files (``chroma/<segment>/*.bin``).
+
+    Chroma writes them from memory buffers whose unused part holds whatever its process's memory held.
     """
     parts = path.relative_to(home).parts
     return len(parts) == 3 and parts[0] == "chroma" and path.suffix == ".bin"
 
 
 def compact(report: Report) -> dict[str, Any]:
-    """Leave no copy of what ``report`` deleted in the SQLite files under ``LONGDOC_HOME`` (see the module); the
-    report as a dict. PostgreSQL and a Chroma server keep their own files: see docs/security.md.
+    """Leave no copy of what ``report`` deleted in the SQLite files under ``LONGDOC_HOME`` (see the module).
+
+    Returns the report as a dict. PostgreSQL and a Chroma server keep their own files: see docs/security.md.
     """
     settings = get_settings()
     home = settings.home

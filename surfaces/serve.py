@@ -132,8 +132,10 @@ class GuardMiddleware:
 
 
 def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
-    """The status and message a failed request answers with: 400/413 for bad input, 403, 503 for the model,
-    else 500 with no detail (an internal error's text never reaches the caller).
+    """The status and message a failed request answers with.
+
+    400/413 for bad input, 403, 503 for the model, else 500 with no detail (an internal error's text never reaches
+    the caller).
     """
     if isinstance(exc, InputError):
         return _input_status(exc), files.scrub(str(exc)) if files is not None else str(exc)
@@ -145,8 +147,10 @@ def error_reply(exc: BaseException, files: Any = None) -> tuple[int, str]:
 
 
 def _leaf(exc: BaseException) -> BaseException:
-    """What a streamed run failed with: the first exception inside (nested) exception groups, behind Starlette's
-    ``RuntimeError`` for a handled exception raised once the response had started.
+    """What a streamed run failed with: the first exception inside (nested) exception groups.
+
+    It is also looked for behind Starlette's ``RuntimeError`` for a handled exception raised once the response had
+    started.
     """
     while True:
         if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -219,8 +223,10 @@ class ChatModelMiddleware:
 
 
 def _input_status(exc: InputError) -> int:
-    """413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget
-    that does not exist, 400 for other bad input.
+    """The status a request refused with ``exc`` answers with.
+
+    413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget that
+    does not exist, 400 for other bad input.
     """
     if isinstance(exc, ThreadBusy):
         return 409
@@ -426,8 +432,9 @@ class ServedGraph(RunnableBinding[Any, Any]):
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
     def _one_run(self, config: RunnableConfig) -> Any:
-        """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`): a second run on a
-        busy thread is refused (409) instead of writing the same turn beside the first.
+        """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`).
+
+        A second run on a busy thread is refused (409) instead of writing the same turn beside the first.
         """
         if getattr(self.bound, "checkpointer", None) is None:
             return contextlib.nullcontext()
@@ -668,8 +675,10 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
 
     @app.post("/forget")
     async def forget(request: Request) -> JSONResponse:
-        """Delete the caller's own thread (``{"thread_id": ID}``) or a document of one of its namespaces (``{"doc_id":
-        ID, "namespace": NS}``) with everything kept about it; the report of what was deleted (404: nothing was).
+        """Delete the caller's own thread or a document of one of its namespaces with everything kept about it.
+
+        The body names the thread (``{"thread_id": ID}``) or the document (``{"doc_id": ID, "namespace": NS}``);
+        the answer is the report of what was deleted (404: nothing was).
         """
         tenant = getattr(request.state, "tenant", None)
         if tenant is None:

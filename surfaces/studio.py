@@ -131,7 +131,8 @@ class StudioGuard:
         await self.app(scope, replay_body(payload, receive), send)
 
     def check(self, path: str, body: Any) -> Any:
-        """``body`` with its file names resolved in the ingest root (the same object when nothing changed);
+        """``body`` with its file names resolved in the ingest root (the same object when nothing changed).
+
         InputError for an operator setting, a file outside the root or a session.
         """
         if _RUNS.match(path):
