@@ -28,8 +28,9 @@ C = TypeVar("C", bound="Context")
 def describe(
     text: str, *, choices: Iterable[str] | None = None, min: float | None = None, max: float | None = None
 ) -> dict[str, Any]:
-    """Metadata of a ``Context`` field: its description (LangGraph Studio shows it) and what :func:`validate`
-    accepts: one of ``choices``; a number at least ``min`` and at most ``max``.
+    """Metadata of a ``Context`` field: its description (LangGraph Studio shows it) and what :func:`validate` accepts.
+
+    It accepts one of ``choices``; a number at least ``min`` and at most ``max``.
     """
     meta: dict[str, Any] = {"description": text}
     if choices is not None:

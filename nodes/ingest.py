@@ -353,8 +353,10 @@ MAX_K = 50
 
 
 def check_input_sizes(values: Any) -> None:
-    """InputError when a field of a workflow's input is over its limit (checked before any run starts): a question
-    (:data:`~stores.settings.MAX_QUESTION_CHARS`), the number of route requests, chat messages, ``k``, a title.
+    """InputError when a field of a workflow's input is over its limit (checked before any run starts).
+
+    The fields: a question (:data:`~stores.settings.MAX_QUESTION_CHARS`), the number of route requests, chat
+    messages, ``k``, a title.
     """
     if not isinstance(values, Mapping):
         return

@@ -137,8 +137,9 @@ def ingest_directory(
     progress: Progress | None = None,
     contained: bool = False,
 ) -> DirectoryResult:
-    """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time
-    (``contained``: files linked from outside ``root`` are left out).
+    """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time.
+
+    ``contained``: files linked from outside ``root`` are left out.
     """
     emit = progress or (lambda _event: None)
     files = document_files(Path(root), contained=contained)

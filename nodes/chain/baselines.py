@@ -19,8 +19,10 @@ from stores.vectorstore import Hit, VectorStore
 
 
 def top_k(store: VectorStore, doc_id: str, question: str, budget: int, chunk_tokens: int | None = None) -> list[Hit]:
-    """The chunks most similar to ``question``, best first, while their text fits ``budget`` tokens (at least
-    one); each chunk counted at most ``chunk_tokens`` tokens long when given (what the reader is shown).
+    """The chunks most similar to ``question``, best first, while their text fits ``budget`` tokens.
+
+    At least one chunk is returned; each chunk is counted at most ``chunk_tokens`` tokens long when given (what
+    the reader is shown).
     """
     doc = document_vectors(store, doc_id)
     hits = store.by_doc(doc_id)

@@ -70,8 +70,9 @@ def manager_answer(
     max_tokens: int = 200,
     system_prompt: str | None = None,
 ) -> Answer:
-    """The manager's answer from the quotes every chain gathered (``system_prompt``: the context's
-    ``manager_prompt``; None: the template file in ``lang``).
+    """The manager's answer from the quotes every chain gathered.
+
+    ``system_prompt``: the context's ``manager_prompt``; None: the template file in ``lang``.
     """
     if len(chain_notes) == 1:
         body = "Quotes:\n" + (chain_notes[0] or "(the readers quoted nothing)")

@@ -96,8 +96,9 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
 def collection_orderer(
     store: VectorStore, ctx: ChainContext, question: str, documents: list[str], emit: Any
 ) -> dict[str, Any]:
-    """Shortlist the chunks of the collection most relevant to the question and plan the chains over them
-    (:mod:`nodes.chain.pool`): a collection is read best-first, within the budget.
+    """Shortlist the chunks of the collection most relevant to the question and plan the chains over them.
+
+    The chains are planned by :mod:`nodes.chain.pool`: a collection is read best-first, within the budget.
     """
     if ctx.order != "best-first" or ctx.read_all:
         raise InputError(
@@ -141,8 +142,10 @@ def collection_orderer(
 
 
 def _cleared() -> dict[str, Any]:
-    """The input fields that named the documents, cleared once resolved (they never name them twice), and a
-    collection's state, empty (a thread's next run may read one document).
+    """The input fields that named the documents, cleared once resolved, and a collection's state, empty.
+
+    The fields are cleared because they never name the documents twice; the state is empty because a thread's
+    next run may read one document.
     """
     cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
     return {**cleared, "collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}

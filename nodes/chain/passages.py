@@ -74,9 +74,10 @@ def _norm(text: str) -> str:
 
 
 def chunk_paragraphs(text: str, max_tokens: int = 120) -> list[list[str]]:
-    """The sentences of a chunk, grouped by paragraph (blank lines), every line split into sentences
-    (hard-wrapped lines joined first);
-    a sentence longer than ``max_tokens`` is cut into pieces of about that size (each a sentence of its own).
+    """The sentences of a chunk, grouped by paragraph (blank lines).
+
+    Every line is split into sentences (hard-wrapped lines joined first); a sentence longer than ``max_tokens``
+    is cut into pieces of about that size (each a sentence of its own).
     """
     out: list[list[str]] = []
     for block in re.split(r"\n\s*\n", text):
@@ -90,8 +91,9 @@ def chunk_paragraphs(text: str, max_tokens: int = 120) -> list[list[str]]:
 
 
 def _lines(block: str) -> list[str]:
-    """The lines of a paragraph, a hard-wrapped line joined to the one before it: only a line that opens
-    a list item, a heading or a speaker's turn (``Name: ...``) starts a line of its own.
+    """The lines of a paragraph, a hard-wrapped line joined to the one before it.
+
+    Only a line that opens a list item, a heading or a speaker's turn (``Name: ...``) starts a line of its own.
     """
     lines: list[str] = []
     for line in block.split("\n"):
@@ -220,8 +222,9 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
 
 
 def label_order(label: str) -> tuple[int, int, int]:
-    """Sort key of a sentence label: document tag (a collection's; 0 for one document), chunk position, then
-    sentence number.
+    """Sort key of a sentence label: document tag, chunk position, then sentence number.
+
+    The document tag is a collection's; 0 for one document.
     """
     tag, _, rest = label.rpartition(":")
     chunk, number = rest[1:].split(".")

@@ -104,8 +104,10 @@ def _best_first(
     read: list[int],
     floor: float | None,
 ) -> Choice:
-    """Best-first reading: the most relevant passages of the whole document, the tree favouring
-    the chunks next to those read; the budget extended once while a worker names a missing piece.
+    """Best-first reading: the most relevant passages of the whole document.
+
+    The tree favours the chunks next to those read; the budget is extended once while a worker names a missing
+    piece.
     """
     passages = reading.passages
     rel = reading.relevance(state, chain_state["missing"], passages=True)
@@ -171,8 +173,9 @@ _readings: ProcessCache[tuple[Any, ...], Reading] = ProcessCache("chain reading 
 
 
 def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
-    """The document's vectors, Chow-Liu tree and passages, kept per process between the planner's steps
-    (keyed by the chunk count and chunking of the document, so a re-ingest is seen).
+    """The document's vectors, Chow-Liu tree and passages, kept per process between the planner's steps.
+
+    Keyed by the chunk count and chunking of the document, so a re-ingest is seen.
     """
     count = store.count(doc_id=doc_id, kind="chunk")
     key = (
@@ -203,8 +206,9 @@ def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Any:
 
 
 def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
-    """A collection run's shortlist grown for the missing piece the last worker named (once per piece): the
-    chunks most relevant to it join the shortlist, at its end. Empty for one document or nothing new.
+    """A collection run's shortlist grown for the missing piece the last worker named (once per piece).
+
+    The chunks most relevant to it join the shortlist, at its end. Empty for one document or nothing new.
     """
     missing = state.get("missing", "")
     if not state.get("pool") or not missing or missing in state.get("expanded", []):

@@ -57,7 +57,8 @@ class PoolVectors:
 def shortlist(
     store: VectorStore, collection: Sequence[str], query: str, size: int, indexes: Sequence[str] | None = None
 ) -> list[str]:
-    """Record ids of the ``size`` chunks of the collection most relevant to ``query`` (vector + BM25, fused);
+    """Record ids of the ``size`` chunks of the collection most relevant to ``query`` (vector + BM25, fused).
+
     ``indexes``: the index each document published when the run began (read from the records when not given).
     """
     if not query.strip() or size <= 0:
@@ -85,8 +86,9 @@ def pool_documents(namespace: str, pool: Sequence[str]) -> list[dict[str, Any]]:
 
 @dataclass
 class PoolReading:
-    """What the planner reads a collection with: the shortlist's vectors, tree, passages and their BM25 index
-    (the interface of the planner's one-document reading).
+    """What the planner reads a collection with: the shortlist's vectors, tree, passages and their BM25 index.
+
+    It has the interface of the planner's one-document reading.
     """
 
     store: Any
@@ -129,8 +131,9 @@ def pool_reading(
     sharpen: float = 0.0,
     exact_max: int = 2000,
 ) -> PoolReading:
-    """The :class:`PoolReading` of the shortlist ``pool`` (record ids), kept per process between the planner's
-    steps; InputError when a chunk of it is gone (a document was re-ingested during the run).
+    """The :class:`PoolReading` of the shortlist ``pool`` (record ids), kept per process between the planner's steps.
+
+    InputError when a chunk of it is gone (a document was re-ingested during the run).
     """
     key = (store.collection_name, tuple(pool), passage_tokens, chunk_tokens, sharpen, exact_max)
 
@@ -201,8 +204,9 @@ def tree_edges(reading: PoolReading) -> list[list[Any]]:
 
 
 def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int) -> dict[str, str]:
-    """Record id -> text of the chunk before it in its document (what its overlap repeats), when it has one:
-    one read of the store, the record ids of the previous chunks made as the ingest makes them.
+    """Record id -> text of the chunk before it in its document (what its overlap repeats), when it has one.
+
+    One read of the store, the record ids of the previous chunks made as the ingest makes them.
     """
     wanted = {}
     for hit in hits:

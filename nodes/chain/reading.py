@@ -200,9 +200,10 @@ def next_batch(
     *,
     at_least_one: bool = False,
 ) -> list[int]:
-    """The passages a worker reads next: the best-scoring untaken ones above the floor that fit in ``room``
-    tokens, best first (empty when none fits or none is left above the floor). With
-    ``at_least_one`` the best passage is taken even when it alone is larger than ``room``.
+    """The passages a worker reads next: the best-scoring untaken ones above the floor that fit in ``room`` tokens.
+
+    Best first; empty when none fits or none is left above the floor. With ``at_least_one`` the best passage is
+    taken even when it alone is larger than ``room``.
     """
     done = set(taken)
     low = -np.inf if floor is None else floor

@@ -165,8 +165,10 @@ class WorkerResult:
 
 
 def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str], most: int) -> list[str]:
-    """At most ``most`` of the quoted labels, those whose sentences share a content word with the question
-    or with what is missing, the most overlapping first (a small model quotes unrelated sentences too).
+    """At most ``most`` of the quoted labels, those relevant to the question or to what is missing.
+
+    A label is kept when its sentences share a content word with the question or with what is missing, the most
+    overlapping first (a small model quotes unrelated sentences too).
     """
     words = set().union(*(content_words(t) for t in topics if t))
     scored = [(len(content_words(shown[label]) & words), i, label) for i, label in enumerate(labels)]
@@ -175,8 +177,10 @@ def on_topic(labels: Sequence[str], shown: dict[str, str], topics: Sequence[str]
 
 
 def closest(shown: dict[str, str], topics: Sequence[str], most: int = 2, least: int = 2) -> list[str]:
-    """The ``most`` shown sentences that share the most content words (at least ``least``) with the question
-    or the missing piece: what the worker is shown is quoted by its words too, not only by the model's choice.
+    """The ``most`` shown sentences that share the most content words with the question or the missing piece.
+
+    Each shares at least ``least`` of them: what the worker is shown is quoted by its words too, not only by the
+    model's choice.
     """
     words = set().union(*(content_words(t) for t in topics if t))
     scored = [(len(content_words(text) & words), i, label) for i, (label, text) in enumerate(shown.items())]
@@ -185,8 +189,9 @@ def closest(shown: dict[str, str], topics: Sequence[str], most: int = 2, least: 
 
 
 def with_context(labels: Sequence[str], passages: Sequence[Passage]) -> list[str]:
-    """The quoted labels, each preceded by the first sentence of its passage (which names what the
-    passage is about, so a quote that says "it" or "he" keeps its subject).
+    """The quoted labels, each preceded by the first sentence of its passage.
+
+    That sentence names what the passage is about, so a quote that says "it" or "he" keeps its subject.
     """
     opening = {label: p.labels[0] for p in passages for label in p.labels}
     out: list[str] = []

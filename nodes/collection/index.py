@@ -1,5 +1,6 @@
-"""Retrieval across a collection: the store's vector search over the collection's chunks, fused with BM25
-over all of them, computed from per-document term counts.
+"""Retrieval across a collection: the store's vector search over its chunks, fused with BM25 over all of them.
+
+The BM25 is computed from per-document term counts.
 
 A document's :class:`TermCounts` (its chunks' term counts and lengths) are counted once per index
 and kept in its cache folder; a collection's BM25 (:func:`collection_bm25`) sums them at query
@@ -47,8 +48,9 @@ class TermCounts:
     lengths: np.ndarray
 
     def column(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The chunks holding ``term`` and its count in each (None when no chunk holds it), read straight from
-        the CSC arrays (a sparse slice per term would cost more than the scoring).
+        """The chunks holding ``term`` and its count in each (None when no chunk holds it).
+
+        Read straight from the CSC arrays (a sparse slice per term would cost more than the scoring).
         """
         j = self.vocab.get(term)
         if j is None:
@@ -89,8 +91,9 @@ _term_counts: ProcessCache[tuple[str, str, str], TermCounts] = ProcessCache("ter
 
 
 def term_counts(store: VectorStore, doc_id: str, identity: str | None = None) -> TermCounts:
-    """The :class:`TermCounts` of ``doc_id``'s published index (``identity``, read from its record when not
-    given): from memory, from its cache file, or counted.
+    """The :class:`TermCounts` of ``doc_id``'s published index: from memory, from its cache file, or counted.
+
+    ``identity``: that index, read from its record when not given.
     """
     from scipy.sparse import csc_matrix
 
@@ -125,8 +128,9 @@ def term_counts(store: VectorStore, doc_id: str, identity: str | None = None) ->
 
 
 def collection_bm25(parts: Sequence[TermCounts], query: str) -> list[np.ndarray]:
-    """BM25 scores of every chunk of every document in ``parts`` for ``query``, as one index over all of them
-    would give (Lucene's idf, ``bm25s``'s defaults): one array per document.
+    """BM25 scores of every chunk of every document in ``parts`` for ``query``: one array per document.
+
+    The scores are those one index over all of them would give (Lucene's idf, ``bm25s``'s defaults).
 
     Hand-made rather than ``bm25s``: its index is built over one corpus at once, and a collection's
     must be summed from per-document counts, so that a new document rebuilds nothing of the others.
@@ -153,7 +157,8 @@ def collection_bm25(parts: Sequence[TermCounts], query: str) -> list[np.ndarray]
 
 
 def published_indexes(namespace: str, doc_ids: Sequence[str]) -> list[str]:
-    """The index each document publishes (one read of the namespace's records, not one per document);
+    """The index each document publishes (one read of the namespace's records, not one per document).
+
     InputError for a document that is not ingested.
     """
     from stores.documents import list_documents
@@ -166,8 +171,10 @@ def published_indexes(namespace: str, doc_ids: Sequence[str]) -> list[str]:
 
 
 def merge_counts(parts: Sequence[TermCounts]) -> TermCounts:
-    """The term counts of several documents as one (their chunks one after the other, one vocabulary), so a
-    query scores every chunk with a few array operations; made from the per-document counts, nothing recounted.
+    """The term counts of several documents as one (their chunks one after the other, one vocabulary).
+
+    So a query scores every chunk with a few array operations; made from the per-document counts, nothing
+    recounted.
     """
     from scipy.sparse import csc_matrix
 
@@ -195,8 +202,9 @@ def merge_counts(parts: Sequence[TermCounts]) -> TermCounts:
 
 
 class CollectionIndex:
-    """Retrieval over several documents of one store: the store's vector search restricted to their
-    published indexes, fused with BM25 over all their chunks (:func:`collection_bm25`).
+    """Retrieval over several documents of one store: vector search fused with BM25 (:func:`collection_bm25`).
+
+    The store's vector search is restricted to their published indexes; the BM25 runs over all their chunks.
 
     ``identities``: the index each document publishes (read from their records when not given); the
     per-document term counts are merged once per collection (:func:`merge_counts`).
@@ -238,8 +246,9 @@ class CollectionIndex:
         return [(merged.record_ids[i], float(flat[i])) for i in order]
 
     def search(self, query: str, k: int = 4, *, candidates: int | None = None, rrf_k: int = RRF_K) -> list[Hit]:
-        """The ``k`` chunks of the collection most relevant to ``query``: vector + BM25 fused by RRF (as
-        :func:`hybrid_search` does for one document); hits carry ``metadata["ranks"]``.
+        """The ``k`` chunks of the collection most relevant to ``query``: vector + BM25 fused by RRF.
+
+        As :func:`hybrid_search` does for one document; hits carry ``metadata["ranks"]``.
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError("the search query is empty")
@@ -273,8 +282,9 @@ _collections: ProcessCache[tuple[str, tuple[str, ...], tuple[str, ...]], Collect
 def collection_index(
     store: VectorStore, doc_ids: Sequence[str], identities: Sequence[str] | None = None
 ) -> CollectionIndex:
-    """The :class:`CollectionIndex` of ``doc_ids`` (kept per process under the documents' index identities:
-    given, as a run that read them once passes them, or read from the documents' records).
+    """The :class:`CollectionIndex` of ``doc_ids``, kept per process under the documents' index identities.
+
+    The identities are given, as a run that read them once passes them, or read from the documents' records.
     """
     found = tuple(identities or published_indexes(store.namespace, doc_ids))
     key = (store.collection_name, tuple(doc_ids), found)

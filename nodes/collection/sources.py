@@ -1,5 +1,6 @@
-"""Labels that name a collection's documents, and :class:`Sources`: the chunks a run reads, one document's or
-many's, behind one interface (see :mod:`nodes.collection`).
+"""Labels that name a collection's documents, and :class:`Sources`: the chunks a run reads.
+
+The chunks are one document's or many's, behind one interface (see :mod:`nodes.collection`).
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def document_name(document: dict[str, Any]) -> str:
 
 
 def cited_documents(labels: Sequence[str], documents: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """``{label, document}`` for each tagged label (``2:c3``): the title or file name of the document its tag
-    names in a run's ``documents`` (labels without a known tag are left out).
+    """``{label, document}`` for each tagged label (``2:c3``): the document its tag names in a run's ``documents``.
+
+    The document is named by its title or file name; labels without a known tag are left out.
     """
     names = {int(d["tag"]): document_name(d) for d in documents}
     out = []
@@ -161,9 +163,11 @@ class Sources:
         return [self._relabel(h) for h in collection_index(self.store, self.doc_ids).dense(query, k)]
 
     def supporting(self, claim: str, labels: Sequence[str], texts: dict[str, str]) -> list[dict[str, str]]:
-        """For each cited chunk label (its text in ``texts``), the chunk's sentence that shares the most content
-        words with ``claim``: ``{label: "2:c3.4", document: title or file name}``. Sentences are numbered as
-        the chain numbers them (:func:`chunk_sentences`), so ``2:c3.4`` is the same sentence wherever it is shown.
+        """For each cited chunk label, the chunk's sentence that shares the most content words with ``claim``.
+
+        The chunk's text is in ``texts``; each entry is ``{label: "2:c3.4", document: title or file name}``.
+        Sentences are numbered as the chain numbers them (:func:`chunk_sentences`), so ``2:c3.4`` is the same
+        sentence wherever it is shown.
         """
         words = content_words(claim)
         out = []

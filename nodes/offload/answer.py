@@ -65,9 +65,10 @@ QUOTE_WORDS = 40
 
 
 def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict[str, Any]]:
-    """Per cited chunk, the sentence that backs the answer best (most content words shared): what the answer's
-    sources show. Sentences are numbered within their chunk as the chain's quotes are (``c3.2``, in a
-    collection ``2:c3.2``); each source names its document by title or file name.
+    """Per cited chunk, the sentence that backs the answer best (most content words shared).
+
+    These are what the answer's sources show. Sentences are numbered within their chunk as the chain's quotes
+    are (``c3.2``, in a collection ``2:c3.2``); each source names its document by title or file name.
     """
     words = content_words(answer)
     hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
@@ -94,8 +95,9 @@ def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> li
 
 
 def citations_of(reply: AnswerReply | RecallReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
-    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document; in a
-    collection session (``labels``: its chunk labels) the tagged ids ``2:c3`` that exist in it.
+    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document.
+
+    In a collection session (``labels``: its chunk labels), the tagged ids ``2:c3`` that exist in it.
     """
     if labels:
         known = set(labels)
@@ -156,8 +158,10 @@ def resolve_recall(
     lang: str,
     doc_ids: Sequence[str] = (),
 ) -> tuple[list[Piece], list[dict[str, Any]]]:
-    """Load recalled ids as pieces; unknown ids become a note to the model. Returns pieces and a report.
-    ``doc_ids``: the session's collection, whose chunks are recalled by their tagged ids (``2:c3``).
+    """Load recalled ids as pieces; unknown ids become a note to the model.
+
+    Returns pieces and a report. ``doc_ids``: the session's collection, whose chunks are recalled by their
+    tagged ids (``2:c3``).
     """
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
     if doc_ids:
@@ -350,7 +354,9 @@ def route_answer(state: OffloadState) -> Literal["recall", "offload"]:
 
 
 def recall(state: OffloadState) -> dict[str, Any]:
-    """Open the recall round: the second answering call loads the ids the model asked for, once
-    (:func:`resolve_recall`; unknown ids become a note to the model) and reports them as ``recalled``.
+    """Open the recall round: the second answering call loads the ids the model asked for, once.
+
+    They are loaded by :func:`resolve_recall` (unknown ids become a note to the model) and reported as
+    ``recalled``.
     """
     return {"recall_round": 1}

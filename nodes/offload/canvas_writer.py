@@ -1,5 +1,4 @@
-"""The canvas writer (the ``canvas`` node): a document's structure as a small graph, drawn as Mermaid,
-made once per document.
+"""The canvas writer (the ``canvas`` node): a document's structure as a small graph, drawn as Mermaid.
 
 The model reads short excerpts of every chunk (``[c12] ...``) and returns a :class:`CanvasSpec` as
 schema-enforced JSON: at most ``max_nodes`` entities or steps, each pointing to the chunk ids it came
@@ -7,8 +6,8 @@ from, and labelled relations. :mod:`nodes.canvas_render` writes the Mermaid text
 valid whatever the labels hold. When the JSON keeps failing the schema (after the model's retries)
 or holds no usable node, a plain outline canvas is built from the section titles instead.
 
-The canvas is cached per document (:mod:`nodes.offload.canvas`), so a second session on the same
-document makes no canvas call.
+The canvas is made once and cached per document (:mod:`nodes.offload.canvas`), so a second session on the
+same document makes no canvas call.
 """
 
 from __future__ import annotations
@@ -157,8 +156,9 @@ def ensure_canvas(
     refresh: bool = False,
     system_prompt: str | None = None,
 ) -> tuple[Canvas, bool]:
-    """The document's canvas; ``cached`` is True when no model call was made (a canvas is drawn once per
-    document: ``system_prompt``, the canvas writer's, applies to a canvas drawn now).
+    """The document's canvas; ``cached`` is True when no model call was made.
+
+    A canvas is drawn once per document: ``system_prompt``, the canvas writer's, applies to a canvas drawn now.
     """
     if not refresh:
         cached = load_canvas(store, info.doc_id)
@@ -203,8 +203,9 @@ def ensure_canvas(
 
 
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Load the document's canvas, or have the canvas writer make it (cached per document); a collection's
-    canvas is its documents over their own nodes, made without a model call.
+    """Load the document's canvas, or have the canvas writer make it (cached per document).
+
+    A collection's canvas is its documents over their own nodes, made without a model call.
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)

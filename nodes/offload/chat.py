@@ -94,8 +94,10 @@ def reply_text(answer: str, sources: Sequence[Mapping[str, Any]], lang: str = "e
 
 
 def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) -> AIMessage:
-    """The turn's answer as an AI message: the text and its sources, and in ``additional_kwargs["longdoc"]``
-    what backs it (the sources as data among it; a collection's documents with their tags).
+    """The turn's answer as an AI message: the text and its sources.
+
+    ``additional_kwargs["longdoc"]`` holds what backs it (the sources as data among it; a collection's documents
+    with their tags).
     """
     sources = list(state.get("sources") or [])
     documents = list(state.get("documents") or [])
@@ -237,8 +239,9 @@ def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> st
 
 
 def ingested_block(block: Mapping[str, Any], ingest: Any, strict: bool = False) -> dict[str, Any]:
-    """A document block as a server's door leaves it once ``ingest`` (an :class:`Attachment` -> doc id) took it:
-    a reference to the ingested document, or the reason it was refused; never the file's content.
+    """A document block as a server's door leaves it once ``ingest`` (an :class:`Attachment` -> doc id) took it.
+
+    It becomes a reference to the ingested document, or the reason it was refused; never the file's content.
 
     ``strict``: a refused block raises its InputError instead (the door refuses the request).
     """

@@ -100,8 +100,9 @@ def detail_pieces(
     recallable: bool,
     doc_ids: Sequence[str] = (),
 ) -> list[Piece]:
-    """One piece per retrieved chunk: ``[c3] sentences nearest the question`` (``[2:c3]`` in a collection
-    ``doc_ids``), most relevant first.
+    """One piece per retrieved chunk, most relevant first: ``[c3] sentences nearest the question``.
+
+    In a collection ``doc_ids`` the piece starts ``[2:c3]``.
 
     A chunk longer than ``detail_tokens`` is shortened; its full text stays in the store under its
     chunk id, and with ``recallable`` the piece says how to recall it.

@@ -64,8 +64,9 @@ class OffloadRequest(ChatMessages):
 
 
 class OffloadInput(OffloadRequest):
-    """One turn of a conversation about one document: the first names it (doc_id, text or an attached file),
-    later turns on the same thread go on about it.
+    """One turn of a conversation about one document.
+
+    The first turn names it (doc_id, text or an attached file); later turns on the same thread go on about it.
     """
 
     doc_id: NotRequired[DocumentId]

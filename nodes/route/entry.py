@@ -1,5 +1,6 @@
-"""Entry points: route requests over a registered registry, register-and-route one request, and rank
-a workflow's experts for a question.
+"""Entry points: route requests, register-and-route one request, and rank a workflow's experts.
+
+Requests are routed over a registered registry; a workflow's experts are ranked for a question.
 """
 
 from __future__ import annotations

@@ -344,7 +344,8 @@ def _ask(llm: LLM, agent: Agent, batch: Sequence[Tool], system_prompt: str | Non
 
 
 def decompose(request: str, llm: LLM, system_prompt: str | None = None) -> list[str]:
-    """The separate tasks of ``request`` (itself alone when it asks for one thing or the reply fails);
+    """The separate tasks of ``request`` (itself alone when it asks for one thing or the reply fails).
+
     ``system_prompt`` is the context's ``decompose_prompt`` (None: the template file).
     """
     from stores.models import ModelOutputError

@@ -1,5 +1,7 @@
-"""Fusion and walk (pure): type-weighted reciprocal rank fusion of the candidate lists, then the
-walk from fused nodes to the top-K agents over the registry's bipartite graph.
+"""Fusion and walk (pure): reciprocal rank fusion of the candidate lists, then a walk to the top-K agents.
+
+The fusion is type-weighted; the walk goes from the fused nodes to the top-K agents over the registry's
+bipartite graph.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Retrieval indexes over a registry: BM25 over the node texts, exact cosine search in memory, and
-vector search in the shared Chroma store; ``gather_candidates`` runs the ones the settings ask for.
+"""Retrieval indexes over a registry: BM25, exact cosine search in memory, and vector search in Chroma.
+
+BM25 runs over the node texts, the vector search in the shared Chroma store; ``gather_candidates`` runs the ones
+the settings ask for.
 """
 
 from __future__ import annotations

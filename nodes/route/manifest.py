@@ -1,5 +1,6 @@
-"""Registration: embedding a registry into a namespace's store, and the registered copy (manifest)
-that makes re-registering an unchanged registry embed nothing.
+"""Registration: embedding a registry into a namespace's store, and the registered copy (manifest).
+
+The manifest makes re-registering an unchanged registry embed nothing.
 """
 
 from __future__ import annotations

@@ -79,8 +79,10 @@ def _expand(registry: Any, namespace: str, ctx: RouteContext, progress: Any) -> 
 
 
 def route_settings(ctx: RouteContext, profile: str = "", **overrides: Any) -> RouteSettings:
-    """The router's settings of a run: each ``RouteSettings`` knob from the context field of its name (``evidence``
-    from ``evidence_tools``), then ``overrides``; weights left empty come from ``profile`` (default: the context's).
+    """The router's settings of a run: each ``RouteSettings`` knob from its context field, then ``overrides``.
+
+    A knob is read from the context field of its name (``evidence`` from ``evidence_tools``); weights left empty
+    come from ``profile`` (default: the context's).
     """
     knobs = {f.name for f in fields(RouteSettings)}
     values = {f.name: getattr(ctx, f.name) for f in fields(ctx) if f.name in knobs}

@@ -46,8 +46,9 @@ def format_instruction(fmt: str, lang: str) -> str:
 
 
 def writing_prompt(name: str, lang: str, *, length: int, fmt: str, template: str | None = None) -> str:
-    """The system prompt ``name`` of a step that writes the summary text (length, layout, language); ``template``
-    is the context's field for it (None: the template file in ``lang``).
+    """The system prompt ``name`` of a step that writes the summary text (length, layout, language).
+
+    ``template`` is the context's field for it (None: the template file in ``lang``).
     """
     return prompts.render(
         name,
@@ -113,8 +114,9 @@ def build_overview(
 def collection_overview(
     sources: Sources, query: str = "", *, max_documents: int = 15, lead_tokens: int = 60, samples: int = 4
 ) -> str:
-    """A collection's structure: its documents (tag, title, chunks), the openings of a few of them, and the
-    chunks that best match the query, labelled ``2:c3`` (chunk c3 of document 2).
+    """A collection's structure: its documents, the openings of a few of them, and the chunks best matching the query.
+
+    Each document is shown with its tag, title and chunks; chunks are labelled ``2:c3`` (chunk c3 of document 2).
     """
     members = sources.members
     shown = members[:max_documents]
@@ -271,7 +273,8 @@ def merge_answers(
     lang: str,
     system_prompt: str | None = None,
 ) -> MergeResult:
-    """The editor folds this round's answers into the draft and judges it (ModelOutputError after retries);
+    """The editor folds this round's answers into the draft and judges it (ModelOutputError after retries).
+
     ``system_prompt`` is the context's ``merge_prompt`` (None: the template file in ``lang``).
     """
     system = prompts.render(
@@ -367,8 +370,9 @@ def evidence_block(hits: Sequence[Hit], focus: str, budget: int) -> str:
 def direct_summary(
     llm: LLM, *, evidence: str, query: str, length: int, fmt: str, lang: str, system_prompt: str | None = None
 ) -> str:
-    """Summarize a short document (or a few chunks) in one call, with citations (``system_prompt``: the
-    context's ``direct_prompt``; None: the template file in ``lang``).
+    """Summarize a short document (or a few chunks) in one call, with citations.
+
+    ``system_prompt``: the context's ``direct_prompt``; None: the template file in ``lang``.
     """
     system = writing_prompt("summarize/direct", lang, length=length, fmt=fmt, template=system_prompt)
     user = prompts.render("summarize/direct_user", lang, query=focus_text(query, lang), evidence=evidence)

@@ -1,5 +1,7 @@
-"""The editor's side of the summarize graph: the document's ``overview``, each round's ``questions``, the
-``merge`` of the experts' answers into the draft (and whether to go on), and the final ``polish``.
+"""The editor's side of the summarize graph: ``overview``, ``questions``, ``merge`` and ``polish``.
+
+The document's ``overview``, each round's ``questions``, the ``merge`` of the experts' answers into the draft
+(and whether to go on), and the final ``polish``.
 """
 
 from __future__ import annotations

@@ -73,8 +73,9 @@ def citations_in(text: str) -> list[str]:
 
 
 def normalise_chunk_id(value: str) -> str:
-    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``, ``"2:c3"`` -> ``"2:c3"``; ``""`` when it is no
-    chunk id.
+    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``, ``"2:c3"`` -> ``"2:c3"``.
+
+    ``""`` when it is no chunk id.
     """
     found = _CHUNK_ID.fullmatch(str(value).strip())
     if found is None:
@@ -118,8 +119,10 @@ class AnswerCache:
 
     @classmethod
     def for_documents(cls, namespace: str, doc_ids: Sequence[str]) -> AnswerCache:
-        """The answer cache of a run over ``doc_ids``: the document's own, or the namespace's collection cache
-        (whose keys name the collection's version: another set of documents, or one re-indexed, asks again).
+        """The answer cache of a run over ``doc_ids``: the document's own, or the namespace's collection cache.
+
+        The collection cache's keys name the collection's version: another set of documents, or one re-indexed,
+        asks again.
         """
         if len(doc_ids) == 1:
             return cls.for_document(namespace, doc_ids[0])
@@ -151,8 +154,9 @@ _stores: ProcessCache[Path, Any] = ProcessCache("expert answer stores", 64)
 
 
 def expert_prompt_version(lang: str, system_prompt: str | None = None) -> str:
-    """A digest of the expert's prompts and reply schema (part of the answer-cache key); ``system_prompt`` is the
-    context's ``expert_prompt`` (None: the template file in ``lang``).
+    """A digest of the expert's prompts and reply schema (part of the answer-cache key).
+
+    ``system_prompt`` is the context's ``expert_prompt`` (None: the template file in ``lang``).
     """
     parts = [
         prompts.chosen("summarize/expert", lang, system_prompt).template,
@@ -163,8 +167,9 @@ def expert_prompt_version(lang: str, system_prompt: str | None = None) -> str:
 
 
 def bad_output(exc: BaseException) -> bool:
-    """True for a model error caused by the reply itself: still invalid after retries, or cut off at max_tokens
-    (the model layer reports a cut reply as truncated and ends in :class:`ModelOutputError`).
+    """True for a model error caused by the reply itself: still invalid after retries, or cut off at max_tokens.
+
+    The model layer reports a cut reply as truncated and ends in :class:`ModelOutputError`.
     """
     return isinstance(exc, ModelOutputError)
 
@@ -211,9 +216,10 @@ def answer_question(
     system_prompt: str | None = None,
     doc_ids: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One expert's answer to ``question`` from the chunks it retrieves (from every document of ``doc_ids``
-    when given, their chunks labelled ``2:c3``; else from ``doc_id``'s; ``system_prompt``: the context's
-    ``expert_prompt``; None: the template file in ``lang``).
+    """One expert's answer to ``question`` from the chunks it retrieves.
+
+    From every document of ``doc_ids`` when given, their chunks labelled ``2:c3``; else from ``doc_id``'s.
+    ``system_prompt``: the context's ``expert_prompt``; None: the template file in ``lang``.
 
     Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).

@@ -59,8 +59,9 @@ class Verdicts(BaseModel):
 def evidence_for(
     store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]], chunk_tokens: int, *, doc_ids: Sequence[str] = ()
 ) -> str:
-    """Evidence text for a batch of sentences: each cited chunk once, cut around the claims citing it
-    (chunks of the collection ``doc_ids`` when given, labelled ``2:c3``).
+    """Evidence text for a batch of sentences: each cited chunk once, cut around the claims citing it.
+
+    Chunks of the collection ``doc_ids`` when given, labelled ``2:c3``.
     """
     claims: dict[str, list[str]] = {}
     for sentence in batch:
@@ -86,8 +87,9 @@ def retrieve_citations(
     *,
     doc_ids: Sequence[str] = (),
 ) -> list[str]:
-    """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall
-    (over the collection ``doc_ids`` when given).
+    """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall.
+
+    Over the collection ``doc_ids`` when given.
     """
     hits = Sources(store, doc_ids or [doc_id]).search(sentence, max(k, 8) if prefer else k)
     preferred = [h.chunk_id for h in hits if h.chunk_id in set(prefer)]

@@ -70,8 +70,9 @@ def chunk_terms(chunks: Sequence[Hit], words: int = 4) -> dict[str, list[str]]:
 def uncovered_chunks(
     chunks: Sequence[Hit], draft: str, *, focus: Sequence[str] = (), words: int = 4
 ) -> list[tuple[str, list[str]]]:
-    """``(chunk_id, terms the draft lacks)`` of the chunks whose distinctive terms the draft mostly lacks,
-    least covered first (then in document order); ``focus`` limits them to those ids.
+    """``(chunk_id, terms the draft lacks)`` of the chunks whose distinctive terms the draft mostly lacks.
+
+    Least covered first (then in document order); ``focus`` limits them to those ids.
     """
     said = set(_terms(draft))
     rows = []

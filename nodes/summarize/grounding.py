@@ -180,8 +180,9 @@ def numbers_in(text: str) -> set[str]:
 
 
 def names_in(text: str) -> set[str]:
-    """Proper names a sentence states: runs of capitalised words (a single one only after the first word),
-    and ids such as ``mn005``; possessives dropped.
+    """Proper names a sentence states: runs of capitalised words, and ids such as ``mn005``.
+
+    A single capitalised word counts only after the first word; possessives are dropped.
     """
     out: set[str] = set()
     run: list[tuple[int, str]] = []
@@ -212,8 +213,10 @@ def _has_name(name: str, text: str) -> bool:
 
 
 def _has(name: str, text: str) -> bool:
-    """Whether ``name`` occurs in ``text``, case aside: as whole words give or take a short ending ("Designer"
-    for "Design", "TV" for "TVS"), an acronym also spelt out letter by letter ("L_C_D_", "L.C.D.").
+    """Whether ``name`` occurs in ``text``, case aside.
+
+    As whole words give or take a short ending ("Designer" for "Design", "TV" for "TVS"); an acronym also spelt
+    out letter by letter ("L_C_D_", "L.C.D.").
     """
     stem = name[:-1] if len(name) >= 3 and name[-1] in "sS" else name
     acronym = stem.isupper() and stem.isalpha()
@@ -246,8 +249,9 @@ def speaker_turns(source: str) -> dict[str, set[str]]:
 
 
 def _speaks_as(name: str, turns: dict[str, set[str]]) -> list[str]:
-    """The speakers ``name`` stands for: the same words give or take a short ending, or their first letters;
-    or two speakers side by side.
+    """The speakers ``name`` stands for.
+
+    The same words give or take a short ending, or their first letters; or two speakers side by side.
     """
     words = name.lower().split()
 
@@ -307,8 +311,9 @@ def _attribution(sentence: str, names: set[str], turns: dict[str, set[str]], min
 def _negated(
     text: str, width: int, known: set[str] | None = None, cues: re.Pattern[str] = _NEGATION
 ) -> list[list[str]]:
-    """For each negation of ``text`` (a match of ``cues``), the stems of the (at most ``width``) content words
-    after it in its clause (only those in ``known`` when given).
+    """For each negation of ``text`` (a match of ``cues``), the stems of the content words after it in its clause.
+
+    At most ``width`` words; only those in ``known`` when given.
     """
     out = []
     for match in cues.finditer(text):

@@ -100,9 +100,10 @@ def clip_sentence(text: str, max_units: int, lang: str) -> str:
 
 
 def trim_to_length(sentences: Sequence[dict[str, Any]], length: int, lang: str) -> list[dict[str, Any]]:
-    """Whole sentences, in order, while they fit in the longest accepted length; a sentence that would
-    overflow is skipped. When that leaves the summary short, the first skipped sentence is cut at a
-    clause break to fill the gap, in its place and with its citations.
+    """Whole sentences, in order, while they fit in the longest accepted length.
+
+    A sentence that would overflow is skipped. When that leaves the summary short, the first skipped sentence is
+    cut at a clause break to fill the gap, in its place and with its citations.
     """
     low, high = length_bounds(length)
     kept: list[tuple[int, dict[str, Any]]] = []
@@ -225,8 +226,10 @@ def fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: Sequence
 
 
 def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
-    """Bring the summary within +-25% of the requested length: trim a long one at sentence boundaries,
-    fill a short one from the cited expert answers it does not use yet, then from the chunks' sentences.
+    """Bring the summary within +-25% of the requested length.
+
+    Trim a long one at sentence boundaries, fill a short one from the cited expert answers it does not use yet,
+    then from the chunks' sentences.
     """
     ctx = run_context(state, runtime)
     labels = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).labels()

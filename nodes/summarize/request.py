@@ -1,5 +1,6 @@
-"""The summarize graph's ends: ``prepare`` (check the request, resolve the document, choose the path) and
-``finish`` (assemble the output).
+"""The summarize graph's ends: ``prepare`` and ``finish``.
+
+``prepare`` checks the request, resolves the document and chooses the path; ``finish`` assembles the output.
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ def route_method(state: SummarizeState) -> Literal["overview", "polish", "map_re
 
 
 def finish(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
-    """Assemble the summary, its cited sentences (each with the source sentences it rests on) and the
-    question/answer log.
+    """Assemble the summary, its cited sentences and the question/answer log.
+
+    Each cited sentence comes with the source sentences it rests on.
     """
     ctx = run_context(state, runtime)
     checked = state.get("checked", [])
