@@ -64,9 +64,10 @@ class OffloadRequest(ChatMessages):
 
 
 class OffloadInput(OffloadRequest):
-    """One turn of a conversation about one document.
+    """One turn of a conversation about a document or a collection.
 
-    The first turn names it (doc_id, text or an attached file); later turns on the same thread go on about it.
+    The first turn names it (doc_id, text, an attached file, doc_ids or whole_namespace); later turns on the same
+    thread go on about it.
     """
 
     doc_id: NotRequired[DocumentId]
