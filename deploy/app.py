@@ -146,14 +146,8 @@ def input_keys(workflow: str) -> frozenset[str]:
     return frozenset(getattr(served, workflow).get_input_jsonschema().get("properties", {}))
 
 
-def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
-    """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
-    workflow = workflow_of(str(body.get("assistant_id", "")))
-    if workflow is None:
-        raise Refused(403, "only the built-in assistants are served: " + ", ".join(WORKFLOWS))
-    config = dict(body.get("config") or {})
-    checkpoint = dict(body.get("checkpoint") or {})
-    command = dict(body.get("command") or {})
+def _check_run_keys(workflow: str, config: dict[str, Any], checkpoint: dict[str, Any], command: dict[str, Any]) -> None:
+    """:class:`Refused` 400 for ``config``, ``checkpoint`` or ``command`` keys a run request may not carry."""
     for what, given, allowed in (("config", config, CONFIG_KEYS), ("checkpoint", checkpoint, CHECKPOINT_KEYS)):
         if set(given) - allowed:
             raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
@@ -162,6 +156,17 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
     if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
         raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
+
+
+def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
+    """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
+    workflow = workflow_of(str(body.get("assistant_id", "")))
+    if workflow is None:
+        raise Refused(403, "only the built-in assistants are served: " + ", ".join(WORKFLOWS))
+    config = dict(body.get("config") or {})
+    checkpoint = dict(body.get("checkpoint") or {})
+    command = dict(body.get("command") or {})
+    _check_run_keys(workflow, config, checkpoint, command)
     context = {**dict(config.pop("configurable", None) or {}), **dict(body.get("context") or {})}
     context.pop("thread_id", None)
     extra = sorted(set(context) - served_fields(workflow))
@@ -296,7 +301,10 @@ class TenantGuard:
                 return
             await self.app(scope, replay_body(raw, receive), send)
             return
-        thread = match["thread"]
+        await self._run(scope, receive, send, tenant, body, match["thread"])
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, tenant: Tenant, body: Any, thread: str) -> None:
+        """Check a run request on ``thread``, hold the thread and pass the checked run on until it is done."""
         try:
             if not isinstance(body, dict):
                 raise Refused(422, "the run request must be a JSON object")
