@@ -146,18 +146,6 @@ def input_keys(workflow: str) -> frozenset[str]:
     return frozenset(getattr(served, workflow).get_input_jsonschema().get("properties", {}))
 
 
-def _check_run_keys(workflow: str, config: dict[str, Any], checkpoint: dict[str, Any], command: dict[str, Any]) -> None:
-    """:class:`Refused` 400 for ``config``, ``checkpoint`` or ``command`` keys a run request may not carry."""
-    for what, given, allowed in (("config", config, CONFIG_KEYS), ("checkpoint", checkpoint, CHECKPOINT_KEYS)):
-        if set(given) - allowed:
-            raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
-    if command.get("goto"):
-        raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
-    update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
-    if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
-        raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
-
-
 def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: IngestRoot) -> dict[str, Any]:
     """The run request ``body`` with its namespace fixed; :class:`Refused` when the tenant may not run it."""
     workflow = workflow_of(str(body.get("assistant_id", "")))
@@ -202,6 +190,18 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     if command:
         out["command"] = {**command, "update": update} if "update" in command else command
     return out
+
+
+def _check_run_keys(workflow: str, config: dict[str, Any], checkpoint: dict[str, Any], command: dict[str, Any]) -> None:
+    """:class:`Refused` 400 for ``config``, ``checkpoint`` or ``command`` keys a run request may not carry."""
+    for what, given, allowed in (("config", config, CONFIG_KEYS), ("checkpoint", checkpoint, CHECKPOINT_KEYS)):
+        if set(given) - allowed:
+            raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
+    if command.get("goto"):
+        raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
+    update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
+    if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
+        raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
 
 
 def detach_attachments(workflow: str, value: Any, context: dict[str, Any]) -> Any:
