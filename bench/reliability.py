@@ -1217,6 +1217,11 @@ class MemorySampler:
 
 def failures(report: dict[str, Any]) -> list[str]:
     """What in ``report`` falls short of the guarantees (empty when every suite held)."""
+    return [*_run_failures(report), *_input_failures(report), *_service_failures(report)]
+
+
+def _run_failures(report: dict[str, Any]) -> list[str]:
+    """What in the faults, interruptions and kills suites of ``report`` falls short."""
     found = []
     faults_part = report.get("faults", {})
     interrupted, killed = report.get("interruptions", {}), report.get("kills", {})
@@ -1233,6 +1238,12 @@ def failures(report: dict[str, Any]) -> list[str]:
             found.append(f"{name}: {part['repeated_calls']} finished model calls were sent again")
     if killed.get("kills", 0) < len(killed.get("runs", [])):
         found.append(f"kills: {len(killed['runs']) - killed['kills']} processes finished before their kill came")
+    return found
+
+
+def _input_failures(report: dict[str, Any]) -> list[str]:
+    """What in the bad inputs, concurrency and index suites of ``report`` falls short."""
+    found = []
     bad = report.get("bad_inputs", {})
     if bad.get("clear_errors", 0) < bad.get("tried", 0):
         unclear = [
@@ -1249,6 +1260,12 @@ def failures(report: dict[str, Any]) -> list[str]:
     for key in ("whole_after_kill", "clean_after_next_ingest"):
         if index.get(key, 0) < index.get("kills", 0):
             found.append(f"index: {index['kills'] - index.get(key, 0)} killed re-indexes not {key.replace('_', ' ')}")
+    return found
+
+
+def _service_failures(report: dict[str, Any]) -> list[str]:
+    """What in the tenants, dev server, budgets and retention suites of ``report`` falls short."""
+    found = []
     for name in ("tenants", "dev_server"):
         part = report.get(name, {})
         if part and (part.get("held", 0) < part.get("cases", 0) or not part.get("cases")):

@@ -409,6 +409,33 @@ def _known_vectors(store: Any, registry: Any) -> dict[str, list[float]]:
     return {h.text: h.embedding for h in store.get(ids, with_embeddings=True) if h.embedding is not None}
 
 
+def _sweep(queries: Sequence[Query], texts: list[str], cands: Any, registry: Any) -> list[dict[str, Any]]:
+    """Accuracy over the sweep of retrieval, aggregate, ``rrf_k`` and agent:tool weight, from the candidates."""
+    from nodes.route.fusion import RouteSettings, rank
+
+    rows = []
+    for retrieval in ("vector", "hybrid"):
+        for aggregate in ("first", "sum"):
+            for rrf_k in SWEEP_RRF_K:
+                for ratio in SWEEP_RATIOS:
+                    settings = RouteSettings(
+                        k=EVAL_K,
+                        rrf_k=rrf_k,
+                        agent_weight=ratio,
+                        tool_weight=1.0,
+                        retrieval=retrieval,
+                        aggregate=aggregate,
+                        top_tools=EVAL_K,
+                    ).checked()
+                    results = [rank(t, c, registry, settings) for t, c in zip(texts, cands, strict=True)]
+                    m = evaluate(results, queries)
+                    m.pop("top5_reached_via")
+                    rows.append(
+                        {"retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k, "agent:tool": ratio, **m}
+                    )
+    return rows
+
+
 def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, sweep: bool) -> dict[str, Any]:
     """Accuracy of every method (one candidate pass, re-fused per method), its latency, and throughput.
 
@@ -416,7 +443,7 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
     vector (timed); a method's latency is the sum of both.
     """
     from nodes.route.entry import route
-    from nodes.route.fusion import RouteSettings, rank
+    from nodes.route.fusion import rank
     from nodes.route.indexes import StoreIndex, gather_candidates
 
     texts = [q.query for q in queries]
@@ -473,27 +500,7 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
             metrics["memory_index_route_p95_ms"] = round(percentile(memory_ms, 0.95), 2)
         out[method] = metrics
     if sweep:
-        rows = []
-        for retrieval in ("vector", "hybrid"):
-            for aggregate in ("first", "sum"):
-                for rrf_k in SWEEP_RRF_K:
-                    for ratio in SWEEP_RATIOS:
-                        settings = RouteSettings(
-                            k=EVAL_K,
-                            rrf_k=rrf_k,
-                            agent_weight=ratio,
-                            tool_weight=1.0,
-                            retrieval=retrieval,
-                            aggregate=aggregate,
-                            top_tools=EVAL_K,
-                        ).checked()
-                        results = [rank(t, c, registry, settings) for t, c in zip(texts, cands, strict=True)]
-                        m = evaluate(results, queries)
-                        m.pop("top5_reached_via")
-                        rows.append(
-                            {"retrieval": retrieval, "aggregate": aggregate, "rrf_k": rrf_k, "agent:tool": ratio, **m}
-                        )
-        out["sweep"] = rows
+        out["sweep"] = _sweep(queries, texts, cands, registry)
     product = method_settings("default", k=5)
     runs = []
     for _ in range(3):
@@ -649,6 +656,11 @@ def decompositions(queries: Sequence[Query], shipped: Path | None, journal_path:
 def _grid() -> list[dict[str, Any]]:
     """Every setting the folds choose among: RRF over each ``rrf_k``, and min-max score fusion (no ``k``);
     then the entity lists, clause lists and BM25 field weights over the region the folds chose before."""
+    return [*_fusion_grid(), *_region_grid()]
+
+
+def _fusion_grid() -> list[dict[str, Any]]:
+    """RRF over each ``rrf_k`` and min-max score fusion, over retrieval, aggregate, weights and BM25 weight."""
     rows: list[dict[str, Any]] = []
     for fusion in ("rrf", "minmax"):
         for retrieval in ("vector", "hybrid"):
@@ -661,6 +673,12 @@ def _grid() -> list[dict[str, Any]]:
                                  "agent_weight": ratio, "bm25_weight": bm25, "entity_weight": 0.0,
                                  "clause_weight": 0.0, "bm25_fields": None}
                             )  # fmt: skip
+    return rows
+
+
+def _region_grid() -> list[dict[str, Any]]:
+    """The entity and clause lists and BM25 field weights, over the region of the grid the folds chose before."""
+    rows: list[dict[str, Any]] = []
     # The entity and clause lists and the field-weighted BM25 documents, over the region of the
     # grid the folds chose before (reciprocal ranks, hybrid, rrf_k 10/30, agent:tool 0.5-1.5).
     for fields in SWEEP_FIELDS:

@@ -156,14 +156,7 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     config = dict(body.get("config") or {})
     checkpoint = dict(body.get("checkpoint") or {})
     command = dict(body.get("command") or {})
-    for what, given, allowed in (("config", config, CONFIG_KEYS), ("checkpoint", checkpoint, CHECKPOINT_KEYS)):
-        if set(given) - allowed:
-            raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
-    if command.get("goto"):
-        raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
-    update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
-    if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
-        raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
+    _check_run_keys(workflow, config, checkpoint, command)
     context = {**dict(config.pop("configurable", None) or {}), **dict(body.get("context") or {})}
     context.pop("thread_id", None)
     extra = sorted(set(context) - served_fields(workflow))
@@ -199,6 +192,18 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     if command:
         out["command"] = {**command, "update": update} if "update" in command else command
     return out
+
+
+def _check_run_keys(workflow: str, config: dict[str, Any], checkpoint: dict[str, Any], command: dict[str, Any]) -> None:
+    """:class:`Refused` 400 for ``config``, ``checkpoint`` or ``command`` keys a run request may not carry."""
+    for what, given, allowed in (("config", config, CONFIG_KEYS), ("checkpoint", checkpoint, CHECKPOINT_KEYS)):
+        if set(given) - allowed:
+            raise Refused(400, f"{what} may hold only: {', '.join(sorted(allowed))}")
+    if command.get("goto"):
+        raise Refused(400, "command.goto is not served: continue a thread with command.update or command.resume")
+    update_keys = set(command["update"]) if isinstance(command.get("update"), dict) else set()
+    if "update" in command and (not isinstance(command["update"], dict) or update_keys - input_keys(workflow)):
+        raise Refused(400, f"command.update may set only {workflow}'s input: {', '.join(sorted(input_keys(workflow)))}")
 
 
 def detach_attachments(workflow: str, value: Any, context: dict[str, Any]) -> Any:
@@ -300,7 +305,10 @@ class TenantGuard:
                 return
             await self.app(scope, replay_body(raw, receive), send)
             return
-        thread = match["thread"]
+        await self._run(scope, receive, send, tenant, body, match["thread"])
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, tenant: Tenant, body: Any, thread: str) -> None:
+        """Check a run request on ``thread``, hold the thread and pass the checked run on until it is done."""
         try:
             if not isinstance(body, dict):
                 raise Refused(422, "the run request must be a JSON object")

@@ -68,6 +68,11 @@ def sample(schema: dict[str, Any], defs: dict[str, Any] | None = None, name: str
         if "maxItems" in schema:
             count = min(count, int(schema["maxItems"]))
         return [sample(schema.get("items", {"type": "string"}), defs, name) for _ in range(count)]
+    return _sample_scalar(schema, kind, name)
+
+
+def _sample_scalar(schema: dict[str, Any], kind: Any, name: str) -> Any:
+    """The smallest value of a scalar ``schema`` of type ``kind``; a string (``c0`` for id-like names) otherwise."""
     if kind == "integer":
         return int(schema.get("minimum", 1))
     if kind == "number":
@@ -250,101 +255,126 @@ def create_app(script: Script | None = None) -> Any:
 
     @app.post("/v1/embeddings")
     async def embeddings(body: dict[str, Any], request: Request) -> Any:
-        script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
-        fault = script.next_fault()
-        texts = body.get("input") or []
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        if fault == "stall":
-            await asyncio.sleep(script.stall_seconds)
-        failed = _failure(fault, script)
-        if failed is not None:
-            return failed
-        base64 = body.get("encoding_format") == "base64"
-        data = [{"object": "embedding", "index": i, "embedding": embed(t, base64)} for i, t in enumerate(texts)]
-        if fault == "empty":
-            data = []
-        tokens = sum(count_tokens(str(t)) for t in texts)
-        whole = {
-            "object": "list",
-            "data": data,
-            "model": body.get("model", "scripted"),
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
-        if fault == "reset":
-            return DroppedReply(json.dumps(whole).encode())
-        if fault == "stall_reply":
-            return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
-        if fault in ("truncated", "cut_stop"):
-            return Response(_cut(json.dumps(whole)), media_type="application/json")
-        if fault == "non_json":
-            return Response(TEXT_REPLY, media_type="application/json")
-        script.answered += 1
-        return whole
+        return await _embeddings(script, body, request)
 
     @app.post("/v1/chat/completions")
     async def chat(body: dict[str, Any], request: Request) -> Any:
-        script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
-        fault = script.next_fault()
-        if fault == "stall":
-            await asyncio.sleep(script.stall_seconds)
-        failed = _failure(fault, script)
-        if failed is not None:
-            return failed
-        content = reply_for(body)
-        finish = "stop"
-        if fault == "truncated":
-            content, finish = _cut(content), "length"
-        elif fault == "cut_stop":
-            content = _cut(content)
-        elif fault == "non_json":
-            content = TEXT_REPLY
-        elif fault == "empty":
-            content = ""
-        prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
-        completion = count_tokens(content)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-        head = {"id": f"chatcmpl-{time.time_ns()}", "created": int(time.time()), "model": body.get("model", "scripted")}
-        if fault == "reset":  # half a reply is no answer: not counted in ``answered``
-            message = {"role": "assistant", "content": content}
-            whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
-            return DroppedReply(json.dumps(whole).encode())
-        if fault == "stall_reply":  # nor is a reply that stops half-way and never goes on
-            message = {"role": "assistant", "content": content}
-            whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
-            return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
-        script.answered += 1
-        await script.take_slot()
-        if body.get("stream"):
-            progress = script.progress_every if body.get("return_progress") else 0.0
-
-            def chunk(delta: dict[str, Any], **extra: Any) -> str:
-                choice = {"index": 0, "delta": delta, "finish_reason": extra.pop("finish_reason", None)}
-                return (
-                    f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [choice], **extra})}\n\n"
-                )
-
-            async def events() -> Any:
-                try:
-                    async for report in _read_prompt(script.prompt_seconds, progress, prompt):
-                        yield chunk({"role": "assistant", "content": None}, prompt_progress=report)
-                    for start in range(0, max(1, len(content)), PIECE):
-                        yield chunk({"role": "assistant", "content": content[start : start + PIECE]})
-                    yield chunk({}, finish_reason=finish, usage=usage)
-                    yield "data: [DONE]\n\n"
-                finally:
-                    script.free_slot()
-
-            return StreamingResponse(events(), media_type="text/event-stream")
-        try:
-            async for _ in _read_prompt(script.prompt_seconds, 0.0, prompt):
-                pass
-        finally:
-            script.free_slot()
-        message = {"role": "assistant", "content": content}
-        choice = {"index": 0, "message": message, "finish_reason": finish}
-        return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+        return await _chat(script, body, request)
 
     return app
+
+
+async def _embeddings(script: Script, body: dict[str, Any], request: Request) -> Any:
+    """Answer one embeddings request as ``script`` says."""
+    script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
+    fault = script.next_fault()
+    texts = body.get("input") or []
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if fault == "stall":
+        await asyncio.sleep(script.stall_seconds)
+    failed = _failure(fault, script)
+    if failed is not None:
+        return failed
+    base64 = body.get("encoding_format") == "base64"
+    data = [{"object": "embedding", "index": i, "embedding": embed(t, base64)} for i, t in enumerate(texts)]
+    if fault == "empty":
+        data = []
+    tokens = sum(count_tokens(str(t)) for t in texts)
+    whole = {
+        "object": "list",
+        "data": data,
+        "model": body.get("model", "scripted"),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+    if fault == "reset":
+        return DroppedReply(json.dumps(whole).encode())
+    if fault == "stall_reply":
+        return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
+    if fault in ("truncated", "cut_stop"):
+        return Response(_cut(json.dumps(whole)), media_type="application/json")
+    if fault == "non_json":
+        return Response(TEXT_REPLY, media_type="application/json")
+    script.answered += 1
+    return whole
+
+
+def _spoiled(fault: str, content: str) -> tuple[str, str]:
+    """The reply ``content`` and its finish reason after a fault that spoils the text of a reply."""
+    if fault == "truncated":
+        return _cut(content), "length"
+    if fault == "cut_stop":
+        return _cut(content), "stop"
+    if fault == "non_json":
+        return TEXT_REPLY, "stop"
+    if fault == "empty":
+        return "", "stop"
+    return content, "stop"
+
+
+async def _chat(script: Script, body: dict[str, Any], request: Request) -> Any:
+    """Answer one chat-completions request as ``script`` says."""
+    script.requests.append({"path": request.url.path, "headers": dict(request.headers), "body": body})
+    fault = script.next_fault()
+    if fault == "stall":
+        await asyncio.sleep(script.stall_seconds)
+    failed = _failure(fault, script)
+    if failed is not None:
+        return failed
+    content, finish = _spoiled(fault, reply_for(body))
+    prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+    completion = count_tokens(content)
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    head = {"id": f"chatcmpl-{time.time_ns()}", "created": int(time.time()), "model": body.get("model", "scripted")}
+    if fault == "reset":  # half a reply is no answer: not counted in ``answered``
+        message = {"role": "assistant", "content": content}
+        whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
+        return DroppedReply(json.dumps(whole).encode())
+    if fault == "stall_reply":  # nor is a reply that stops half-way and never goes on
+        message = {"role": "assistant", "content": content}
+        whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message}], "usage": usage}
+        return StalledReply(json.dumps(whole).encode(), script.stall_seconds)
+    script.answered += 1
+    await script.take_slot()
+    if body.get("stream"):
+        progress = script.progress_every if body.get("return_progress") else 0.0
+        return _streamed(script, head, content, finish, usage, prompt, progress)
+    try:
+        async for _ in _read_prompt(script.prompt_seconds, 0.0, prompt):
+            pass
+    finally:
+        script.free_slot()
+    message = {"role": "assistant", "content": content}
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+
+
+def _streamed(
+    script: Script,
+    head: dict[str, Any],
+    content: str,
+    finish: str,
+    usage: dict[str, Any],
+    prompt: int,
+    progress: float,
+) -> StreamingResponse:
+    """The reply as server-sent chunks: prompt progress every ``progress`` seconds (0: none), the content, usage."""
+
+    def chunk(delta: dict[str, Any], **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": extra.pop("finish_reason", None)}
+        return f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [choice], **extra})}\n\n"
+
+    async def events() -> Any:
+        try:
+            async for report in _read_prompt(script.prompt_seconds, progress, prompt):
+                yield chunk({"role": "assistant", "content": None}, prompt_progress=report)
+            for start in range(0, max(1, len(content)), PIECE):
+                yield chunk({"role": "assistant", "content": content[start : start + PIECE]})
+            yield chunk({}, finish_reason=finish, usage=usage)
+            yield "data: [DONE]\n\n"
+        finally:
+            script.free_slot()
+
+    return StreamingResponse(events(), media_type="text/event-stream")
 
 
 @contextlib.contextmanager

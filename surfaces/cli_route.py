@@ -24,9 +24,8 @@ def _print_result(result: dict[str, Any], show_request: bool) -> None:
         print("    top tools: " + ", ".join(f"{t['name']} ({t['agent']})" for t in result["tools"]))
 
 
-def _cmd_route(args: argparse.Namespace) -> int:
-    from graphs.route.graph import graph
-
+def _route_input(args: argparse.Namespace) -> dict[str, Any]:
+    """The route graph's input for the command line ``args``: requests, registry, profile and retrieval."""
     graph_input: dict[str, Any] = {} if args.k is None else {"k": args.k}
     if len(args.request) == 1:
         graph_input["request"] = args.request[0]
@@ -43,6 +42,13 @@ def _cmd_route(args: argparse.Namespace) -> int:
         graph_input["profile"] = args.profile
     if args.retrieval:
         graph_input["retrieval"] = args.retrieval
+    return graph_input
+
+
+def _cmd_route(args: argparse.Namespace) -> int:
+    from graphs.route.graph import graph
+
+    graph_input = _route_input(args)
     context = context_values(args, RouteContext)
     with progress(args.quiet, "route") as handle:
         out = run_graph(graph, graph_input, context=context, on_event=handle)

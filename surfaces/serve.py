@@ -247,6 +247,18 @@ def _inputs(body: Any) -> list[Any]:
     return list(body["inputs"]) if isinstance(body.get("inputs"), list) else [body.get("input")]
 
 
+def _batch_inputs(body: Any, allowed: frozenset[str]) -> list[Any]:
+    """The inputs of a request ``body``; refused for configurable keys outside ``allowed`` or too large a batch."""
+    refused = sorted({k for c in _configs(body) for k in (c.get("configurable") or {}) if k not in allowed})
+    if refused:
+        raise HTTPException(400, f"configurable {', '.join(refused)} cannot be set by callers of this server")
+    inputs = _inputs(body)
+    most = get_settings().max_batch
+    if len(inputs) > most:
+        raise HTTPException(413, f"a batch may hold at most {most} inputs (LONGDOC_MAX_BATCH), got {len(inputs)}")
+    return inputs
+
+
 def authorizer(access: Access, workflow: str) -> Any:
     """LangServe's per-request config modifier for ``workflow``: tenant, namespace and thread checks.
 
@@ -264,13 +276,7 @@ def authorizer(access: Access, workflow: str) -> Any:
             body = await request.json()
         except ValueError:
             body = {}
-        refused = sorted({k for c in _configs(body) for k in (c.get("configurable") or {}) if k not in allowed})
-        if refused:
-            raise HTTPException(400, f"configurable {', '.join(refused)} cannot be set by callers of this server")
-        inputs = _inputs(body)
-        most = get_settings().max_batch
-        if len(inputs) > most:
-            raise HTTPException(413, f"a batch may hold at most {most} inputs (LONGDOC_MAX_BATCH), got {len(inputs)}")
+        inputs = _batch_inputs(body, allowed)
         try:
             check_finite(config.get("configurable") or {})
             # Every setting checked now (the body's and the URL's): a refused one never ingests the text it came
@@ -603,6 +609,28 @@ async def _open_backend() -> AsyncIterator[BaseCheckpointSaver[Any]]:
         yield saver
 
 
+def _add_error_handlers(app: FastAPI, access: Access) -> None:
+    """Answer the input, validation, access and model errors of ``app``'s requests with their status codes."""
+
+    @app.exception_handler(InputError)
+    async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
+        return JSONResponse({"detail": access.files.scrub(str(exc))}, status_code=_input_status(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # What was wrong and where, without echoing the value (a NaN cannot even be written as JSON).
+        errors = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
+        return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+    @app.exception_handler(AccessError)
+    async def forbidden(_request: Request, exc: AccessError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+
+    @app.exception_handler(ModelError)
+    async def model_down(_request: Request, exc: ModelError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+
 def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI:
     """Build the FastAPI app with every available workflow mounted.
 
@@ -637,24 +665,7 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
     if chat_model is not None:
         app.add_middleware(ChatModelMiddleware, model=chat_model)
 
-    @app.exception_handler(InputError)
-    async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
-        return JSONResponse({"detail": access.files.scrub(str(exc))}, status_code=_input_status(exc))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        # What was wrong and where, without echoing the value (a NaN cannot even be written as JSON).
-        errors = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
-        return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
-
-    @app.exception_handler(AccessError)
-    async def forbidden(_request: Request, exc: AccessError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=403)
-
-    @app.exception_handler(ModelError)
-    async def model_down(_request: Request, exc: ModelError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
-
+    _add_error_handlers(app, access)
     names = registry.available()
 
     @app.get("/documents")

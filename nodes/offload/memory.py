@@ -109,6 +109,42 @@ def _cut_order(pieces: list[Piece], stage: str) -> list[int]:
     return sorted((i for i, p in enumerate(pieces) if p.stage == stage), key=lambda i: (pieces[i].rank, i))
 
 
+def _drop(pieces: list[Piece], cut: list[str], over: Callable[[], int], stage: str, keep: int = 0) -> None:
+    """Drop the pieces of ``stage`` in cut order, all but the last ``keep``, while the prompt is over budget."""
+    order = _cut_order(pieces, stage)
+    for i in order[: max(0, len(order) - keep)]:
+        if over() <= 0:
+            return
+        cut.append(f"{pieces[i].section}:{pieces[i].key} dropped")
+        pieces[i] = replace(pieces[i], body="", head="", note="", stage="dropped")
+
+
+def _shorten(pieces: list[Piece], cut: list[str], i: int, before: int, target: int) -> None:
+    """Shorten piece ``i`` (``before`` tokens long) to ``target`` tokens when that is shorter, and record it."""
+    if target < before:
+        pieces[i] = pieces[i].shrink(target)
+        cut.append(f"{pieces[i].section}:{pieces[i].key} shortened {before}->{count_tokens(pieces[i].body)} tokens")
+
+
+def _shrink(pieces: list[Piece], cut: list[str], over: Callable[[], int], stage: str, share: float) -> None:
+    """Shorten the pieces of ``stage`` in cut order to ``share`` of their length while the prompt is over budget."""
+    for i in _cut_order(pieces, stage):
+        if over() <= 0:
+            return
+        before = count_tokens(pieces[i].body)
+        _shorten(pieces, cut, i, before, max(MIN_SHRUNK_TOKENS, int(before * share)))
+
+
+def _squeeze(pieces: list[Piece], cut: list[str], over: Callable[[], int], stage: str) -> None:
+    """Shorten the pieces of ``stage``, last cut first, by what the prompt is still over budget."""
+    for i in reversed(_cut_order(pieces, stage)):
+        excess = over()
+        if excess <= 0:
+            return
+        before = count_tokens(pieces[i].body)
+        _shorten(pieces, cut, i, before, max(MIN_SHRUNK_TOKENS // 2, before - excess - 8))
+
+
 def fit_budget(
     system: str, pieces: list[Piece], question: str, lang: str, budget: int, style: str = "notes"
 ) -> tuple[list[Piece], list[str]]:
@@ -127,48 +163,15 @@ def fit_budget(
     def over() -> int:
         return _total(system, pieces, question, lang, style) - budget
 
-    def drop(stage: str, keep: int = 0) -> None:
-        order = _cut_order(pieces, stage)
-        for i in order[: max(0, len(order) - keep)]:
-            if over() <= 0:
-                return
-            cut.append(f"{pieces[i].section}:{pieces[i].key} dropped")
-            pieces[i] = replace(pieces[i], body="", head="", note="", stage="dropped")
-
-    def shrink(stage: str, share: float) -> None:
-        for i in _cut_order(pieces, stage):
-            if over() <= 0:
-                return
-            before = count_tokens(pieces[i].body)
-            target = max(MIN_SHRUNK_TOKENS, int(before * share))
-            if target < before:
-                pieces[i] = pieces[i].shrink(target)
-                cut.append(
-                    f"{pieces[i].section}:{pieces[i].key} shortened {before}->{count_tokens(pieces[i].body)} tokens"
-                )
-
-    def squeeze(stage: str) -> None:
-        for i in reversed(_cut_order(pieces, stage)):
-            excess = over()
-            if excess <= 0:
-                return
-            before = count_tokens(pieces[i].body)
-            target = max(MIN_SHRUNK_TOKENS // 2, before - excess - 8)
-            if target < before:
-                pieces[i] = pieces[i].shrink(target)
-                cut.append(
-                    f"{pieces[i].section}:{pieces[i].key} shortened {before}->{count_tokens(pieces[i].body)} tokens"
-                )
-
     steps: list[Callable[[], None]] = [
-        lambda: drop("old"),
-        lambda: shrink("detail", 0.5),
-        lambda: drop("detail", keep=1),
-        lambda: shrink("recalled", 0.5),
-        lambda: drop("recent"),
-        lambda: drop("recalled"),
-        lambda: squeeze("detail"),
-        lambda: squeeze("canvas"),
+        lambda: _drop(pieces, cut, over, "old"),
+        lambda: _shrink(pieces, cut, over, "detail", 0.5),
+        lambda: _drop(pieces, cut, over, "detail", keep=1),
+        lambda: _shrink(pieces, cut, over, "recalled", 0.5),
+        lambda: _drop(pieces, cut, over, "recent"),
+        lambda: _drop(pieces, cut, over, "recalled"),
+        lambda: _squeeze(pieces, cut, over, "detail"),
+        lambda: _squeeze(pieces, cut, over, "canvas"),
     ]
     for step in steps:
         if over() <= 0:

@@ -228,25 +228,9 @@ def _bind(
     first = not state.get("turn")
     bound = dict(state.get("bound") or {})
     values = dict(state)
-    try:
-        asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
-    except InputError:
-        if not attached:
-            raise
-        asked, added = "", []
-    if asked or not attached:
-        asked = check_question(asked)
+    asked, added = _turn_asked(state, attached)
     own = [] if first else list(bound.get("doc_ids") or [bound["doc_id"]])
-    if attached and not first and not set(attached) <= set(own):
-        raise InputError(
-            "this conversation is about another document; start a new conversation (thread) to talk about a new one"
-        )
-    if attached and first:
-        given = source_field(values)
-        if given not in (None, "doc_id") or values.get("doc_id") not in (None, "", *attached):
-            raise InputError("the message attaches documents and the input names others; give one or the other")
-        values.pop("doc_id", None)
-        values.update({"doc_id": attached[0]} if len(attached) == 1 else {"doc_ids": attached})
+    _name_attached(values, attached, first, own)
     if first and source_field(values) is None:
         named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
         values.update(named or named_document(asked, ctx.namespace, IngestRoot.from_env().resolve))
@@ -259,21 +243,7 @@ def _bind(
             )
         if values.get("doc_id") == bound["doc_id"]:
             values.pop("doc_id")  # the session's own document, carried over in the thread
-    if first or names_collection(values):
-        doc_ids = resolve_documents(values, ctx, runtime.stream_writer)
-    else:
-        one = resolve_document(values, ctx, runtime.stream_writer, required=False)
-        doc_ids = [one] if one else []
-    if not first:
-        if doc_ids and doc_ids != own:
-            if len(own) == 1 and len(doc_ids) == 1:
-                raise InputError("a session is bound to one document; start a new session (thread) for another one")
-            raise InputError("a session is bound to its documents; start a new session (thread) for other ones")
-        if ctx.policy != bound["policy"]:
-            raise InputError(
-                f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
-            )
-        doc_ids = own
+    doc_ids = _turn_documents(values, runtime, ctx, first, own, bound)
     doc_id = doc_ids[0]
     # The thread the server resolved names the session (on LangServe it is already the tenant's own:
     # surfaces.access.thread_key); a caller never chooses whose offloaded items a turn reads or writes.
@@ -346,6 +316,60 @@ def _bind(
     what = info.title or doc_id if len(doc_ids) == 1 else f"{len(doc_ids)} documents"
     runtime.stream_writer({"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {what}"})
     return update
+
+
+def _turn_asked(state: OffloadState, attached: list[str]) -> tuple[str, list[Any]]:
+    """The turn's checked question and the messages it adds; a message that only attaches documents may ask none."""
+    try:
+        asked, added = turn_question(str(state.get("question") or ""), state.get("messages", []))
+    except InputError:
+        if not attached:
+            raise
+        asked, added = "", []
+    if asked or not attached:
+        asked = check_question(asked)
+    return asked, added
+
+
+def _name_attached(values: dict[str, Any], attached: list[str], first: bool, own: list[str]) -> None:
+    """Name the documents attached to the turn's message in ``values``; refused when they are not the session's."""
+    if attached and not first and not set(attached) <= set(own):
+        raise InputError(
+            "this conversation is about another document; start a new conversation (thread) to talk about a new one"
+        )
+    if attached and first:
+        given = source_field(values)
+        if given not in (None, "doc_id") or values.get("doc_id") not in (None, "", *attached):
+            raise InputError("the message attaches documents and the input names others; give one or the other")
+        values.pop("doc_id", None)
+        values.update({"doc_id": attached[0]} if len(attached) == 1 else {"doc_ids": attached})
+
+
+def _turn_documents(
+    values: dict[str, Any],
+    runtime: Runtime[OffloadContext],
+    ctx: OffloadContext,
+    first: bool,
+    own: list[str],
+    bound: dict[str, Any],
+) -> list[str]:
+    """The documents the turn reads: those ``values`` name on a first turn, else the session's own (``own``)."""
+    if first or names_collection(values):
+        doc_ids = resolve_documents(values, ctx, runtime.stream_writer)
+    else:
+        one = resolve_document(values, ctx, runtime.stream_writer, required=False)
+        doc_ids = [one] if one else []
+    if not first:
+        if doc_ids and doc_ids != own:
+            if len(own) == 1 and len(doc_ids) == 1:
+                raise InputError("a session is bound to one document; start a new session (thread) for another one")
+            raise InputError("a session is bound to its documents; start a new session (thread) for other ones")
+        if ctx.policy != bound["policy"]:
+            raise InputError(
+                f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
+            )
+        doc_ids = own
+    return doc_ids
 
 
 def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["refuse", "canvas", "retrieve"]:

@@ -241,6 +241,35 @@ def _match(reply: ExpansionReply, batch: Sequence[Tool]) -> dict[str, list[str]]
     return out
 
 
+def _tool_rows(
+    agent: Agent,
+    batch: Sequence[Tool],
+    reply: ExpansionReply,
+    missing: list[Tool],
+    retried: set[str],
+    written: dict[str, list[str]],
+    stats: ExpansionStats,
+    model_id: str,
+    system_prompt: str | None,
+) -> tuple[list[dict[str, Any]], list[Tool]]:
+    """The journal rows of the batch's tools ``reply`` wrote examples for, and the tools to ask about once more."""
+    rows: list[dict[str, Any]] = []
+    matched = _match(reply, batch)
+    missed = []
+    for tool in batch:
+        if tool not in missing:
+            continue
+        examples = clean_examples(matched.get(tool.name, ()), PER_TOOL)
+        if not examples and tool.name not in retried:
+            missed.append(tool)  # asked once more, on its own batch, before it is left bare
+            continue
+        written[tool.name] = examples
+        key = tool_key(agent, tool, model_id, system_prompt)
+        rows.append({"key": key, "node": list(tool.node), "examples": examples})
+        stats.tools_written += 1
+    return rows, missed
+
+
 def expand_registry(
     registry: Registry,
     journal: ExpansionJournal | SharedExpansionJournal,
@@ -291,20 +320,7 @@ def expand_registry(
             if reply is None:
                 stats.failed.append(f"{agent.name}: {', '.join(t.name for t in batch) or '(agent only)'}")
                 continue
-            rows: list[dict[str, Any]] = []
-            matched = _match(reply, batch)
-            missed = []
-            for tool in batch:
-                if tool not in missing:
-                    continue
-                examples = clean_examples(matched.get(tool.name, ()), PER_TOOL)
-                if not examples and tool.name not in retried:
-                    missed.append(tool)  # asked once more, on its own batch, before it is left bare
-                    continue
-                written[tool.name] = examples
-                key = tool_key(agent, tool, model_id, system_prompt)
-                rows.append({"key": key, "node": list(tool.node), "examples": examples})
-                stats.tools_written += 1
+            rows, missed = _tool_rows(agent, batch, reply, missing, retried, written, stats, model_id, system_prompt)
             if missed:
                 batches.append(missed)
                 retried.update(t.name for t in missed)

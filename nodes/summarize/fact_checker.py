@@ -154,29 +154,42 @@ def check_sentences(
             raise ValueError("the model check needs a model")
         for start in range(0, len(checkable), batch_size):
             batch = checkable[start : start + batch_size]
-            numbered = "\n".join(
-                f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1)
-            )
-            system = prompts.render("summarize/factcheck", lang, template=system_prompt, language=language_name(lang))
-            evidence = evidence_for(store, doc_id, batch, chunk_tokens, doc_ids=doc_ids)
-            user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
-            try:
-                reply = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
-            except ModelError as exc:
-                if not bad_output(exc):
-                    raise
-                for entry in batch:
-                    entry["error"] = str(exc)[:300]
-                continue
-            by_n = {v.n: v for v in reply.verdicts}
-            for i, entry in enumerate(batch, start=1):
-                verdict = by_n.get(i)
-                if verdict is not None:
-                    entry["model_supported"] = verdict.supported
-                    fixes[id(entry)] = verdict.fix
+            _model_check(batch, fixes, llm, store, doc_id, lang, chunk_tokens, system_prompt, doc_ids)
     for entry in checkable:
         _decide(entry, mode, checks, fixes.get(id(entry), ""), _source(entry, sources), keep_coverage)
     return results
+
+
+def _model_check(
+    batch: list[dict[str, Any]],
+    fixes: dict[int, str],
+    llm: LLM,
+    store: VectorStore,
+    doc_id: str,
+    lang: str,
+    chunk_tokens: int,
+    system_prompt: str | None,
+    doc_ids: Sequence[str],
+) -> None:
+    """Ask the checker model about one batch of sentences: set their ``model_supported`` and collect the fixes."""
+    numbered = "\n".join(f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1))
+    system = prompts.render("summarize/factcheck", lang, template=system_prompt, language=language_name(lang))
+    evidence = evidence_for(store, doc_id, batch, chunk_tokens, doc_ids=doc_ids)
+    user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
+    try:
+        reply = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
+    except ModelError as exc:
+        if not bad_output(exc):
+            raise
+        for entry in batch:
+            entry["error"] = str(exc)[:300]
+        return
+    by_n = {v.n: v for v in reply.verdicts}
+    for i, entry in enumerate(batch, start=1):
+        verdict = by_n.get(i)
+        if verdict is not None:
+            entry["model_supported"] = verdict.supported
+            fixes[id(entry)] = verdict.fix
 
 
 def _source(entry: dict[str, Any], sources: dict[str, str]) -> str:

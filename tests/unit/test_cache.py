@@ -153,6 +153,21 @@ def unregistered_caches(source: str) -> list[str]:
     ``lru_cache``, a ``global`` rebound, a module-level object changed in place by a function, a module-level
     instance of a class of the module whose methods change a container it holds."""
     tree = ast.parse(source)
+    found = _caches_and_globals(tree)
+    module_names = _module_names(tree, found)
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        local = _bound_names(function)
+        for node in ast.walk(function):
+            changed = _changed_in_place(node)
+            if isinstance(changed, ast.Name) and changed.id in module_names and changed.id not in local:
+                found.append(f"{node.lineno}: module-level {changed.id} changed in {function.name}()")
+    return found
+
+
+def _caches_and_globals(tree: ast.Module) -> list[str]:
+    """Where ``tree`` imports or names ``functools.cache`` or ``lru_cache``, and where it declares a ``global``."""
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "functools":
@@ -161,6 +176,11 @@ def unregistered_caches(source: str) -> list[str]:
             found.append(f"{node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.Global):
             found.append(f"{node.lineno}: global {', '.join(node.names)}")
+    return found
+
+
+def _module_names(tree: ast.Module, found: list[str]) -> set[str]:
+    """The names ``tree`` assigns at module level outside a ProcessCache; adds its stateful instances to ``found``."""
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     module_names: set[str] = set()
     for statement in tree.body:
@@ -175,15 +195,7 @@ def unregistered_caches(source: str) -> list[str]:
                     f"{statement.lineno}: module-level {value.func.id}() holds {attribute}, changed in place"
                     for attribute in _instance_containers(classes[value.func.id])
                 ]
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        local = _bound_names(function)
-        for node in ast.walk(function):
-            changed = _changed_in_place(node)
-            if isinstance(changed, ast.Name) and changed.id in module_names and changed.id not in local:
-                found.append(f"{node.lineno}: module-level {changed.id} changed in {function.name}()")
-    return found
+    return module_names
 
 
 def test_every_process_wide_cache_is_behind_the_registry() -> None:

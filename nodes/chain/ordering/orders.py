@@ -120,6 +120,24 @@ def _chow_liu_order(
     return traverse(tree, int(start), method=method, children=children, query_sim=q)
 
 
+def _best_first(
+    tree: ChowLiuTree | None,
+    embeddings: np.ndarray | Sequence[np.ndarray] | None,
+    q: np.ndarray | None,
+    root: str | int,
+    temperature: float | None,
+) -> list[int]:
+    """Best-first order over the Chow-Liu tree (built from embeddings when needed), led by the query."""
+    if q is None:
+        raise ValueError('order "best-first" needs query_sim')
+    if tree is None:
+        if embeddings is None:
+            raise ValueError("Chow-Liu orders need a tree or embeddings")
+        tree = build_tree(embeddings, temperature=temperature)
+    start = root if isinstance(root, int | np.integer) else None
+    return best_first_order(tree, q, root=start)
+
+
 def order_chunks(
     order: str,
     *,
@@ -154,13 +172,6 @@ def order_chunks(
     if order == "hybrid":
         return _hybrid_order(n, sections, tree, embeddings, q, root, children, temperature)
     if order == "best-first":
-        if q is None:
-            raise ValueError('order "best-first" needs query_sim')
-        if tree is None:
-            if embeddings is None:
-                raise ValueError("Chow-Liu orders need a tree or embeddings")
-            tree = build_tree(embeddings, temperature=temperature)
-        start = root if isinstance(root, int | np.integer) else None
-        return best_first_order(tree, q, root=start)
+        return _best_first(tree, embeddings, q, root, temperature)
     method = "bfs" if order == "chow-liu-bfs" else "dfs"
     return _chow_liu_order(n, method, tree, embeddings, q, root, children, temperature)
