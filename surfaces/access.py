@@ -322,7 +322,7 @@ _JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|[-+]?[0-9.][0-9.eE
 """A JSON string (skipped whole), a bracket, a number, or a bare word (``true``, ``NaN``...)."""
 
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-"""A ``\\uXXXX`` escape of a UTF-16 surrogate: text only when a high one is followed by a low one."""
+"""A JSON escape of a UTF-16 surrogate (``\\ud800`` to ``\\udfff``): text only when a high one precedes a low one."""
 
 MAX_NUMBER_CHARS = 40
 """Longest number a request's JSON may write (Python refuses integers past 4,300 digits with a ValueError)."""
