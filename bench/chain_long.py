@@ -13,7 +13,9 @@ Methods (one run of the chain graph each, or one reader call):
 - ``anytime-relevance``: the same budget, floor and stop rule, chunks in order of relevance;
 - ``chow-liu-bfs``, ``original``: full reads of every chunk (the source system's comparison);
 - ``topk``: one reader call over the chunks most similar to the question within the same budget of
-  chunk tokens (the retrieval baseline).
+  chunk tokens (the retrieval baseline);
+- ``collection`` (``-s16``, ``-s64``: other shortlist sizes; ``-no-bridges``: bridges off), ``topk-collection``:
+  the question asked of every document of the data as one collection (:mod:`bench.collection`).
 
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
@@ -58,6 +60,7 @@ METHODS = (
     "collection",
     "collection-s16",
     "collection-s64",
+    "collection-no-bridges",
     "topk-collection",
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
@@ -65,6 +68,7 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "collection": {"order": "best-first"},
     "collection-s16": {"order": "best-first", "shortlist": 16},
     "collection-s64": {"order": "best-first", "shortlist": 64},
+    "collection-no-bridges": {"order": "best-first", "bridges": "never"},
     "anytime-relevance": {"order": "relevance"},
     "chow-liu-bfs": {"order": "chow-liu-bfs", "read_all": True},
     "original": {"order": "original", "read_all": True},

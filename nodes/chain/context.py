@@ -16,6 +16,9 @@ from nodes.chain.reading import (
 )
 from nodes.context import Context, describe, prompt_field
 
+BRIDGES = ("collections", "always", "never")
+"""When workers quote bridging sentences (:func:`nodes.chain.worker.bridging`)."""
+
 
 @dataclass(kw_only=True)
 class ChainContext(Context):
@@ -105,8 +108,21 @@ class ChainContext(Context):
             max=2000,
         ),
     )
+    bridges: str = field(
+        default="collections",
+        metadata=describe(
+            "Follow the entity the best quote names: search and read for it beside the missing piece, and quote "
+            "the shown sentences that join it to what the question still lacks (in collection runs, always or "
+            "never).",
+            choices=BRIDGES,
+        ),
+    )
     exact_max: int = field(
         default=2000, metadata=describe("Largest chunk count for the exact dense tree; sparse above.")
     )
     worker_prompt: str = prompt_field("chain/worker", "workers")
     manager_prompt: str = prompt_field("chain/manager", "manager")
+
+    def bridges_on(self, collection: bool) -> bool:
+        """Whether a run follows bridges (:attr:`bridges`): ``collection`` says whether it reads a collection."""
+        return self.bridges == "always" or (self.bridges == "collections" and collection)

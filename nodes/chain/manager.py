@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.chain.context import ChainContext
-from nodes.chain.passages import QUOTE_LINE
+from nodes.chain.passages import QUOTE_LINE, hop_first
 from nodes.chain.state import ChainState
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words
@@ -37,11 +37,14 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     """Write the final answer with citations from the chains' last notes."""
     ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
+    shown = notes
+    if ctx.bridges_on(bool(state.get("pool"))):  # the hop first: anchor, then the quotes that bridge it
+        shown = [hop_first(state["question"], n) for n in notes]
     with track_usage() as usage:
         answer = manager_answer(
             llm_for("manager", ctx),
             question=state["question"],
-            chain_notes=notes,
+            chain_notes=shown,
             lang=state.get("language", "en"),
             max_tokens=ctx.manager_max_tokens,
             system_prompt=ctx.manager_prompt,

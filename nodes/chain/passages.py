@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
+from stores.text import content_words, count_tokens, lexical_tokens, split_sentences, truncate_tokens
 
 _LABEL = re.compile(r"^\s*\[?\s*((?:\d+:)?c\d+\.\d+)\s*\]?\s*$")
 _LABELS_IN = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\]")
@@ -219,6 +219,82 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
             continue
         kept.extend(label for label in hits if label not in kept)
     return Quotes(kept, dropped)
+
+
+@dataclass(frozen=True)
+class NextHop:
+    """What the evidence leaves open of a question, and what its anchor names (see :func:`next_hop`)."""
+
+    lacking: frozenset[str]
+    """Content words of the question no anchor holds."""
+    named: frozenset[str]
+    """Content words of the anchors that are not in the question: the entity the next hop is about."""
+    query: str
+    """The named words in the anchors' order, to search for the next hop with."""
+    anchors: tuple[str, ...] = ()
+    """Labels of the anchors."""
+
+
+def next_hop(question: str, evidence: dict[str, str]) -> NextHop | None:
+    """The next hop of a question from its evidence (label -> sentence), or None when no quote anchors it.
+
+    The anchors are the quoted sentences that share the most content words (at least 2) with the question.
+    """
+    asked = content_words(question)
+    shared = {label: content_words(text) & asked for label, text in evidence.items()}
+    best = max((len(w) for w in shared.values()), default=0)
+    if best < 2:
+        return None
+    labels = tuple(label for label, w in shared.items() if len(w) == best)
+    anchors = [evidence[label] for label in labels]
+    words = set().union(*(content_words(text) for text in anchors))
+    named = words - asked
+    query = " ".join(dict.fromkeys(t for text in anchors for t in lexical_tokens(text) if t in named))
+    return NextHop(frozenset(asked - words), frozenset(named), query, labels)
+
+
+def bridging(shown: dict[str, str], evidence: dict[str, str], question: str, most: int = 2) -> list[str]:
+    """Shown sentences that join the evidence to the part of the question it does not cover yet.
+
+    A bridge holds a question word no anchor of the evidence holds (:func:`next_hop`) and a
+    word the anchor names beyond the question ("published by the American Psychological Association" -> "Hall,
+    the first president of the American Psychological Association"); the ``most`` with the most such words (at
+    least 3) are returned, best first. A small model reading passages of many documents on one topic quotes the
+    sentences that repeat the question's words and passes over the one that takes the next hop.
+    """
+    hop = next_hop(question, evidence)
+    if hop is None:
+        return []
+    found = []
+    for i, (label, text) in enumerate(shown.items()):
+        if label in evidence:
+            continue
+        words = content_words(text)
+        lacking, linking = len(words & hop.lacking), len(words & hop.named)
+        if lacking and linking and lacking + linking >= 3:
+            found.append((-(lacking + linking), i, label))
+    return [label for _, _, label in sorted(found)[:most]]
+
+
+def hop_first(question: str, evidence: str) -> str:
+    """The evidence with the hop the question takes first: its anchors, then the quotes that bridge them.
+
+    The rest follows in its own order. What a reader sees first is what it answers from most often, and a
+    collection's evidence holds many quotes that only repeat the question's words.
+    """
+    quoted = quoted_sentences(evidence)
+    hop = next_hop(question, quoted)
+    if hop is None:
+        return evidence
+    anchors = {label: quoted[label] for label in hop.anchors}
+    first = [*hop.anchors, *bridging({k: v for k, v in quoted.items() if k not in anchors}, anchors, question)]
+    lines = {m.group(1): line for line in evidence.splitlines() if (m := QUOTE_LINE.match(line))}
+    return "\n".join([lines[label] for label in first] + [line for k, line in lines.items() if k not in first])
+
+
+def quoted_sentences(evidence: str) -> dict[str, str]:
+    """Label -> sentence of every quote line of an evidence text."""
+    return {m.group(1): line[m.end() :] for line in evidence.splitlines() if (m := QUOTE_LINE.match(line))}
 
 
 def label_order(label: str) -> tuple[int, int, int]:

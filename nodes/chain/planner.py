@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 
 from nodes.chain.context import ChainContext
 from nodes.chain.orderer import DocumentVectors, cached_tree, document_vectors, fresh_chain
-from nodes.chain.passages import PassageIndex, build_passage_index
+from nodes.chain.passages import PassageIndex, build_passage_index, next_hop, quoted_sentences
 from nodes.chain.pool import collection_reading, grown, pool_documents, shortlist, tree_edges
 from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.chain.state import CHUNK_TOKENS, ChainState
@@ -110,7 +110,7 @@ def _best_first(
     piece.
     """
     passages = reading.passages
-    rel = reading.relevance(state, chain_state["missing"], passages=True)
+    rel = reading.relevance(state, sought(state, ctx, chain_state["missing"], chain_state["current"]), passages=True)
     policy = ReadingPolicy(ctx.tree_weight, ctx.jump_penalty, floor)
     scores = rel + chunk_bonus(reading.tree, read, policy)[passages.chunks]
     plan = state["plan"][chain]
@@ -205,6 +205,19 @@ def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Any:
     return reading_inputs(store, state["doc_id"], ctx)
 
 
+def sought(state: ChainState, ctx: ChainContext, missing: str, evidence: str) -> str:
+    """What the next passages are chosen for besides the question: the missing piece a worker named.
+
+    With bridges on (:attr:`ChainContext.bridges`), the words the best quote names beyond the question are added
+    to it: "the director of the film shot in Leland" becomes "... maximum overdrive" once a quote says the film
+    "Maximum Overdrive" was shot there.
+    """
+    if not missing or not ctx.bridges_on(bool(state.get("pool"))):
+        return missing
+    hop = next_hop(state["question"], quoted_sentences(evidence))
+    return f"{missing} {hop.query}" if hop is not None and hop.query else missing
+
+
 def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     """A collection run's shortlist grown for the missing piece the last worker named (once per piece).
 
@@ -213,7 +226,8 @@ def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     missing = state.get("missing", "")
     if not state.get("pool") or not missing or missing in state.get("expanded", []):
         return {}
-    more = shortlist(store, state["collection"], missing, ctx.shortlist, state.get("indexes") or None)
+    query = sought(state, ctx, missing, state.get("current", ""))
+    more = shortlist(store, state["collection"], query, ctx.shortlist, state.get("indexes") or None)
     pool = grown(state["pool"], more)
     update: dict[str, Any] = {"expanded": [*state.get("expanded", []), missing]}
     if pool != state["pool"]:

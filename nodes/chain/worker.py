@@ -18,7 +18,15 @@ from pydantic import BaseModel, Field, WithJsonSchema
 
 import prompts
 from nodes.chain.context import ChainContext
-from nodes.chain.passages import QUOTE_LINE, Passage, check_quotes, label_order, sentence_index
+from nodes.chain.passages import (
+    QUOTE_LINE,
+    Passage,
+    bridging,
+    check_quotes,
+    label_order,
+    quoted_sentences,
+    sentence_index,
+)
 from nodes.chain.planner import reading_for
 from nodes.chain.reading import nothing_missing
 from nodes.chain.state import ChainState
@@ -50,6 +58,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
             previous_missing=state.get("missing", ""),
             system_prompt=ctx.worker_prompt,
             tagged=bool(state.get("pool")),
+            bridges=ctx.bridges_on(bool(state.get("pool"))),
         )
     touched = list(dict.fromkeys(reading.passages.passages[i].chunk_id for i in batch))  # best passage first
     order = [list(o) for o in state.get("order") or []]
@@ -215,11 +224,13 @@ def worker_step(
     previous_missing: str = "",
     system_prompt: str | None = None,
     tagged: bool = False,
+    bridges: bool = False,
 ) -> WorkerResult:
     """One worker: read a batch of passages with the evidence so far; quote what bears on the question.
 
     ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``); ``tagged``: the
-    labels name a collection's documents (``2:c3.2``), which the reply's schema then asks for.
+    labels name a collection's documents (``2:c3.2``), which the reply's schema then asks for; ``bridges``: the
+    sentences that join the evidence to what the question still lacks are quoted too (:func:`bridging`).
     """
     shown = sentence_index(passages)
     system = prompts.render("chain/worker", lang, template=system_prompt, quotes=quotes)
@@ -237,6 +248,9 @@ def worker_step(
         missing = ""
     topics = [question, missing, previous_missing]
     kept = on_topic([*checked.kept, *closest(shown, topics)], shown, topics, quotes)
+    if bridges:
+        evidence = quoted_sentences(notes) | {k: shown[k] for k in kept}
+        kept += [b for b in bridging(shown, evidence, question) if b not in kept]
     updated = compose_evidence(notes, with_context(kept, passages), shown, max_evidence_tokens)
     relevant = updated != notes
     has_quotes = bool(updated.strip())

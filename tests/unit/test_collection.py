@@ -354,6 +354,34 @@ def test_a_shortlist_reads_a_repeated_paragraph_once_and_keeps_its_numbers_when_
         pool_reading(store, [*pool, f"{docs[0]}:gone:c9"], passage_tokens=200, chunk_tokens=1200)
 
 
+def test_the_shortlist_grows_for_the_missing_piece_and_the_entity_the_best_quote_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nodes.chain import planner
+    from nodes.chain.context import ChainContext
+
+    asked: list[str] = []
+    monkeypatch.setattr(planner, "shortlist", lambda store, collection, query, size, indexes: asked.append(query) or [])
+    state: Any = {
+        "question": "Who directed the film shot in Leland, North Carolina in 1986?",
+        "pool": ["d1:i:c0"],
+        "collection": ["d1", "d2"],
+        "missing": "the director of that film",
+        "current": '[1:c0.4] The film "Maximum Overdrive" was shot in Leland in 1986.\n[1:c0.5] Leland is small.',
+    }
+    assert planner._grown(get_store(), state, ChainContext()) == {"expanded": ["the director of that film"]}
+    assert asked[-1] == "the director of that film maximum overdrive"
+    planner._grown(get_store(), state, ChainContext(bridges="never"))
+    assert asked[-1] == "the director of that film"
+    assert planner._grown(get_store(), {**state, "expanded": [state["missing"]]}, ChainContext()) == {}
+    assert len(asked) == 2  # a piece already searched for is not searched again
+    one_document = {**state, "pool": []}
+    assert planner.sought(one_document, ChainContext(), "the director", state["current"]) == "the director"
+    always = ChainContext(bridges="always")
+    assert planner.sought(one_document, always, "the director", state["current"]) == "the director maximum overdrive"
+    assert planner.sought(state, ChainContext(), "", state["current"]) == ""  # nothing missing: the question alone
+
+
 # --- ask across documents ------------------------------------------------------------------------------
 def _chain_model(manager_evidence: str) -> Any:
     from doubles.chat import ScriptedChatModel

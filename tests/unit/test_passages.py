@@ -4,9 +4,19 @@ import numpy as np
 
 from nodes.chain.manager import Answer, is_inferred, supporting_quotes, valid_citations
 from nodes.chain.ordering.tree import ChowLiuTree
-from nodes.chain.passages import build_passage_index, check_quotes, sentence_index, span_labels, split_passages
+from nodes.chain.passages import (
+    bridging,
+    build_passage_index,
+    check_quotes,
+    hop_first,
+    next_hop,
+    quoted_sentences,
+    sentence_index,
+    span_labels,
+    split_passages,
+)
 from nodes.chain.reading import ReadingPolicy, chunk_bonus, next_batch
-from nodes.chain.worker import closest, on_topic, with_context
+from nodes.chain.worker import closest, on_topic, with_context, worker_step
 
 CHUNKS = [
     ("c0", "Alpha is one. Beta is two.\n\nGamma is three."),
@@ -135,3 +145,73 @@ def test_the_sentences_closest_to_the_question_are_quoted_by_their_words() -> No
 def test_initials_and_titles_do_not_end_a_sentence() -> None:
     passages = split_passages([("c0", "It began with G. Stanley Hall in 1904. Dr. Chen agreed. The end.")])
     assert passages[0].sentences == ("It began with G. Stanley Hall in 1904.", "Dr. Chen agreed.", "The end.")
+
+
+JOURNAL_QUESTION = (
+    "Who was the first president of the association which published Journal of Psychotherapy Integration?"
+)
+JOURNAL = (
+    "Journal of Psychotherapy Integration is a peer-reviewed journal published by the American Psychological "
+    "Association on behalf of the Society for the Exploration of Psychotherapy Integration."
+)
+BRIDGE = "Hall, who was the first president of the American Psychological Association, viewed adolescence as turmoil."
+
+
+def test_the_next_hop_is_what_the_best_quote_names_beyond_the_question() -> None:
+    evidence = {"1:c19.18": JOURNAL, "1:c19.16": "The journal's first volumes were published under an old title."}
+    hop = next_hop(JOURNAL_QUESTION, evidence)
+    assert hop is not None
+    assert {"first", "president"} <= hop.lacking and "journal" not in hop.lacking  # the anchor is c19.18 alone
+    assert {"american", "psychological"} <= hop.named and "volumes" not in hop.named
+    assert hop.query.startswith("peer reviewed american psychological")
+    assert (
+        next_hop(JOURNAL_QUESTION, {"c1.1": "The journal closed in 2016."}) is None
+    )  # one shared word anchors nothing
+    assert next_hop(JOURNAL_QUESTION, {}) is None
+    assert quoted_sentences(f"[1:c19.18] {JOURNAL}\nnot a quote\n[c2.1] Two.") == {"1:c19.18": JOURNAL, "c2.1": "Two."}
+
+
+def test_a_bridge_joins_the_anchor_to_what_the_question_still_lacks() -> None:
+    shown = {
+        "1:c11.3": "Adolescence: the formal study of adolescent psychology began in 1904.",
+        "1:c11.4": BRIDGE,
+        "1:c14.21": "Families, Systems and Health is a journal published by the American Psychological Association.",
+        "2:c3.1": "The first president of the chess club was Ann Lee.",
+        "1:c19.18": JOURNAL,
+    }
+    evidence = {"1:c19.18": JOURNAL}
+    assert bridging(shown, evidence, JOURNAL_QUESTION) == ["1:c11.4"]  # c14.21 lacks nothing new, c3.1 links nothing
+    assert bridging(shown, {}, JOURNAL_QUESTION) == []
+    assert bridging({"1:c19.18": JOURNAL}, evidence, JOURNAL_QUESTION) == []  # what is quoted is no bridge
+    more = {**shown, "3:c1.1": "The American Psychological Association's first president, Hall, also led its Society."}
+    assert bridging(more, evidence, JOURNAL_QUESTION, most=1) == ["3:c1.1"]  # the most shared words first
+
+
+def test_a_worker_quotes_the_bridge_its_model_passed_over_when_bridges_are_on() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from stores.models import LLM, use_chat_model
+
+    issue = "The first issue of the Journal of Psychotherapy Integration was published in 1991."
+    passages = split_passages([("1:c19", f"{JOURNAL} {issue}"), ("1:c11", BRIDGE)])
+    reply = '{"quotes": ["1:c19.1"], "missing": "the first president of that association"}'
+    # the sentences sharing the most words with the question (c19.1, c19.2) are quoted by their words either way
+    for bridges, expected in ((True, {"1:c19.1", "1:c19.2", "1:c11.1"}), (False, {"1:c19.1", "1:c19.2"})):
+        with use_chat_model(FakeListChatModel(responses=[reply])):
+            result = worker_step(
+                LLM("worker", cache=False),
+                question=JOURNAL_QUESTION,
+                notes="",
+                passages=passages,
+                lang="en",
+                tagged=True,
+                bridges=bridges,
+            )
+        assert set(quoted_sentences(result.notes)) == expected
+
+
+def test_the_manager_is_shown_the_hop_first() -> None:
+    noise = "[1:c18.18] Culture and Masculinities was a journal first published in 2009 by Men's Studies Press."
+    evidence = f"[1:c11.4] {BRIDGE}\n{noise}\n[1:c19.18] {JOURNAL}"
+    assert hop_first(JOURNAL_QUESTION, evidence).splitlines() == [f"[1:c19.18] {JOURNAL}", f"[1:c11.4] {BRIDGE}", noise]
+    assert hop_first("Where is Oslo?", evidence) == evidence  # no anchor: as it was
