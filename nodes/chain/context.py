@@ -17,7 +17,7 @@ from nodes.chain.reading import (
 from nodes.context import Context, describe, prompt_field
 
 BRIDGES = ("collections", "always", "never")
-"""When workers quote bridging sentences (:func:`nodes.chain.worker.bridging`)."""
+"""When a run follows bridges (:func:`nodes.chain.passages.next_hop`, :func:`nodes.chain.passages.bridging`)."""
 
 
 @dataclass(kw_only=True)
