@@ -41,6 +41,15 @@ def deadline_reached() -> DeadlineReached:
 _http_clients: ProcessCache[str, Any] = ProcessCache("deadline-aware HTTP client", 1)
 
 
+def request_timeout(read: float, connect: float) -> tuple[float, float, float, float]:
+    """Connect, read, write and pool timeouts as a tuple, the one form every client in a call takes.
+
+    The OpenAI client's own transport (``httpx2``) refuses ``httpx.Timeout`` and the process's ``httpx`` client
+    refuses ``httpx2.Timeout``; both read ``(connect, read, write, pool)``. Write and pool wait as long as a read.
+    """
+    return (connect, read, read, read)
+
+
 def http_client() -> Any:
     """The process's HTTP client for model requests, which holds every request to the run's deadline.
 
@@ -269,7 +278,6 @@ class EndpointEmbeddings(Embeddings):
     """
 
     def __init__(self, base_url: str, api_key: str | None, model: str) -> None:
-        import httpx
         from langchain_openai import OpenAIEmbeddings
         from pydantic import SecretStr
 
@@ -282,7 +290,7 @@ class EndpointEmbeddings(Embeddings):
             model=model,
             check_embedding_ctx_length=False,
             max_retries=settings.max_retries,
-            timeout=httpx.Timeout(settings.read_timeout_for(base_url), connect=settings.connect_timeout),
+            timeout=request_timeout(settings.read_timeout_for(base_url), settings.connect_timeout),
             http_client=http_client(),
         )
 

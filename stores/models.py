@@ -37,6 +37,7 @@ from stores.endpoints import (
     is_openai,
     model_error,
     rate_limiter,
+    request_timeout,
     unavailable,
 )
 from stores.errors import InputError, ModelError, RunTimeout
@@ -125,7 +126,6 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     override = _override.get()
     if override is not None:
         return override(role)
-    import httpx
     from langchain_openai import ChatOpenAI
 
     spec = resolve_role(role, overrides)
@@ -143,7 +143,7 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         api_key=SecretStr(spec.api_key or "not-needed"),
         temperature=spec.temperature,
         max_retries=settings.max_retries,
-        timeout=httpx.Timeout(read_timeout, connect=settings.connect_timeout),
+        timeout=request_timeout(read_timeout, settings.connect_timeout),
         max_completion_tokens=max_tokens,  # the field max_tokens, by its alias
         stream_usage=True,
         streaming=bundled or streaming_wanted(),
