@@ -1,17 +1,16 @@
-"""The LLM response cache: LangChain's ``SQLiteCache`` under ``LONGDOC_HOME``, read and written by :class:`LLM`."""
+"""The LLM response cache: a ``BaseCache`` in SQLite under ``LONGDOC_HOME``, read and written by :class:`LLM`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from langchain_community.cache import SQLiteCache
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
 from stores import llm_cache
-from stores.llm_cache import response_cache
+from stores.llm_cache import SQLiteReplyCache, response_cache
 from stores.models import LLM, ModelError, ModelOutputError, llm_for, messages, use_chat_model
 from stores.usage import track_usage
 
@@ -35,7 +34,7 @@ def test_a_repeated_request_is_answered_from_the_sqlite_cache_with_its_original_
             two = LLM("worker", cache=True).text(messages("s", "same question"))
         with track_usage() as used3:
             three = LLM("worker", cache=True).text(messages("s", "other question"))
-    assert isinstance(response_cache(), SQLiteCache) and (longdoc_home / "llm_cache.sqlite").is_file()
+    assert isinstance(response_cache(), SQLiteReplyCache) and (longdoc_home / "llm_cache.sqlite").is_file()
     assert (one, two, three) == ("first", "first", "second") and len(fake.calls) == 2
     assert used1["worker"]["cached"] == 0 and used3["worker"]["cached"] == 0
     assert used2["worker"] == {**used1["worker"], "cached": 1}
