@@ -3,8 +3,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= ../shared/data
+# Test processes (pytest-xdist): one per core by default. Tests sharing a server are grouped onto one process.
+JOBS ?= auto
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadgroup
 
-.PHONY: install system test unit lint format demo serve dev bench scaleout bench-serve plots notebooks
+.PHONY: install system static check test unit format demo serve dev bench scaleout bench-serve plots notebooks notebook-test coverage
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,22 +23,31 @@ install: $(STAMP)
 system:
 	bash .ci/system-deps
 
-# The tests, then the reliability benchmark (scripted endpoint and `langgraph dev`, about 5 minutes on 2
-# cores; exits 1 when a suite falls short). Its JSON goes to a temporary file: the committed figures are
-# refreshed by hand.
-test: install
+# Lint (docstrings, complexity), format and strict types.
+static: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+
+# What an engineer runs on every change (about 5 minutes on 2 cores): `static`, then the unit tests (scripted
+# models, hash embeddings, no network, no bundled model) on every core.
+check: static
+	$(PYTEST) tests/unit
+
+# The README's test command and CI's (about 15 minutes on 2 cores): everything in `check`, the integration tests
+# (bundled model, `langgraph dev`, LangServe, PostgreSQL, Aegra) on every core, then the reliability benchmark
+# (scripted endpoint and `langgraph dev`; exits 1 when a suite falls short). Its JSON goes to a temporary file:
+# the committed figures are refreshed by hand. The notebooks run in `make notebook-test`.
+test: static
+	$(PYTEST)
 	out=$$(mktemp "$${TMPDIR:-/tmp}/longdoc-reliability.XXXXXX") && $(PY) -m bench.reliability --out "$$out" && rm -f "$$out"
 
 unit: install
-	$(PY) -m pytest tests/unit
+	$(PYTEST) tests/unit
 
-lint: install
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+# Line coverage of the product packages by the tests `make test` runs (combined across the test processes).
+coverage: install
+	$(PYTEST) --cov=graphs --cov=nodes --cov=stores --cov=surfaces --cov=prompts --cov=deploy --cov-report=term:skip-covered
 
 format: install
 	$(VENV)/bin/ruff format .
@@ -75,3 +87,8 @@ plots: install
 # with the digest of their code (a unit test fails when a notebook's code changed after its run).
 notebooks: install
 	$(PY) -m bench.notebooks
+
+# The notebooks run top to bottom on the bundled model in this environment's kernel, their files untouched
+# (about 8 minutes on 2 cores).
+notebook-test: install
+	$(PY) -m pytest -m notebooks tests/integration/test_notebooks.py

@@ -61,6 +61,8 @@ class Waits:
 def record_waits(monkeypatch: pytest.MonkeyPatch, clock: FakeClock | None = None) -> Waits:
     """Record every request sent through ``httpx``'s transport and every sleep of :data:`WAITING`, from now on.
 
+    Those sleeps are recorded instead of slept (a back-off of 2 s costs the test nothing); others sleep as asked.
+
     ``clock`` (the run deadlines' fake clock) moves on by each sleep and by the timeout of each request that
     times out before its reply begins, so a deadline passes exactly when the waits asked for reach it.
     """
@@ -84,12 +86,14 @@ def record_waits(monkeypatch: pytest.MonkeyPatch, clock: FakeClock | None = None
             raise
 
     def sleeping(seconds: float) -> None:
-        if str(sys._getframe(1).f_globals.get("__name__", "")).split(".")[0] in WAITING:
-            with lock:
-                waits.sleeps.append(float(seconds))
-            if clock is not None:
-                clock.advance(seconds)
-        sleep(seconds)
+        if str(sys._getframe(1).f_globals.get("__name__", "")).split(".")[0] not in WAITING:
+            sleep(seconds)
+            return
+        with lock:
+            waits.sleeps.append(float(seconds))
+        if clock is not None:
+            clock.advance(seconds)
+        sleep(0)  # recorded, not slept: the back-off is the figure under test, not the time it takes
 
     monkeypatch.setattr(httpx.HTTPTransport, "handle_request", sending)
     monkeypatch.setattr(time, "sleep", sleeping)

@@ -46,6 +46,9 @@ def _graph(checkpointer):  # type: ignore[no-untyped-def]
     return b.compile(checkpointer=checkpointer, interrupt_before=["second"])
 
 
+pytestmark = pytest.mark.xdist_group("postgres")  # one PostgreSQL server for the module, in one test process
+
+
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     if postgres_bindir() is None:

@@ -29,7 +29,10 @@ from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
 LANGGRAPH = shutil.which("langgraph", path=str(Path(sys.executable).parent))
 
-pytestmark = pytest.mark.skipif(LANGGRAPH is None, reason="the langgraph CLI is not installed (make install)")
+pytestmark = [
+    pytest.mark.skipif(LANGGRAPH is None, reason="the langgraph CLI is not installed (make install)"),
+    pytest.mark.xdist_group("clients"),  # one server for the module, in one test process
+]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Every notebook in notebooks/ runs top to bottom on the bundled model without an error.
+"""Every notebook in notebooks/ runs top to bottom on the bundled model without an error (`make notebook-test`).
 
 Each runs as `make notebooks` runs it (:mod:`bench.notebooks`: a fresh LONGDOC_HOME, a scratch copy
 of notebooks/data as working directory, the default embedder) in a ``python3`` kernel that must be
@@ -26,6 +26,7 @@ def test_there_are_notebooks() -> None:
     assert {"chain.ipynb", "tour.ipynb"} <= {path.name for path in NOTEBOOKS}
 
 
+@pytest.mark.notebooks
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path) -> None:

@@ -32,10 +32,13 @@ KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "
 MAX_BYTES = 100_000
 """The instances' ``LONGDOC_MAX_BYTES``: over the documents of these tests, under the files sent to be refused."""
 
-pytestmark = pytest.mark.skipif(
-    postgres_bindir() is None or chroma_binary() is None,
-    reason="PostgreSQL server binaries or the chroma command are not installed (.ci/system-deps, make install)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        postgres_bindir() is None or chroma_binary() is None,
+        reason="PostgreSQL server binaries or the chroma command are not installed (.ci/system-deps, make install)",
+    ),
+    pytest.mark.xdist_group("scaleout"),  # one deployment for the module, in one test process
+]
 
 
 def _env(endpoint: str) -> dict[str, str]:

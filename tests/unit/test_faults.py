@@ -9,9 +9,13 @@ client and the graph's retry policies).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +24,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
 
 from doubles import endpoint as fake_endpoint
+from stores.cache import reset_caches
 from stores.endpoints import endpoint_gate
 from stores.models import LLM, ModelError, ModelOutputError, messages
 from stores.usage import track_usage
@@ -308,7 +313,9 @@ def test_the_command_line_refuses_a_cut_reply_that_claims_it_finished(
 
 @pytest.mark.parametrize("endpoint", ["truncated", "cut_stop", "empty"], indirect=True)
 @pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
-def test_cut_or_empty_replies_never_become_the_answer(endpoint: fake_endpoint.Script, workflow: str) -> None:
+def test_cut_or_empty_replies_never_become_the_answer(
+    endpoint: fake_endpoint.Script, workflow: str, waits: Waits
+) -> None:
     with TestClient(create_app()) as client:
         doc_id = _ingest(client)
         response = client.post(f"/{workflow}/invoke", json={"input": WORKFLOWS[workflow](doc_id)})
@@ -391,6 +398,7 @@ def test_a_command_line_run_ends_at_the_run_deadline(
 
 # --- what a failed run leaves behind ---------------------------------------------------------------------
 EVERY_FAULT = [mode for mode in fake_endpoint.FAULTS if mode != "ok"] + ["refuse"]
+COMMANDS = ["ask", "summarize", "chat", "canvas"]
 
 
 def _snapshot(home: Path) -> dict[str, str]:
@@ -403,6 +411,17 @@ def _snapshot(home: Path) -> dict[str, str]:
         for path in sorted(home.rglob("*"))
         if path.is_file() and not path.name.startswith("checkpoints.sqlite") and path.suffix != ".lock"
     }
+
+
+def _open_store() -> None:
+    """Open and search every collection of a copied store, as its first run does: Chroma then rewrites its index
+    files once, which would otherwise show as a change made by the run under test."""
+    from stores.vectorstore import get_client
+
+    for collection in get_client().list_collections():
+        first = collection.get(limit=1, include=["embeddings"])
+        if first["ids"]:
+            collection.query(query_embeddings=[first["embeddings"][0]], n_results=1)
 
 
 def _checkpoints(thread: str) -> list[str]:
@@ -437,8 +456,54 @@ def _command(command: str, thread: str, folder: Path) -> list[str]:
     }[command] + ["-q"]
 
 
+@dataclass
+class Prepared:
+    """A data home as each failing run of a command starts: its reference run done, and what that run printed."""
+
+    home: Path
+    reference: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Prepared]:
+    """The reference run of a command, made once per test process and copied into each case's data home."""
+    made: dict[str, Prepared] = {}
+
+    def make(command: str) -> Prepared:
+        if command in made:
+            return made[command]
+        folder = tmp_path_factory.mktemp(f"reference-{command}")
+        home = folder / "home"
+        script = fake_endpoint.Script(stall_seconds=30, retry_after=0.3)
+        with pytest.MonkeyPatch.context() as patch, fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+            patch.setenv("LONGDOC_HOME", str(home))
+            patch.setenv("LONGDOC_BASE_URL", url + "/v1")
+            reset_caches()
+            endpoint_gate.reset()
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                assert cli.main(_command(command, "reference", folder)) == 0
+                reference = json.loads(out.getvalue().splitlines()[-1])
+                if command == "chat":  # the session has a finished turn before the one that fails
+                    first = ["chat", str(FALCON), "--script", str(folder / "questions.json"), "--session", "run", "-q"]
+                    assert cli.main(first) == 0
+                    reference["turn"] = 2
+                if command == "canvas":  # the document is in the run's namespace before the canvas fails
+                    assert cli.main(["ingest", str(FALCON), "--namespace", "run", "-q"]) == 0
+            reset_caches()
+            endpoint_gate.reset()
+        made[command] = Prepared(home=home, reference=reference)
+        return made[command]
+
+    return make
+
+
+RESUMED = [pytest.param(command, marks=pytest.mark.xdist_group(f"resume-{command}")) for command in COMMANDS]
+"""Each command's cases in one test process, which makes its reference run once."""
+
+
 @pytest.mark.parametrize("fault", EVERY_FAULT)
-@pytest.mark.parametrize("command", ["ask", "summarize", "chat", "canvas"])
+@pytest.mark.parametrize("command", RESUMED)
 def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
     fault: str,
     command: str,
@@ -446,22 +511,20 @@ def test_a_failed_run_leaves_the_store_unchanged_and_its_checkpoints_resumable(
     longdoc_home: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    prepared: Callable[[str], Prepared],
+    waits: Waits,
 ) -> None:
+    start = prepared(command)
+    shutil.copytree(start.home, longdoc_home, dirs_exist_ok=True)
+    reset_caches()
+    _open_store()
+    reference = start.reference
     script = fake_endpoint.Script(stall_seconds=30, retry_after=0.3)
     with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
-        monkeypatch.setenv("LONGDOC_BASE_URL", url + "/v1")
-        assert cli.main(_command(command, "reference", tmp_path)) == 0
-        reference = json.loads(capsys.readouterr().out.splitlines()[-1])
-        if command == "chat":  # the session has a finished turn before the one that fails
-            first = ["chat", str(FALCON), "--script", str(tmp_path / "questions.json"), "--session", "run", "-q"]
-            assert cli.main(first) == 0
-            reference["turn"] = 2
-        if command == "canvas":  # the document is in the run's namespace before the canvas fails
-            assert cli.main(["ingest", str(FALCON), "--namespace", "run", "-q"]) == 0
-        capsys.readouterr()
         before, saved = _snapshot(longdoc_home), _checkpoints("run")
 
         script.fault = "ok" if fault == "refuse" else fault
+        monkeypatch.setenv("LONGDOC_BASE_URL", url + "/v1")
         if fault == "refuse":
             monkeypatch.setenv("LONGDOC_BASE_URL", f"http://127.0.0.1:{fake_endpoint.free_port()}/v1")
         endpoint_gate.reset()
