@@ -744,3 +744,51 @@ def test_the_agent_card_is_at_the_servers_root_too(deployed: tuple[TestClient, R
     assert root.json()["supportedInterfaces"][0]["url"] == "http://testserver/a2a/chat"
     (events,) = a2a_conversation("key-b", [[{"text": "Hello"}]], url=APP)  # the client finds the agent from the root
     assert final_status(events)["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+def test_langchain_mcp_adapters_tools_carry_the_hints_the_progress_and_the_conversation(loopback: Runs) -> None:
+    """The tools as a LangGraph agent loads them: annotations as metadata, progress to the client's callback, and
+    a chat that goes on by the thread_id of the previous turn's structured result."""
+    import asyncio
+
+    import httpx
+    from langchain_mcp_adapters.callbacks import CallbackContext, Callbacks
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    from deploy import mcp as served
+
+    heard: list[str] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None, context: CallbackContext) -> None:
+        heard.append(f"{context.tool_name}: {message}")
+
+    def client(
+        headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None, auth: httpx.Auth | None = None
+    ) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=door.app)
+        return httpx.AsyncClient(transport=transport, headers=headers, timeout=timeout or 30, auth=auth)
+
+    async def run() -> Any:
+        server = {
+            "url": f"{APP}/mcp",
+            "transport": "streamable_http",
+            "headers": {"X-API-Key": "key-b"},
+            "httpx_client_factory": client,
+        }
+        async with served.route.running():
+            mcp_client = MultiServerMCPClient({"longdoc": server}, callbacks=Callbacks(on_progress=on_progress))
+            tools = {t.name: t for t in await mcp_client.get_tools()}
+            ingested = await tools["ingest"].ainvoke({"text": f"# Falcon report\n\n{LINE}\n"})
+            doc_id = json.loads(ingested[0]["text"])["doc_id"]
+            call = {"name": "chat", "type": "tool_call", "id": "c1"}
+            first = await tools["chat"].ainvoke({**call, "args": {"question": "Who buys?", "doc_id": doc_id}})
+            thread = first.artifact["structured_content"]["thread_id"]
+            second = await tools["chat"].ainvoke({**call, "args": {"question": "And then?", "thread_id": thread}})
+            return tools, first, second
+
+    tools, first, second = asyncio.run(run())
+    assert tools["ask"].metadata["readOnlyHint"] is True and tools["ingest"].metadata["idempotentHint"] is True
+    assert tools["chat"].metadata["readOnlyHint"] is False
+    assert "ingest: ingesting: 1 of 1 chunks embedded" in heard and "chat: answer written" in heard
+    assert first.artifact["structured_content"]["turn"] == 1 and second.artifact["structured_content"]["turn"] == 2
+    assert second.artifact["structured_content"]["thread_id"] == first.artifact["structured_content"]["thread_id"]
