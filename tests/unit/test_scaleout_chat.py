@@ -3,8 +3,10 @@
 The door is the real :class:`deploy.app.TenantGuard` (and, for MCP and A2A, the real ``deploy.app`` routes);
 behind it, in Aegra's place, a small ASGI app (:class:`Runs`) runs the served graphs (scripted model, hash
 embeddings, an in-memory checkpointer) on the run endpoints those callers use, with the body the guard passed
-on, and keeps that body as Aegra keeps a run's record. ``tests/integration/test_scaleout.py`` runs the same
-calls on two real Aegra instances with PostgreSQL.
+on, and keeps that body as Aegra keeps a run's record (streamed runs too). MCP and A2A are called as raw
+JSON-RPC and through the official MCP client, ``langchain-mcp-adapters`` and the official A2A client, over an
+ASGI transport. ``tests/integration/test_scaleout.py`` runs the same calls on two real Aegra instances with
+PostgreSQL.
 """
 
 from __future__ import annotations
