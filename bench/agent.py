@@ -429,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--transcript", metavar="URL", help="run item --items' first to its end on this server")
     args = parser.parse_args(argv)
     start, end = (int(x) for x in args.items.split(":"))
-    # llama.cpp sends no progress while it reads a tool-calling request (the five tools' schemas make a
+    # llama.cpp sends no progress while it reads a tool-calling request (the tools' schemas make a
     # prompt of a few thousand tokens): wait for the reply as long as that takes on 2 cores
     os.environ.setdefault("LONGDOC_READ_TIMEOUT", "600")
     from stores.models import chat_model, resolve_role

@@ -8,14 +8,20 @@ binding of A2A 1.0:
   in the chat: its bytes, ``raw`` in base64 with ``mediaType`` and ``filename``) and ``data`` parts
   (input fields, e.g. ``doc_id``); ``contextId`` names the conversation (a thread), absent on the
   first message. The answer comes back as a completed task whose artifact holds the AI message's
-  text (the answer and the sources it cites); a refused run is a rejected task and a failed one a
-  failed task, each with the reason.
+  text (the answer and the sources it cites) and, beside it, a data part with the turn's ``sources``,
+  ``citations``, ``turn`` and ``doc_id``. A turn that needs what the user can send (a first message
+  naming no document) ends as input-required, what to attach or name its status message; a message
+  that cannot be taken as it is (an unknown document id, an unreadable file) or a refused run is a
+  rejected task, and a failed run a failed task, each with the reason as its status message
+  (:func:`outcome`).
 - ``SendStreamingMessage`` (what the SDK's client sends by default, since the card says it streams):
   the same turn as server-sent events: the task, then the answer's words as artifact updates as the
-  model writes them, then the last chunk and the task's final status.
+  model writes them, then the last chunk (``lastChunk``: the rest of the text and the data part) and
+  the task's final status (the answer is not repeated in it).
 
-The agent card, at ``/a2a/{assistant}/.well-known/agent-card.json``, says what the agent does, that it
-needs a document, and gives examples. ``{assistant}`` is the workflow's name (``chat``, or its former id
+The agent card, at ``/a2a/{assistant}/.well-known/agent-card.json`` and for the chat at the server's root
+(``/.well-known/agent-card.json``), says what the agent does, that it needs a document, and gives
+examples. ``{assistant}`` is the workflow's name (``chat``, or its former id
 ``offload``) or the id of an assistant of the chat graph (Aegra's, or one made on ``langgraph dev``).
 
 Like :mod:`deploy.mcp`, a message is a run made through this instance's own loopback address with
@@ -121,6 +127,12 @@ def turn_input(parts: list[Any]) -> dict[str, Any]:
     return {**data, "messages": [{"type": "human", "content": content}]}
 
 
+COMPLETED, INPUT_REQUIRED, REJECTED = "TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_REJECTED"
+
+TURN_DATA = ("turn", "doc_id", "citations", "sources")
+"""What the answer's data part holds, from the AI message's ``additional_kwargs["longdoc"]``."""
+
+
 def _message(text: str, thread: str, task: str) -> dict[str, Any]:
     return {
         "role": "ROLE_AGENT",
@@ -131,21 +143,51 @@ def _message(text: str, thread: str, task: str) -> dict[str, Any]:
     }
 
 
-def _task(task_id: str, thread: str, state: str, text: str, artifact_id: str = "") -> dict[str, Any]:
+def answer_parts(text: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """An answer's artifact parts: its text, and beside it the turn's sources and citations as a data part."""
+    return [*([{"text": text}] if text or not data else []), *([{"data": data}] if data else [])]
+
+
+def _task(
+    task_id: str, thread: str, state: str, text: str, data: dict[str, Any] | None = None, artifact_id: str = ""
+) -> dict[str, Any]:
+    """A task in ``state``: a completed one holds the answer as its artifact, any other ``text`` as its status."""
     task: dict[str, Any] = {"id": task_id, "contextId": thread, "status": {"state": state}}
-    if state == "TASK_STATE_COMPLETED":
-        artifact = {"artifactId": artifact_id or str(uuid.uuid4()), "name": "answer", "parts": [{"text": text}]}
-        task["artifacts"] = [artifact]
-    if text:
+    if state == COMPLETED:
+        parts = answer_parts(text, data or {})
+        task["artifacts"] = [{"artifactId": artifact_id or str(uuid.uuid4()), "name": "answer", "parts": parts}]
+    elif text:
         task["status"]["message"] = _message(text, thread, task_id)
     return task
 
 
 def answer_text(output: Any) -> str:
     """The text of the turn's AI message (the answer, then the sources it cites)."""
+    return str(_last(output).get("content") or "")
+
+
+def _last(output: Any) -> dict[str, Any]:
     messages = output.get("messages") if isinstance(output, dict) else None
     last = messages[-1] if messages else {}
-    return str(last.get("content") or "") if isinstance(last, dict) else ""
+    return last if isinstance(last, dict) else {}
+
+
+def outcome(output: Any) -> tuple[str, str, dict[str, Any]]:
+    """How a turn ends: its task state, its text and the answer's data.
+
+    A turn the chat answered with what to send instead ends as input-required, that text its status (no
+    document named: the user can attach or name one); a message it could not take as it is (an unknown id,
+    an unreadable file) as rejected, the reason its status; an answer as completed, with its data
+    (:data:`TURN_DATA`).
+    """
+    last = _last(output)
+    meta = (last.get("additional_kwargs") or {}).get("longdoc") or {}
+    text = str(last.get("content") or "")
+    if meta.get("refused"):
+        if meta.get("needs"):
+            return INPUT_REQUIRED, text, {}
+        return REJECTED, IngestRoot.from_env().scrub(str(meta["refused"])), {}
+    return COMPLETED, text, {key: meta[key] for key in TURN_DATA if key in meta}
 
 
 async def send_message(request: Request, assistant: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -157,10 +199,11 @@ async def send_message(request: Request, assistant: str, params: dict[str, Any])
     try:
         thread, run_id, output = await run_workflow(request.scope, headers, assistant, value, thread)
     except Refused as exc:
-        return _task(str(message.get("taskId") or uuid.uuid4()), exc.thread, "TASK_STATE_REJECTED", str(exc))
+        return _task(str(message.get("taskId") or uuid.uuid4()), exc.thread, REJECTED, str(exc))
     except Failed as exc:
         return _task(exc.run_id, exc.thread, "TASK_STATE_FAILED", f"the turn failed: {exc}")
-    return _task(run_id, thread, "TASK_STATE_COMPLETED", answer_text(output))
+    state, text, data = outcome(output)
+    return _task(run_id, thread, state, text, data)
 
 
 async def stream_turn(
@@ -214,8 +257,8 @@ async def stream_message(request: Request, assistant: str, params: dict[str, Any
                 update["status"]["message"] = _message(text, thread, task_id)
             return _sse(request_id, {"statusUpdate": update})
 
-        def words(text: str, last: bool) -> bytes:
-            artifact = {"artifactId": artifact_id, "name": "answer", "parts": [{"text": text}]}
+        def words(parts: list[dict[str, Any]], last: bool) -> bytes:
+            artifact = {"artifactId": artifact_id, "name": "answer", "parts": parts}
             update = {"taskId": task_id, "contextId": thread, "artifact": artifact, "append": bool(shown)}
             return _sse(request_id, {"artifactUpdate": {**update, "lastChunk": last}})
 
@@ -226,18 +269,20 @@ async def stream_message(request: Request, assistant: str, params: dict[str, Any
                     yield _sse(request_id, {"task": _task(task_id, thread, "TASK_STATE_SUBMITTED", "")})
                     yield status("TASK_STATE_WORKING")
                 elif kind == "words" and data:
-                    yield words(data, last=False)
+                    yield words([{"text": data}], last=False)
                     shown += data
                 elif kind == "done":
-                    text = answer_text(data)
+                    state, text, turn = outcome(data)
+                    if state != COMPLETED:
+                        yield status(state, text)
+                        continue
                     rest = text[len(shown) :] if text.startswith(shown) else text
-                    if rest or not shown:
-                        yield words(rest, last=True)
-                    yield status("TASK_STATE_COMPLETED", text)
+                    yield words(answer_parts(rest, turn), last=True)
+                    yield status(COMPLETED)
         except Refused as exc:
             task_id = task_id or str(message.get("taskId") or uuid.uuid4())
             thread = thread or exc.thread
-            yield _sse(request_id, {"task": _task(task_id, thread, "TASK_STATE_REJECTED", str(exc))})
+            yield _sse(request_id, {"task": _task(task_id, thread, REJECTED, str(exc))})
         except Failed as exc:
             thread, task_id = exc.thread, task_id or exc.run_id
             yield status("TASK_STATE_FAILED", f"the turn failed: {exc}")
@@ -276,8 +321,8 @@ def agent_card(url: str) -> dict[str, Any]:
     """The chat's agent card, served at ``url``."""
     needs = (
         " It needs a document: attach one to the first message (a file part: PDF, DOCX, HTML, Markdown or "
-        'text), or name an ingested one with a data part {"doc_id": ...}; a first message without one is '
-        "answered with what to attach. Later messages in the same context go on about the same document."
+        'text), or name an ingested one with a data part {"doc_id": ...}; a first message without one ends as '
+        "input-required, saying what to attach. Later messages in the same context go on about the same document."
     )
     return {
         "name": "chat",
@@ -286,17 +331,18 @@ def agent_card(url: str) -> dict[str, Any]:
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
         "capabilities": {"streaming": True, "pushNotifications": False},
         "defaultInputModes": list(MEDIA_TYPES),
-        "defaultOutputModes": ["text/plain", "text/markdown"],
+        "defaultOutputModes": ["text/plain", "text/markdown", "application/json"],
         "skills": [
             {
                 "id": "chat",
                 "name": "Chat about a document",
                 "description": "Questions and follow-ups about one long document; each answer ends with the "
-                "sentences it cites (document, sentence label, quoted words)." + needs,
+                "sentences it cites (document, sentence label, quoted words), which also come as a data part "
+                "(sources, citations)." + needs,
                 "tags": ["documents", "question answering", "long context", "citations"],
                 "examples": list(CHAT_EXAMPLES),
                 "inputModes": list(MEDIA_TYPES),
-                "outputModes": ["text/plain", "text/markdown"],
+                "outputModes": ["text/plain", "text/markdown", "application/json"],
             }
         ],
     }
@@ -310,3 +356,10 @@ async def card(assistant: str, request: Request) -> JSONResponse:
     if await conversational(request.scope, headers, assistant) is None:
         return JSONResponse({"error": "not found", "message": f"no A2A agent {assistant!r}"}, status_code=404)
     return JSONResponse(agent_card(str(request.base_url).rstrip("/") + f"/a2a/{assistant}"))
+
+
+@router.get("/.well-known/agent-card.json")
+@router.get("/.well-known/agent.json")
+async def root_card(request: Request) -> JSONResponse:
+    """The chat's agent card at the server's root, where A2A clients look first (``/a2a/chat`` serves it too)."""
+    return JSONResponse(agent_card(str(request.base_url).rstrip("/") + "/a2a/chat"))

@@ -48,9 +48,9 @@ DESCRIPTIONS: dict[str, str] = {
     "chat": (
         "Hold a conversation about one document, turn by turn, with a small working memory: a map of the "
         "document in every prompt, earlier turns compressed and recalled when needed. Each call is one turn; "
-        "a chat client continues the conversation on the same thread, while an MCP call is a conversation of "
-        "one turn (for a single question, ask reads more). Name the document by doc_id or text on the first "
-        "turn, or attach the file to the message in a chat client."
+        "a chat client continues the conversation on the same thread, an MCP call by passing back the "
+        "thread_id the previous turn returned (for a single question, ask reads more). Name the document by "
+        "doc_id or text on the first turn, or attach the file to the message in a chat client."
     ),
     "route": (
         "Choose, among the agents and tools of a registry (MCP servers and their tools), the agents that fit a "

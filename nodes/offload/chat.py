@@ -115,9 +115,14 @@ def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) ->
     return AIMessage(content=text, id=state.get("reply_id") or None, additional_kwargs={"longdoc": meta})
 
 
-def notice_message(text: str, reason: str) -> AIMessage:
-    """A turn the chat could not take, answered in the chat: what to do instead, and the reason as data."""
-    return AIMessage(content=text, additional_kwargs={"longdoc": {"refused": reason}})
+def notice_message(text: str, reason: str, needs: str = "") -> AIMessage:
+    """A turn the chat could not take, answered in the chat: what to do instead, and the reason as data.
+
+    ``needs`` names what the user can send to go on (``document``: the turn named none), empty when the
+    message cannot be taken as it is (an unknown id, an unreadable file).
+    """
+    meta = {"refused": reason, **({"needs": needs} if needs else {})}
+    return AIMessage(content=text, additional_kwargs={"longdoc": meta})
 
 
 MEDIA_SUFFIXES = {

@@ -102,11 +102,15 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
         return {"refused": reason, "notice": notice, **cleared, **restored, "messages": kept}
 
 
+NO_DOCUMENT = "no document: give one of doc_id, path or text"
+"""Why a first turn that names no document is refused."""
+
+
 class NoDocument(InputError):
     """A first turn that names no document (a chat message is answered with what to attach or name)."""
 
     def __init__(self, namespace: str) -> None:
-        super().__init__("no document: give one of doc_id, path or text")
+        super().__init__(NO_DOCUMENT)
         self.namespace = namespace
 
 
@@ -118,7 +122,9 @@ def refuse(state: OffloadState) -> dict[str, Any]:
     notice = state.get("notice")
     if not notice:
         raise InputError(state["refused"])
-    return {"messages": [notice_message(notice, state["refused"])], "answer": notice, "citations": [], "notice": ""}
+    needs = "document" if state["refused"] == NO_DOCUMENT else ""
+    message = notice_message(notice, state["refused"], needs)
+    return {"messages": [message], "answer": notice, "citations": [], "notice": ""}
 
 
 def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> tuple[list[str], dict[str, Any]]:

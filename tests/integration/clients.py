@@ -72,7 +72,11 @@ def check_chat_turn(turn: dict[str, Any], number: int) -> dict[str, Any]:
 def mcp_session(
     url: str, calls: list[tuple[str, dict[str, Any]]], headers: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """The official MCP client: initialize, list tools, then each ``(tool, arguments)`` call; what each returned."""
+    """The official MCP client: initialize, list tools, then each ``(tool, arguments)`` call with a progress
+    callback; what each returned, and the progress messages each heard (``progress``).
+
+    An argument ``"thread_id": "<previous>"`` is the ``thread_id`` the previous call's result holds.
+    """
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -84,8 +88,19 @@ def mcp_session(
         ):
             info = await asyncio.wait_for(client.initialize(), 30)
             tools = await asyncio.wait_for(client.list_tools(), 60)
-            results = [await asyncio.wait_for(client.call_tool(name, args), TIMEOUT) for name, args in calls]
-            return {"info": info, "tools": {t.name: t for t in tools.tools}, "results": results}
+            results: list[Any] = []
+            progress: list[list[str]] = []
+            for name, args in calls:
+                heard: list[str] = []
+
+                async def hear(done: float, total: float | None, message: str | None, into: list[str] = heard) -> None:
+                    into.append(str(message))
+
+                if args.get("thread_id") == "<previous>":
+                    args = {**args, "thread_id": (results[-1].structuredContent or {}).get("thread_id", "")}
+                results.append(await asyncio.wait_for(client.call_tool(name, args, progress_callback=hear), TIMEOUT))
+                progress.append(heard)
+            return {"info": info, "tools": {t.name: t for t in tools.tools}, "results": results, "progress": progress}
 
     return asyncio.run(session())
 

@@ -148,22 +148,33 @@ def test_the_mcp_client_lists_and_calls_the_workflows(server: dict[str, Any]) ->
         clients.ask_tool(doc_id),
         ("ask", {"question": "Who?"}),
         ("chat", {"question": "Who manages procurement?", "doc_id": doc_id}),
+        ("chat", {"question": "When do the field trials start?", "thread_id": "<previous>"}),
+        ("documents", {}),
+        ("ask", {"question": "Who?", "doc_id": doc_id, "top_k": 3}),
     ]
     session = clients.mcp_session(server["url"], calls)
     assert session["info"].serverInfo.name == "longdoc"
     tools = session["tools"]
-    assert list(tools) == ["ingest", "ask", "summarize", "chat", "route"]
+    assert list(tools) == ["ingest", "ask", "summarize", "chat", "route", "documents"]
     for name, tool in tools.items():
-        assert tool.description == DESCRIPTIONS[name]
+        assert tool.description == DESCRIPTIONS.get(name, tool.description) and tool.outputSchema, name
+        assert tool.annotations is not None and tool.inputSchema["additionalProperties"] is False, name
         properties = tool.inputSchema["properties"]
         assert "messages" not in properties and all(p.get("description") for p in properties.values()), name
-    good, bad, chat = session["results"]
+    good, bad, chat, again, listed, stray = session["results"]
     answer = json.loads(clients.text_of(good))  # JSON, not Python repr
     assert not good.isError and answer["doc_id"] == doc_id and answer["answer"] and answer["quotes"]
     assert good.structuredContent == answer and "tree" not in answer
     assert bad.isError and clients.text_of(bad) == "ask failed: no document: give one of doc_id, path or text"
     turn = json.loads(clients.text_of(chat))
-    assert set(turn) == {"answer", "sources", "citations", "turn", "doc_id", "session"} and turn["turn"] == 1
+    assert set(turn) == {"answer", "sources", "citations", "turn", "doc_id", "thread_id"} and turn["turn"] == 1
+    assert not again.isError and again.structuredContent["turn"] == 2  # the conversation went on
+    assert again.structuredContent["thread_id"] == turn["thread_id"]
+    assert doc_id in [d["doc_id"] for d in listed.structuredContent["documents"]]
+    assert stray.isError and clients.text_of(stray).startswith("ask does not take 'top_k'; its arguments: doc_id")
+    heard = session["progress"]
+    assert "passages read" in heard[0] and heard[0][-1] == "answer written", heard[0]
+    assert heard[2][0] == "message taken" and "answer written" in heard[2], heard[2]
 
 
 def test_mcp_tools_serve_a_langgraph_agent(server: dict[str, Any]) -> None:
@@ -179,6 +190,12 @@ def test_an_a2a_caller_holds_a_conversation_with_the_chat_assistant(server: dict
     url, assistant = server["url"], chat["assistant_id"]
     card = clients.httpx.get(f"{url}/a2a/{assistant}/.well-known/agent-card.json", timeout=30).json()
     assert card["name"] == "chat" and "needs a document" in card["description"] and card["skills"][0]["examples"]
+    root = clients.httpx.get(f"{url}/.well-known/agent-card.json", timeout=30).json()
+    assert root["supportedInterfaces"][0]["url"] == f"{url}/a2a/chat" and root["skills"] == card["skills"]
+    image = {"raw": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "shot.png"}
+    rejected = clients.a2a_send(url, assistant, [{"text": "What is this?"}, image])
+    assert rejected["status"]["state"] == "TASK_STATE_REJECTED" and "artifacts" not in rejected
+    assert "image/png files are not read" in rejected["status"]["message"]["parts"][0]["text"]
     parts = [{"text": "Who manages procurement?"}, {"data": {"doc_id": server["doc_id"]}}]
     first = clients.a2a_send(url, assistant, parts)
     assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
@@ -198,11 +215,16 @@ def test_the_official_a2a_client_streams_a_conversation_to_its_end(server: dict[
     ]
     hello, first, second = clients.a2a_sdk_conversation(server["url"], "chat", turns)
     text, state = clients.streamed_answer(hello)
-    assert state == "TASK_STATE_COMPLETED" and "attach it to your message" in text  # not a vanished message
+    asked = hello[-1]["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+    assert state == "TASK_STATE_INPUT_REQUIRED" and not text and "attach it to your message" in asked
     for events in (first, second):
         text, state = clients.streamed_answer(events)
         assert state == "TASK_STATE_COMPLETED" and "**Sources**" in text, events
-        assert sum("artifactUpdate" in e for e in events) >= 2  # the words as they came, then the sources
+        updates = [e["artifactUpdate"] for e in events if "artifactUpdate" in e]
+        assert len(updates) >= 2 and updates[-1]["lastChunk"]  # the words as they came, then the last chunk
+        sources = updates[-1]["artifact"]["parts"][-1]["data"]["sources"]
+        assert sources and all(f"[{s['label']}]" in text for s in sources)
+        assert "message" not in events[-1]["statusUpdate"]["status"]  # the answer is not said twice
     thread = next(e["task"]["contextId"] for e in second if "task" in e)
     values = server["client"].threads.get_state(thread)["values"]
     assert values["turn"] == 2 and clients.streamed_answer(second)[0] == values["messages"][-1]["content"]

@@ -191,14 +191,16 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
             ("ask", {"question": 5}),
             ("ask", {"question": "Who?", "doc_id": "not-an-id"}),
             ("chat", {"question": "Who manages procurement?", "doc_id": doc_id}),
+            ("chat", {"question": "When do the field trials start?", "thread_id": "<previous>"}),
+            ("documents", {}),
         ]
         session = clients.mcp_session(instance.url, calls, headers=key_a)
-        assert list(session["tools"]) == ["ingest", "ask", "summarize", "chat", "route"]
+        assert list(session["tools"]) == ["ingest", "ask", "summarize", "chat", "route", "documents"]
         for name, tool in session["tools"].items():
-            assert tool.description == DESCRIPTIONS[name]
+            assert tool.description == DESCRIPTIONS.get(name, tool.description) and tool.outputSchema
             properties = tool.inputSchema["properties"]
             assert "messages" not in properties and all(p.get("description") for p in properties.values())
-        good, missing, wrong, malformed, chat = session["results"]
+        good, missing, wrong, malformed, chat, again, listed = session["results"]
         assert not good.isError and good.structuredContent["answer"] and good.structuredContent["citations"]
         assert json.loads(clients.text_of(good)) == good.structuredContent  # JSON, not Python repr
         assert (
@@ -206,7 +208,11 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
         )
         assert wrong.isError and "validation" in clients.text_of(wrong)
         assert malformed.isError and "does not match '^[0-9a-f]{16}$'" in clients.text_of(malformed)
-        assert set(chat.structuredContent) == {"answer", "sources", "citations", "turn", "doc_id", "session"}
+        assert set(chat.structuredContent) == {"answer", "sources", "citations", "turn", "doc_id", "thread_id"}
+        assert again.structuredContent["turn"] == 2  # the conversation went on by its thread_id
+        assert again.structuredContent["thread_id"] == chat.structuredContent["thread_id"]
+        assert doc_id in [d["doc_id"] for d in listed.structuredContent["documents"]]
+        assert "answer written" in session["progress"][0] and "message taken" in session["progress"][4]
 
     # Tenant B sees neither A's document nor A's namespace through its tools.
     foreign = clients.mcp_session(
@@ -215,6 +221,12 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
     unknown, refused = foreign["results"]
     assert unknown.isError and "is not ingested in namespace 'team-b'" in clients.text_of(unknown)
     assert refused.isError and "403" in clients.text_of(refused)
+    # nor A's conversation, nor A's documents
+    thread = session["results"][4].structuredContent["thread_id"]
+    calls = [("chat", {"question": "What else?", "thread_id": thread}), ("documents", {})]
+    joined, theirs = clients.mcp_session(cluster.instances[1].url, calls, key_b)["results"]
+    assert joined.isError and "refused (404)" in clients.text_of(joined)
+    assert doc_id not in [d["doc_id"] for d in theirs.structuredContent["documents"]]
 
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     accept = {"Accept": "application/json, text/event-stream"}
@@ -234,6 +246,7 @@ def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
     key_a = {"X-API-Key": "key-a"}
     card = httpx.get(f"{a}/a2a/chat/.well-known/agent-card.json", headers=key_a, timeout=30).json()
     assert card["skills"][0]["examples"] and card["supportedInterfaces"][0]["url"] == f"{a}/a2a/chat"
+    assert httpx.get(f"{a}/.well-known/agent-card.json", headers=key_a, timeout=30).json() == card
     first = clients.a2a_send(
         a, "chat", [{"text": "Who manages procurement?"}, {"data": {"doc_id": doc_id}}], None, key_a
     )
@@ -267,6 +280,8 @@ def test_an_a2a_caller_converses_across_instances(cluster: Deployment) -> None:
     for events in clients.a2a_sdk_conversation(a, "chat", turns, key_a):
         text, state = clients.streamed_answer(events)
         assert state == "TASK_STATE_COMPLETED" and "**Sources**" in text, events
+        last = [e["artifactUpdate"] for e in events if "artifactUpdate" in e][-1]
+        assert last["lastChunk"] and last["artifact"]["parts"][-1]["data"]["sources"]
 
 
 def test_a_document_dropped_into_the_chat_stays_in_the_tenants_namespace(cluster: Deployment) -> None:
@@ -356,8 +371,9 @@ def test_a_document_dropped_into_the_chat_stays_in_the_tenants_namespace(cluster
     assert [m["type"] for m in first["messages"]] == ["human", "ai"]
     assert first["messages"][-1]["content"].startswith("To talk about a document, attach it to your message")
     task = clients.a2a_send(cluster.instances[1].url, "chat", [{"text": "What is new?"}], None, {"X-API-Key": "key-a"})
-    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
-    assert clients.artifact_text(task).startswith("To talk about a document, attach it to your message")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    asked = task["status"]["message"]["parts"][0]["text"]
+    assert asked.startswith("To talk about a document, attach it to your message")
     sheet = [{"text": "Sum it up"}, {"raw": "YSxiCg==", "mediaType": "text/csv", "filename": "sheet.csv"}]
     rejected = clients.a2a_send(cluster.instances[1].url, "chat", sheet, None, {"X-API-Key": "key-a"})
     assert rejected["status"]["state"] == "TASK_STATE_REJECTED"

@@ -28,8 +28,8 @@ def scripted(calls: dict[str, tuple[str, dict]]) -> ScriptedChatModel:
 def test_the_agent_is_given_the_served_tools_as_an_mcp_client_loads_them() -> None:
     with agent.served_tools() as socket:
         tools = agent.load_tools(socket)
-    assert [t.name for t in tools] == ["ingest", "ask", "summarize", "chat", "route"]
-    assert [t.description for t in tools] == list(DESCRIPTIONS.values())
+    assert [t.name for t in tools] == ["ingest", "ask", "summarize", "chat", "route", "documents"]
+    assert [t.description for t in tools[:-1]] == list(DESCRIPTIONS.values())
     schema = tools[1].args_schema
     assert isinstance(schema, dict) and schema["properties"]["doc_id"]["pattern"] == "^[0-9a-f]{16}$"
     assert len(agent.REQUESTS) >= 20 and {tool for _, tool, _ in agent.REQUESTS} == set(DESCRIPTIONS)

@@ -41,10 +41,12 @@ def test_the_routes_are_served_behind_the_guard(keyed: TestClient) -> None:
     accept = {**key, "Accept": "application/json, text/event-stream"}
     tools = keyed.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=accept).json()
     listed = tools["result"]["tools"]
-    assert [t["name"] for t in listed] == list(WORKFLOWS) == ["ingest", "ask", "summarize", "chat", "route"]
-    assert [t["description"] for t in listed] == [DESCRIPTIONS[name] for name in WORKFLOWS]
+    assert [t["name"] for t in listed] == [*WORKFLOWS, "documents"]
+    assert list(WORKFLOWS) == ["ingest", "ask", "summarize", "chat", "route"]
+    assert [t["description"] for t in listed[:-1]] == [DESCRIPTIONS[name] for name in WORKFLOWS]
     for tool in listed:  # every field of every tool says what it is, with an example, as Aegra's /mcp lists it
         assert tool["inputSchema"] == mcp.input_schema(tool["name"])
+        assert tool["outputSchema"] == mcp.output_schema(tool["name"]) and tool["annotations"]
         fields = tool["inputSchema"]["properties"].values()
         assert all(len(f["description"]) > 20 and f["examples"] for f in fields), tool["name"]
     ask = {t["name"]: t for t in listed}["ask"]["inputSchema"]["properties"]
@@ -86,16 +88,17 @@ def test_tool_results_are_json_and_a_chat_turn_is_not_its_state() -> None:
         "history": [],
         "messages": [{"type": "ai"}],
     }
-    assert mcp.tool_result("chat", turn) == {
+    assert mcp.tool_result("chat", {**turn, "session": "t0123:thread-1"}, "thread-1") == {
         "answer": "Bob Chen.",
         "sources": [{"label": "c2.1"}],
         "citations": ["c2"],
         "turn": 1,
         "doc_id": "d",
+        "thread_id": "thread-1",
     }
     asked = mcp.tool_result("ask", {"answer": "Bob", "tree": [["c0", "c1", 0.5]], "notes": ["x"], "quotes": ["q"]})
     assert asked == {"answer": "Bob", "quotes": ["q"]}
-    assert mcp.tool_result("ingest", {"doc_id": "d", "chunks": 3}) == {"doc_id": "d", "chunks": 3}
+    assert mcp.tool_result("ingest", {"doc_id": "d", "chunks": 3, "text": ""}) == {"doc_id": "d", "chunks": 3}
 
 
 def test_a_failed_run_gives_its_reason() -> None:
