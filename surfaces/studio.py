@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,6 +65,15 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 LOOPBACK_ROOT = "/noauth"
 """``root_path`` of the server's in-process requests (its MCP and A2A tools run their graphs through them)."""
 
+TITLE_CHARS = 80
+"""Most characters of a thread's title."""
+
+ThreadTitler = Callable[[str, str], Awaitable[None]]
+"""Gives thread ``thread_id`` the title ``title`` unless it has one (``deploy.dev.title_thread``)."""
+
+logger = logging.getLogger(__name__)
+
+_THREAD_RUN = re.compile(r"^/threads/([^/]+)/runs(?:/stream|/wait)?/?$")
 _RUNS = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/stream|/wait|/batch|/crons)?/?$")
 _ASSISTANTS = re.compile(r"^/assistants(?:/[^/]+)?/?$")
 _STATE = re.compile(r"^/threads/[^/]+/state/?$")
@@ -127,8 +138,10 @@ def _loopback_address(address: str) -> bool:
 class StudioGuard:
     """Origin, host, operator-settings and file checks for every request of ``langgraph dev`` (the module)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, titles: ThreadTitler | None = None) -> None:
+        """Guard ``app``; ``titles``, when given, names a thread by its first question (:func:`thread_title`)."""
         self.app = app
+        self.titles = titles
         self._files: IngestRoot | None = None
 
     @property
@@ -200,6 +213,12 @@ class StudioGuard:
             else:
                 await _answer(send, 400, message)
             return
+        named = thread_title(scope["path"], checked) if self.titles is not None else None
+        if named is not None and self.titles is not None:
+            try:
+                await self.titles(*named)
+            except Exception:  # a title is a courtesy: the turn goes on without one
+                logger.warning("could not title thread %s", named[0], exc_info=True)
         if checked is body:
             await self.app(scope, replay_body(raw, receive), send)
             return
@@ -279,6 +298,39 @@ class StudioGuard:
                     f"{where} {', '.join(refused)} cannot be set by callers of this server: models, endpoints and "
                     "keys are the operator's (LONGDOC_* settings)"
                 )
+
+
+def thread_title(path: str, body: Any) -> tuple[str, str] | None:
+    """``(thread_id, title)`` for a run on a thread whose input is a chat message, else None.
+
+    The title is the message's words (its text blocks), else the names of the files it attaches, cut to
+    :data:`TITLE_CHARS` at a word: what a chat client's thread list shows instead of the thread's id.
+    """
+    match = _THREAD_RUN.match(path)
+    given = body.get("input") if match and isinstance(body, dict) else None
+    messages = given.get("messages") if isinstance(given, dict) else None
+    if not isinstance(messages, list):
+        return None
+    human = [m for m in messages if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")]
+    content = human[-1].get("content") if human else None
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    blocks = [b for b in blocks if isinstance(b, dict)]
+    words = " ".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text").split()
+    if not words:
+        words = [_block_name(b) for b in blocks if b.get("type") == "file" and _block_name(b)]
+    title = " ".join(words)
+    if len(title) > TITLE_CHARS:
+        title = title[: TITLE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return (str(match.group(1)), title) if match and title else None
+
+
+def _block_name(block: dict[str, Any]) -> str:
+    """The file name a chat client gives an attached file (``metadata`` or ``extras``), else ""."""
+    for key in ("metadata", "extras"):
+        holder = block.get(key)
+        if isinstance(holder, dict) and holder.get("filename"):
+            return str(holder["filename"])
+    return ""
 
 
 def _json_rpc(path: str, body: Any) -> str | None:

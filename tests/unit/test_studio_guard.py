@@ -230,3 +230,83 @@ def test_a_json_body_sent_without_a_json_type_is_taken_as_json() -> None:
     assert _call("POST", "/runs/wait", json.dumps(RUN).encode(), extra=form) == (415, "not reached")
     # A foreign page's untyped body is refused for its origin first.
     assert _call("POST", "/runs/wait", RUN, origin="https://evil.example", extra=untyped)[0] == 403
+
+
+def test_a_chat_thread_is_titled_by_its_first_question() -> None:
+    titled: list[tuple[str, str]] = []
+
+    async def titles(thread_id: str, title: str) -> None:
+        titled.append((thread_id, title))
+
+    def run(path: str, body: Any) -> int:
+        seen: list[int] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            seen.append(200)
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+        async def send(message: Any) -> None:
+            return None
+
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": path,
+            "root_path": "",
+            "headers": [(b"host", LOCAL.encode()), (b"content-type", b"application/json")],
+        }
+        asyncio.run(StudioGuard(app, titles=titles)(scope, receive, send))
+        return len(seen)
+
+    upload = {"type": "file", "source_type": "base64", "data": "eA==", "metadata": {"filename": "falcon.md"}}
+    words = [{"type": "text", "text": "  Who manages\nprocurement? "}, upload]
+    assert run(
+        "/threads/t1/runs/stream",
+        {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": words}]}},
+    )
+    assert run(
+        "/threads/t2/runs/wait",
+        {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": [upload]}]}},
+    )
+    long = "why " * 40
+    assert run(
+        "/threads/t3/runs", {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": long}]}}
+    )
+    # Not a chat message on a thread: no title.
+    assert run("/runs/wait", {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": "Hi"}]}})
+    assert run("/threads/t4/runs/wait", {"assistant_id": "ask", "input": {"question": "Who?"}})
+    assert titled[:2] == [("t1", "Who manages procurement?"), ("t2", "falcon.md")]
+    assert titled[2][0] == "t3" and len(titled[2][1]) <= 80 and titled[2][1].endswith("why…")
+    assert len(titled) == 3
+
+    async def broken(thread_id: str, title: str) -> None:
+        raise RuntimeError("no such thread")
+
+    # The run goes on when titling fails.
+    body = {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": "Hi"}]}}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    statuses: list[int] = []
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/threads/t5/runs/stream",
+        "root_path": "",
+        "headers": [(b"host", LOCAL.encode()), (b"content-type", b"application/json")],
+    }
+    asyncio.run(StudioGuard(app, titles=broken)(scope, receive, send))
+    assert statuses == [200]
