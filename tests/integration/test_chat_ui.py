@@ -106,7 +106,7 @@ def _check_conversation(out: dict[str, Any]) -> None:
         assert turn["streamed"] == {reply["id"]: reply["content"]}  # the tokens add up to the kept message
         assert turn["nodes"] == ["answer"]
         assert reply["content"].startswith(values["answer"] + "\n\n**Sources**\n- ")
-        assert values["sources"] and f"[{values['sources'][0]['label']}]" in reply["content"]
+        assert values["sources"] and f"- [{values['sources'][0]['chunk_id']}] " in reply["content"]
     listed = {t["thread_id"]: t["label"] for t in out["history"]}
     assert listed[out["thread_id"]] == QUESTIONS[0]  # a title, not the thread's id
 

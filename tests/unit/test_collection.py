@@ -244,7 +244,7 @@ def test_chat_over_a_collection_cites_documents_and_stays_bound_to_them(docs: li
         assert all(s["label"].startswith(s["chunk_id"] + ".") for s in meta["sources"])  # the sentence: 2:c1.3
         titles = {d["tag"]: d["title"] for d in first["documents"]}
         assert [s["title"] for s in meta["sources"]] == [titles[split_label(c)[0]] for c in first["citations"]]
-        assert f"{meta['sources'][0]['title']}, [{meta['sources'][0]['label']}]" in first["messages"][-1].content
+        assert f"[{meta['sources'][0]['chunk_id']}] {meta['sources'][0]['title']}: " in first["messages"][-1].content
         assert first["canvas"]["source"] == "collection"
         second = chat.invoke({"question": "What did the board approve for batch 5?"}, config, context=context)
         assert second["turn"] == 2 and second["documents"] == first["documents"]
