@@ -13,6 +13,7 @@ message ends with the sources it cites, as Markdown (:func:`render_sources`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,12 +222,26 @@ def help_text(namespace: str, lang: str, shown: int = 8) -> str:
     """What a first message without a document is answered with: what to attach or name."""
     import prompts
 
-    docs = sorted(list_documents(namespace), key=lambda d: d.title.lower())
-    lines = "\n".join(f"- {d.title or d.source} (`{d.doc_id}`)" for d in docs[:shown])
+    docs = sorted(list_documents(namespace), key=lambda d: ((d.title or d.source).lower(), d.ingested_at))
+    names = Counter((d.title or d.source) for d in docs)
+    lines = "\n".join(
+        f"- {d.title or d.source}{_told_apart(d) if names[d.title or d.source] > 1 else ''} (`{d.doc_id}`)"
+        for d in docs[:shown]
+    )
     more = f"\n- ... {len(docs) - shown} more" if len(docs) > shown else ""
     listing = "\n\n" + prompts.render("offload/documents_here", lang, documents=lines + more) if docs else ""
     size = mebibytes(get_settings().max_bytes)
     return prompts.render("offload/no_document", lang, size=size, documents=listing).strip()
+
+
+def _told_apart(doc: Any) -> str:
+    """What tells a document from others of the same title: its file, size and when it was ingested."""
+    source = str(doc.source or "")
+    file = source.replace("\\", "/").rsplit("/", 1)[-1] if source and source != doc.title else ""
+    when = str(doc.ingested_at or "")[:16].replace("T", " ")
+    parts = ["given as text" if file == "text" else file, f"{doc.chunks} chunks" if doc.chunks else ""]
+    parts.append(f"ingested {when} UTC" if when else "")
+    return "".join(f" · {p}" for p in parts if p)
 
 
 def mebibytes(size: int) -> str:

@@ -476,3 +476,21 @@ def test_sizes_are_written_in_binary_units_as_the_readme_writes_the_limit(monkey
     ]
     monkeypatch.setenv("LONGDOC_MAX_BYTES", str(100 * 2**20))
     assert "up to 100 MiB)" in help_text("nowhere", "en")
+
+
+def test_documents_of_the_same_title_are_told_apart_by_more_than_their_ids(sample_markdown: Path) -> None:
+    from nodes.offload.chat import help_text
+
+    text = sample_markdown.read_text(encoding="utf-8")
+    first = ingest(str(sample_markdown))
+    second = ingest(text=text + "\n\nThe pilot ends in May.", title=first.title)
+    listed = [line for line in help_text("default", "en").splitlines() if line.startswith("- ")]
+    assert len(listed) == 2 and all(line.startswith(f"- {first.title} · ") for line in listed)
+    without_ids = [line.rsplit(" (`", 1)[0] for line in listed]
+    assert without_ids[0] != without_ids[1], listed
+    by_id = {line.rsplit("(`", 1)[1].rstrip("`)"): line for line in listed}
+    assert f" · {sample_markdown.name} · " in by_id[first.doc_id] and " · given as text · " in by_id[second.doc_id]
+    assert all(" chunks · ingested 20" in line for line in listed)
+    # a title of its own is listed as before
+    other = ingest(text="# Otters\n\nOtters hold hands.", title="Otters")
+    assert f"- Otters (`{other.doc_id}`)" in help_text("default", "en")
