@@ -88,7 +88,11 @@ def cited_sources(
         sentences = chunk_sentences(hit.text)
         if not sentences:
             continue
-        best = max(range(len(sentences)), key=lambda i: (len(words & content_words(sentences[i])), -i))
+        # most words shared; on a tie a sentence over a heading (a few words), then the first
+        best = max(
+            range(len(sentences)),
+            key=lambda i: (len(words & content_words(sentences[i])), len(sentences[i].split()) > 3, -i),
+        )
         quote = " ".join(sentences[best].split())
         cut = quote.split(" ")
         if len(cut) > QUOTE_WORDS:

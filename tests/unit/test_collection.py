@@ -469,7 +469,8 @@ def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pyt
     text = capsys.readouterr().out
     assert "citations: 1:c1" in text and "documents:\n  [1] Otters (" in text and "otters.md)" in text
     drawn = page.read_text(encoding="utf-8")
-    assert "1#58;c1 · Otters" in drawn  # the tree's nodes name their document (":" written as Mermaid's #58;)
+    # the tree's nodes show their chunks' words (":" written as Mermaid's #58;) and name their document on hover
+    assert "1#58;c1 · Sea otter" in drawn and "&quot;1:c1 · Otters" in drawn
     with use_chat_model(_chain_model("1:c1.3")):
         assert main(["ask", "How many urchins did sea otter 7 eat?", "--json", "--chunk-size", "120"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -26,7 +26,7 @@ function humanHtml(content) {
   const words = marked.parseInline(contentText(content));
   const files = content
     .filter((b) => b.type === "file")
-    .map((b) => `<span class="file">📎 ${b.metadata.filename}</span>`)
+    .map((b) => `<span class="file">attached: ${b.metadata.filename}</span>`)
     .join(" ");
   return `${words}<div>${files}</div>`;
 }
@@ -34,9 +34,13 @@ function humanHtml(content) {
 const shown = {};
 async function run() {
   status.textContent = `Connecting to ${apiUrl} (assistant: chat)`;
-  const text = await (await fetch(doc)).text();
-  const data = btoa(String.fromCharCode(...new TextEncoder().encode(text)));
-  const upload = { type: "file", source_type: "base64", mime_type: "text/markdown", data, metadata: { filename: doc } };
+  const bytes = new Uint8Array(await (await fetch(doc)).arrayBuffer());
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  const types = { pdf: "application/pdf", md: "text/markdown", txt: "text/plain", html: "text/html" };
+  const mime_type = types[doc.split(".").pop().toLowerCase()] || "application/octet-stream";
+  // the block Agent Chat UI's upload button makes
+  const upload = { type: "file", source_type: "base64", mime_type, data: btoa(binary), metadata: { filename: doc } };
   const turns = questions.map((q, i) => (i === 0 ? [{ type: "text", text: q }, upload] : q));
   const client = new Client({ apiUrl, apiKey: null, callerOptions: { maxRetries: 0 } });
   const result = await converse(client, {
