@@ -494,3 +494,17 @@ def test_documents_of_the_same_title_are_told_apart_by_more_than_their_ids(sampl
     # a title of its own is listed as before
     other = ingest(text="# Otters\n\nOtters hold hands.", title="Otters")
     assert f"- Otters (`{other.doc_id}`)" in help_text("default", "en")
+
+
+def test_a_source_quotes_a_sentence_rather_than_a_heading_when_the_answer_shares_no_words() -> None:
+    from nodes.collection.sources import Sources
+    from nodes.offload.answer import cited_sources
+    from stores.vectorstore import get_store
+
+    text = "Project Falcon\n\nBob Chen manages procurement and the supplier contracts.\n\nTrials start in June."
+    doc = ingest(text=text, title="Falcon", chunk_size=400, chunk_overlap=0)
+    sources = Sources(get_store("default"), [doc.doc_id])
+    (quoted,) = cited_sources(sources, ["c0"], "It says so in its first part.")  # no word shared
+    assert quoted["quote"] == "Bob Chen manages procurement and the supplier contracts." and quoted["label"] == "c0.2"
+    (shared,) = cited_sources(sources, ["c0"], "The trials start in June.")
+    assert shared["quote"] == "Trials start in June." and shared["label"] == "c0.3"
