@@ -271,11 +271,6 @@ h1 {{ font-size: 1.3rem; }}
 #zoom {{ margin: 0 0 0.5rem; font-size: 0.9rem; }}
 #zoom button {{ min-width: 2.2rem; }}
 details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
-#legend {{ display: flex; flex-wrap: wrap; gap: 0.3rem 1.1rem; margin: 0 0 0.5rem; font-size: 0.85rem; }}
-#legend {{ color: #57606a; }}
-#legend .key {{ display: inline-flex; align-items: center; gap: 0.35rem; }}
-#legend .swatch {{ width: 1.1rem; height: 0.8rem; border: 1px solid; border-radius: 2px; }}
-#legend .edge {{ width: 1.4rem; height: 0; border-top: 3px solid #333333; }}
 </style>
 </head>
 <body>
@@ -387,7 +382,7 @@ def render_html(
 
     ``hover``: a text shown when the pointer rests on a node, by Mermaid node id; ``focus``: the node
     the page opens on (scrolled to the middle of the frame, then ``data-focus`` names it); ``legend``:
-    HTML shown above the drawing (the caller's, already escaped).
+    HTML shown above the drawing (the caller's, already escaped, with any style of its own).
     """
     return _PAGE.format(
         title=html.escape(_clean(title) or "Canvas"),

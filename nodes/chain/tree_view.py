@@ -213,6 +213,14 @@ def tree_mermaid(
     return _tree_drawing(order, edges, sections or {}, texts or {}, direction, skipped, collapse_over).text
 
 
+_LEGEND_STYLE = """<style>
+#legend { display: flex; flex-wrap: wrap; gap: 0.3rem 1.1rem; margin: 0 0 0.5rem; font-size: 0.85rem; color: #57606a; }
+#legend .key { display: inline-flex; align-items: center; gap: 0.35rem; }
+#legend .swatch { width: 1.1rem; height: 0.8rem; border: 1px solid; border-radius: 2px; }
+#legend .edge { width: 1.4rem; height: 0; border-top: 3px solid #333333; }
+</style>"""
+
+
 def legend_html(weights: Sequence[float]) -> str:
     """The page's legend: what each fill means and what the edges' numbers and widths say."""
     items = [
@@ -225,7 +233,13 @@ def legend_html(weights: Sequence[float]) -> str:
         '<span class="key"><span class="edge"></span>edge: the two chunks are neighbours in the Chow-Liu tree; '
         f"its number is how similar they are{span}, and heavier edges are drawn thicker</span>"
     )
-    return '<div id="legend">' + "".join(items) + edges + '<span class="key">hover a node for its section</span></div>'
+    return (
+        _LEGEND_STYLE
+        + '<div id="legend">'
+        + "".join(items)
+        + edges
+        + '<span class="key">hover a node for its section</span></div>'
+    )
 
 
 def tree_html(
