@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware import Middleware
@@ -28,6 +29,21 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
-app = FastAPI(lifespan=lifespan, middleware=[Middleware(StudioGuard)])
+_client: Any = None
+
+
+async def title_thread(thread_id: str, title: str) -> None:
+    """Set thread ``thread_id``'s ``title`` metadata unless it has one, through the server's own API (in process)."""
+    global _client
+    if _client is None:
+        from langgraph_sdk import get_client  # the in-process client needs the running server
+
+        _client = get_client()
+    thread = await _client.threads.get(thread_id)
+    if not (thread.get("metadata") or {}).get("title"):
+        await _client.threads.update(thread_id, metadata={"title": title})
+
+
+app = FastAPI(lifespan=lifespan, middleware=[Middleware(StudioGuard, titles=title_thread)])
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
 app.include_router(a2a.router)

@@ -30,7 +30,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +133,8 @@ class Script:
     prompt_seconds: float = 0.0
     progress_every: float = 0.0
     slots: int = 0
+    writer: Callable[[dict[str, Any]], str] | None = None
+    """Writes the reply to a chat request body (default :func:`reply_for`: a sample of the schema asked for)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     answered: int = 0
     busy_most: int = 0
@@ -320,7 +322,7 @@ async def _chat(script: Script, body: dict[str, Any], request: Request) -> Any:
     failed = _failure(fault, script)
     if failed is not None:
         return failed
-    content, finish = _spoiled(fault, reply_for(body))
+    content, finish = _spoiled(fault, (script.writer or reply_for)(body))
     prompt = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
     completion = count_tokens(content)
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -400,14 +402,27 @@ def running(app: Any) -> Iterator[str]:
         thread.join(timeout=10)
 
 
+def chat_replies(body: dict[str, Any]) -> str:
+    """A reply of the scripted chat model (:func:`doubles.replies.offload_reply`): answers made from the prompt."""
+    from langchain_core.messages import convert_to_messages
+
+    from doubles.replies import offload_reply
+
+    return offload_reply(convert_to_messages(body.get("messages") or []))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--fault", choices=FAULTS, default="ok", help="misbehave this way on every request")
+    parser.add_argument(
+        "--replies", choices=("sample", "chat"), default="sample", help="chat: the chat's answers made from the prompt"
+    )
     args = parser.parse_args(argv)
     import uvicorn
 
-    uvicorn.run(create_app(Script(fault=args.fault)), host="127.0.0.1", port=args.port, log_level="warning")
+    script = Script(fault=args.fault, writer=chat_replies if args.replies == "chat" else None)
+    uvicorn.run(create_app(script), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,23 @@ import io
 import zipfile
 
 
-def pdf_with_text(text: str, pages: int = 1) -> bytes:
-    """A PDF of ``pages`` pages, each drawing ``text`` from one shared content stream (a real text layer)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+def pdf_with_lines(lines: list[tuple[int, str]]) -> bytes:
+    """A one-page PDF drawing each ``(font size, text)`` line below the one before (a title in 18 pt, say)."""
+    drawn = " ".join(f"/F1 {size} Tf 0 -{size + 8} Td ({text}) Tj" for size, text in lines)
+    return pdf_with_text("", stream=f"BT 72 740 Td {drawn} ET")
+
+
+def pdf_with_text(text: str, pages: int = 1, stream: str = "") -> bytes:
+    """A PDF of ``pages`` pages, each drawing ``text`` from one shared content stream (a real text layer).
+
+    ``stream``: the page's content stream as given, instead of one drawing ``text``.
+    """
+    content = (stream or f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET").encode()
     kids = " ".join(f"{6 + i} 0 R" for i in range(pages))
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
-        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+        b"<< /Length " + str(len(content)).encode() + b" >>\nstream\n" + content + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Font << /F1 4 0 R >> >>",
     ]

@@ -54,7 +54,7 @@ class IngestSource(TypedDict):
             str,
             described(
                 "A file's bytes in base64 (pdf, docx, html, md or txt), instead of text or path; give filename "
-                "too. At most LONGDOC_MAX_BYTES once decoded (200 MB by default).",
+                "too. At most LONGDOC_MAX_BYTES once decoded (200 MiB by default).",
                 example="JVBERi0xLjQK...",
                 contentEncoding="base64",
             ),

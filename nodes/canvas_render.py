@@ -36,6 +36,7 @@ import itertools
 import json
 import re
 import unicodedata
+from collections.abc import Mapping
 from importlib import resources
 
 from pydantic import BaseModel, Field
@@ -258,6 +259,7 @@ _PAGE = """<!doctype html>
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; \
 script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="canvas-notes" content="{notes}">
 <title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5rem; color: #1f2328; }}
@@ -274,8 +276,10 @@ details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
 <body>
 <h1>{title}</h1>
 <div id="zoom"><button id="zoom-out" title="Zoom out">−</button> <button id="zoom-in" title="Zoom in">+</button> \
-<button id="zoom-fit" title="Fit the width">fit</button> <button id="zoom-one" title="Actual size">1:1</button> \
+<button id="zoom-fit" title="Fit the width, labels kept at 12 px or more">fit</button> \
+<button id="zoom-one" title="Actual size">1:1</button> \
 <span id="zoom-level"></span> <small>drag to pan, Ctrl + wheel to zoom</small></div>
+{legend}
 <div id="canvas" data-rendered="pending">Rendering…</div>
 <details><summary>Mermaid source</summary><pre>{source_text}</pre></details>
 <script type="application/json" id="canvas-source">{source_json}</script>
@@ -284,7 +288,8 @@ details pre {{ background: #f6f8fa; padding: 0.75rem; overflow-x: auto; }}
 </script>
 <script>
 // The drawing keeps its own size (labels at Mermaid's 16 px) and the page scrolls, pans and zooms it:
-// at first it fits the width when that keeps labels at 12 px or more, else it is shown at actual size.
+// at first it fits the width when that keeps labels at 12 px or more, else it is shown at actual size;
+// "fit" never makes labels smaller than 12 px either.
 var LEGIBLE = 0.75;
 function zoomable(target, svg) {{
   var box = svg.viewBox && svg.viewBox.baseVal;
@@ -303,7 +308,7 @@ function zoomable(target, svg) {{
   zoom(fit() >= LEGIBLE ? fit() : 1);
   document.getElementById("zoom-in").onclick = function () {{ zoom(Number(target.dataset.zoom) * 1.25); }};
   document.getElementById("zoom-out").onclick = function () {{ zoom(Number(target.dataset.zoom) / 1.25); }};
-  document.getElementById("zoom-fit").onclick = function () {{ zoom(fit()); }};
+  document.getElementById("zoom-fit").onclick = function () {{ zoom(Math.max(fit(), Math.min(1, LEGIBLE))); }};
   document.getElementById("zoom-one").onclick = function () {{ zoom(1); }};
   target.addEventListener("wheel", function (event) {{
     if (!event.ctrlKey) {{ return; }}
@@ -322,6 +327,23 @@ function zoomable(target, svg) {{
   }});
   window.addEventListener("pointerup", function () {{ start = null; target.classList.remove("panning"); }});
 }}
+// Hover texts (an SVG title per node), then the node to open on, centred in the frame.
+function annotate(target, extra) {{
+  function node(id) {{ return target.querySelector('[id^="canvas-svg-flowchart-' + id + '-"]'); }}
+  Object.keys(extra.hover || {{}}).forEach(function (id) {{
+    var element = node(id);
+    if (!element) {{ return; }}
+    var hint = document.createElementNS(element.namespaceURI, "title");
+    hint.textContent = extra.hover[id];
+    element.insertBefore(hint, element.firstChild);
+  }});
+  var focus = extra.focus ? node(extra.focus) : null;
+  if (!focus) {{ return; }}
+  var box = focus.getBoundingClientRect(), frame = target.getBoundingClientRect();
+  target.scrollLeft += box.left - frame.left - (target.clientWidth - box.width) / 2;
+  target.scrollTop += box.top - frame.top - (target.clientHeight - box.height) / 2;
+  target.dataset.focus = extra.focus;
+}}
 (function () {{
   var target = document.getElementById("canvas");
   var source = JSON.parse(document.getElementById("canvas-source").textContent);
@@ -330,6 +352,7 @@ function zoomable(target, svg) {{
     target.innerHTML = result.svg;
     if (result.bindFunctions) {{ result.bindFunctions(target); }}
     zoomable(target, target.querySelector("svg"));
+    annotate(target, JSON.parse(document.querySelector('meta[name="canvas-notes"]').content));
     target.dataset.rendered = "ok";
   }}).catch(function (err) {{
     target.textContent = "Could not draw the canvas: " + (err && err.message ? err.message : err);
@@ -342,17 +365,31 @@ function zoomable(target, svg) {{
 """
 
 
-def render_html(mermaid_text: str, title: str, mermaid_js: str) -> str:
+def render_html(
+    mermaid_text: str,
+    title: str,
+    mermaid_js: str,
+    *,
+    hover: Mapping[str, str] | None = None,
+    focus: str = "",
+    legend: str = "",
+) -> str:
     """A standalone page that draws ``mermaid_text`` with the inlined ``mermaid_js``.
 
     The page loads nothing: mermaid.js and the diagram are inline, and its
     Content-Security-Policy forbids any request. Once drawn, ``#canvas`` gets
     ``data-rendered="ok"`` (or ``"error"`` with the message shown).
+
+    ``hover``: a text shown when the pointer rests on a node, by Mermaid node id; ``focus``: the node
+    the page opens on (scrolled to the middle of the frame, then ``data-focus`` names it); ``legend``:
+    HTML shown above the drawing (the caller's, already escaped, with any style of its own).
     """
     return _PAGE.format(
         title=html.escape(_clean(title) or "Canvas"),
         source_text=html.escape(mermaid_text),
         source_json=_json_for_script(mermaid_text),
+        notes=html.escape(json.dumps({"hover": dict(hover or {}), "focus": focus}, ensure_ascii=False)),
+        legend=legend,
         mermaid_js=_inline_script(mermaid_js),
     )
 

@@ -118,6 +118,38 @@ def _clean(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+_HEADING_LINE = re.compile(r"^[A-Z0-9\u00c0-\u024f][^.!?;,:…。！？；，：]{0,78}[^\s.!?;,:…。！？；，：]$")
+_SENTENCE_START = re.compile(r"^[\"'“(]?[A-Z0-9\u00c0-\u024f]")
+
+
+def set_off_headings(text: str) -> str:
+    """A PDF page's text with each heading line set off as a paragraph of its own (a blank line after it).
+
+    A PDF's text layer has no heading marks: a title line comes out as a line like any other, and would be
+    read as the first words of the sentence under it. A heading line here: at most 10 words without end or
+    inner punctuation, starting with a capital or a digit, after a line that ends a sentence (or none), before a
+    line that starts one, and shorter than half the page's longest line (a wrapped line runs to the margin).
+    """
+    lines = text.split("\n")
+    widest = max((len(line.strip()) for line in lines), default=0)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        here = line.strip()
+        before = lines[i - 1].strip() if i else ""
+        after = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        heading = (
+            bool(_HEADING_LINE.match(here))
+            and len(here.split()) <= 10
+            and len(here) * 2 <= widest
+            and (not before or before[-1] in '.!?:…。！？："”)')
+            and bool(_SENTENCE_START.match(after))
+        )
+        if heading:
+            out.append("")
+    return "\n".join(out)
+
+
 def _pdf_text(data: bytes, source: str) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
@@ -133,7 +165,7 @@ def _pdf_text(data: bytes, source: str) -> str:
             )
         size = 0
         for page in reader.pages:
-            pages.append((page.extract_text() or "").strip())
+            pages.append(set_off_headings((page.extract_text() or "").strip()))
             size += len(pages[-1])
             if size > settings.max_text_chars:  # stop reading once the text is over its bound
                 raise TooLarge(

@@ -165,6 +165,9 @@ class Settings(_Environment):
     route_expand: bool = False
     route_decompose: bool = False
     ingest_root: str | None = None
+    dev_origins: str | None = None
+    """Web origins ``langgraph dev`` answers besides LangGraph Studio (``LONGDOC_DEV_ORIGINS``, comma-separated;
+    unset: every loopback origin, ``http://localhost:3000`` say, of a request that reaches it on loopback)."""
     max_bytes: int = 200 * 1024 * 1024
     max_request_bytes: int = 20 * 1024 * 1024
     e5_runtime: str = "auto"

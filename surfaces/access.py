@@ -427,15 +427,23 @@ def max_request_bytes() -> int:
     return get_settings().max_request_bytes
 
 
-async def read_json_body(headers: Any, receive: Callable[[], Awaitable[Any]], limit: int | None = None) -> bytes:
+async def read_json_body(
+    headers: Any, receive: Callable[[], Awaitable[Any]], limit: int | None = None, *, untyped: bool = False
+) -> bytes:
     """The body of a request that writes, read and checked before any parser sees it.
 
     :class:`Refused` with 415 when it is not sent as JSON, 413 when it is (or says it is) over ``limit``
     bytes (default: :func:`max_request_bytes`), 400 when :func:`check_request_json` finds it nested too deep or
     holding a non-JSON number.
+
+    ``untyped``: a body sent without a type of its own (no ``Content-Type``, or ``text/plain``, which
+    ``fetch`` gives any string it sends) is taken when it parses as JSON (an empty one too), and refused
+    with 415 when it does not; a body of another type is refused all the same.
     """
     limit = max_request_bytes() if limit is None else limit
-    if not json_media_type(str(headers.get("content-type") or "")):
+    declared_type = str(headers.get("content-type") or "")
+    unlabelled = untyped and declared_type.split(";", 1)[0].strip().lower() in ("", "text/plain")
+    if not json_media_type(declared_type) and not unlabelled:
         raise Refused(415, "send the request as JSON (Content-Type: application/json)")
     declared = str(headers.get("content-length") or "")
     if declared.isdigit() and int(declared) > limit:
@@ -443,6 +451,13 @@ async def read_json_body(headers: Any, receive: Callable[[], Awaitable[Any]], li
     raw = await read_body(receive, limit)
     if raw is None:
         raise Refused(413, f"request body over {limit} bytes")
+    if unlabelled and raw.strip():
+        try:
+            json.loads(raw)
+        except ValueError:
+            raise Refused(415, "send the request as JSON (Content-Type: application/json)") from None
+        except RecursionError:
+            pass  # JSON nested too deep for the parser: check_request_json says so
     try:
         check_request_json(raw)
     except InputError as exc:

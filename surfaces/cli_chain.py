@@ -193,9 +193,9 @@ def _page_path(value: str | None) -> Path | None:
 
 
 def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
-    """Draw the run's tree and first reading order, nodes labelled with their sections.
+    """Draw the run's tree and first reading order, nodes labelled with their chunks' first words.
 
-    In a collection, the nodes are labelled with their document's title too.
+    Their sections show on hover; in a collection, with their document's title.
     """
     from nodes.chain.tree_view import tree_html
     from nodes.collection.sources import document_name
@@ -203,16 +203,21 @@ def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) 
     from stores.vectorstore import get_store
 
     store = get_store(args.namespace, args.embedder)
+    texts: dict[str, str] = {}
     if out.get("documents"):
         sections = {}
         for doc in out["documents"]:
             for hit in store.by_doc(doc["doc_id"]):
                 label = f"{doc['tag']}:{hit.chunk_id}"
                 sections[label] = " · ".join(p for p in (document_name(doc), hit.section) if p)
+                texts[label] = hit.text
         name = f"{len(out['documents'])} documents"
     else:
-        sections = {hit.chunk_id: hit.section for hit in store.by_doc(out["doc_id"]) if hit.section}
+        hits = store.by_doc(out["doc_id"])
+        sections = {hit.chunk_id: hit.section for hit in hits if hit.section}
+        texts = {hit.chunk_id: hit.text for hit in hits}
         name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
     order = out["order"][0] if out["order"] else []
-    page = tree_html(order, out["tree"], sections, title=f"{name}: {args.question}", skipped=out["skipped"])
+    title = f"{name}: {args.question}"
+    page = tree_html(order, out["tree"], sections, title=title, skipped=out["skipped"], texts=texts)
     write_atomic(path, page)

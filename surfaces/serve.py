@@ -7,7 +7,7 @@ Run with ``longdoc serve`` or ``uvicorn surfaces.serve:app``. Settings:
   ``Authorization: Bearer ...`` when any is set. A tenant's key fixes its namespaces and threads.
 - ``LONGDOC_INGEST_ROOT``: the only folder whose files callers may name (``path``); unset, they
   send ``text`` or a file's bytes (``data`` in base64, with its ``filename``).
-- ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MB),
+- ``LONGDOC_MAX_REQUEST_BYTES``: larger request bodies are refused with 413 (default 20 MiB),
   counted as they arrive; ``LONGDOC_MAX_BATCH`` inputs at most in a ``/batch`` (413),
   ``LONGDOC_MAX_JSON_DEPTH`` levels of JSON (400); bodies must be JSON (415).
 - ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;

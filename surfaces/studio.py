@@ -8,35 +8,48 @@ webhooks off; this middleware, which the server runs before every route (its own
 keeps the rest of what the other servers keep:
 
 - a request must name a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``: a DNS-rebinding page names
-  its own) and, when it comes from a browser, LangGraph Studio (:data:`STUDIO_ORIGIN`) or the server's own
-  pages; any other origin, or a cross-site fetch, is refused (403) before any work, preflights included;
-  the command line and SDK send no ``Origin`` and pass;
+  its own) and, when it comes from a browser, LangGraph Studio (:data:`STUDIO_ORIGIN`), the server's own
+  pages or a page of this machine: a loopback origin (``http://localhost:3000``, where Agent Chat UI runs)
+  when the request reached the server on a loopback address, or the origins ``LONGDOC_DEV_ORIGINS`` lists
+  in their place; any other origin, or a cross-site fetch from one, is refused (403) before any work,
+  preflights included; the command line, the SDK and a web app's server-side proxy send no ``Origin`` and pass.
+  CORS for the pages of this machine is answered here (``langgraph.json`` allows Studio's origin only);
 - a run, an assistant or a state update never sets the operator's settings (model names, endpoints,
   keys, temperatures, embedder, LLM cache: :func:`surfaces.access.operator_fields`) in its ``context`` or
   ``configurable`` (400);
 - a server file named in an input (``path``, ``registry_path``) is resolved inside ``LONGDOC_INGEST_ROOT``
   and refused without one, and a chat ``session`` is refused, as on LangServe and Aegra; the MCP and A2A
   routes run their tools through the server's own loopback requests, which pass here too;
-- bodies are JSON, bounded and checked as on the other servers (:func:`surfaces.access.read_json_body`).
+- bodies are JSON, bounded and checked as on the other servers (:func:`surfaces.access.read_json_body`);
+  a body sent without a type of its own (Agent Chat UI's server-side proxy forwards bodies as strings,
+  with no ``Content-Type`` or the ``text/plain`` ``fetch`` gives them) is taken when it parses as JSON,
+  and passed on as ``application/json``. A browser labels a page's cross-origin request with its
+  ``Origin``, so this takes no more from pages than the origin checks above let through.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stores.errors import InputError
 from stores.files import IngestRoot
+from stores.settings import get_settings
 from surfaces.access import (
     FILE_INPUTS,
     Refused,
     check_caller_settings,
     check_finite,
+    json_media_type,
     operator_fields,
     read_json_body,
     refuse_server_inputs,
@@ -52,6 +65,15 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 LOOPBACK_ROOT = "/noauth"
 """``root_path`` of the server's in-process requests (its MCP and A2A tools run their graphs through them)."""
 
+TITLE_CHARS = 80
+"""Most characters of a thread's title."""
+
+ThreadTitler = Callable[[str, str], Awaitable[None]]
+"""Gives thread ``thread_id`` the title ``title`` unless it has one (``deploy.dev.title_thread``)."""
+
+logger = logging.getLogger(__name__)
+
+_THREAD_RUN = re.compile(r"^/threads/([^/]+)/runs(?:/stream|/wait)?/?$")
 _RUNS = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/stream|/wait|/batch|/crons)?/?$")
 _ASSISTANTS = re.compile(r"^/assistants(?:/[^/]+)?/?$")
 _STATE = re.compile(r"^/threads/[^/]+/state/?$")
@@ -65,6 +87,10 @@ def _host(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+EXPOSED_HEADERS = ("x-pagination-total", "x-pagination-next", "content-location")
+"""Response headers a page may read (as ``langgraph.json`` exposes them to Studio): the SDK pages thread lists."""
+
+
 def allowed_origin(origin: str, host: str) -> bool:
     """Studio, or a page of this very server (same scheme-less host and port, on loopback)."""
     if origin == STUDIO_ORIGIN:
@@ -73,11 +99,49 @@ def allowed_origin(origin: str, host: str) -> bool:
     return parts.scheme in ("http", "https") and parts.netloc == host and _host(host) in LOOPBACK_HOSTS
 
 
+def loopback_origin(origin: str) -> bool:
+    """``http(s)://`` and a loopback host, any port or none: a page served on this machine."""
+    try:
+        parts = urlsplit(origin)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        return False
+    host = parts.hostname or ""
+    named = f"[{host}]" if ":" in host else host
+    plain = f"{parts.scheme}://{parts.netloc}" == origin and not parts.username and not parts.password
+    return parts.scheme in ("http", "https") and plain and named in LOOPBACK_HOSTS
+
+
+def local_origin(origin: str, server: Any) -> bool:
+    """Whether a page of ``origin`` on this machine may call the server, reached at ``server`` (ASGI ``server``).
+
+    ``LONGDOC_DEV_ORIGINS`` lists the origins when set; unset, every loopback origin may when the request
+    reached the server on a loopback address.
+    """
+    listed = get_settings().dev_origins
+    if listed is not None:
+        return origin in {o.strip().rstrip("/") for o in listed.split(",") if o.strip()}
+    address = str(server[0]) if isinstance(server, list | tuple) and server else ""
+    return loopback_origin(origin) and _loopback_address(address)
+
+
+def _loopback_address(address: str) -> bool:
+    """127.0.0.0/8, ::1 or an IPv4-mapped loopback address (an ASGI server's own address)."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return address == "localhost"
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
 class StudioGuard:
     """Origin, host, operator-settings and file checks for every request of ``langgraph dev`` (the module)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, titles: ThreadTitler | None = None) -> None:
+        """Guard ``app``; ``titles``, when given, names a thread by its first question (:func:`thread_title`)."""
         self.app = app
+        self.titles = titles
         self._files: IngestRoot | None = None
 
     @property
@@ -99,19 +163,45 @@ class StudioGuard:
                 await _answer(send, 403, "this development server answers requests for localhost only")
                 return
             origin = headers.get("origin", "")
+            local = bool(origin) and origin != STUDIO_ORIGIN and local_origin(origin, scope.get("server"))
             cross_site = headers.get("sec-fetch-site", "") == "cross-site"
-            if (origin and not allowed_origin(origin, host)) or (cross_site and origin != STUDIO_ORIGIN):
-                await _answer(send, 403, f"this development server answers LangGraph Studio ({STUDIO_ORIGIN}) only")
+            if (origin and not (local or allowed_origin(origin, host))) or (
+                cross_site and not (local or origin == STUDIO_ORIGIN)
+            ):
+                await _answer(
+                    send,
+                    403,
+                    f"this development server answers LangGraph Studio ({STUDIO_ORIGIN}) and pages of this machine "
+                    "only (LONGDOC_DEV_ORIGINS)",
+                )
                 return
+            if local:  # CORS for a page of this machine (Starlette's), before the server's own CORS (Studio's)
+                app = CORSMiddleware(
+                    self._checked,
+                    allow_origins=[origin],
+                    allow_methods=["*"],
+                    allow_headers=["*"],
+                    expose_headers=list(EXPOSED_HEADERS),
+                )
+                await app(scope, receive, send)
+                return
+        await self._checked(scope, receive, send)
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The body checks of a request whose host and origin passed, then the app."""
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
-            raw = await read_json_body(headers, receive)
+            raw = await read_json_body(headers, receive, untyped=True)
             body = json.loads(raw or b"{}")
         except Refused as exc:
             await _answer(send, exc.status, str(exc))
             return
+        if not json_media_type(headers.get("content-type", "")):  # taken as JSON: so the server's parsers read it
+            kept = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
+            scope = {**scope, "headers": [*kept, (b"content-type", b"application/json")]}
         try:
             # On a worker thread: resolving a file name touches the disk (the dev server flags blocking calls).
             checked = await anyio.to_thread.run_sync(self.check, scope["path"], body)
@@ -123,6 +213,12 @@ class StudioGuard:
             else:
                 await _answer(send, 400, message)
             return
+        named = thread_title(scope["path"], checked) if self.titles is not None else None
+        if named is not None and self.titles is not None:
+            try:
+                await self.titles(*named)
+            except Exception:  # a title is a courtesy: the turn goes on without one
+                logger.warning("could not title thread %s", named[0], exc_info=True)
         if checked is body:
             await self.app(scope, replay_body(raw, receive), send)
             return
@@ -202,6 +298,39 @@ class StudioGuard:
                     f"{where} {', '.join(refused)} cannot be set by callers of this server: models, endpoints and "
                     "keys are the operator's (LONGDOC_* settings)"
                 )
+
+
+def thread_title(path: str, body: Any) -> tuple[str, str] | None:
+    """``(thread_id, title)`` for a run on a thread whose input is a chat message, else None.
+
+    The title is the message's words (its text blocks), else the names of the files it attaches, cut to
+    :data:`TITLE_CHARS` at a word: what a chat client's thread list shows instead of the thread's id.
+    """
+    match = _THREAD_RUN.match(path)
+    given = body.get("input") if match and isinstance(body, dict) else None
+    messages = given.get("messages") if isinstance(given, dict) else None
+    if not isinstance(messages, list):
+        return None
+    human = [m for m in messages if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")]
+    content = human[-1].get("content") if human else None
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    blocks = [b for b in blocks if isinstance(b, dict)]
+    words = " ".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text").split()
+    if not words:
+        words = [_block_name(b) for b in blocks if b.get("type") == "file" and _block_name(b)]
+    title = " ".join(words)
+    if len(title) > TITLE_CHARS:
+        title = title[: TITLE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    return (str(match.group(1)), title) if match and title else None
+
+
+def _block_name(block: dict[str, Any]) -> str:
+    """The file name a chat client gives an attached file (``metadata`` or ``extras``), else ""."""
+    for key in ("metadata", "extras"):
+        holder = block.get(key)
+        if isinstance(holder, dict) and holder.get("filename"):
+            return str(holder["filename"])
+    return ""
 
 
 def _json_rpc(path: str, body: Any) -> str | None:

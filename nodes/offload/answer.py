@@ -11,7 +11,7 @@ the model) for one more answering call.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -64,11 +64,18 @@ QUOTE_WORDS = 40
 """Most words of a sentence quoted as a source."""
 
 
-def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> list[dict[str, Any]]:
+RETRIEVED_SOURCES = 2
+"""Most sources attached from the retrieved details when the model cites none."""
+
+
+def cited_sources(
+    sources: Sources, citations: Sequence[str], answer: str, *, cited: bool = True
+) -> list[dict[str, Any]]:
     """Per cited chunk, the sentence that backs the answer best (most content words shared).
 
     These are what the answer's sources show. Sentences are numbered within their chunk as the chain's quotes
     are (``c3.2``, in a collection ``2:c3.2``); each source names its document by title or file name.
+    ``cited``: whether the model cited these chunks (else the retriever found them, :func:`retrieved_sources`).
     """
     words = content_words(answer)
     hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
@@ -81,7 +88,11 @@ def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> li
         sentences = chunk_sentences(hit.text)
         if not sentences:
             continue
-        best = max(range(len(sentences)), key=lambda i: (len(words & content_words(sentences[i])), -i))
+        # most words shared; on a tie a sentence over a heading (a few words), then the first
+        best = max(
+            range(len(sentences)),
+            key=lambda i: (len(words & content_words(sentences[i])), len(sentences[i].split()) > 3, -i),
+        )
         quote = " ".join(sentences[best].split())
         cut = quote.split(" ")
         if len(cut) > QUOTE_WORDS:
@@ -89,9 +100,33 @@ def cited_sources(sources: Sources, citations: Sequence[str], answer: str) -> li
         doc_id = found[0]
         title = names.get(doc_id) or doc_id
         out.append(
-            {"doc_id": doc_id, "title": title, "chunk_id": label, "label": f"{label}.{best + 1}", "quote": quote}
+            {
+                "doc_id": doc_id,
+                "title": title,
+                "chunk_id": label,
+                "label": f"{label}.{best + 1}",
+                "quote": quote,
+                "cited": cited,
+            }
         )
     return out
+
+
+def retrieved_sources(sources: Sources, details: Sequence[Mapping[str, Any]], answer: str) -> list[dict[str, Any]]:
+    """The sentences that support an answer citing nothing, from the chunks retrieved for its turn.
+
+    Each detail chunk's best sentence for the answer (:func:`cited_sources`); those sharing most content
+    words with the answer first (retrieval order breaks ties), those sharing none dropped unless none shares
+    any (then the first retrieved), at most :data:`RETRIEVED_SOURCES`. Marked ``cited: False``: found by the
+    retriever, not cited by the model.
+    """
+    ids = list(dict.fromkeys(str(d["chunk_id"]) for d in details if d.get("chunk_id")))
+    found = cited_sources(sources, ids, answer, cited=False)
+    words = content_words(answer)
+    shared = [len(words & content_words(s["quote"])) for s in found]
+    ranked = sorted(range(len(found)), key=lambda i: (-shared[i], i))
+    kept = [found[i] for i in ranked if shared[i] > 0] or [found[i] for i in ranked[:1]]
+    return kept[:RETRIEVED_SOURCES]
 
 
 def citations_of(reply: AnswerReply | RecallReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
@@ -339,7 +374,10 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     sources = Sources(store, collection)
     labels = sources.labels() if len(collection) > 1 else ()
     update["citations"] = citations_of(reply, int(state.get("chunks") or 0), labels)
-    update["sources"] = cited_sources(sources, update["citations"], update["answer"])
+    if update["citations"]:
+        update["sources"] = cited_sources(sources, update["citations"], update["answer"])
+    else:  # every answer shows what backs it: what the retriever found, marked as such
+        update["sources"] = retrieved_sources(sources, state.get("details", []), update["answer"])
     if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
         stream_more(written.message_id, update["answer"])
     rendered = render_sources(update["sources"], lang)

@@ -13,6 +13,7 @@ message ends with the sources it cites, as Markdown (:func:`render_sources`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,20 +227,49 @@ def help_text(namespace: str, lang: str, shown: int = 8) -> str:
     """What a first message without a document is answered with: what to attach or name."""
     import prompts
 
-    docs = sorted(list_documents(namespace), key=lambda d: d.title.lower())
-    lines = "\n".join(f"- {d.title or d.source} (`{d.doc_id}`)" for d in docs[:shown])
+    docs = sorted(list_documents(namespace), key=lambda d: ((d.title or d.source).lower(), d.ingested_at))
+    names = Counter((d.title or d.source) for d in docs)
+    lines = "\n".join(
+        f"- {d.title or d.source}{_told_apart(d) if names[d.title or d.source] > 1 else ''} (`{d.doc_id}`)"
+        for d in docs[:shown]
+    )
     more = f"\n- ... {len(docs) - shown} more" if len(docs) > shown else ""
     listing = "\n\n" + prompts.render("offload/documents_here", lang, documents=lines + more) if docs else ""
-    megabytes = max(1, get_settings().max_bytes // 1_000_000)
-    return prompts.render("offload/no_document", lang, megabytes=megabytes, documents=listing).strip()
+    size = mebibytes(get_settings().max_bytes)
+    return prompts.render("offload/no_document", lang, size=size, documents=listing).strip()
+
+
+def _told_apart(doc: Any) -> str:
+    """What tells a document from others of the same title: its file, size and when it was ingested."""
+    source = str(doc.source or "")
+    file = source.replace("\\", "/").rsplit("/", 1)[-1] if source and source != doc.title else ""
+    when = str(doc.ingested_at or "")[:16].replace("T", " ")
+    parts = ["given as text" if file == "text" else file, f"{doc.chunks} chunks" if doc.chunks else ""]
+    parts.append(f"ingested {when} UTC" if when else "")
+    return "".join(f" · {p}" for p in parts if p)
+
+
+def mebibytes(size: int) -> str:
+    """A byte count as the project writes sizes and limits: binary units (``200 MiB``, ``0.5 MiB``, ``512 KiB``)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale / 2:
+            return f"{round(size / scale, 1):g} {unit}"
+    return f"{size} bytes"
 
 
 def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
-    """The sources an answer cites, as Markdown lines: document, sentence label and the quoted words."""
+    """The sources of an answer, as Markdown lines: the chunk as the answer cites it, the document, the quote.
+
+    Each line names its chunk as the answer's markers do (``[c2]``, in a collection ``[2:c2]``), so the two
+    agree. Sources the model did not cite (found by the retriever: ``cited`` false) say so in the heading.
+    """
+    import prompts
+
     if not sources:
         return ""
-    head = "**来源**" if lang == "zh" else "**Sources**"
-    lines = [f'- {s["title"]}, [{s["label"]}]: "{s["quote"]}"' for s in sources]
+    retrieved = not any(s.get("cited", True) for s in sources)
+    head = prompts.render("offload/sources_retrieved" if retrieved else "offload/sources", lang).strip()
+    lines = [f'- [{s["chunk_id"]}] {s["title"]}: "{s["quote"]}"' for s in sources]
     return "\n".join([head, *lines])
 
 

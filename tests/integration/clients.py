@@ -64,7 +64,7 @@ def check_chat_turn(turn: dict[str, Any], number: int) -> dict[str, Any]:
     assert reply["content"].startswith(values["answer"] + "\n\n**Sources**\n- ")
     meta = reply["additional_kwargs"]["longdoc"]
     assert meta["turn"] == number and meta["citations"] == values["citations"]
-    assert meta["sources"] == values["sources"] and f'[{values["sources"][0]["label"]}]: "' in reply["content"]
+    assert meta["sources"] == values["sources"] and f"- [{values['sources'][0]['chunk_id']}] " in reply["content"]
     assert len(values["messages"]) == 2 * number
     return reply
 

@@ -316,3 +316,31 @@ def test_a_large_tree_stays_legible(chunks: int, tmp_path: Path) -> None:
     # Mermaid's 16 px labels at that scale: several whole node boxes fill the view (squeezed to the page
     # width, 200 chunks gave boxes of a few pixels and labels of ~4 px)
     assert pixels_of(shot.image, READ_FILL) > 8 * 2500, "the nodes in view are too small to read"
+
+
+def test_a_long_documents_tree_opens_on_the_first_chunk_read(tmp_path: Path) -> None:
+    """82 chunks, 12 read: the page opens with the root (and the reading path below it) in view, unread
+    subtrees folded into "+N chunks" nodes, the nodes labelled with their first words, and a legend."""
+    rng = np.random.default_rng(82)
+    edges = [[f"c{int(rng.integers(max(0, i - 12), i))}", f"c{i}", float(rng.uniform(0.3, 0.9))] for i in range(1, 82)]
+    children: dict[str, list[str]] = {}
+    for a, b, _ in edges:
+        children.setdefault(a, []).append(b)
+    order, queue = [], ["c40"]  # hung from the middle of the document, read breadth first
+    while queue and len(order) < 12:
+        order.append(queue.pop(0))
+        queue += children.get(order[-1], [])
+    texts = {f"c{i}": f"# Part {i}\n\nChunk {i} says something worth reading." for i in range(82)}
+    page = tmp_path / "long.html"
+    page.write_text(tree_html(order, edges, {}, title="82 chunks", texts=texts), encoding="utf-8")
+
+    shot = open_page(page, tmp_path)
+
+    assert_drawn(shot)
+    assert 'data-focus="k0"' in shot.dom
+    drawn = labels(shot.dom, "node")
+    assert drawn[0] == "#1 c40 · Chunk 40 says something worth reading." and any(d.endswith(" chunks") for d in drawn)
+    assert len(drawn) < 82
+    assert pixels_of(shot.image, ROOT_FILL) > 5000, "the first chunk read is not in view"
+    assert pixels_of(shot.image, READ_FILL) > 3 * 5000, "the reading path is not in view"
+    assert 'id="legend"' in shot.dom

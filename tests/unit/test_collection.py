@@ -244,7 +244,7 @@ def test_chat_over_a_collection_cites_documents_and_stays_bound_to_them(docs: li
         assert all(s["label"].startswith(s["chunk_id"] + ".") for s in meta["sources"])  # the sentence: 2:c1.3
         titles = {d["tag"]: d["title"] for d in first["documents"]}
         assert [s["title"] for s in meta["sources"]] == [titles[split_label(c)[0]] for c in first["citations"]]
-        assert f"{meta['sources'][0]['title']}, [{meta['sources'][0]['label']}]" in first["messages"][-1].content
+        assert f"[{meta['sources'][0]['chunk_id']}] {meta['sources'][0]['title']}: " in first["messages"][-1].content
         assert first["canvas"]["source"] == "collection"
         second = chat.invoke({"question": "What did the board approve for batch 5?"}, config, context=context)
         assert second["turn"] == 2 and second["documents"] == first["documents"]
@@ -469,7 +469,8 @@ def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pyt
     text = capsys.readouterr().out
     assert "citations: 1:c1" in text and "documents:\n  [1] Otters (" in text and "otters.md)" in text
     drawn = page.read_text(encoding="utf-8")
-    assert "1#58;c1 · Otters" in drawn  # the tree's nodes name their document (":" written as Mermaid's #58;)
+    # the tree's nodes show their chunks' words (":" written as Mermaid's #58;) and name their document on hover
+    assert "1#58;c1 · Sea otter" in drawn and "&quot;1:c1 · Otters" in drawn
     with use_chat_model(_chain_model("1:c1.3")):
         assert main(["ask", "How many urchins did sea otter 7 eat?", "--json", "--chunk-size", "120"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -6,7 +6,7 @@ import pytest
 
 from doubles.files import docx_bomb, docx_bytes, pdf_with_text
 from stores.errors import InputError
-from stores.loaders import decode_bytes, load_path, load_text
+from stores.loaders import decode_bytes, load_bytes, load_path, load_text
 
 
 def _pdf_with_text(path: Path, text: str, pages: int = 1) -> None:
@@ -276,3 +276,28 @@ def test_docx_archive_members_and_unpacked_size_are_bounded(tmp_path: Path, monk
     monkeypatch.setenv("LONGDOC_MAX_UNPACKED_BYTES", "20000")
     with pytest.raises(TooLarge, match=r"unpacks to \d+ bytes, over the 20000 byte limit"):
         load_bytes(docx_bytes(["Some text. " * 3000]), "big.docx")
+
+
+def test_a_pdfs_heading_lines_do_not_run_into_the_sentence_below() -> None:
+    from doubles.files import pdf_with_lines
+    from nodes.collection.sources import chunk_sentences
+
+    body = "Bob Chen manages procurement and the supplier contracts for the whole pump project."
+    pdf = pdf_with_lines(
+        [
+            (18, "Project Falcon"),
+            (12, body),
+            (12, "Field trials start in June in Kenya and the pilot runs"),
+            (12, "until the end of the year."),
+            (14, "Budget 2025"),
+            (12, "The committee approved 40,000 euros."),
+        ]
+    )
+    sentences = chunk_sentences(load_bytes(pdf, "falcon.pdf").text)
+    assert sentences == [
+        "Project Falcon",
+        body,
+        "Field trials start in June in Kenya and the pilot runs until the end of the year.",  # a wrapped line
+        "Budget 2025",
+        "The committee approved 40,000 euros.",
+    ]

@@ -69,7 +69,9 @@ def test_a_chat_of_human_messages_streams_only_the_answer(doc_id: str) -> None:
         assert meta["citations"] == values["citations"] and meta["citations"]
         assert meta["sources"] == values["sources"] and [s["chunk_id"] for s in meta["sources"]] == meta["citations"]
         for line, source in zip(sources.splitlines(), meta["sources"], strict=True):
-            assert line == f'- Project Falcon, [{source["label"]}]: "{source["quote"]}"'
+            # each source names its chunk as the answer's markers do
+            assert line == f'- [{source["chunk_id"]}] Project Falcon: "{source["quote"]}"'
+            assert f"[{source['chunk_id']}]" in answer and source["cited"]
             assert source["label"].startswith(source["chunk_id"] + ".") and source["quote"]
         assert [o["id"] for o in meta["offloaded"]][:1] == [f"o{number}"]
     kinds = [type(m).__name__ for m in state2["messages"]]
@@ -424,3 +426,85 @@ def test_a_held_reply_whose_recall_is_already_in_view_is_shown_as_the_answer() -
     streamed = "".join(str(c.content) for c, _ in second)
     assert len({c.id for c, _ in second}) == 1 and streamed == values["messages"][-1].content
     assert streamed.startswith("Bob Chen manages procurement. [c0]\n\n**Sources**\n- ")
+
+
+def _citing_nothing(messages: Sequence[BaseMessage]) -> str:
+    """The scripted model, its answers stripped of every citation (as small models often write them)."""
+    reply = offload_reply(messages)
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return reply
+    if isinstance(data, dict) and "answer" in data:
+        data["answer"] = data["answer"].split(" [", 1)[0]
+        data["citations"] = []
+        return json.dumps(data)
+    return reply
+
+
+def test_an_answer_that_cites_nothing_shows_the_sentences_the_retriever_found(doc_id: str) -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    model = ScriptedChatModel(default=_citing_nothing)
+    with use_chat_model(model):
+        chunks, values = turn(compiled, {"messages": [HumanMessage("Who manages procurement?")]}, {"doc_id": doc_id})
+    reply = values["messages"][-1]
+    assert values["citations"] == [] and "[c" not in values["answer"] and values["details"]
+    sources = values["sources"]
+    assert sources and all(not s["cited"] for s in sources)
+    assert {s["chunk_id"] for s in sources} <= {d["chunk_id"] for d in values["details"]}
+    # the sentence that backs the answer is the one it repeats
+    assert values["answer"].rstrip(".") in sources[0]["quote"]
+    head, *lines = reply.content.split("\n\n")[-1].splitlines()
+    assert head == "**Sources** (found by the retriever; the answer cites none of them)"
+    assert lines == [f'- [{s["chunk_id"]}] Project Falcon: "{s["quote"]}"' for s in sources]
+    assert "".join(str(c.content) for c, _ in chunks) == reply.content  # streamed as kept
+    assert reply.additional_kwargs["longdoc"]["sources"] == sources
+
+
+def test_sizes_are_written_in_binary_units_as_the_readme_writes_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodes.offload.chat import help_text, mebibytes
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "| `LONGDOC_MAX_BYTES` | largest document accepted | 200 MiB |" in readme
+    assert "up to 200 MiB)" in help_text("nowhere", "en")  # the default: 200 * 2**20 bytes
+    assert [mebibytes(n) for n in (300, 100_000, 2**20, 5 * 2**19, 3 * 2**30)] == [
+        "300 bytes",
+        "97.7 KiB",
+        "1 MiB",
+        "2.5 MiB",
+        "3 GiB",
+    ]
+    monkeypatch.setenv("LONGDOC_MAX_BYTES", str(100 * 2**20))
+    assert "up to 100 MiB)" in help_text("nowhere", "en")
+
+
+def test_documents_of_the_same_title_are_told_apart_by_more_than_their_ids(sample_markdown: Path) -> None:
+    from nodes.offload.chat import help_text
+
+    text = sample_markdown.read_text(encoding="utf-8")
+    first = ingest(str(sample_markdown))
+    second = ingest(text=text + "\n\nThe pilot ends in May.", title=first.title)
+    listed = [line for line in help_text("default", "en").splitlines() if line.startswith("- ")]
+    assert len(listed) == 2 and all(line.startswith(f"- {first.title} · ") for line in listed)
+    without_ids = [line.rsplit(" (`", 1)[0] for line in listed]
+    assert without_ids[0] != without_ids[1], listed
+    by_id = {line.rsplit("(`", 1)[1].rstrip("`)"): line for line in listed}
+    assert f" · {sample_markdown.name} · " in by_id[first.doc_id] and " · given as text · " in by_id[second.doc_id]
+    assert all(" chunks · ingested 20" in line for line in listed)
+    # a title of its own is listed as before
+    other = ingest(text="# Otters\n\nOtters hold hands.", title="Otters")
+    assert f"- Otters (`{other.doc_id}`)" in help_text("default", "en")
+
+
+def test_a_source_quotes_a_sentence_rather_than_a_heading_when_the_answer_shares_no_words() -> None:
+    from nodes.collection.sources import Sources
+    from nodes.offload.answer import cited_sources
+    from stores.vectorstore import get_store
+
+    text = "Project Falcon\n\nBob Chen manages procurement and the supplier contracts.\n\nTrials start in June."
+    doc = ingest(text=text, title="Falcon", chunk_size=400, chunk_overlap=0)
+    sources = Sources(get_store("default"), [doc.doc_id])
+    (quoted,) = cited_sources(sources, ["c0"], "It says so in its first part.")  # no word shared
+    assert quoted["quote"] == "Bob Chen manages procurement and the supplier contracts." and quoted["label"] == "c0.2"
+    (shared,) = cited_sources(sources, ["c0"], "The trials start in June.")
+    assert shared["quote"] == "Trials start in June." and shared["label"] == "c0.3"

@@ -51,7 +51,7 @@ def test_chat_interactive(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
         code = main(["chat", str(FALCON), "--goal", "plan the field trials", "--session", "talk"])
     assert code == EXIT_OK
     captured = capsys.readouterr()
-    assert captured.out.count("**Sources**\n- Project Falcon, [c") == 2
+    assert captured.out.count("**Sources**\n- [c") == 2
     assert "session talk (resume it later with --session talk)" in captured.err
     assert "[turn 1 · " in captured.err and "offloaded o1" in captured.err and "[turn 2 · " in captured.err
 

@@ -23,14 +23,21 @@ def _call(
     host: str = LOCAL,
     origin: str = "",
     root_path: str = "",
-    extra: dict[str, str] | None = None,
+    extra: dict[str, str | None] | None = None,
+    server: tuple[str, int] | None = None,
+    answered: dict[str, Any] | None = None,
 ) -> tuple[int, Any]:
-    """One request through the guard: its status and the body the app behind it got (None when it got none)."""
+    """One request through the guard: its status and the body the app behind it got (None when it got none).
+
+    ``server``: the address the request reached (ASGI ``server``); ``answered`` gets the response's headers
+    and the request headers the app saw.
+    """
     seen: dict[str, Any] = {}
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         message = await receive() if method in ("POST", "PUT", "PATCH") else {"body": b""}
         seen["body"] = json.loads(message["body"]) if message["body"] else None
+        seen["headers"] = {k.decode(): v.decode() for k, v in scope["headers"]}
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
@@ -39,6 +46,8 @@ def _call(
     async def send(message: Any) -> None:
         if message["type"] == "http.response.start":
             status.append(message["status"])
+            if answered is not None:
+                answered["response"] = {k.decode().lower(): v.decode() for k, v in message["headers"]}
 
     payload = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
 
@@ -46,6 +55,7 @@ def _call(
         return {"type": "http.request", "body": payload, "more_body": False}
 
     headers = {"host": host, "content-type": "application/json", **(extra or {})}
+    headers = {k: v for k, v in headers.items() if v is not None}
     if origin:
         headers["origin"] = origin
     scope = {
@@ -54,8 +64,11 @@ def _call(
         "path": path,
         "root_path": root_path,
         "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+        **({"server": server} if server else {}),
     }
     asyncio.run(StudioGuard(app)(scope, receive, send))
+    if answered is not None:
+        answered["request"] = seen.get("headers")
     return status[0], seen.get("body", "not reached")
 
 
@@ -141,3 +154,159 @@ def test_mcp_and_a2a_tool_calls_are_held_to_the_same_rules(tmp_path: Path, monke
 def test_the_settings_a_caller_may_set_are_bounded() -> None:
     for context in ({"worker_max_tokens": 10**9}, {"chunk_size": 2**70}, {"k": 10**6}, {"max_chunks": -5}):
         assert _call("POST", "/runs/wait", {**RUN, "context": context}) == (400, "not reached"), context
+
+
+UI = "http://localhost:3000"
+"""Where Agent Chat UI runs (``pnpm dev``)."""
+
+
+def test_pages_of_this_machine_reach_a_server_listening_on_loopback() -> None:
+    here = ("127.0.0.1", 2025)
+    preflight = {"access-control-request-method": "POST", "access-control-request-headers": "content-type"}
+    for origin in (UI, "http://127.0.0.1:3000", "http://[::1]:5173", "https://localhost"):
+        answered: dict[str, Any] = {}
+        assert _call("POST", "/threads/t1/runs/stream", RUN, origin=origin, server=here, answered=answered)[0] == 200
+        assert answered["response"]["access-control-allow-origin"] == origin
+        assert "x-pagination-total" in answered["response"]["access-control-expose-headers"]
+        answered = {}
+        status, reached = _call(
+            "OPTIONS", "/threads/search", origin=origin, server=here, extra=preflight, answered=answered
+        )
+        assert (status, reached) == (200, "not reached"), origin  # answered by CORS, before the server
+        assert answered["response"]["access-control-allow-origin"] == origin
+    # localhost:3000 calling 127.0.0.1:2025 is a cross-site fetch, and allowed as such.
+    assert _call("GET", "/info", origin=UI, server=here, extra={"sec-fetch-site": "cross-site"})[0] == 200
+    assert _call("GET", "/info", origin=UI, server=("::1", 2025))[0] == 200
+    assert _call("GET", "/info", origin=UI, server=("::ffff:127.0.0.1", 2025))[0] == 200
+
+
+def test_foreign_pages_stay_refused_whatever_the_server_listens_on() -> None:
+    here = ("127.0.0.1", 2025)
+    for origin in (
+        "https://evil.example",
+        "http://localhost.evil.example:3000",
+        "http://127.0.0.1.evil.example",
+        "http://user@localhost:3000",
+        "null",
+        "file://",
+        "http://localhost:3000/path",
+    ):
+        assert _call("POST", "/runs/wait", RUN, origin=origin, server=here) == (403, "not reached"), origin
+        assert _call("OPTIONS", "/runs/wait", origin=origin, server=here) == (403, "not reached"), origin
+    # A rebound name is refused whatever its origin; a request that reached the server from the network
+    # (it listens on 0.0.0.0) gets no loopback pass.
+    assert _call("POST", "/runs/wait", RUN, origin=UI, server=here, host="evil.example:2025")[0] == 403
+    assert _call("POST", "/runs/wait", RUN, origin=UI, server=("192.168.1.7", 2025))[0] == 403
+    assert _call("POST", "/runs/wait", RUN, origin=UI, server=("0.0.0.0", 2025))[0] == 403
+
+
+def test_the_origins_of_this_machine_can_be_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_DEV_ORIGINS", "http://localhost:3000, http://devbox.lan:3000/")
+    away = ("10.0.0.2", 2025)  # in a container, say: the request reaches the server on another address
+    assert _call("POST", "/runs/wait", RUN, origin=UI, server=away)[0] == 200
+    assert _call("POST", "/runs/wait", RUN, origin="http://devbox.lan:3000", server=away)[0] == 200
+    assert _call("POST", "/runs/wait", RUN, origin="http://localhost:5173", server=("127.0.0.1", 2025))[0] == 403
+    assert _call("POST", "/runs/wait", RUN, origin="https://evil.example", server=away)[0] == 403
+
+
+def test_a_json_body_sent_without_a_json_type_is_taken_as_json() -> None:
+    untyped = {"content-type": None}
+    answered: dict[str, Any] = {}
+    status, reached = _call("POST", "/threads/t1/runs/stream", RUN, extra=untyped, answered=answered)
+    assert (status, reached) == (200, RUN)
+    assert answered["request"]["content-type"] == "application/json"
+    assert _call("POST", "/threads", b"", extra=untyped)[0] == 200  # an empty body, as a new thread's
+    # The same checks as a typed body: operator settings, depth; and what is not JSON is still refused.
+    assert _call("POST", "/runs/wait", {**RUN, "context": {"model": "x"}}, extra=untyped) == (400, "not reached")
+    assert _call("POST", "/runs/wait", b"[" * 100 + b"]" * 100, extra=untyped)[0] == 400
+    assert _call("POST", "/runs/wait", b"assistant_id=ingest", extra=untyped) == (415, "not reached")
+    # fetch labels a string body text/plain: the UI's proxy forwards every body so.
+    plain = {"content-type": "text/plain;charset=UTF-8"}
+    answered = {}
+    assert _call("POST", "/runs/wait", json.dumps(RUN).encode(), extra=plain, answered=answered) == (200, RUN)
+    assert answered["request"]["content-type"] == "application/json"
+    assert _call("POST", "/runs/wait", b"not json", extra=plain) == (415, "not reached")
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    assert _call("POST", "/runs/wait", json.dumps(RUN).encode(), extra=form) == (415, "not reached")
+    # A foreign page's untyped body is refused for its origin first.
+    assert _call("POST", "/runs/wait", RUN, origin="https://evil.example", extra=untyped)[0] == 403
+
+
+def test_a_chat_thread_is_titled_by_its_first_question() -> None:
+    titled: list[tuple[str, str]] = []
+
+    async def titles(thread_id: str, title: str) -> None:
+        titled.append((thread_id, title))
+
+    def run(path: str, body: Any) -> int:
+        seen: list[int] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            seen.append(200)
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+        async def send(message: Any) -> None:
+            return None
+
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": path,
+            "root_path": "",
+            "headers": [(b"host", LOCAL.encode()), (b"content-type", b"application/json")],
+        }
+        asyncio.run(StudioGuard(app, titles=titles)(scope, receive, send))
+        return len(seen)
+
+    upload = {"type": "file", "source_type": "base64", "data": "eA==", "metadata": {"filename": "falcon.md"}}
+    words = [{"type": "text", "text": "  Who manages\nprocurement? "}, upload]
+    assert run(
+        "/threads/t1/runs/stream",
+        {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": words}]}},
+    )
+    assert run(
+        "/threads/t2/runs/wait",
+        {"assistant_id": "chat", "input": {"messages": [{"role": "user", "content": [upload]}]}},
+    )
+    long = "why " * 40
+    assert run(
+        "/threads/t3/runs", {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": long}]}}
+    )
+    # Not a chat message on a thread: no title.
+    assert run("/runs/wait", {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": "Hi"}]}})
+    assert run("/threads/t4/runs/wait", {"assistant_id": "ask", "input": {"question": "Who?"}})
+    assert titled[:2] == [("t1", "Who manages procurement?"), ("t2", "falcon.md")]
+    assert titled[2][0] == "t3" and len(titled[2][1]) <= 80 and titled[2][1].endswith("why…")
+    assert len(titled) == 3
+
+    async def broken(thread_id: str, title: str) -> None:
+        raise RuntimeError("no such thread")
+
+    # The run goes on when titling fails.
+    body = {"assistant_id": "chat", "input": {"messages": [{"type": "human", "content": "Hi"}]}}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    statuses: list[int] = []
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/threads/t5/runs/stream",
+        "root_path": "",
+        "headers": [(b"host", LOCAL.encode()), (b"content-type", b"application/json")],
+    }
+    asyncio.run(StudioGuard(app, titles=broken)(scope, receive, send))
+    assert statuses == [200]

@@ -6,11 +6,14 @@ tests/js/validate_mermaid.mjs; install it with ``npm ci --prefix tests/js``.
 
 from __future__ import annotations
 
+import html
 import json
+import random
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,9 +104,15 @@ def test_one_node_per_chunk_edges_weighted_root_marked() -> None:
         (ids["c3"], "0.08", ids["c4"]),
     ]
 
+    # heavier edges are drawn thicker (1 to 4 px, by weight)
+    styles = [line for line in rest if line.startswith("    linkStyle ")]
+    assert styles == [f"    linkStyle {i} stroke-width:{w}px" for i, w in enumerate(["4.0", "2.5", "1.9", "1.0"])]
+
     # the root (first chunk read) carries the root class, the other read chunks the read class
-    assert rest[0].startswith("    classDef root ") and rest[1].startswith("    classDef read ")
-    assert rest[2:] == [f"    class {ids['c0']},{ids['c1']},{ids['c3']} read", f"    class {ids['c2']} root"]
+    classes = [line for line in rest if not line.startswith("    linkStyle ")]
+    assert classes[0].startswith("    classDef read ") and classes[2].startswith("    classDef root ")
+    assert classes[1] == f"    class {ids['c0']},{ids['c1']},{ids['c3']} read"
+    assert classes[3] == f"    class {ids['c2']} root"
 
     # labels cannot break out of their quotes or be read as markup or directives
     for label in nodes.values():
@@ -207,7 +216,13 @@ def test_cli_ask_writes_the_tree_page(sample_markdown: Path, tmp_path: Path, cap
     assert [label.split(" ")[0] for label in labels][: len(read)] == [f"#{i}" for i in range(1, len(read) + 1)]
     assert {label.split(" ")[0] for label in labels[len(read) :]} <= {"skipped", "unread"}
     assert sum(label.startswith("skipped ") for label in labels) == len(out["skipped"])
-    assert any(label.endswith(" · Project Falcon > Budget") for label in labels)
+    # each node shows its chunk's first words; its section shows on hover
+    assert any(" · The committee approved a budget of 40,000 euros …" in label for label in labels), labels
+    notes = re.search(r'<meta name="canvas-notes" content="([^"]*)">', page)
+    assert notes
+    hover = json.loads(html.unescape(notes.group(1)))
+    assert any(text.endswith(" · Project Falcon > Budget") for text in hover["hover"].values())
+    assert hover["focus"] == "k0"  # the page opens on the first chunk read
     assert len(edges) == len(nodes) - 1
     assert all(re.fullmatch(r"[01]\.\d\d", weight) for _, weight, _ in edges)
     assert "    class k0 root" in rest
@@ -221,3 +236,83 @@ def test_cli_ask_writes_the_tree_page(sample_markdown: Path, tmp_path: Path, cap
         assert main([*args[:-1], str(tmp_path)]) == EXIT_INPUT
     assert model.calls == []
     assert "is a directory" in capsys.readouterr().err
+
+
+def _long_tree(chunks: int = 82, read: int = 12) -> tuple[list[str], list[list[Any]], dict[str, str]]:
+    """A tree over ``chunks`` chunks hung from c40, read along its heaviest edges for ``read`` chunks."""
+    rng = random.Random(chunks)
+    edges: list[list[Any]] = []
+    for i in range(1, chunks):
+        edges.append([f"c{rng.randrange(max(0, i - 12), i)}", f"c{i}", round(rng.uniform(0.3, 0.95), 3)])
+    near: dict[str, list[tuple[float, str]]] = {}
+    for a, b, w in edges:
+        near.setdefault(a, []).append((w, b))
+        near.setdefault(b, []).append((w, a))
+    order, frontier = ["c40"], list(near["c40"])
+    while len(order) < read:
+        frontier.sort(reverse=True)
+        nxt = frontier.pop(0)[1]
+        if nxt not in order:
+            order.append(nxt)
+            frontier += near[nxt]
+    texts = {
+        f"c{i}": f"## Part {i}\n\nChunk {i} opens with these words and goes on for a while." for i in range(chunks)
+    }
+    return order, edges, texts
+
+
+def test_a_long_documents_tree_opens_on_the_reading_path_with_unread_subtrees_folded() -> None:
+    order, edges, texts = _long_tree()
+    sections = {cid: f"Report > Part {cid[1:]}" for cid in texts}
+    text = tree_mermaid(order, edges, sections, texts=texts, skipped=["c3"])
+    nodes, drawn, rest = parse(text)
+    labels = {key: decode(label) for key, label in nodes.items()}
+    folds = {key: int(label[1:].split(" ")[0]) for key, label in labels.items() if label.startswith("+")}
+    # past 50 chunks every subtree nobody reached is one node, "+N chunks"; every chunk is drawn once
+    assert folds and all(labels[k] == f"+{n} chunks" for k, n in folds.items())
+    assert len(nodes) - len(folds) + sum(folds.values()) == 82 and len(nodes) < 40
+    assert len(drawn) == len(nodes) - 1  # still a tree
+    # each chunk's node shows its first words (its heading is on hover, below), read ones by position
+    first = labels["k0"]
+    assert first == f"#1 {order[0]} · Chunk {order[0][1:]} opens with these words and goes …"
+    assert [labels[f"k{i}"].split(" ")[:2] for i in range(len(order))] == [
+        [f"#{i}", cid] for i, cid in enumerate(order, 1)
+    ]
+    # the tree hangs from the first chunk read: every edge points away from it
+    children = [b for _, _, b in drawn]
+    assert "k0" not in children and len(set(children)) == len(children)
+    assert any(line.startswith("    classDef folded ") for line in rest)
+    # a short document is drawn whole
+    short_nodes, _, _ = parse(tree_mermaid(order[:5], edges[:29], texts=texts))
+    assert not any(decode(label).startswith("+") for label in short_nodes.values())
+
+
+def test_a_wide_tree_is_laid_out_left_to_right() -> None:
+    star = [["c0", f"c{i}", 0.5] for i in range(1, 30)]
+    chain = [[f"c{i}", f"c{i + 1}", 0.5] for i in range(29)]
+    assert tree_mermaid(["c0"], star, collapse_over=100).startswith("flowchart LR\n")
+    assert tree_mermaid(["c0"], chain, collapse_over=100).startswith("flowchart TD\n")
+    assert tree_mermaid(["c0"], star, direction="TD").startswith("flowchart TD\n")  # asked for
+
+
+def test_the_tree_page_has_a_legend_hover_texts_and_opens_on_the_first_chunk_read() -> None:
+    order, edges, texts = _long_tree()
+    sections = {cid: f"Report > Part {cid[1:]}" for cid in texts}
+    page = tree_html(order, edges, sections, title="Long report", texts=texts, skipped=["c3"])
+    notes = re.search(r'<meta name="canvas-notes" content="([^"]*)">', page)
+    assert notes
+    extra = json.loads(html.unescape(notes.group(1)))
+    assert extra["focus"] == "k0"
+    assert extra["hover"]["k0"] == f"{order[0]} · Report > Part {order[0][1:]}"
+    assert any(v.startswith(tuple(f"{n} chunks not reached: c" for n in range(2, 82))) for v in extra["hover"].values())
+    legend = re.search(r'<div id="legend">(.*?)</div>', page, re.S)
+    assert legend
+    for words in ("the first chunk read", "read, numbered in reading order", "skipped", "not reached", "+N"):
+        assert words in legend.group(1), words
+    assert "how similar they are (0.3" in legend.group(1) and "thicker" in legend.group(1)
+    for kind in ("root", "read", "skipped", "folded"):  # the legend's colours are the drawing's
+        fill = re.search(rf"classDef {kind} fill:(#[0-9a-f]{{6}})", page)
+        assert fill and f"background:{fill.group(1)}" in legend.group(1), kind
+    # "fit" keeps labels legible; the page scrolls to the focused node once drawn
+    assert "Math.max(fit(), Math.min(1, LEGIBLE))" in page and "target.dataset.focus = extra.focus" in page
+    assert_offline(page, mermaid_js_source())
