@@ -223,7 +223,7 @@ def test_the_official_a2a_client_streams_a_conversation_to_its_end(server: dict[
         updates = [e["artifactUpdate"] for e in events if "artifactUpdate" in e]
         assert len(updates) >= 2 and updates[-1]["lastChunk"]  # the words as they came, then the last chunk
         sources = updates[-1]["artifact"]["parts"][-1]["data"]["sources"]
-        assert sources and all(f"[{s['label']}]" in text for s in sources)
+        assert sources and all(f"[{s['chunk_id']}]" in text for s in sources)
         assert "message" not in events[-1]["statusUpdate"]["status"]  # the answer is not said twice
     thread = next(e["task"]["contextId"] for e in second if "task" in e)
     values = server["client"].threads.get_state(thread)["values"]
