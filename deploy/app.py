@@ -34,7 +34,7 @@ LangServe app applies:
   resumes that run when it brings the same input, and starts from its last finished step when it
   brings another (:func:`continue_dead_run`);
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
-  call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
+  call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``, and a run makes at most ``LONGDOC_MAX_MODEL_CALLS``.
 
 The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/chat``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
@@ -67,6 +67,7 @@ from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
 from stores.errors import InputError, TooLarge
 from stores.files import IngestRoot
 from stores.settings import get_settings
+from stores.usage import call_budget
 from surfaces.access import (
     FILE_INPUTS,
     AccessError,
@@ -334,8 +335,9 @@ class TenantGuard:
             payload = json.dumps(checked).encode()
             scope = with_length(scope, payload)
             # The run's task is created inside this call and copies the context: every model call of the
-            # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
-            with run_deadline(run_timeout()):
+            # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT and takes from the
+            # bound of LONGDOC_MAX_MODEL_CALLS, as on LangServe.
+            with run_deadline(run_timeout()), call_budget():
                 await self.app(scope, replay_body(payload, receive), send)
             released = await hold_until_done(lock, thread, known)
         finally:

@@ -185,6 +185,8 @@ class Settings(_Environment):
     """Inputs one served ``/batch`` request may carry (``LONGDOC_MAX_BATCH``)."""
     max_json_depth: int = 32
     """How deeply a served request's JSON may nest objects and arrays (``LONGDOC_MAX_JSON_DEPTH``)."""
+    max_model_calls: int = 200
+    """Model calls one request may make, retries included (``LONGDOC_MAX_MODEL_CALLS``; 0: no bound)."""
 
     _roles: dict[str, dict[str, str]] = PrivateAttr(default_factory=dict)
 

@@ -59,6 +59,7 @@ from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout, TooLarge
 from stores.models import ChatFactory, use_chat_model
 from stores.settings import get_settings, run_config
+from stores.usage import call_budget
 from surfaces import registry, resume
 from surfaces.access import (
     TENANT_KEY,
@@ -81,7 +82,10 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def _deadline() -> AsyncIterator[None]:
-    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`.
+    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`, and bound its model calls.
+
+    The request's model calls, its worker threads' included, are bounded by ``LONGDOC_MAX_MODEL_CALLS``
+    (:func:`stores.usage.call_budget`; past it, 413).
 
     The request gets its answer then; the model calls of its worker threads, which the event
     loop cannot cancel, are held to the same deadline (:func:`stores.deadlines.run_deadline`):
@@ -89,7 +93,7 @@ async def _deadline() -> AsyncIterator[None]:
     """
     seconds = run_timeout()
     try:
-        with run_deadline(seconds):
+        with run_deadline(seconds), call_budget():
             async with asyncio.timeout(seconds):
                 yield
     except TimeoutError:

@@ -1,0 +1,108 @@
+"""A request's work is bounded and known before it starts: model calls, served runs after a disconnect, folders."""
+
+from __future__ import annotations
+
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from doubles.chat import ScriptedChatModel
+from nodes.ingest import ingest
+from stores.errors import InputError, TooLarge
+from stores.models import LLM, messages, use_chat_model
+from stores.usage import CallsSpent, call_budget, calls_left
+from surfaces.cli import main
+from tests.unit.test_collection import write_docs
+
+
+def _namespace_of_documents(folder: Path, count: int) -> list[str]:
+    """``count`` small documents ingested into namespace ``default`` (a few chunks each at chunk size 120)."""
+    names = tuple(f"doc{i:02d}.md" for i in range(count))
+    return [ingest(str(p), chunk_size=120, chunk_overlap=20).doc_id for p in write_docs(folder, names, sentences=30)]
+
+
+# --- model calls --------------------------------------------------------------------------------------
+def test_a_run_never_makes_more_model_calls_than_its_bound_even_from_parallel_threads() -> None:
+    model = ScriptedChatModel(default="A reply.")
+    refused: list[str] = []
+
+    def one(_i: int) -> None:
+        try:
+            LLM("worker", cache=False).text(messages("system", "user"))
+        except CallsSpent as exc:
+            refused.append(str(exc))
+
+    with use_chat_model(model), call_budget(7) as budget:
+        assert budget is not None and calls_left() == 7
+        contexts = [contextvars.copy_context() for _ in range(40)]  # as LangGraph runs each node step
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda pair: pair[0].run(one, pair[1]), zip(contexts, range(40), strict=True)))
+        assert calls_left() == 0
+    assert len(model.calls) == 7 and len(refused) == 33
+    assert "bound of 7 model calls (LONGDOC_MAX_MODEL_CALLS)" in refused[0]
+    assert issubclass(CallsSpent, TooLarge)
+
+
+def test_nested_bounds_take_each_call_from_both_and_none_is_charged_past_either() -> None:
+    model = ScriptedChatModel(default="A reply.")
+    with use_chat_model(model), call_budget(5) as outer:
+        with call_budget(2) as inner:
+            for _ in range(2):
+                LLM("worker", cache=False).text(messages("s", "u"))
+            with pytest.raises(CallsSpent):
+                LLM("worker", cache=False).text(messages("s", "u"))
+        assert outer is not None and inner is not None and (outer.made, inner.made) == (2, 2)
+        assert calls_left() == 3
+    assert len(model.calls) == 2
+
+
+def test_the_bound_is_a_setting_and_zero_lifts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert calls_left() == 200  # the default, with no request's budget open
+    monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "0")
+    with call_budget() as budget:
+        assert budget is None and calls_left() is None
+    monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "many")
+    with pytest.raises(InputError, match="LONGDOC_MAX_MODEL_CALLS must be an integer"):
+        calls_left()
+
+
+def test_map_reduce_over_a_whole_namespace_past_the_bound_is_refused_before_its_first_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doubles.replies import summarize_chat_model
+    from surfaces.serve import create_app
+
+    _namespace_of_documents(tmp_path / "docs", 6)
+    monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "10")
+    model = summarize_chat_model()
+    with use_chat_model(model):
+        code = main(["summarize", "--method", "map-reduce"])  # no path: the whole namespace
+    err = capsys.readouterr().err
+    assert code == 2 and "map-reduce over" in err and "of 6 documents" in err, err
+    assert "bound of 10" in err and "LONGDOC_MAX_MODEL_CALLS" in err
+    assert model.calls == []
+    body = {"input": {"whole_namespace": True, "method": "refine"}, "config": {"configurable": {"chunk_size": 120}}}
+    with TestClient(create_app(chat_model=model)) as client:
+        reply = client.post("/summarize/invoke", json=body)
+    assert reply.status_code == 413 and "refine over" in reply.json()["detail"], reply.text
+    assert "LONGDOC_MAX_MODEL_CALLS" in reply.json()["detail"] and model.calls == []
+
+
+def test_a_served_run_stops_at_its_bound_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from doubles.replies import summarize_chat_model
+    from surfaces.serve import create_app
+
+    doc_id = _namespace_of_documents(tmp_path / "docs", 2)[0]
+    monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "3")
+    model = summarize_chat_model()
+    body = {"input": {"doc_id": doc_id, "length": 40}, "config": {"configurable": {"chunk_size": 120}}}
+    with TestClient(create_app(chat_model=model)) as client:
+        reply = client.post("/summarize/invoke", json=body)
+        assert reply.status_code == 413 and "bound of 3 model calls" in reply.json()["detail"], reply.text
+        assert len(model.calls) == 3
+        monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "200")  # each request has a bound of its own
+        again = client.post("/summarize/invoke", json=body)
+    assert again.status_code == 200, again.text
