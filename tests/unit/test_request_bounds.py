@@ -75,14 +75,14 @@ def test_map_reduce_over_a_whole_namespace_past_the_bound_is_refused_before_its_
     from doubles.replies import summarize_chat_model
     from surfaces.serve import create_app
 
-    _namespace_of_documents(tmp_path / "docs", 6)
-    monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "10")
+    _namespace_of_documents(tmp_path / "docs", 3)
+    monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "5")
     model = summarize_chat_model()
     with use_chat_model(model):
         code = main(["summarize", "--method", "map-reduce"])  # no path: the whole namespace
     err = capsys.readouterr().err
-    assert code == 2 and "map-reduce over" in err and "of 6 documents" in err, err
-    assert "bound of 10" in err and "LONGDOC_MAX_MODEL_CALLS" in err
+    assert code == 2 and "map-reduce over" in err and "of 3 documents" in err, err
+    assert "bound of 5" in err and "LONGDOC_MAX_MODEL_CALLS" in err
     assert model.calls == []
     body = {"input": {"whole_namespace": True, "method": "refine"}, "config": {"configurable": {"chunk_size": 120}}}
     with TestClient(create_app(chat_model=model)) as client:
@@ -106,3 +106,109 @@ def test_a_served_run_stops_at_its_bound_and_says_so(tmp_path: Path, monkeypatch
         monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "200")  # each request has a bound of its own
         again = client.post("/summarize/invoke", json=body)
     assert again.status_code == 200, again.text
+
+
+# --- folders ------------------------------------------------------------------------------------------
+def _small_files(folder: Path, count: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (folder / f"note{i:03d}.md").write_text(f"# Note {i}\n\nWell {i} gave {i} litres on day {i}.\n")
+    return folder
+
+
+def test_a_folder_over_the_document_limit_is_refused_before_any_file_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import nodes.ingest_dir
+    from doubles.replies import summarize_chat_model
+    from nodes.ingest_dir import ingest_directory
+    from stores.documents import list_documents
+    from surfaces.serve import create_app
+
+    root = tmp_path / "root"
+    folder = _small_files(root / "notes", 6)
+    read: list[str] = []
+    real = nodes.ingest_dir.load_path
+    monkeypatch.setattr(nodes.ingest_dir, "load_path", lambda path, enc=None: read.append(path.name) or real(path, enc))
+    monkeypatch.setenv("LONGDOC_MAX_DOCUMENTS", "5")
+    with pytest.raises(TooLarge, match=r"more than 5 document files, over the 5 one run may read \(LONGDOC_MAX_DOC"):
+        ingest_directory(folder)
+    assert main(["ingest", str(folder)]) == 2 and "LONGDOC_MAX_DOCUMENTS" in capsys.readouterr().err
+    monkeypatch.setenv("LONGDOC_INGEST_ROOT", str(root))
+    model = summarize_chat_model()
+    with TestClient(create_app(chat_model=model)) as client:
+        whole_root = client.post("/summarize/invoke", json={"input": {"path": ".", "length": 30}})
+    assert whole_root.status_code == 413 and "LONGDOC_MAX_DOCUMENTS" in whole_root.json()["detail"], whole_root.text
+    assert read == [] and list_documents("default") == [] and model.calls == []
+    monkeypatch.setenv("LONGDOC_MAX_DOCUMENTS", "6")
+    assert len(ingest_directory(folder).indexed) == 6 and len(read) == 6
+
+
+def test_more_documents_than_a_run_may_read_is_too_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodes.collection.resolve import resolve_documents
+    from tests.unit.test_collection import _Ctx
+
+    docs = _namespace_of_documents(tmp_path / "docs", 3)
+    monkeypatch.setenv("LONGDOC_MAX_DOCUMENTS", "2")
+    for values in ({"doc_ids": docs}, {"whole_namespace": True}):
+        with pytest.raises(TooLarge, match=r"3 documents is over the 2 a run may read \(LONGDOC_MAX_DOCUMENTS\)"):
+            resolve_documents(values, _Ctx())
+
+
+def test_the_folder_manifest_is_a_table_written_one_row_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    import nodes.ingest_dir
+    from nodes.ingest_dir import Manifest, ingest_directory
+    from stores.vectorstore import get_store
+
+    folder = _small_files(tmp_path / "notes", 4)
+    real = nodes.ingest_dir.index_document
+    done: list[str] = []
+
+    def dies_on_the_third(doc, store, **kwargs):  # type: ignore[no-untyped-def]
+        if len(done) == 2:
+            raise KeyboardInterrupt  # the process stopped half-way
+        done.append(doc.title)
+        return real(doc, store, **kwargs)
+
+    monkeypatch.setattr(nodes.ingest_dir, "index_document", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_directory(folder)
+    path = Manifest(get_store("default")).path
+    assert path.suffix == ".sqlite" and not path.with_suffix(".json").exists()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT path, doc_id, chunks FROM files ORDER BY path").fetchall()
+    assert [Path(r[0]).name for r in rows] == ["note000.md", "note001.md"] and all(r[1] and r[2] for r in rows)
+    monkeypatch.setattr(nodes.ingest_dir, "index_document", real)
+    again = ingest_directory(folder)
+    assert [Path(i["path"]).name for i in again.skipped] == ["note000.md", "note001.md"] and len(again.indexed) == 2
+
+
+def test_a_manifest_left_as_json_is_taken_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import nodes.ingest_dir
+    from nodes.ingest_dir import ingest_directory
+    from stores.settings import get_settings
+    from stores.vectorstore import get_store
+
+    folder = _small_files(tmp_path / "notes", 2)
+    first = ingest_directory(folder)
+    manifest = get_settings().home / "manifests" / f"{get_store('default').collection_name}"
+    manifest.with_suffix(".sqlite").unlink()
+    entries = {}
+    for item in first.indexed:
+        st = Path(item["path"]).stat()
+        entries[str(Path(item["path"]).resolve())] = {
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "doc_id": item["doc_id"],
+            "chunks": item["chunks"],
+        }
+    manifest.with_suffix(".json").write_text(json.dumps(entries))
+    monkeypatch.setattr(nodes.ingest_dir, "load_path", lambda *_a, **_k: pytest.fail("an unchanged file was read"))
+    again = ingest_directory(folder)
+    assert len(again.skipped) == 2 and not again.indexed and not manifest.with_suffix(".json").exists()
