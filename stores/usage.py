@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from langchain_core.messages import BaseMessage
 
-from stores.errors import TooLarge
+from stores.errors import RunTimeout, TooLarge
 from stores.settings import get_settings
 from stores.text import count_tokens
 
@@ -99,22 +99,40 @@ class CallsSpent(TooLarge):
     """A request that needs, or has made, more model calls than ``LONGDOC_MAX_MODEL_CALLS``: HTTP 413, exit 2."""
 
 
-class CallBudget:
-    """The model calls one request may still make; shared by every thread of its run."""
+class RunStopped(RunTimeout):
+    """The request's run was stopped (its caller left): no model call starts after it."""
 
-    def __init__(self, limit: int) -> None:
+
+class CallBudget:
+    """The model calls one request may still make; shared by every thread of its run.
+
+    :meth:`stop` ends it: a request whose caller left makes no more calls, whatever thread its run is on
+    (the event loop can cancel a run's task, not the worker threads of its steps).
+    """
+
+    def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self.made = 0
+        self.stopped = ""
         self._lock = threading.Lock()
 
-    def left(self) -> int:
-        """Calls the request may still make."""
-        return max(0, self.limit - self.made)
+    def left(self) -> int | None:
+        """Calls the request may still make (None: no bound)."""
+        if self.stopped:
+            return 0
+        return None if self.limit is None else max(0, self.limit - self.made)
+
+    def stop(self, reason: str) -> None:
+        """Refuse every call from now on with :class:`RunStopped` saying ``reason``."""
+        with self._lock:
+            self.stopped = reason
 
     def spend(self) -> None:
         """Take one call, or :class:`CallsSpent` when none is left (checked and taken under one lock)."""
         with self._lock:
-            if self.made >= self.limit:
+            if self.stopped:
+                raise RunStopped(self.stopped)
+            if self.limit is not None and self.made >= self.limit:
                 raise CallsSpent(
                     f"the request reached its bound of {self.limit} model calls (LONGDOC_MAX_MODEL_CALLS); "
                     "ask about fewer documents, or raise the bound"
@@ -135,13 +153,20 @@ def max_model_calls() -> int | None:
 def call_budget(limit: int | None = None) -> Iterator[CallBudget | None]:
     """Bound the model calls made inside the block (this context and copies of it: a run's node threads).
 
-    ``limit`` defaults to :func:`max_model_calls`; without a bound nothing is opened. Budgets nest
+    ``limit`` defaults to :func:`max_model_calls`; 0 (or no bound set) opens nothing. Budgets nest
     as the usage recorders do: a call is taken from every open one.
     """
     limit = max_model_calls() if limit is None else limit
     if not limit:
         yield None
         return
+    with run_budget(limit) as budget:
+        yield budget
+
+
+@contextlib.contextmanager
+def run_budget(limit: int | None) -> Iterator[CallBudget]:
+    """Open a :class:`CallBudget` of ``limit`` calls (None: unbounded, but it can still be stopped)."""
     budget = CallBudget(limit)
     token = _budgets.set((*_budgets.get(), budget))
     try:
@@ -154,18 +179,16 @@ def spend_call() -> None:
     """Take one model call from every open budget (:class:`CallsSpent`, before sending, when one is spent)."""
     open_budgets = _budgets.get()
     for budget in open_budgets:
-        if not budget.left():
-            budget.spend()  # raises, naming the bound, before any budget is charged
+        if budget.left() == 0:
+            budget.spend()  # raises, naming the bound or the stop, before any budget is charged
     for budget in open_budgets:
         budget.spend()
 
 
 def calls_left() -> int | None:
     """Model calls the current request may still make: its open budgets', else the setting's (None: no bound)."""
-    open_budgets = _budgets.get()
-    if open_budgets:
-        return min(budget.left() for budget in open_budgets)
-    return max_model_calls()
+    bounds = [left for left in (budget.left() for budget in _budgets.get()) if left is not None]
+    return min(bounds) if bounds else (None if _budgets.get() else max_model_calls())
 
 
 def check_calls(needed: int, what: str) -> None:

@@ -12,6 +12,8 @@ Run with ``longdoc serve`` or ``uvicorn surfaces.serve:app``. Settings:
   ``LONGDOC_MAX_JSON_DEPTH`` levels of JSON (400); bodies must be JSON (415).
 - ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;
   0 for no limit).
+- ``LONGDOC_MAX_MODEL_CALLS``: the model calls one request may make (413 past them); a request whose
+  client disconnects before its answer makes no more (:mod:`surfaces.disconnect`).
 
 ``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run (the key's own thread of
 that id: :func:`surfaces.access.thread_key`); the workflow knobs a
@@ -59,7 +61,6 @@ from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout, TooLarge
 from stores.models import ChatFactory, use_chat_model
 from stores.settings import get_settings, run_config
-from stores.usage import call_budget
 from surfaces import registry, resume
 from surfaces.access import (
     TENANT_KEY,
@@ -74,6 +75,7 @@ from surfaces.access import (
     served_fields,
     thread_key,
 )
+from surfaces.disconnect import DisconnectMiddleware
 from surfaces.resume import aforget_refused, forget_refused
 from surfaces.retention import NothingToForget, forget_for_tenant
 
@@ -82,10 +84,7 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def _deadline() -> AsyncIterator[None]:
-    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`, and bound its model calls.
-
-    The request's model calls, its worker threads' included, are bounded by ``LONGDOC_MAX_MODEL_CALLS``
-    (:func:`stores.usage.call_budget`; past it, 413).
+    """Cut the run at ``LONGDOC_RUN_TIMEOUT`` with a :class:`RunTimeout`.
 
     The request gets its answer then; the model calls of its worker threads, which the event
     loop cannot cancel, are held to the same deadline (:func:`stores.deadlines.run_deadline`):
@@ -93,7 +92,7 @@ async def _deadline() -> AsyncIterator[None]:
     """
     seconds = run_timeout()
     try:
-        with run_deadline(seconds), call_budget():
+        with run_deadline(seconds):
             async with asyncio.timeout(seconds):
                 yield
     except TimeoutError:
@@ -665,6 +664,7 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
         lifespan=lifespan,
     )
     app.add_middleware(StreamErrorMiddleware, access=access)
+    app.add_middleware(DisconnectMiddleware)  # inside the guard: it gets the body whole
     app.add_middleware(GuardMiddleware, access=access)
     if chat_model is not None:
         app.add_middleware(ChatModelMiddleware, model=chat_model)

@@ -212,3 +212,114 @@ def test_a_manifest_left_as_json_is_taken_over(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(nodes.ingest_dir, "load_path", lambda *_a, **_k: pytest.fail("an unchanged file was read"))
     again = ingest_directory(folder)
     assert len(again.skipped) == 2 and not again.indexed and not manifest.with_suffix(".json").exists()
+
+
+# --- a client that leaves -----------------------------------------------------------------------------
+class _Gate:
+    """A summarize reply that holds call ``at`` until released, counting every call."""
+
+    def __init__(self, at: int) -> None:
+        import threading
+
+        self.at, self.count = at, 0
+        self.lock, self.reached, self.release = threading.Lock(), threading.Event(), threading.Event()
+
+    def __call__(self, messages):  # type: ignore[no-untyped-def]
+        from doubles.replies import summarize_reply
+
+        with self.lock:
+            self.count += 1
+            hold = self.count == self.at
+        if hold:
+            self.reached.set()
+            self.release.wait(5)
+        return summarize_reply(messages)
+
+
+def _leave_mid_run(url: str, route: str, gate: _Gate) -> int:
+    """Ask for a refine summary (one call per chunk, in turn), leave while call ``gate.at`` is in flight, let that
+    call finish: the number of calls made a moment later."""
+    import json
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    text = "# Wells\n\n" + "\n\n".join(
+        f"## Well {i}\n\nWell {i} near Nakuru gave {i} litres on day {i}. Team {i} checked its pump." for i in range(30)
+    )
+    config = {"chunk_size": 60, "chunk_overlap": 10}
+    body = json.dumps({"input": {"text": text, "method": "refine"}, "config": {"configurable": config}})
+    host = urlsplit(url)
+    client = socket.create_connection((host.hostname, host.port))
+    head = f"POST {route} HTTP/1.1\r\nHost: {host.netloc}\r\nContent-Type: application/json\r\n"
+    client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n{body}".encode())
+    assert gate.reached.wait(10), "the run did not reach its third model call"
+    client.close()  # the client leaves while a model call is in flight
+    time.sleep(0.2)  # the server notices the closed connection
+    gate.release.set()
+    time.sleep(0.3)
+    seen = gate.count
+    time.sleep(0.2)
+    assert gate.count == seen, "calls still being made"
+    return seen
+
+
+@pytest.mark.enable_socket
+def test_a_served_run_whose_client_leaves_starts_no_more_model_calls() -> None:
+    from doubles import endpoint as fake_endpoint
+    from surfaces.serve import create_app
+
+    # A stream is cancelled by LangServe itself (sse_starlette); an invoke, whose handler nothing cancels, is
+    # stopped by its bound on model calls.
+    gates = [_Gate(at=3), _Gate(at=3)]
+    models = [ScriptedChatModel(default=gate) for gate in gates]
+    with fake_endpoint.running(create_app(chat_model=lambda _role: models[0])) as url:
+        for route, gate in zip(("/summarize/stream", "/summarize/invoke"), gates, strict=True):
+            seen = _leave_mid_run(url, route, gate)
+            assert seen == gate.count == 3, route  # the call in flight finished; none started after the client left
+            models.pop(0)
+
+
+def test_runs_stop_on_disconnect_as_each_aegra_endpoint_says() -> None:
+    from deploy.app import stops_on_disconnect
+
+    assert stops_on_disconnect("/threads/t1/runs/wait", {})
+    assert stops_on_disconnect("/threads/t1/runs/stream", {"on_disconnect": "cancel"})
+    assert stops_on_disconnect("/threads/t1/runs/stream/", {})
+    assert not stops_on_disconnect("/threads/t1/runs/stream", {"on_disconnect": "continue"})
+    assert not stops_on_disconnect("/threads/t1/runs", {})  # a background run goes on without its client
+
+
+def test_a_stopped_budget_refuses_every_call_on_any_thread() -> None:
+    import asyncio
+
+    from stores.usage import RunStopped, run_budget
+    from surfaces.disconnect import LEFT, stopper, until_disconnect
+
+    model = ScriptedChatModel(default="A reply.")
+    sent: list[dict[str, object]] = []
+    messages_in = [{"type": "http.request", "body": b"{}", "more_body": False}, {"type": "http.disconnect"}]
+    left: list[asyncio.Event] = []
+
+    async def receive() -> dict[str, object]:
+        if len(messages_in) == 1:
+            left.append(asyncio.Event())
+            await left[0].wait()
+        return messages_in.pop(0)
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        assert (await receive())["type"] == "http.request"
+        LLM("worker", cache=False).text(messages("s", "u"))  # before the client leaves: sent
+        while not left:
+            await asyncio.sleep(0.01)
+        left[0].set()
+        await asyncio.sleep(0.05)
+        with pytest.raises(RunStopped, match=LEFT):
+            await asyncio.to_thread(LLM("worker", cache=False).text, messages("s", "u"))
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    with use_chat_model(model), run_budget(None) as budget:
+        asyncio.run(until_disconnect(app, {"type": "http"}, receive, send, stopper(budget)))
+    assert len(model.calls) == 1 and budget.left() == 0 and budget.stopped == LEFT
