@@ -13,7 +13,6 @@ from doubles.chat import ScriptedChatModel
 from nodes.ingest import ingest
 from stores.errors import InputError, TooLarge
 from stores.models import LLM, messages, use_chat_model
-from stores.usage import CallsSpent, call_budget, calls_left
 from surfaces.cli import main
 from tests.unit.test_collection import write_docs
 
@@ -26,6 +25,8 @@ def _namespace_of_documents(folder: Path, count: int) -> list[str]:
 
 # --- model calls --------------------------------------------------------------------------------------
 def test_a_run_never_makes_more_model_calls_than_its_bound_even_from_parallel_threads() -> None:
+    from stores.usage import CallsSpent, call_budget, calls_left
+
     model = ScriptedChatModel(default="A reply.")
     refused: list[str] = []
 
@@ -47,6 +48,8 @@ def test_a_run_never_makes_more_model_calls_than_its_bound_even_from_parallel_th
 
 
 def test_nested_bounds_take_each_call_from_both_and_none_is_charged_past_either() -> None:
+    from stores.usage import CallsSpent, call_budget, calls_left
+
     model = ScriptedChatModel(default="A reply.")
     with use_chat_model(model), call_budget(5) as outer:
         with call_budget(2) as inner:
@@ -60,6 +63,8 @@ def test_nested_bounds_take_each_call_from_both_and_none_is_charged_past_either(
 
 
 def test_the_bound_is_a_setting_and_zero_lifts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.usage import call_budget, calls_left
+
     assert calls_left() == 200  # the default, with no request's budget open
     monkeypatch.setenv("LONGDOC_MAX_MODEL_CALLS", "0")
     with call_budget() as budget:
