@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextvars
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -328,3 +330,82 @@ def test_a_stopped_budget_refuses_every_call_on_any_thread() -> None:
     with use_chat_model(model), run_budget(None) as budget:
         asyncio.run(until_disconnect(app, {"type": "http"}, receive, send, stopper(budget)))
     assert len(model.calls) == 1 and budget.left() == 0 and budget.stopped == LEFT
+
+
+def _six_calls(model: ScriptedChatModel, leave: Callable[[], object], noticed: threading.Event) -> None:
+    """Six model calls; after the third the client leaves (``leave``), and the run waits a moment for the server
+    to notice (``noticed``: the disconnect was read) before the next."""
+    for _ in range(6):
+        LLM("worker", cache=False).text(messages("s", "u"))
+        if len(model.calls) == 3:
+            leave()
+            noticed.wait(0.5)
+
+
+def _aegra_run(path: str, extra: dict[str, str]) -> tuple[int, list[str]]:
+    """A run through the guard in front of Aegra, with an app that runs it as Aegra does (a task of its own), the
+    client gone after the run's third model call: the calls made and how the run ended."""
+    import asyncio
+    import json
+
+    from deploy.app import TenantGuard
+    from stores.errors import ModelError
+
+    model = ScriptedChatModel(default="A reply.")
+    outcome: list[str] = []
+    runs: list[asyncio.Task[None]] = []
+    noticed = threading.Event()
+
+    async def main() -> None:
+        loop, gone = asyncio.get_running_loop(), asyncio.Event()
+
+        def run() -> None:
+            try:
+                _six_calls(model, lambda: loop.call_soon_threadsafe(gone.set), noticed)
+                outcome.append("finished")
+            except ModelError as exc:  # the run's next call refused: RunStopped, a RunTimeout
+                outcome.append(f"stopped: {exc}")
+
+        async def aegra(scope, receive, send):  # type: ignore[no-untyped-def]
+            await receive()
+            runs.append(asyncio.create_task(asyncio.to_thread(run)))  # the run's task copies the request's context
+            if not scope["path"].endswith("/runs"):
+                await asyncio.gather(runs[0], return_exceptions=True)
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        body = json.dumps({"assistant_id": "chain", "input": {"question": "?"}, **extra}).encode()
+        first = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():  # type: ignore[no-untyped-def]
+            if first:
+                return first.pop()
+            await gone.wait()
+            asyncio.get_running_loop().call_soon(noticed.set)  # after the reader has handled what it got
+            return {"type": "http.disconnect"}
+
+        async def send(_message):  # type: ignore[no-untyped-def]
+            return None
+
+        headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+        scope = {"type": "http", "method": "POST", "path": path, "headers": [*headers, (b"x-api-key", b"key-a")]}
+        await TenantGuard(aegra)(scope, receive, send)
+        await asyncio.gather(*runs, return_exceptions=True)
+
+    with use_chat_model(model):
+        asyncio.run(main())
+    return len(model.calls), outcome
+
+
+def test_an_aegra_run_whose_client_leaves_starts_no_more_model_calls_unless_it_may_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    LEFT = "the client disconnected before the answer: its run was stopped"
+    monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps({"team-a": "key-a"}))
+    stopped = [f"stopped: {LEFT}"]
+    assert _aegra_run("/threads/t1/runs/wait", {}) == (3, stopped)
+    assert _aegra_run("/threads/t1/runs/stream", {}) == (3, stopped)  # on_disconnect: cancel, Aegra's default
+    assert _aegra_run("/threads/t1/runs/stream", {"on_disconnect": "continue"}) == (6, ["finished"])
+    assert _aegra_run("/threads/t1/runs", {}) == (6, ["finished"])  # a background run has no client to lose
