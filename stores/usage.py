@@ -191,15 +191,15 @@ def calls_left() -> int | None:
     return min(bounds) if bounds else (None if _budgets.get() else max_model_calls())
 
 
-def check_calls(needed: int, what: str) -> None:
+def check_calls(needed: int, what: str, advice: str = "name fewer documents") -> None:
     """Refuse, before its first model call, work that needs more model calls than the request has left.
 
-    ``what`` says what the calls are for (e.g. ``"map-reduce over 2,400 chunks"``).
+    ``what`` says what the calls are for (e.g. ``"map-reduce over 2,400 chunks"``), ``advice`` what to do instead.
     """
     left = calls_left()
     if left is not None and needed > left:
         bound = max_model_calls()
         raise CallsSpent(
             f"{what} needs at least {needed:,} model calls, over the bound of {bound or left:,} a request may make "
-            f"(LONGDOC_MAX_MODEL_CALLS; {left:,} left); name fewer documents or use method expert-editor"
+            f"(LONGDOC_MAX_MODEL_CALLS; {left:,} left); {advice}"
         )

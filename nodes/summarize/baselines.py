@@ -59,7 +59,7 @@ def check_baseline_calls(method: str, chunks: int, documents: int) -> None:
     """
     if method in LEAST_CALLS:
         what = f"{method} over {chunks:,} chunks" + (f" of {documents:,} documents" if documents > 1 else "")
-        check_calls(chunks + LEAST_CALLS[method], what)
+        check_calls(chunks + LEAST_CALLS[method], what, "name fewer documents or use method expert-editor")
 
 
 # --- map-reduce -----------------------------------------------------------------------------
