@@ -2,7 +2,7 @@
 
     python -m bench.reliability --out bench/results/reliability.json [--interruptions 12] [--kills 12]
         [--concurrency 40] [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention,tenants,
-        budgets,dev_server]
+        budgets,dev_server,work_bounds]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
 ``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app, ``langgraph dev``
@@ -54,7 +54,9 @@ its start and at its peak (``memory_mb``, sampled every 0.1 s while it runs):
   (:func:`budgets`);
 * ``dev_server``: ``langgraph dev`` as ``make dev`` runs it, called from a foreign origin, a rebound
   host and Studio, and asked to move the endpoint or read files outside the ingest root
-  (:func:`dev_server`).
+  (:func:`dev_server`);
+* ``work_bounds``: map-reduce over a namespace of 53 documents, a run past its bound on model calls, a
+  served run whose client leaves half-way and a folder of 12,000 files (:func:`work_bounds`).
 """
 
 from __future__ import annotations
@@ -832,6 +834,155 @@ def budgets() -> dict[str, Any]:
     }
 
 
+# --- work bounded before it starts --------------------------------------------------------------------------
+BOUND_DOCUMENTS = 53
+"""Documents of the namespace summarized whole with map-reduce (a few chunks each: over 200 chunks in all)."""
+FOLDER_FILES = 12_000
+"""Small files of the folder ingested (over the 10,000 of ``LONGDOC_MAX_DOCUMENTS``)."""
+LATE_CALL_SECONDS = 5.0
+"""Longest a model call may start after its client left."""
+
+
+class _TimedCalls:
+    """A scripted summarize reply that waits ``delay`` seconds per call, holding call ``hold`` until released, and
+    records when each call started."""
+
+    def __init__(self, delay: float = 0.0, hold: int = 0) -> None:
+        import threading
+
+        self.delay, self.hold = delay, hold
+        self.starts: list[float] = []
+        self.lock, self.held, self.release = threading.Lock(), threading.Event(), threading.Event()
+
+    def __call__(self, messages: Any) -> str:
+        from doubles.replies import summarize_reply
+
+        with self.lock:
+            self.starts.append(time.monotonic())
+            mine = len(self.starts)
+        if mine == self.hold:
+            self.held.set()
+            self.release.wait(30)
+        time.sleep(self.delay)
+        return summarize_reply(messages)
+
+
+def _whole_namespace_calls(folder: Path) -> dict[str, Any]:
+    """Map-reduce over a namespace of :data:`BOUND_DOCUMENTS` documents, and an expert-editor run bounded at 4
+    calls: the status, its message and the model calls each made."""
+    from nodes.ingest import ingest
+
+    namespace = "bounds"
+    for i in range(BOUND_DOCUMENTS):
+        lines = " ".join(f"Station {i} logged {j} readings of well {j} on day {i + j}." for j in range(30))
+        ingest(text=f"# Station {i}\n\n{lines}\n", namespace=namespace, chunk_size=120, chunk_overlap=20)
+    config = {"configurable": {"namespace": namespace, "chunk_size": 120, "chunk_overlap": 20}}
+    rows = []
+    for case, method, bound in (("map-reduce over the whole namespace", "map-reduce", ""), ("bounded run", "", "4")):
+        calls = _TimedCalls()
+        if bound:
+            os.environ["LONGDOC_MAX_MODEL_CALLS"] = bound
+        try:
+            with _client(ScriptedChatModel(default=calls)) as client:
+                body = {"whole_namespace": True, **({"method": method} if method else {})}
+                started = time.monotonic()
+                reply = client.post("/summarize/invoke", json={"input": body, "config": config})
+        finally:
+            os.environ.pop("LONGDOC_MAX_MODEL_CALLS", None)
+        detail = str(reply.json().get("detail", "")) if reply.status_code != 200 else ""
+        rows.append(
+            {
+                "case": case,
+                "status": reply.status_code,
+                "calls": len(calls.starts),
+                "bound": int(bound or 200),
+                "seconds": round(time.monotonic() - started, 2),
+                "names_the_bound": "LONGDOC_MAX_MODEL_CALLS" in detail,
+                "message": detail[:300],
+            }
+        )
+    return {"documents": BOUND_DOCUMENTS, "rows": rows}
+
+
+def _left_mid_run(observe: float = 8.0) -> dict[str, Any]:
+    """A refine summary over LangServe whose client leaves at its third model call (each call 0.3 s): the calls
+    started after the client left and when the last of them started."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from doubles import endpoint as fake_endpoint
+    from surfaces.serve import create_app
+
+    calls = _TimedCalls(delay=0.3, hold=3)
+    text = "# Wells\n\n" + "\n\n".join(
+        f"## Well {i}\n\nWell {i} near Nakuru gave {i} litres on day {i}. Team {i} checked its pump." for i in range(60)
+    )
+    chunking = {"chunk_size": 60, "chunk_overlap": 10}
+    body = json.dumps({"input": {"text": text, "method": "refine"}, "config": {"configurable": chunking}})
+    with fake_endpoint.running(create_app(chat_model=ScriptedChatModel(default=calls))) as url:
+        host = urlsplit(url)
+        client = socket.create_connection((host.hostname, host.port))
+        head = f"POST /summarize/invoke HTTP/1.1\r\nHost: {host.netloc}\r\nContent-Type: application/json\r\n"
+        client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n{body}".encode())
+        reached = calls.held.wait(60)
+        client.close()
+        left = time.monotonic()
+        calls.release.set()
+        time.sleep(observe)
+    later = [start - left for start in calls.starts if start > left]
+    return {
+        "reached_the_third_call": reached,
+        "calls_before_leaving": sum(start <= left for start in calls.starts),
+        "calls_started_after_leaving": len(later),
+        "last_call_start_after_leaving_s": round(max(later), 2) if later else 0.0,
+        "observed_s": observe,
+    }
+
+
+def _large_folder(folder: Path, timeout: float = 60) -> dict[str, Any]:
+    """``longdoc ingest`` of a folder of :data:`FOLDER_FILES` small files (cut at ``timeout`` seconds): its exit
+    code, seconds, message and the documents left behind."""
+    import subprocess
+
+    from stores.documents import list_documents
+
+    root = folder / "many"
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(FOLDER_FILES):
+        (root / f"note{i:05d}.md").write_text(f"# Note {i}\n\nWell {i} gave {i} litres.\n", encoding="utf-8")
+    env = {**os.environ, "LONGDOC_EMBEDDER": "hash", "PYTHONPATH": str(ROOT)}
+    proc = _process(env, ["ingest", str(root), "--namespace", "folder"])
+    started = time.monotonic()
+    try:
+        _out, err = proc.communicate(timeout=timeout)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _out, err = proc.communicate()
+        code = None
+    seconds = time.monotonic() - started
+    return {
+        "files": FOLDER_FILES,
+        "code": code,
+        "seconds": round(seconds, 2),
+        "names_the_limit": "LONGDOC_MAX_DOCUMENTS" in err,
+        "message": err.strip().splitlines()[-1][:300] if err.strip() else "",
+        "documents_left": len(list_documents("folder")),
+    }
+
+
+def work_bounds(folder: Path) -> dict[str, Any]:
+    """A request's work is bounded and known before it starts.
+
+    ``calls``: map-reduce over a namespace of 53 documents (over 200 chunks) refused (413) before its first model
+    call, naming ``LONGDOC_MAX_MODEL_CALLS``, and a run bounded at 4 calls making at most 4; ``disconnect``: a
+    served run whose client leaves mid-run starts no model call more than :data:`LATE_CALL_SECONDS` later
+    (``last_call_start_after_leaving_s``); ``folder``: ``longdoc ingest`` of 12,000 small files refused (exit 2)
+    within 10 s, naming ``LONGDOC_MAX_DOCUMENTS``, with no document left behind.
+    """
+    return {"calls": _whole_namespace_calls(folder), "disconnect": _left_mid_run(), "folder": _large_folder(folder)}
+
+
 # --- the dev server's origin policy ---------------------------------------------------------------------
 STUDIO = "https://smith.langchain.com"
 FOREIGN = "https://evil.example"
@@ -1158,6 +1309,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "tenants": lambda _tmp: tenants(),
         "budgets": lambda _tmp: budgets(),
         "dev_server": dev_server,
+        "work_bounds": work_bounds,
     }
     wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
@@ -1217,7 +1369,12 @@ class MemorySampler:
 
 def failures(report: dict[str, Any]) -> list[str]:
     """What in ``report`` falls short of the guarantees (empty when every suite held)."""
-    return [*_run_failures(report), *_input_failures(report), *_service_failures(report)]
+    return [
+        *_run_failures(report),
+        *_input_failures(report),
+        *_service_failures(report),
+        *_bound_failures(report.get("work_bounds", {})),
+    ]
 
 
 def _run_failures(report: dict[str, Any]) -> list[str]:
@@ -1290,6 +1447,31 @@ def _service_failures(report: dict[str, Any]) -> list[str]:
         or kept.get("forget_status") != [200, 200, 404]
     ):
         found.append(f"retention: {kept['leaks']} leaks, {kept['left_after_forget']} left after forget")
+    return found
+
+
+def _bound_failures(part: dict[str, Any]) -> list[str]:
+    """What in the work bounds suite falls short: work not refused up front, calls past a bound or a departed
+    client, a large folder not refused in time or leaving documents behind."""
+    found = []
+    for row in part.get("calls", {}).get("rows", []):
+        refused = row["status"] == 413 and not row["calls"] and row["names_the_bound"]
+        if row["case"].startswith("map-reduce") and not refused:
+            found.append(f"work bounds: {row['case']} answered {row['status']} after {row['calls']} model calls")
+        elif row["calls"] > row["bound"]:
+            found.append(f"work bounds: {row['case']} made {row['calls']} model calls past its bound of {row['bound']}")
+    left = part.get("disconnect", {})
+    if left and (not left["reached_the_third_call"] or left["last_call_start_after_leaving_s"] > LATE_CALL_SECONDS):
+        found.append(
+            f"work bounds: {left['calls_started_after_leaving']} model calls started after the client left, "
+            f"the last {left['last_call_start_after_leaving_s']} s later"
+        )
+    folder = part.get("folder", {})
+    if folder and (folder["code"] != 2 or folder["seconds"] > 10 or folder["documents_left"]):
+        found.append(
+            f"work bounds: a folder of {folder['files']} files ended with code {folder['code']} after "
+            f"{folder['seconds']} s, {folder['documents_left']} documents left behind"
+        )
     return found
 
 

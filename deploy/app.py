@@ -34,7 +34,9 @@ LangServe app applies:
   resumes that run when it brings the same input, and starts from its last finished step when it
   brings another (:func:`continue_dead_run`);
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
-  call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``.
+  call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``, and a run makes at most ``LONGDOC_MAX_MODEL_CALLS``;
+- a ``/runs/wait`` or ``/runs/stream`` (unless ``on_disconnect: continue``) whose client leaves before the answer
+  starts no more model calls (:func:`stops_on_disconnect`).
 
 The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/chat``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
@@ -67,6 +69,7 @@ from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
 from stores.errors import InputError, TooLarge
 from stores.files import IngestRoot
 from stores.settings import get_settings
+from stores.usage import max_model_calls, run_budget
 from surfaces.access import (
     FILE_INPUTS,
     AccessError,
@@ -82,6 +85,7 @@ from surfaces.access import (
     thread_key,
     with_length,
 )
+from surfaces.disconnect import stopper, until_disconnect
 from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
 
@@ -334,13 +338,31 @@ class TenantGuard:
             payload = json.dumps(checked).encode()
             scope = with_length(scope, payload)
             # The run's task is created inside this call and copies the context: every model call of the
-            # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT, as on LangServe.
-            with run_deadline(run_timeout()):
-                await self.app(scope, replay_body(payload, receive), send)
+            # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT and takes from the
+            # bound of LONGDOC_MAX_MODEL_CALLS, as on LangServe.
+            with run_deadline(run_timeout()), run_budget(max_model_calls()) as budget:
+                if stops_on_disconnect(scope["path"], checked):
+                    await until_disconnect(self.app, scope, replay_body(payload, receive), send, stopper(budget))
+                else:
+                    await self.app(scope, replay_body(payload, receive), send)
             released = await hold_until_done(lock, thread, known)
         finally:
             if not released:
                 await anyio.to_thread.run_sync(lock.release)
+
+
+def stops_on_disconnect(path: str, body: dict[str, Any]) -> bool:
+    """Whether the run a request creates stops when its client leaves before the answer.
+
+    A ``/runs/wait`` does, and a ``/runs/stream`` unless it asks ``on_disconnect: continue``: Aegra cancels the
+    stream's run task then, and its steps on worker threads start no more model calls
+    (:func:`surfaces.disconnect.until_disconnect`); Aegra 0.6 cancels nothing for a wait. A background run
+    (``POST /threads/{id}/runs``) goes on without its client.
+    """
+    kind = path.rstrip("/").rsplit("/", 1)[-1]
+    if kind == "wait":
+        return True
+    return kind == "stream" and str(body.get("on_disconnect") or "cancel").lower() != "continue"
 
 
 MULTITASK = ("reject", "enqueue")

@@ -1,17 +1,22 @@
 """Ingesting a directory: every supported file under it, parsing the next file while this one embeds.
 
-A manifest per (namespace, vector space) under ``LONGDOC_HOME/manifests`` remembers each file's
-size, modification time and document id; a file whose size and time are unchanged and whose
-document is still fully indexed is skipped without being read. A run cut short resumes: finished
-files are skipped, and the file it stopped in keeps the chunks it had written
-(:func:`nodes.ingest.embed_records`). A file that cannot be read is reported and the others go on.
+The folder's files are counted first: one holding more than ``LONGDOC_MAX_DOCUMENTS`` supported files
+is refused (:class:`~stores.errors.TooLarge`) before any file is read, so nothing is ingested. A
+manifest per (namespace, vector space), an SQLite table under ``LONGDOC_HOME/manifests``, remembers
+each file's size, modification time and document id, one row written as each file is done; a file
+whose size and time are unchanged and whose document is still fully indexed is skipped without being
+read. A run cut short resumes: finished files are skipped, and the file it stopped in keeps the
+chunks it had written (:func:`nodes.ingest.embed_records`). A file that cannot be read is reported
+and the others go on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
+import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.ingest import IngestResult, Progress, index_document, is_indexed
-from stores.documents import write_atomic
-from stores.errors import InputError
+from stores.errors import InputError, TooLarge
 from stores.loaders import SUPPORTED, LoadedDocument, load_path
 from stores.settings import get_settings
 from stores.vectorstore import VectorStore, get_store
@@ -48,35 +52,76 @@ class DirectoryResult:
         }
 
 
-def document_files(root: Path, *, contained: bool = False) -> list[Path]:
+def too_many_files(root: Path, limit: int) -> TooLarge:
+    """The refusal of a folder holding more than ``limit`` supported files."""
+    return TooLarge(
+        f"{root}: the folder holds more than {limit:,} document files, over the {limit:,} one run may read "
+        "(LONGDOC_MAX_DOCUMENTS); name a smaller folder"
+    )
+
+
+def document_files(root: Path, *, contained: bool = False, limit: int | None = None) -> list[Path]:
     """Every file under ``root`` (recursively, hidden folders excluded) of a supported type, sorted.
 
-    ``contained``: a file whose real path (links followed) is outside ``root`` is left out.
+    ``contained``: a file whose real path (links followed) is outside ``root`` is left out. ``limit``: past
+    that many files the walk stops and the folder is refused (:func:`too_many_files`), none of them read.
+    ``os.walk`` rather than ``Path.rglob``: it leaves hidden folders unwalked instead of listing them.
     """
     if not root.is_dir():
         raise InputError(f"{root}: not a directory")
     real = root.resolve()
     found = []
-    for path in root.rglob("*"):
-        parts = path.relative_to(root).parts
-        if any(part.startswith(".") for part in parts) or not path.is_file():
-            continue
-        if contained and not path.resolve().is_relative_to(real):
-            continue
-        if path.suffix.lower() in SUPPORTED:
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            path = Path(folder, name)
+            if name.startswith(".") or path.suffix.lower() not in SUPPORTED or not path.is_file():
+                continue
+            if contained and not path.resolve().is_relative_to(real):
+                continue
             found.append(path)
+            if limit is not None and len(found) > limit:
+                raise too_many_files(root, limit)
     return sorted(found)
 
 
 class Manifest:
-    """Size, modification time and document id of every file ingested into one store."""
+    """Size, modification time and document id of every file ingested into one store: a table of its own.
+
+    One row is written per file as it is done (not the whole manifest rewritten), so a folder of many
+    files costs one small write each. A manifest left as JSON by an earlier version is taken over once.
+    """
 
     def __init__(self, store: VectorStore) -> None:
-        self.path = get_settings().home / "manifests" / f"{store.collection_name}.json"
+        folder = get_settings().home / "manifests"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{store.collection_name}.sqlite"
+        self.db = sqlite3.connect(self.path, timeout=30)
+        with self.db:
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS files "
+                "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, doc_id TEXT, chunks INTEGER)"
+            )
+        self._take_over(folder / f"{store.collection_name}.json")
+
+    def _take_over(self, old: Path) -> None:
+        """Move the entries of an earlier version's JSON manifest into the table, then remove the file."""
         try:
-            self.entries: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
+            entries = json.loads(old.read_text())
         except (OSError, ValueError):
-            self.entries = {}  # an unreadable manifest only costs re-reading the files
+            return  # none, or unreadable: that only costs re-reading the files
+        rows = [
+            (path, e.get("size"), e.get("mtime_ns"), str(e.get("doc_id", "")), int(e.get("chunks", 0)))
+            for path, e in entries.items()
+            if isinstance(e, dict)
+        ]
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO files VALUES (?, ?, ?, ?, ?)", rows)
+        old.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Close the table."""
+        self.db.close()
 
     @staticmethod
     def stamp(path: Path) -> dict[str, int]:
@@ -84,18 +129,29 @@ class Manifest:
         st = path.stat()
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
+    def entry(self, path: Path) -> dict[str, Any] | None:
+        """The recorded row of ``path`` (None: never ingested)."""
+        row = self.db.execute(
+            "SELECT size, mtime_ns, doc_id, chunks FROM files WHERE path = ?", (str(path.resolve()),)
+        ).fetchone()
+        return None if row is None else dict(zip(("size", "mtime_ns", "doc_id", "chunks"), row, strict=True))
+
     def unchanged(self, path: Path, store: VectorStore, chunk_size: int, chunk_overlap: int) -> dict[str, Any] | None:
         """The manifest entry of ``path`` when the file is as recorded and its document still indexed."""
-        entry = self.entries.get(str(path.resolve()))
+        entry = self.entry(path)
         if entry is None or {k: entry.get(k) for k in ("size", "mtime_ns")} != self.stamp(path):
             return None
         info = is_indexed(store, str(entry["doc_id"]), chunk_size, chunk_overlap)
         return {**entry, "chunks": info.chunks} if info is not None else None
 
     def record(self, path: Path, result: IngestResult) -> None:
-        """Record the file's ingest with its stamp, and save the manifest."""
-        self.entries[str(path.resolve())] = {**self.stamp(path), "doc_id": result.doc_id, "chunks": result.chunks}
-        write_atomic(self.path, json.dumps(self.entries, indent=1, sort_keys=True))
+        """Record the file's ingest with its stamp: one row written."""
+        stamp = self.stamp(path)
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
+                (str(path.resolve()), stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks),
+            )
 
 
 def _parsed(paths: list[Path], encoding: str | None) -> Iterator[tuple[Path, LoadedDocument | InputError]]:
@@ -139,12 +195,26 @@ def ingest_directory(
 ) -> DirectoryResult:
     """Ingest every supported file under ``root`` into ``namespace``, skipping files unchanged since last time.
 
-    ``contained``: files linked from outside ``root`` are left out.
+    ``contained``: files linked from outside ``root`` are left out. A folder of more than
+    ``LONGDOC_MAX_DOCUMENTS`` supported files is refused before any is read (:class:`~stores.errors.TooLarge`).
     """
     emit = progress or (lambda _event: None)
-    files = document_files(Path(root), contained=contained)
+    files = document_files(Path(root), contained=contained, limit=get_settings().max_documents)
     store = get_store(namespace, embedder)
-    manifest = Manifest(store)
+    with contextlib.closing(Manifest(store)) as manifest:
+        return _ingest_files(files, store, manifest, chunk_size, chunk_overlap, encoding, emit)
+
+
+def _ingest_files(
+    files: list[Path],
+    store: VectorStore,
+    manifest: Manifest,
+    chunk_size: int,
+    chunk_overlap: int,
+    encoding: str | None,
+    emit: Progress,
+) -> DirectoryResult:
+    """Ingest ``files`` into ``store``, skipping those the manifest knows unchanged, recording each one done."""
     result = DirectoryResult()
     todo = []
     for path in files:

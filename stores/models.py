@@ -44,7 +44,7 @@ from stores.errors import InputError, ModelError, RunTimeout
 from stores.llm_cache import cached_reply, remember
 from stores.replies import complete_sentences, cut_reply, parse_json_object
 from stores.settings import RoleModel, get_settings
-from stores.usage import Usage, merge_usage, record_usage, usage_of
+from stores.usage import Usage, merge_usage, record_usage, spend_call, usage_of
 
 T = TypeVar("T", bound=BaseModel)
 ChatFactory = Callable[[str], BaseChatModel]
@@ -166,7 +166,8 @@ def _bundled_slots(model: BaseChatModel) -> threading.BoundedSemaphore | None:
 class LLM:
     """One role's model with retries on bad output, the response cache and usage accounting.
 
-    Every request's usage is recorded (:func:`stores.usage.record_usage`), a rejected reply's too.
+    Every request's usage is recorded (:func:`stores.usage.record_usage`), a rejected reply's too; every request
+    sent (a reply from the cache is not) takes one call from the request's bound (:func:`stores.usage.spend_call`).
     """
 
     def __init__(
@@ -211,6 +212,7 @@ class LLM:
             if hit is not None:
                 return hit
         check_deadline()  # no model call starts after the run's deadline
+        spend_call()  # nor past the request's bound on model calls (LONGDOC_MAX_MODEL_CALLS)
         model = chat_model(self.role, self.overrides, max_tokens=max_tokens)
         endpoint = endpoint_of(model)
         if endpoint:

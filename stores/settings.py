@@ -188,6 +188,10 @@ class Settings(_Environment):
     """Inputs one served ``/batch`` request may carry (``LONGDOC_MAX_BATCH``)."""
     max_json_depth: int = 32
     """How deeply a served request's JSON may nest objects and arrays (``LONGDOC_MAX_JSON_DEPTH``)."""
+    max_model_calls: int = 200
+    """Model calls one request may make, retries included (``LONGDOC_MAX_MODEL_CALLS``; 0: no bound)."""
+    max_documents: int = 10_000
+    """Documents one run may read, and files a folder may hold to be ingested (``LONGDOC_MAX_DOCUMENTS``)."""
 
     _roles: dict[str, dict[str, str]] = PrivateAttr(default_factory=dict)
 

@@ -28,6 +28,7 @@ from nodes.context import Context
 from stores.chat_stream import partial_field
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout
+from stores.usage import call_budget
 from surfaces.options import context_option, context_values
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -520,8 +521,10 @@ def main(argv: list[str] | None = None) -> int:
     # An interactive chat waits on its user: each of its turns has the deadline instead.
     interactive = args.command == "chat" and not getattr(args, "script", None)
     seconds = None if args.command in UNTIMED_COMMANDS or interactive else run_timeout()
+    # One bound on model calls for the command (LONGDOC_MAX_MODEL_CALLS); an interactive chat's turns have one each.
+    calls = 0 if args.command in UNTIMED_COMMANDS or interactive else None
     try:
-        with deadline(seconds):
+        with deadline(seconds), call_budget(calls):
             return int(args.func(args) or EXIT_OK)
     except DeadlinePassed as exc:
         print(f"longdoc: {exc}; raise LONGDOC_RUN_TIMEOUT (0 for no limit) for longer runs", file=sys.stderr)

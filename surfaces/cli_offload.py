@@ -26,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from nodes.offload.context import OffloadContext
 from stores.deadlines import run_timeout
 from stores.errors import InputError
+from stores.usage import call_budget
 from surfaces.cli import (
     EXIT_OK,
     AnswerPrinter,
@@ -167,10 +168,12 @@ def _cmd_chat(args: argparse.Namespace) -> int:
             printer = AnswerPrinter({"answer"}, field=None) if stream else None
             # A turn that died half-way is resumed when asked again, rolled back when another comes.
             turn_input, turn_config = plan(graph, request, cast(RunnableConfig, config))
-            # A scripted session has one deadline in all (set by ``longdoc``); an interactive one, one per turn.
+            # A scripted session has one deadline and one bound on model calls in all (set by ``longdoc``); an
+            # interactive one, one of each per turn.
             with (
                 progress(args.quiet or bool(args.script), "chat") as handle,
                 deadline(turn_seconds),
+                call_budget(0 if args.script else None),
                 forget_refused(graph, turn_config),
             ):
                 out = run_graph(

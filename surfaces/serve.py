@@ -12,6 +12,8 @@ Run with ``longdoc serve`` or ``uvicorn surfaces.serve:app``. Settings:
   ``LONGDOC_MAX_JSON_DEPTH`` levels of JSON (400); bodies must be JSON (415).
 - ``LONGDOC_RUN_TIMEOUT``: a run still going after this many seconds ends in 503 (default 1800;
   0 for no limit).
+- ``LONGDOC_MAX_MODEL_CALLS``: the model calls one request may make (413 past them); a request whose
+  client disconnects before its answer makes no more (:mod:`surfaces.disconnect`).
 
 ``config={"configurable": {"thread_id": ...}}`` resumes a checkpointed run (the key's own thread of
 that id: :func:`surfaces.access.thread_key`); the workflow knobs a
@@ -73,6 +75,7 @@ from surfaces.access import (
     served_fields,
     thread_key,
 )
+from surfaces.disconnect import DisconnectMiddleware
 from surfaces.resume import aforget_refused, forget_refused
 from surfaces.retention import NothingToForget, forget_for_tenant
 
@@ -661,6 +664,7 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
         lifespan=lifespan,
     )
     app.add_middleware(StreamErrorMiddleware, access=access)
+    app.add_middleware(DisconnectMiddleware)  # inside the guard: it gets the body whole
     app.add_middleware(GuardMiddleware, access=access)
     if chat_model is not None:
         app.add_middleware(ChatModelMiddleware, model=chat_model)

@@ -11,13 +11,12 @@ from typing import Any
 
 from nodes.ingest import DOCUMENT_FIELDS, Progress, document_field, input_namespace, resolve_document
 from stores.documents import find_document, get_document, index_identity, list_documents
-from stores.errors import InputError
+from stores.errors import InputError, TooLarge
+from stores.settings import get_settings
 from stores.vectorstore import VectorStore, get_store
 
 COLLECTION_FIELDS = ("doc_ids", "whole_namespace")
 """The input fields that name a collection (besides a folder ``path``)."""
-MAX_DOCUMENTS = 10_000
-"""Most documents one run may name (a bound on the request, not on the namespace)."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,10 @@ def resolve_documents(values: Mapping[str, Any], context: Any, progress: Progres
 
 
 def _bounded(doc_ids: list[str]) -> list[str]:
-    if len(doc_ids) > MAX_DOCUMENTS:
-        raise InputError(f"{len(doc_ids)} documents is over the {MAX_DOCUMENTS} a run may read")
+    """``doc_ids``, or :class:`TooLarge` when they are more than a run may read (a bound on the request)."""
+    most = get_settings().max_documents
+    if len(doc_ids) > most:
+        raise TooLarge(f"{len(doc_ids):,} documents is over the {most:,} a run may read (LONGDOC_MAX_DOCUMENTS)")
     return doc_ids
 
 

@@ -29,7 +29,7 @@ from nodes.summarize.length import tokens_for
 from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
-from stores.usage import track_usage
+from stores.usage import check_calls, track_usage
 
 NONE_MARKERS = ("NONE", "无")
 
@@ -48,6 +48,20 @@ def is_none(text: str) -> bool:
     return not head or head in NONE_MARKERS or head.startswith("NONE")
 
 
+LEAST_CALLS = {"map-reduce": 1, "refine": 0}
+"""Model calls a baseline makes besides one per chunk: map-reduce's reduce (refine has none)."""
+
+
+def check_baseline_calls(method: str, chunks: int, documents: int) -> None:
+    """Refuse a map-reduce or refine run the request's bound on model calls cannot finish, before its first call.
+
+    Both make at least one call per chunk (``LONGDOC_MAX_MODEL_CALLS``, :func:`stores.usage.check_calls`).
+    """
+    if method in LEAST_CALLS:
+        what = f"{method} over {chunks:,} chunks" + (f" of {documents:,} documents" if documents > 1 else "")
+        check_calls(chunks + LEAST_CALLS[method], what, "name fewer documents or use method expert-editor")
+
+
 # --- map-reduce -----------------------------------------------------------------------------
 
 
@@ -56,6 +70,7 @@ def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dic
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     validate(ctx)
     hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
+    check_baseline_calls("map-reduce", len(hits), len(run_doc_ids(state)))
     runtime.stream_writer(
         {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
     )
@@ -184,6 +199,7 @@ def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     validate(ctx)
     hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
+    check_baseline_calls("refine", len(hits), len(run_doc_ids(state)))
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
 

@@ -13,6 +13,7 @@ from langgraph.types import Overwrite
 
 from nodes.collection.resolve import resolve_documents
 from nodes.collection.sources import Sources, run_sources
+from nodes.summarize.baselines import check_baseline_calls
 from nodes.summarize.context import SummarizeContext, check_context
 from nodes.summarize.editing import check_request
 from nodes.summarize.fact_checker import factcheck_stats
@@ -87,6 +88,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
         kind, message = "direct", "one-chunk document: summarized in one call"
         update["stop_reason"] = "single_chunk"
     else:
+        check_baseline_calls(method, len(chunks), len(infos))
         kind, message = method, f"{method} over {len(chunks)} chunks"
     update["kind"] = kind
     name = infos[0].title or doc_id if len(infos) == 1 else f"{len(infos)} documents"

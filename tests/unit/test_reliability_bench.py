@@ -76,6 +76,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     monkeypatch.setattr(reliability, "dev_server", lambda folder: held)
     spent = {"settings_tried": 1, "refused": 1, "oversized_requests": 0, "slowest_refusal_seconds": 0.1}
     monkeypatch.setattr(reliability, "budgets", lambda: spent)
+    monkeypatch.setattr(reliability, "work_bounds", lambda folder: {})
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
@@ -92,6 +93,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "tenants",
         "budgets",
         "dev_server",
+        "work_bounds",
         "seconds",
     }
     assert all({"seconds", "memory_mb"} <= set(part) for part in report.values() if isinstance(part, dict))
@@ -149,4 +151,54 @@ def test_a_report_that_falls_short_is_a_failure() -> None:
     stream = {**good["faults"], "failing_streams": 3, "streams_ended_with_an_error_event": 2}
     assert reliability.failures({**good, "faults": stream}) == [
         "faults: a failing stream did not end with an error event and a whole body"
+    ]
+
+
+def test_work_not_bounded_before_it_starts_is_a_failure() -> None:
+    held = {
+        "calls": {
+            "rows": [
+                {
+                    "case": "map-reduce over the whole namespace",
+                    "status": 413,
+                    "calls": 0,
+                    "bound": 200,
+                    "names_the_bound": True,
+                },
+                {"case": "bounded run", "status": 413, "calls": 4, "bound": 4, "names_the_bound": True},
+            ]
+        },
+        "disconnect": {
+            "reached_the_third_call": True,
+            "calls_started_after_leaving": 0,
+            "last_call_start_after_leaving_s": 0.0,
+        },
+        "folder": {"files": 12000, "code": 2, "seconds": 6.9, "documents_left": 0},
+    }
+    assert reliability.failures({"work_bounds": held}) == []
+    as_on_main = {
+        "calls": {
+            "rows": [
+                {
+                    "case": "map-reduce over the whole namespace",
+                    "status": 200,
+                    "calls": 268,
+                    "bound": 200,
+                    "names_the_bound": False,
+                },
+                {"case": "bounded run", "status": 200, "calls": 9, "bound": 4, "names_the_bound": False},
+            ]
+        },
+        "disconnect": {
+            "reached_the_third_call": True,
+            "calls_started_after_leaving": 57,
+            "last_call_start_after_leaving_s": 7.9,
+        },
+        "folder": {"files": 12000, "code": None, "seconds": 60.0, "documents_left": 700},
+    }
+    assert reliability.failures({"work_bounds": as_on_main}) == [
+        "work bounds: map-reduce over the whole namespace answered 200 after 268 model calls",
+        "work bounds: bounded run made 9 model calls past its bound of 4",
+        "work bounds: 57 model calls started after the client left, the last 7.9 s later",
+        "work bounds: a folder of 12000 files ended with code None after 60.0 s, 700 documents left behind",
     ]
