@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from stores.extras import EXTRAS
-from tests.unit.test_layers import ROOT, imported_names, module_name
+from tests.unit.test_layers import ROOT, imported_names, module_graph, module_name
 
 RUNTIME = ("graphs", "nodes", "surfaces", "prompts", "stores", "deploy")
 """The packages the wheel ships."""
@@ -39,17 +39,19 @@ SOURCE_ONLY = ("bench", "doubles", "tests")
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "surfaces.serve": ("serve",),
     "surfaces.studio": ("studio",),
-    "deploy": ("scaleout",),
+    "deploy.*": ("scaleout",),
+    "deploy": ("studio", "scaleout"),
     "deploy.dev": ("studio",),
     "deploy.mcp": ("studio", "scaleout"),
     "deploy.a2a": ("studio", "scaleout"),
+    "deploy.served": ("studio", "scaleout"),
     "stores.postgres": ("scaleout",),
     "stores.torch_e5": ("torch",),
     "stores.flag_embed": ("torch",),
 }
-"""Runtime modules (or packages) of an extra -> the extras that install what they import; the longest name that is
-the module or a package holding it counts. ``deploy.mcp`` and ``deploy.a2a`` serve both LangGraph Studio
-(``deploy.dev``) and the Aegra deployment. Every other runtime module is plain."""
+"""Runtime modules of an extra -> the extras that install what they import: the module's own entry, else its
+package's ``pkg.*``. ``deploy.mcp``, ``deploy.a2a`` and ``deploy.served`` (the graphs MCP serves) serve both
+LangGraph Studio (``deploy.dev``) and the Aegra deployment. Every other runtime module is plain."""
 
 PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch")
 """The extras of the product's features; ``all`` installs them all, ``bench`` and ``dev`` are the source tree's."""
@@ -139,9 +141,11 @@ def third_party_imports(*packages: str) -> dict[str, set[str]]:
 
 def extras_of(module: str) -> tuple[str, ...]:
     """The extras ``module`` belongs to (:data:`EXTRA_MODULES`); empty for a plain module."""
+    if module in EXTRA_MODULES:
+        return EXTRA_MODULES[module]
     parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        found = EXTRA_MODULES.get(".".join(parts[:n]))
+    for n in range(len(parts) - 1, 0, -1):
+        found = EXTRA_MODULES.get(".".join(parts[:n]) + ".*")
         if found is not None:
             return found
     return ()
@@ -186,6 +190,18 @@ def test_a_module_of_an_extra_imports_only_the_runtime_dependencies_and_its_extr
     assert not wrong, f"a module of an extra imports what neither the runtime nor (each of) its extras declare: {wrong}"
 
 
+def test_a_module_of_an_extra_imports_only_plain_modules_and_modules_its_extras_install() -> None:
+    graph = module_graph(ROOT, set(RUNTIME))
+    wrong = [
+        f"{module} {extras_of(module)} -> {target} {extras_of(target)}"
+        for module, targets in sorted(graph.items())
+        if extras_of(module)
+        for target in sorted(targets)
+        if extras_of(target) and not set(extras_of(module)) <= set(extras_of(target))
+    ]
+    assert not wrong, f"a module of an extra imports a module another extra installs: {wrong}"
+
+
 def test_every_declared_runtime_dependency_is_imported_by_a_plain_module_or_says_what_uses_it() -> None:
     imported = set(imported_by(None))
     unused = declared() - imported - set(USED_WITHOUT_IMPORT[None])
@@ -203,6 +219,12 @@ def test_every_dependency_of_an_extra_is_imported_by_its_modules_or_says_what_us
         assert not named - (declared(extra) - imported), f"{extra}: USED_WITHOUT_IMPORT names what is imported"
         assert not declared(extra) & declared(), f"{extra}: repeats a runtime dependency"
     assert {e for extras in EXTRA_MODULES.values() for e in extras} == set(PLAIN_EXTRAS)
+    assert (extras_of("deploy.app"), extras_of("deploy.dev"), extras_of("deploy")) == (
+        ("scaleout",),
+        ("studio",),
+        ("studio", "scaleout"),
+    )
+    assert extras_of("stores.text") == extras_of("surfaces.cli") == ()
 
 
 def _extras_named(extra: str) -> set[str]:
