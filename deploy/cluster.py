@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from stores.extras import MissingExtra, require_extra
 from stores.local_model import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,8 +222,10 @@ def instance_env(postgres_url: str, chroma_url: str, base: dict[str, str] | None
 def deployment(env: dict[str, str] | None = None, instances: int = 2, keep: Path | None = None) -> Iterator[Deployment]:
     """PostgreSQL, a Chroma server and ``instances`` Aegra instances; everything stopped on exit.
 
-    Instances start one after the other: the first applies Aegra's database migrations.
+    Instances start one after the other: the first applies Aegra's database migrations. Without the
+    ``scaleout`` extra, :class:`stores.extras.MissingExtra` before anything starts.
     """
+    require_extra("scaleout", "the scale-out deployment")
     folder = keep or Path(tempfile.mkdtemp(prefix="longdoc-scaleout-"))
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)  # the postgres user must reach its cluster inside
@@ -248,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--folder", type=Path, help="keep the databases and logs in this (new) folder")
     args = parser.parse_args(argv)
+    try:
+        require_extra("scaleout", "the scale-out deployment")
+    except MissingExtra as missing:
+        print(f"deploy.cluster: {missing}", file=sys.stderr)
+        return 2
     with deployment(instances=args.instances, keep=args.folder) as deploy:
         print(f"PostgreSQL  {deploy.postgres_url}")
         print(f"Chroma      {deploy.chroma_url}")

@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from nodes.context import NAME, Context, described
 from nodes.ingest import index_for_context, input_namespace, read_source
+from stores.embedders import check_embedder_installed
 
 
 class IngestSource(TypedDict):
@@ -131,6 +132,7 @@ def ingest(state: IngestState, runtime: Runtime[Context]) -> dict[str, Any]:
     """
     ctx = runtime.context or Context()
     namespace = input_namespace(state, ctx)
+    check_embedder_installed(ctx.embedder)  # a missing extra is said before the document is read
     doc = read_source(
         state.get("path"),
         state.get("text"),

@@ -1,4 +1,4 @@
-"""Checkpointers: SQLite under ``LONGDOC_HOME`` by default, Postgres when ``LONGDOC_POSTGRES_URL`` is set.
+"""Checkpointers: SQLite under ``LONGDOC_HOME`` by default, Postgres (scaleout extra) with ``LONGDOC_POSTGRES_URL``.
 
 Graphs listed in ``langgraph.json`` compile without one (the server brings its own); Python,
 CLI and LangServe callers open one here and compile with it.
@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from stores.errors import InputError
+from stores.extras import require_postgres
 from stores.settings import get_settings
 
 
@@ -37,11 +38,11 @@ def open_checkpointer(url: str | None = None) -> Iterator[BaseCheckpointSaver[An
     settings = get_settings()
     pg = url if url and url.startswith("postgres") else (None if url else settings.postgres_url)
     if pg:
-        from langgraph.checkpoint.postgres import PostgresSaver
+        require_postgres()
+        from stores.postgres import postgres_saver
 
-        with PostgresSaver.from_conn_string(pg) as saver:
-            saver.setup()
-            yield saver
+        with postgres_saver(pg) as opened:
+            yield opened
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -60,11 +61,11 @@ async def open_async_checkpointer(url: str | None = None) -> AsyncIterator[BaseC
     settings = get_settings()
     pg = url if url and url.startswith("postgres") else (None if url else settings.postgres_url)
     if pg:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        require_postgres()
+        from stores.postgres import async_postgres_saver
 
-        async with AsyncPostgresSaver.from_conn_string(pg) as saver:
-            await saver.setup()
-            yield saver
+        async with async_postgres_saver(pg) as opened:
+            yield opened
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -127,9 +128,10 @@ class ThreadLock:
         deadline = time.monotonic() + max(0.0, wait)
         url = get_settings().postgres_url
         if url:
-            import psycopg
+            require_postgres()
+            from stores.postgres import connect
 
-            self._conn = psycopg.connect(url, autocommit=True)
+            self._conn = connect(url)
             key = f"longdoc-run:{self.thread_id}"
             while True:
                 row = self._conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()

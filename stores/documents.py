@@ -23,6 +23,7 @@ from typing import Any
 
 from stores.chroma_client import check_namespace
 from stores.errors import InputError
+from stores.extras import require_postgres
 from stores.settings import get_settings
 from stores.shared_files import shared_files
 
@@ -86,10 +87,11 @@ def document_lock(namespace: str, doc_id: str) -> Iterator[None]:
     doc_dir(namespace, doc_id)  # checks both names
     settings = get_settings()
     if settings.postgres_url:
-        import psycopg
+        require_postgres()
+        from stores.postgres import connect
 
         key = f"longdoc-index:{namespace}:{doc_id}"
-        with psycopg.connect(settings.postgres_url, autocommit=True) as conn:
+        with connect(settings.postgres_url) as conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
             try:
                 yield

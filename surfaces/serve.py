@@ -1,6 +1,7 @@
 """LangServe app: one route per workflow (invoke, batch, stream, playground), checkpointed.
 
-Run with ``longdoc serve`` or ``uvicorn surfaces.serve:app``. Settings:
+Run with ``longdoc serve`` (:func:`run`) or ``uvicorn surfaces.serve:app``; both need the ``serve`` extra
+(``pip install 'longdoc[serve]'``). Settings:
 
 - ``LONGDOC_SERVER_KEYS`` / ``LONGDOC_SERVER_API_KEY``: API keys and their tenants (see
   :mod:`surfaces.access`); every request except ``/health`` must send one as ``X-API-Key`` or
@@ -713,6 +714,13 @@ def create_app(chat_model: ChatFactory | BaseChatModel | None = None) -> FastAPI
             per_req_config_modifier=authorizer(access, registry.canonical(name)),
         )
     return app
+
+
+def run(host: str, port: int) -> None:
+    """Serve the app on ``host:port`` with uvicorn until interrupted (``longdoc serve``)."""
+    import uvicorn
+
+    uvicorn.run("surfaces.serve:app", host=host, port=port, log_level="info")
 
 
 def __getattr__(name: str) -> Any:

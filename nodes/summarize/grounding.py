@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from nltk.stem.porter import PorterStemmer
-
 from nodes.summarize.sentences import content_tokens, text_blocks, tidy_excerpt
 from stores.cache import lru_cache
 from stores.text import STOPWORDS, lexical_tokens, split_sentences
+from stores.text import porter_stem as _stem
 
 _NUMBER_WORDS = {
     w: i
@@ -110,8 +109,6 @@ _NOT_NAMES = frozenset(
 )
 
 
-_STEMMER = PorterStemmer()
-"""nltk's Porter stemmer (a dependency of rouge-score): offline, no data files; WordNet needs a download."""
 _SPEAKER = re.compile(r"(?:^|(?<=[.?!] ))([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,3}):[ \t]", re.MULTILINE)
 _REPORT = re.compile(
     r"(?:[A-Z]\w*,\s+)?(?:The\s+)?([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3}?)(?:'s|’s)?\s+"
@@ -123,8 +120,12 @@ _REPORTING_TEXT = (
     "recommended insisted decided preferred liked reported presented introduced described emphasized "
     "stressed hoped expected considered questioned answered replied responded admitted confirmed"
 )
-_REPORTING_VERBS = frozenset(_STEMMER.stem(w) for w in _REPORTING_TEXT.split())
-"""Verbs that report what someone said or thought: their subject, in a transcript, is a speaker."""
+
+
+@lru_cache(maxsize=1)
+def _reporting_verbs() -> frozenset[str]:
+    """Stems of the verbs that report what someone said or thought: their subject, in a transcript, is a speaker."""
+    return frozenset(_stem(w) for w in _REPORTING_TEXT.split())
 
 
 _NOT_SCOPE = STOPWORDS | {"many", "much", "more", "less", "enough", "quite", "really", "only", "just", "even"}
@@ -228,11 +229,6 @@ def _has(name: str, text: str) -> bool:
     return acronym and len(stem) > 1 and re.search(rf"\b{initials}\b", text) is not None
 
 
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    return str(_STEMMER.stem(word))
-
-
 def stems(text: str) -> set[str]:
     """Stems of a text's content words: a paraphrase ("recognizable", "recognize") shares them with its source."""
     return {_stem(w) for w in content_tokens(text)}
@@ -277,7 +273,7 @@ def reporting_subject(sentence: str, source: str) -> str:
     ("Users said" is no name).
     """
     match = _REPORT.match(sentence)
-    if not match or _stem(match.group(2).lower()) not in _REPORTING_VERBS:
+    if not match or _stem(match.group(2).lower()) not in _reporting_verbs():
         return ""
     words = match.group(1).split()
     while words and (words[0] in _NOT_NAMES or words[0].lower() in STOPWORDS):  # "But Marketing said"

