@@ -127,12 +127,12 @@ def scratch_home() -> Iterator[Path]:
                     os.environ[key] = value
 
 
-def _client(chat_model: Any = None) -> Any:
+def _client(chat_model: Any = None, *, raise_server_exceptions: bool = True) -> Any:
     from fastapi.testclient import TestClient
 
     from surfaces.serve import create_app
 
-    return TestClient(create_app(chat_model=chat_model))
+    return TestClient(create_app(chat_model=chat_model), raise_server_exceptions=raise_server_exceptions)
 
 
 def _ingest(client: Any) -> str:
@@ -730,7 +730,7 @@ def _html_cases(client: Any, html_bytes: int) -> list[dict[str, Any]]:
     rows = []
     for case, data, bound in (
         (f"{html_bytes / 1e6:.0f} MB HTML page", html_page(html_bytes), HTML_SECONDS),
-        ("213 KB of nested tags", b"<div>" * 42_600, NESTED_SECONDS),
+        ("213 KB of nested tags", b"<div><p>x</p>" * 16_400, NESTED_SECONDS),  # each level a paragraph deeper
     ):
         reply, seconds, rise = _timed_request(client, "/ingest/invoke", _upload(data, "page.html"))
         held = reply.status_code == 413 and seconds <= bound and rise <= HTML_RSS_MB
@@ -741,7 +741,7 @@ def _html_cases(client: Any, html_bytes: int) -> list[dict[str, Any]]:
                 "status": reply.status_code,
                 "seconds": seconds,
                 "rss_rise_mb": rise,
-                "message": str(reply.json().get("detail", ""))[:200],
+                "message": str(reply.json()["detail"] if "json" in reply.headers["content-type"] else reply.text)[:200],
             }
         )
     return rows
@@ -840,7 +840,7 @@ def door(html_bytes: int = 14_000_000, repeats: int = 1_000_000) -> dict[str, An
     from doubles.replies import offload_chat_model
 
     home = Path(os.environ["LONGDOC_HOME"])
-    with _client(offload_chat_model()) as client:
+    with _client(offload_chat_model(), raise_server_exceptions=False) as client:  # a 500 is a case that failed
         rows = _html_cases(client, html_bytes)
         doc_id = _ingest(client)
         rows += _stored_nothing(client, home, repeats)
