@@ -2,7 +2,7 @@
 
     python -m bench.reliability --out bench/results/reliability.json [--interruptions 12] [--kills 12]
         [--concurrency 40] [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention,tenants,
-        budgets,dev_server,work_bounds]
+        budgets,dev_server,work_bounds,door]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
 ``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app, ``langgraph dev``
@@ -52,6 +52,10 @@ its start and at its peak (``memory_mb``, sampled every 0.1 s while it runs):
 * ``budgets``: every bounded setting sent past its bound, a route of 60,000 requests, a 100,000-character
   thread id, and documents without spaces asked, summarized and chatted over: the largest model request
   (:func:`budgets`);
+* ``door``: the LangServe app's door (:func:`door`): a 14 MB HTML page and 213 KB of nested tags refused in
+  bounded seconds and memory (``seconds``, ``rss_rise_mb``), every workflow's refused input leaving the data home
+  as it was, a route batch of 100 x 100 requests refused, stateless requests leaving no checkpoint, and
+  malformed bodies answered with a 4xx and a reason on every route;
 * ``dev_server``: ``langgraph dev`` as ``make dev`` runs it, called from a foreign origin, a rebound
   host and Studio, and asked to move the endpoint or read files outside the ingest root
   (:func:`dev_server`);
@@ -125,12 +129,12 @@ def scratch_home() -> Iterator[Path]:
                     os.environ[key] = value
 
 
-def _client(chat_model: Any = None) -> Any:
+def _client(chat_model: Any = None, *, raise_server_exceptions: bool = True) -> Any:
     from fastapi.testclient import TestClient
 
     from surfaces.serve import create_app
 
-    return TestClient(create_app(chat_model=chat_model))
+    return TestClient(create_app(chat_model=chat_model), raise_server_exceptions=raise_server_exceptions)
 
 
 def _ingest(client: Any) -> str:
@@ -662,6 +666,189 @@ def _foreign_thread_id() -> dict[str, Any]:
         "clear": bool(same),
         "message": "" if same else f"{taken.status_code} vs {unused.status_code} for an unused id",
     }
+
+
+# --- the request door: bounded HTML, checks before storing, stateless runs, malformed bodies ---------------
+HTML_SECONDS, NESTED_SECONDS, HTML_RSS_MB = 2.0, 1.0, 100.0
+"""What the HTML cases of :func:`door` must stay within: seconds to the answer, and the resident memory it adds."""
+
+BAD_BODIES: dict[str, bytes] = {
+    "empty": b"",
+    "null": b"null",
+    "a list": b"[1, 2]",
+    "cut JSON": b'{"input": {"text": "Otters',
+    "input of the wrong type": b'{"input": 5}',
+    "inputs of the wrong type": b'{"inputs": 5}',
+    "inputs holding null": b'{"inputs": [null]}',
+    "config of the wrong type": b'{"input": {}, "config": 7}',
+}
+"""Malformed request bodies sent as ``application/json`` to every route of every workflow."""
+
+
+DOC_ID = "0123456789abcdef"
+"""A document id no document has."""
+
+
+def html_page(size: int) -> bytes:
+    """An ordinary page of ``size`` bytes: paragraphs with a little inline markup."""
+    para = b"<p>The pump station serves the <b>eastern</b> district and its <i>three</i> reservoirs.</p>\n"
+    return b"<html><head><title>Pumps</title></head><body>" + para * (size // len(para)) + b"</body></html>"
+
+
+def _timed_request(client: Any, route: str, body: dict[str, Any]) -> tuple[Any, float, float]:
+    """The reply to ``body``, its seconds and the resident memory (MB) the process gained while it was answered.
+
+    The body is written as JSON bytes first, so the memory is the server's (the client runs in the same process).
+    """
+    import gc
+
+    raw = json.dumps(body).encode()
+    gc.collect()
+    with MemorySampler(every=0.01) as memory:
+        began = time.perf_counter()
+        reply = client.post(route, content=raw, headers={"content-type": "application/json"})
+        seconds = time.perf_counter() - began
+    return reply, round(seconds, 2), memory.figures()["growth"]
+
+
+def _home_files(home: Path) -> dict[str, bytes]:
+    """Every file of the data home and its bytes (the lock files aside: taking a lock leaves its empty file)."""
+    return {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+
+
+def _checkpoint_rows(home: Path) -> int:
+    """Rows of the checkpoint database (checkpoints and pending writes), 0 when there is none."""
+    import sqlite3
+
+    path = home / "checkpoints.sqlite"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as db:
+        return sum(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("checkpoints", "writes"))
+
+
+def _html_cases(client: Any, html_bytes: int) -> list[dict[str, Any]]:
+    """An ordinary page of ``html_bytes`` and 213 KB of nested tags uploaded: a 413 in bounded time and memory."""
+    rows = []
+    for case, data, bound in (
+        (f"{html_bytes / 1e6:.0f} MB HTML page", html_page(html_bytes), HTML_SECONDS),
+        ("213 KB of nested tags", b"<div><p>x</p>" * 16_400, NESTED_SECONDS),  # each level a paragraph deeper
+    ):
+        reply, seconds, rise = _timed_request(client, "/ingest/invoke", _upload(data, "page.html"))
+        held = reply.status_code == 413 and seconds <= bound and rise <= HTML_RSS_MB
+        rows.append(
+            {
+                "case": case,
+                "held": held,
+                "status": reply.status_code,
+                "seconds": seconds,
+                "rss_rise_mb": rise,
+                "message": str(reply.json()["detail"] if "json" in reply.headers["content-type"] else reply.text)[:200],
+            }
+        )
+    return rows
+
+
+def _stored_nothing(client: Any, home: Path, repeats: int) -> list[dict[str, Any]]:
+    """Inputs each workflow refuses, sent with a document's text: nothing of it stored, on a thread or not."""
+    text = "# Heron\n\nThe 3391-KESTREL-DUNE shelf holds the pumps.\n"
+    refused = {
+        "ask with a blank question": ("chain", {"question": "   ", "text": text}),
+        "summarize with length -3": ("summarize", {"text": text, "length": -3}),
+        "chat with a blank question": ("offload", {"question": "   ", "text": text}),
+        "route with a blank request": ("route", {"request": "  ", "registry_data": [], "text": text}),
+        f"doc_ids of one id {repeats:,} times": (
+            "chain",
+            {"question": QUESTION, "doc_ids": ["0123456789abcdef"] * repeats},
+        ),
+    }
+    rows = []
+    for case, (workflow, value) in refused.items():
+        before, statuses = _home_files(home), []
+        for route, body in (
+            (f"/{workflow}/invoke", {"input": value}),
+            (f"/{workflow}/stream", {"input": value}),
+            (f"/{workflow}/batch", {"inputs": [value]}),
+            (f"/{workflow}/invoke", {"input": value, "config": {"configurable": {"thread_id": "door"}}}),
+        ):
+            statuses.append(client.post(route, json=body).status_code)
+        after = _home_files(home)
+        changed = sorted(k for k in {*before, *after} if before.get(k) != after.get(k) and not k.startswith("locks/"))
+        held = all(400 <= code < 500 for code in statuses) and not changed
+        rows.append({"case": case, "held": held, "statuses": statuses, "changed": changed[:5]})
+    many = {"inputs": [{"requests": ["plot sales"] * 100, "registry": "r", "registry_data": []}] * 100}
+    reply = client.post("/route/batch", json=many)
+    rows.append(
+        {
+            "case": "a route batch of 100 x 100 requests",
+            "held": reply.status_code == 413,
+            "statuses": [reply.status_code],
+        }
+    )
+    return rows
+
+
+def _stateless(client: Any, home: Path, doc_id: str) -> dict[str, Any]:
+    """Requests without a thread id on every workflow and route: the checkpoint database does not grow."""
+    inputs = {
+        "summarize": {"doc_id": doc_id, "length": 40},
+        "offload": {"question": QUESTION, "doc_id": doc_id},
+        "route": {"request": "plot sales", "registry": "door", "registry_data": ROUTE_REGISTRY},
+    }
+    before, statuses = _checkpoint_rows(home), []
+    for workflow, value in inputs.items():
+        for kind in ("invoke", "stream", "batch", "stream_log", "stream_events"):
+            body = {"inputs": [value, value]} if kind == "batch" else {"input": value}
+            statuses.append(client.post(f"/{workflow}/{kind}", json=body).status_code)
+    grown = _checkpoint_rows(home) - before
+    return {
+        "case": "stateless requests leave no checkpoint",
+        "held": grown == 0 and all(code == 200 for code in statuses),
+        "statuses": sorted(set(statuses)),
+        "checkpoint_rows_added": grown,
+    }
+
+
+ROUTE_REGISTRY = [{"name": "sales", "description": "sales charts", "tools": [{"name": "plot", "description": "plot"}]}]
+
+
+def _malformed(client: Any) -> dict[str, Any]:
+    """Every malformed body on every route of every workflow (and ``/forget``): a 4xx with a reason."""
+    unclear = []
+    tried = 0
+    routes = [f"/{w}/{k}" for w in ROUTE_NAMES for k in ("invoke", "batch", "stream", "stream_log", "stream_events")]
+    for route in [*routes, "/forget"]:
+        for name, raw in BAD_BODIES.items():
+            reply = client.post(route, content=raw, headers={"content-type": "application/json"})
+            tried += 1
+            detail = reply.json().get("detail") if "json" in reply.headers.get("content-type", "") else None
+            if not (400 <= reply.status_code < 500 and detail):
+                unclear.append(f"{route} {name}: {reply.status_code}")
+    return {"case": "malformed bodies on every route", "held": not unclear, "tried": tried, "unclear": unclear[:10]}
+
+
+ROUTE_NAMES = ("ingest", "chain", "summarize", "offload", "route")
+
+
+def door(html_bytes: int = 14_000_000, repeats: int = 1_000_000) -> dict[str, Any]:
+    """What the LangServe app's door holds (:func:`html_page` of ``html_bytes``, ``doc_ids`` of ``repeats`` ids).
+
+    Held when: an ordinary HTML page of 14 MB and a page of 213 KB of nested tags are refused (413) within
+    :data:`HTML_SECONDS` / :data:`NESTED_SECONDS` adding at most :data:`HTML_RSS_MB` of resident memory; every
+    workflow's refused input (a blank question or request, a negative length, ``doc_ids`` of a million ids) leaves
+    every file of the data home as it was, on a thread or not; a route batch of 100 x 100 requests is a 413;
+    requests without a thread id leave no checkpoint; every malformed body on every route is a 4xx with a reason.
+    """
+    from doubles.replies import offload_chat_model
+
+    home = Path(os.environ["LONGDOC_HOME"])
+    with _client(offload_chat_model(), raise_server_exceptions=False) as client:  # a 500 is a case that failed
+        rows = _html_cases(client, html_bytes)
+        doc_id = _ingest(client)
+        rows += _stored_nothing(client, home, repeats)
+        rows.append(_stateless(client, home, doc_id))
+        rows.append(_malformed(client))
+    return {"cases": len(rows), "held": sum(r["held"] for r in rows), "rows": rows}
 
 
 # --- tenants: sessions and concurrent turns ----------------------------------------------------------
@@ -1310,6 +1497,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "budgets": lambda _tmp: budgets(),
         "dev_server": dev_server,
         "work_bounds": work_bounds,
+        "door": lambda _tmp: door(),
     }
     wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
@@ -1423,7 +1611,7 @@ def _input_failures(report: dict[str, Any]) -> list[str]:
 def _service_failures(report: dict[str, Any]) -> list[str]:
     """What in the tenants, dev server, budgets and retention suites of ``report`` falls short."""
     found = []
-    for name in ("tenants", "dev_server"):
+    for name in ("tenants", "dev_server", "door"):
         part = report.get(name, {})
         if part and (part.get("held", 0) < part.get("cases", 0) or not part.get("cases")):
             short = [r["case"] for r in part.get("rows", []) if not r["held"]] or [part.get("error", "no case ran")]

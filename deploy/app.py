@@ -63,6 +63,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from deploy import a2a, mcp
 from deploy.assistants import workflow_of
 from nodes.ingest import check_input_sizes
+from nodes.inputs import check_workflow_input
 from stores.cache import ProcessCache, lru_cache
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
@@ -169,7 +170,10 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     try:
         # Every setting checked now: a refused one never becomes a run, whose record would keep its input.
         check_settings(workflow, {k: v for k, v in context.items() if k != "namespace"}, "context")
-        check_input_sizes(body.get("input"))
+        if command:  # resuming or updating a thread: its input may hold only what changes
+            check_input_sizes(body.get("input"))
+        else:
+            check_workflow_input(workflow, body.get("input"))
         value, wanted = _checked_value(body.get("input"), files)
         update, updated = _checked_value(command.get("update"), files)
         asked = {n for n in (wanted, updated, str(context.get("namespace") or "")) if n}

@@ -12,7 +12,6 @@ that names the fields given.
 
 from __future__ import annotations
 
-import base64
 import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -88,7 +87,8 @@ def read_source(
                 f"{Path(filename).name}: {size} bytes is over the {max_bytes()} byte limit (LONGDOC_MAX_BYTES)"
             )
         try:
-            raw = base64.b64decode(data, validate=True)
+            # binascii reads an ASCII str in place (base64.b64decode would copy it to bytes first)
+            raw = binascii.a2b_base64(data, strict_mode=True)
         except (binascii.Error, ValueError) as exc:
             raise InputError(f"data is not valid base64 ({exc})") from exc
         doc = load_bytes(raw, Path(filename).name, encoding=encoding)

@@ -10,6 +10,7 @@ import io
 import re
 import unicodedata
 import zipfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,10 +85,14 @@ def decode_bytes(data: bytes, source: str = "input", encoding: str | None = None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{source}: invalid UTF-8 at byte {exc.start} (0x{data[exc.start]:02x}); repair the file, convert it "
-            "to UTF-8 or give its encoding (longdoc ingest --encoding ENC, or `encoding` in the request)"
-        ) from exc
+        raise _invalid_utf8(data, exc.start, source) from exc
+
+
+def _invalid_utf8(data: bytes, at: int, source: str) -> InputError:
+    return InputError(
+        f"{source}: invalid UTF-8 at byte {at} (0x{data[at]:02x}); repair the file, convert it to UTF-8 or give its "
+        "encoding (longdoc ingest --encoding ENC, or `encoding` in the request)"
+    )
 
 
 _HEADING = re.compile(r"^#{1,6}[ \t].*$", re.MULTILINE)
@@ -238,30 +243,35 @@ def _docx_text(data: bytes, source: str) -> str:
     return "\n\n".join(lines)
 
 
-def _html_text(data: bytes, source: str, encoding: str | None = None) -> tuple[str, str]:
-    from bs4 import BeautifulSoup
+def utf8_pieces(data: bytes, source: str, size: int) -> Iterator[bytes]:
+    """``data`` (UTF-8, a BOM left out) in pieces of ``size`` bytes, each checked as it is handed on.
 
-    soup = BeautifulSoup(decode_bytes(data, source, encoding), "html.parser")
-    for tag in soup(["script", "style", "noscript", "template", "svg"]):
-        tag.decompose()
-    title = soup.title.get_text(strip=True) if soup.title else ""
-    blocks = []
-    body = soup.body or soup
-    for el in body.find_all(["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "blockquote", "td"]):
-        if el.find_parent(["p", "li", "pre", "blockquote", "td"]) is not None:
-            continue
-        text = el.get_text(" ", strip=True)
-        if not text:
-            continue
-        if el.name and el.name[0] == "h" and el.name[1:].isdigit():
-            blocks.append("#" * int(el.name[1:]) + " " + text)
-        elif el.name == "li":
-            blocks.append("- " + text)
-        else:
-            blocks.append(text)
-    if not blocks:
-        blocks = [body.get_text("\n", strip=True)]
-    return "\n\n".join(blocks), title
+    Strict like :func:`decode_bytes`, naming the offset of an invalid byte, without holding the whole text decoded.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    view = memoryview(data)
+    for offset in range(start, len(data), size):
+        piece = view[offset : offset + size]
+        held = len(decoder.getstate()[0])  # the end of a character cut by the last piece, decoded with this one
+        try:
+            decoder.decode(piece, final=offset + size >= len(data))
+        except UnicodeDecodeError as exc:
+            raise _invalid_utf8(data, offset - held + exc.start, source) from exc
+        yield bytes(piece)
+
+
+def _html_text(data: bytes, source: str, encoding: str | None = None) -> tuple[str, str]:
+    """The text and title of an HTML page, read as a stream within the HTML bounds (:mod:`stores.html_text`)."""
+    from stores.html_text import FEED_BYTES, HtmlBounds, html_text
+
+    settings = get_settings()
+    bounds = HtmlBounds(settings.max_html_elements, settings.max_html_depth, settings.max_text_chars)
+    if encoding or data.startswith((b"\xff\xfe", b"\xfe\xff")) or _looks_binary(data):
+        text = decode_bytes(data, source, encoding)  # another encoding (or a refusal): decoded whole, then fed
+        pieces: Iterable[bytes] = (text[i : i + FEED_BYTES].encode("utf-8") for i in range(0, len(text), FEED_BYTES))
+        return html_text(pieces, source, bounds)
+    return html_text(utf8_pieces(data, source, FEED_BYTES), source, bounds)
 
 
 def load_text(text: str, title: str = "", source: str = "text") -> LoadedDocument:

@@ -184,6 +184,10 @@ class Settings(_Environment):
     """Bytes the files of a .docx may unpack to, all together (``LONGDOC_MAX_UNPACKED_BYTES``)."""
     max_unpack_ratio: float = 100.0
     """How many times its packed size a file of a .docx over 1 MiB may unpack to (``LONGDOC_MAX_UNPACK_RATIO``)."""
+    max_html_elements: int = 100_000
+    """Elements an HTML page may have, counted while it is read (``LONGDOC_MAX_HTML_ELEMENTS``)."""
+    max_html_depth: int = 256
+    """How deeply an HTML page may nest its elements (``LONGDOC_MAX_HTML_DEPTH``)."""
     max_batch: int = 100
     """Inputs one served ``/batch`` request may carry (``LONGDOC_MAX_BATCH``)."""
     max_json_depth: int = 32

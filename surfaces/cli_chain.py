@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from nodes.chain.context import ChainContext
+from nodes.inputs import check_workflow_input
 from stores.errors import InputError
 from stores.usage import usage_totals
 from surfaces.cli import (
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if len(args.words) > 2:
         raise InputError("give the path (optional) and the question, in quotes if it has spaces")
     args.path, args.question = (None, args.words[0]) if len(args.words) == 1 else args.words
+    check_workflow_input("ask", {"question": args.question})  # before the document is ingested or a thread locked
     documents = documents_request(args, **ingest_context)
     printer = AnswerPrinter({"manager"}) if wants_stream(args) else None
     request = {"question": args.question, **documents}

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from nodes.inputs import check_workflow_input
 from nodes.offload.context import OffloadContext
 from stores.deadlines import run_timeout
 from stores.errors import InputError
@@ -144,6 +145,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     from surfaces.resume import forget_refused, plan
 
     questions = read_script(args.script) if args.script else None
+    for question in questions or ():  # every scripted question, before the document is ingested or a thread locked
+        check_workflow_input("chat", {"question": question})
     session = args.session or f"chat-{uuid.uuid4().hex[:12]}"
     config: dict[str, Any] = {"configurable": {"thread_id": session}}
     context = _chat_context(args)

@@ -16,6 +16,7 @@ from typing import Any, get_args
 
 from langchain_core.runnables import RunnableConfig
 
+from nodes.inputs import check_workflow_input
 from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from surfaces.cli import (
     EXIT_OK,
@@ -64,14 +65,15 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
     """Run the summarize graph for parsed arguments and return its output."""
     from graphs.summarize.graph import builder, graph
 
-    request = {
-        **documents_request(args),
+    asked = {
         "query": args.query,
         "length": args.length,
         "format": args.format,
         "language": args.language,
         "method": args.method,
     }
+    check_workflow_input("summarize", asked)  # before the document is ingested or a thread locked
+    request = {**documents_request(args), **asked}
     context = context_values(args, SummarizeContext)
     with progress(args.quiet, "summarize") as handle:
         if not args.thread_id:

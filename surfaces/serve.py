@@ -20,7 +20,8 @@ Run with ``longdoc serve`` (:func:`run`) or ``uvicorn surfaces.serve:app``; both
 that id: :func:`surfaces.access.thread_key`); the workflow knobs a
 caller may set (``namespace``, ``chunk_size``, ...; never models or endpoints) go in
 ``configurable`` too (LangServe has no ``context``): the run's context is built from them here,
-once, and nodes read only ``runtime.context``. A request without a thread id gets a fresh one.
+once, and nodes read only ``runtime.context``. A request without a thread id runs without a checkpoint
+(no caller could resume or forget it).
 In a batch, ``config`` may be a list (one config, and thread, per input); inputs that would share
 a thread run on ``<thread_id>-<i>``. A thread whose last run did not finish is resumed when the same input comes
 again, and rolled back to its last finished step when another input comes (:mod:`surfaces.resume`).
@@ -51,11 +52,13 @@ from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langchain_core.runnables.config import get_config_list, get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from pydantic import BaseModel, create_model
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nodes.ingest import check_input_sizes, detach_text
+from nodes.ingest import MAX_REQUESTS, detach_text
+from nodes.inputs import check_workflow_input
 from nodes.offload.session import detach_uploads
 from stores.checkpoint import ThreadBusy, ThreadLock, athread_lock, busy_message, thread_lock
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
@@ -256,10 +259,16 @@ def _batch_inputs(body: Any, allowed: frozenset[str]) -> list[Any]:
     refused = sorted({k for c in _configs(body) for k in (c.get("configurable") or {}) if k not in allowed})
     if refused:
         raise HTTPException(400, f"configurable {', '.join(refused)} cannot be set by callers of this server")
+    batch = body.get("inputs", []) if isinstance(body, dict) else []
+    if not isinstance(batch, list) or not all(isinstance(i, dict) for i in batch):
+        raise HTTPException(422, "inputs must be a list of objects, one input each")
     inputs = _inputs(body)
     most = get_settings().max_batch
     if len(inputs) > most:
         raise HTTPException(413, f"a batch may hold at most {most} inputs (LONGDOC_MAX_BATCH), got {len(inputs)}")
+    requests = sum(len(i["requests"]) for i in inputs if isinstance(i, dict) and isinstance(i.get("requests"), list))
+    if len(inputs) > 1 and requests > MAX_REQUESTS:  # one input's own bound is check_input_sizes's (400)
+        raise HTTPException(413, f"a batch may carry at most {MAX_REQUESTS} route requests in all, got {requests}")
     return inputs
 
 
@@ -288,7 +297,7 @@ def authorizer(access: Access, workflow: str) -> Any:
             for sent in [*_configs(body), config]:
                 check_settings(workflow, dict(sent.get("configurable") or {}))
             for value in inputs:
-                check_input_sizes(value)
+                check_workflow_input(workflow, value)
             access.check_inputs(inputs, tenant)
             configurable = dict(config.get("configurable") or {})
             requested = str(configurable.get("namespace") or "")
@@ -297,16 +306,13 @@ def authorizer(access: Access, workflow: str) -> Any:
                 requested = given.pop()
             namespace = tenant.namespace_for(requested)
             configurable.update(namespace=namespace, **{TENANT_KEY: tenant.name})
-            named = bool(configurable.get("thread_id"))
-            if named:
-                check_thread_id(str(configurable["thread_id"]))
-            else:
-                configurable["thread_id"] = str(uuid.uuid4())
-            thread = str(configurable["thread_id"])
-            access.threads.claim(thread_key(tenant.name, thread), tenant.name, namespace)
-            if named and not await anyio.to_thread.run_sync(_thread_free, thread_key(tenant.name, thread)):
-                # Said before a stream starts; the run itself holds the thread (ServedGraph._one_run).
-                raise ThreadBusy(busy_message(thread))
+            if configurable.get("thread_id"):  # else a stateless run (ServedGraph._prepare): nothing to claim
+                thread = str(configurable["thread_id"])
+                check_thread_id(thread)
+                access.threads.claim(thread_key(tenant.name, thread), tenant.name, namespace)
+                if not await anyio.to_thread.run_sync(_thread_free, thread_key(tenant.name, thread)):
+                    # Said before a stream starts; the run itself holds the thread (ServedGraph._one_run).
+                    raise ThreadBusy(busy_message(thread))
         except AccessError as exc:
             raise HTTPException(403, str(exc)) from None
         except InputError as exc:
@@ -403,19 +409,24 @@ class ServedGraph(RunnableBinding[Any, Any]):
         """
         base: dict[str, Any] = dict(config or {})
         configurable = dict(base.get("configurable") or {})
-        check_input_sizes(value)
+        check_workflow_input(self.workflow, value)
         check_settings(self.workflow, configurable)
+        stateless = configurable.get(CONFIG_KEY_CHECKPOINTER, self) is None  # prepared already (astream_log)
+        if not configurable.get("thread_id"):
+            stateless = True
+            # No caller can name this run's thread again (to resume or forget it): it keeps no checkpoint. The id is
+            # the run's own (a chat turn's session).
+            configurable.update({"thread_id": str(uuid.uuid4()), CONFIG_KEY_CHECKPOINTER: None})
         if self.access is not None:
             tenant = self.access.tenant(str(configurable.get(TENANT_KEY, "")))
             value = self.access.check_input(value, tenant)
             wanted = value.get("namespace") if isinstance(value, dict) else None
             namespace = tenant.namespace_for(str(wanted or configurable.get("namespace") or ""))
             configurable["namespace"] = namespace
-            if not configurable.get("thread_id"):
-                configurable["thread_id"] = str(uuid.uuid4())
             # The tenant's own thread of that id: another tenant's id names another thread.
             configurable["thread_id"] = thread_key(tenant.name, str(configurable["thread_id"]))
-            self.access.threads.claim(configurable["thread_id"], tenant.name, namespace)
+            if not stateless:
+                self.access.threads.claim(configurable["thread_id"], tenant.name, namespace)
         schema = getattr(self.bound, "context_schema", None)
         if schema is not None and getattr(self.bound, "checkpointer", None) is not None:
             value = detach_text(value, schema.from_mapping(configurable))
@@ -429,9 +440,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
         out: list[RunnableConfig] = []
         for i, (config, thread) in enumerate(zip(configs, ids, strict=True)):
             configurable = dict(config.get("configurable") or {})
-            if not thread:
-                configurable["thread_id"] = str(uuid.uuid4())
-            elif ids.count(thread) > 1:
+            if thread and ids.count(thread) > 1:
                 configurable["thread_id"] = f"{thread}-{i}"
             out.append(cast(RunnableConfig, {**config, "configurable": configurable}))
         return out
@@ -441,20 +450,41 @@ class ServedGraph(RunnableBinding[Any, Any]):
         pairs = [self._prepare(value, c) for value, c in zip(inputs, configs, strict=True)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
+    def _checkpointed(self, config: RunnableConfig) -> bool:
+        """Whether the run keeps checkpoints: the graph has a checkpointer and the caller named a thread."""
+        stateless = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER, self) is None
+        return getattr(self.bound, "checkpointer", None) is not None and not stateless
+
     def _one_run(self, config: RunnableConfig) -> Any:
         """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`).
 
         A second run on a busy thread is refused (409) instead of writing the same turn beside the first.
         """
-        if getattr(self.bound, "checkpointer", None) is None:
+        if not self._checkpointed(config):
             return contextlib.nullcontext()
         return thread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
 
     def _aone_run(self, config: RunnableConfig) -> Any:
         """:meth:`_one_run` for asyncio callers."""
-        if getattr(self.bound, "checkpointer", None) is None:
+        if not self._checkpointed(config):
             return contextlib.nullcontext()
         return athread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
+
+    def _plan(self, value: Any, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
+        """The input and config the run goes on with (:func:`surfaces.resume.plan`; a stateless run as it is)."""
+        return resume.plan(self.bound, value, config) if self._checkpointed(config) else (value, config)
+
+    async def _aplan(self, value: Any, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
+        """:meth:`_plan` for asyncio callers."""
+        return await resume.aplan(self.bound, value, config) if self._checkpointed(config) else (value, config)
+
+    def _forget(self, config: RunnableConfig) -> Any:
+        """:func:`surfaces.resume.forget_refused` for a checkpointed run."""
+        return forget_refused(self.bound, config) if self._checkpointed(config) else contextlib.nullcontext()
+
+    def _aforget(self, config: RunnableConfig) -> Any:
+        """:func:`surfaces.resume.aforget_refused` for a checkpointed run."""
+        return aforget_refused(self.bound, config) if self._checkpointed(config) else contextlib.nullcontext()
 
     def _context(self, config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the run's ``context``: the workflow's context built from the prepared ``configurable``.
@@ -471,32 +501,32 @@ class ServedGraph(RunnableBinding[Any, Any]):
         """Run the graph with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         with self._one_run(config):
-            value, config = resume.plan(self.bound, value, config)
-            with forget_refused(self.bound, config):
+            value, config = self._plan(value, config)
+            with self._forget(config):
                 return super().invoke(value, config, **self._context(config, kwargs))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
-            value, config = await resume.aplan(self.bound, value, config)
-            async with _deadline(), aforget_refused(self.bound, config):
+            value, config = await self._aplan(value, config)
+            async with _deadline(), self._aforget(config):
                 return await super().ainvoke(value, config, **self._context(config, kwargs))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         with self._one_run(config):
-            value, config = resume.plan(self.bound, value, config)
-            with forget_refused(self.bound, config):
+            value, config = self._plan(value, config)
+            with self._forget(config):
                 yield from super().stream(value, config, **self._context(config, kwargs))
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
-            value, config = await resume.aplan(self.bound, value, config)
-            async with _deadline(), aforget_refused(self.bound, config):
+            value, config = await self._aplan(value, config)
+            async with _deadline(), self._aforget(config):
                 async for chunk in super().astream(value, config, **self._context(config, kwargs)):
                     yield chunk
 
@@ -504,8 +534,8 @@ class ServedGraph(RunnableBinding[Any, Any]):
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
-            value, config = await resume.aplan(self.bound, value, config)
-            async with _deadline(), aforget_refused(self.bound, config):
+            value, config = await self._aplan(value, config)
+            async with _deadline(), self._aforget(config):
                 async for chunk in super().astream_log(value, config, **self._context(config, kwargs)):
                     yield chunk
 
@@ -513,8 +543,8 @@ class ServedGraph(RunnableBinding[Any, Any]):
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
         value, config = self._prepare(input, config)
         async with self._aone_run(config):
-            value, config = await resume.aplan(self.bound, value, config)
-            async with _deadline(), aforget_refused(self.bound, config):
+            value, config = await self._aplan(value, config)
+            async with _deadline(), self._aforget(config):
                 async for event in super().astream_events(value, config, **self._context(config, kwargs)):
                     yield event
 
@@ -529,8 +559,8 @@ class ServedGraph(RunnableBinding[Any, Any]):
         def one(value: Any, config: RunnableConfig) -> Any:
             try:
                 with self._one_run(config):
-                    value, config = resume.plan(self.bound, value, config)
-                    with forget_refused(self.bound, config):
+                    value, config = self._plan(value, config)
+                    with self._forget(config):
                         return run(value, config, **self._context(config, kwargs))
             except Exception as exc:
                 if return_exceptions:
@@ -550,8 +580,8 @@ class ServedGraph(RunnableBinding[Any, Any]):
         async def one(value: Any, config: RunnableConfig) -> Any:
             try:
                 async with self._aone_run(config):
-                    value, config = await resume.aplan(self.bound, value, config)
-                    async with aforget_refused(self.bound, config):
+                    value, config = await self._aplan(value, config)
+                    async with self._aforget(config):
                         return await run(value, config, **self._context(config, kwargs))
             except Exception as exc:
                 if return_exceptions:
@@ -623,6 +653,8 @@ def _add_error_handlers(app: FastAPI, access: Access) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         # What was wrong and where, without echoing the value (a NaN cannot even be written as JSON).
+        if not all(isinstance(e, dict) for e in exc.errors()):  # LangServe's "Invalid JSON body": empty or cut
+            return JSONResponse({"detail": "the request body is not valid JSON (empty or cut short)"}, status_code=400)
         errors = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
         return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 

@@ -196,3 +196,44 @@ def test_a_document_without_spaces_never_makes_an_oversized_request_or_summary(w
     if workflow == "summarize" and out:
         assert length_units(out["summary"], "en") <= 1.25 * request["length"]
         assert len(out["summary"]) <= 1.25 * request["length"] * LONG_RUN + 200
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ask", "{doc}", "   "], "the question is empty"),
+        (["ask", "{doc}", "   ", "--thread-id", "door"], "the question is empty"),
+        (["ask", "{doc}", LONG, "--thread-id", "door"], f"the limit is {MAX_QUESTION_CHARS}"),
+        (["summarize", "{doc}", "--length", "-3"], "length must be between 10 and 2000 words, got -3"),
+        (["summarize", "{doc}", "--length", "-3", "--thread-id", "door"], "length must be between 10 and 2000"),
+        (["summarize", "{doc}", "--query", LONG, "--thread-id", "door"], f"the limit is {MAX_QUESTION_CHARS}"),
+        (["chat", "{doc}", "--script", "{script}", "--session", "door"], f"the limit is {MAX_QUESTION_CHARS}"),
+    ],
+)
+def test_a_refused_command_leaves_the_data_home_as_it_was(
+    argv: list[str], message: str, tmp_path: Path, longdoc_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every input check runs before the document is ingested, a thread locked or a checkpoint written."""
+    doc = tmp_path / "heron.md"
+    doc.write_text("# Heron\n\nThe 3391-KESTREL-DUNE shelf holds the pumps.\n", encoding="utf-8")
+    script = tmp_path / "questions.json"
+    script.write_text(f'["{LONG}"]', encoding="utf-8")
+    with use_chat_model(fake_chat_model()):
+        code = cli.main([a.format(doc=doc, script=script) for a in argv] + ["-q", "--embedder", "hash"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    held = [str(p) for p in longdoc_home.rglob("*") if p.is_file()]
+    assert held == []
+
+
+def test_an_html_page_past_its_bounds_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "page.html"
+    page.write_text("<div>" * 5000 + "Otters.", encoding="utf-8")
+    assert cli.main(["ingest", str(page), "-q", "--embedder", "hash"]) == 2
+    assert "LONGDOC_MAX_HTML_DEPTH" in capsys.readouterr().err
+    monkeypatch.setenv("LONGDOC_MAX_HTML_ELEMENTS", "10")
+    page.write_text("<p>Otters hold hands.</p>" * 20, encoding="utf-8")
+    assert cli.main(["ingest", str(page), "-q", "--embedder", "hash"]) == 2
+    assert "LONGDOC_MAX_HTML_ELEMENTS" in capsys.readouterr().err

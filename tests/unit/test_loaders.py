@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from doubles.files import docx_bomb, docx_bytes, pdf_with_text
-from stores.errors import InputError
+from stores.errors import InputError, TooLarge
 from stores.loaders import decode_bytes, load_bytes, load_path, load_text
 
 
@@ -301,3 +301,41 @@ def test_a_pdfs_heading_lines_do_not_run_into_the_sentence_below() -> None:
         "Budget 2025",
         "The committee approved 40,000 euros.",
     ]
+
+
+def test_html_over_its_element_bound_is_refused_while_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONGDOC_MAX_HTML_ELEMENTS", "50")
+    page = tmp_path / "p.html"
+    page.write_text("<p>Otters hold hands.</p>" * 40, encoding="utf-8")  # 40 paragraphs, plus html and body
+    assert load_path(page).text.count("Otters") == 40
+    page.write_text("<p>Otters hold hands.</p>" * 60, encoding="utf-8")
+    with pytest.raises(TooLarge, match=r"p\.html: the page has more than 50 elements \(LONGDOC_MAX_HTML_ELEMENTS\)"):
+        load_path(page)
+
+
+def test_html_nested_past_its_depth_bound_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = tmp_path / "deep.html"
+    page.write_text("<div>" * 300 + "Otters hold hands." + "</div>" * 300, encoding="utf-8")
+    with pytest.raises(TooLarge, match=r"nests elements more than 256 deep \(LONGDOC_MAX_HTML_DEPTH\)"):
+        load_path(page)
+    monkeypatch.setenv("LONGDOC_MAX_HTML_DEPTH", "400")
+    assert load_path(page).text == "Otters hold hands."
+
+
+def test_html_paragraphs_and_items_left_open_are_closed_not_nested(tmp_path: Path) -> None:
+    """Old pages leave ``<p>`` and ``<li>`` open: each is a paragraph of its own, not one level deeper."""
+    page = tmp_path / "old.html"
+    page.write_text("<title>Old</title>" + "<p>A paragraph." * 400 + "<ul>" + "<li>An item" * 400 + "</ul>")
+    doc = load_path(page)
+    assert doc.title == "Old"
+    assert doc.text.split("\n\n") == ["A paragraph."] * 400 + ["- An item"] * 400
+
+
+def test_html_text_is_bounded_while_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "1000")
+    page = tmp_path / "long.html"
+    page.write_text("<p>" + "Otters hold hands. " * 100 + "</p>", encoding="utf-8")
+    with pytest.raises(TooLarge, match=r"the page's text is over the 1000 character limit"):
+        load_path(page)

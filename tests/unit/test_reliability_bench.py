@@ -74,6 +74,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     held = {"cases": 1, "held": 1, "rows": [{"case": "c", "held": True}]}
     monkeypatch.setattr(reliability, "tenants", lambda: held)
     monkeypatch.setattr(reliability, "dev_server", lambda folder: held)
+    monkeypatch.setattr(reliability, "door", lambda: held)
     spent = {"settings_tried": 1, "refused": 1, "oversized_requests": 0, "slowest_refusal_seconds": 0.1}
     monkeypatch.setattr(reliability, "budgets", lambda: spent)
     monkeypatch.setattr(reliability, "work_bounds", lambda folder: {})
@@ -94,6 +95,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "budgets",
         "dev_server",
         "work_bounds",
+        "door",
         "seconds",
     }
     assert all({"seconds", "memory_mb"} <= set(part) for part in report.values() if isinstance(part, dict))
@@ -201,4 +203,22 @@ def test_work_not_bounded_before_it_starts_is_a_failure() -> None:
         "work bounds: bounded run made 9 model calls past its bound of 4",
         "work bounds: 57 model calls started after the client left, the last 7.9 s later",
         "work bounds: a folder of 12000 files ended with code None after 60.0 s, 700 documents left behind",
+    ]
+
+
+def test_the_door_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of the door's cases, short: a 2 MB HTML page over a bound of 10,000 elements, doc_ids of 20,000 ids."""
+    monkeypatch.setenv("LONGDOC_MAX_HTML_ELEMENTS", "10000")
+    with reliability.scratch_home():
+        out = reliability.door(html_bytes=2_000_000, repeats=20_000)
+    assert out["cases"] == 10 and out["held"] == 10, [r for r in out["rows"] if not r["held"]]
+    html = out["rows"][0]
+    assert html["status"] == 413 and "LONGDOC_MAX_HTML_ELEMENTS" in html["message"]
+    assert {"seconds", "rss_rise_mb"} <= set(html)
+
+
+def test_a_door_that_does_not_hold_is_a_failure() -> None:
+    rows = [{"case": "2 MB HTML page", "held": False}, {"case": "malformed bodies on every route", "held": True}]
+    assert reliability.failures({"door": {"cases": 2, "held": 1, "rows": rows}}) == [
+        "door: did not hold: 2 MB HTML page"
     ]

@@ -338,3 +338,26 @@ def test_settings_are_checked_and_bounded_before_a_run_is_created() -> None:
         guard.check_run(route, "s2", TEAM_B, files)
     assert refused.value.status == 400 and "at most 100" in str(refused.value)
     assert _call("/threads/s3/runs/wait", "key-a", {"assistant_id": "chain", "context": {"roots": 10**4}})[0] == 400
+
+
+def test_every_input_check_runs_before_a_run_is_created_or_its_thread_claimed() -> None:
+    """The same checks as LangServe's door: a refused input never becomes a run record, a checkpoint or an owner."""
+    from surfaces.access import thread_key
+
+    files = IngestRoot(None)
+    for assistant, input_ in (
+        ("chain", {"question": "   ", "text": "Otters."}),
+        ("summarize", {"length": -3, "text": "Otters."}),
+        ("chat", {"question": "   ", "text": "Otters."}),
+        ("chat", {"messages": [5]}),
+        ("route", {"request": " "}),
+        ("chain", {"question": "Who?", "doc_ids": ["0123456789abcdef"] * 10_001}),
+    ):
+        with pytest.raises(guard.Refused) as refused:
+            guard.check_run({"assistant_id": assistant, "input": input_}, "door", TEAM_B, files)
+        assert refused.value.status == 400, (assistant, input_)
+    assert guard._owners().owner(thread_key("team-b", "door")) is None
+    resumed = guard.check_run(
+        {"assistant_id": "chain", "input": {}, "command": {"resume": "go"}}, "door", TEAM_B, files
+    )
+    assert resumed["input"] == {}

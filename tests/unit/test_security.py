@@ -598,3 +598,155 @@ def test_a_run_refused_after_its_first_checkpoint_leaves_no_copy_in_the_write_ah
         assert response.status_code == 400 and "not ingested" in response.json()["detail"]
         held = [str(p) for p in longdoc_home.rglob("checkpoints.sqlite*") if b"4471-GANNET" in p.read_bytes()]
         assert held == []
+
+
+# --- the door: HTML bounds, checks before storing, sizes, stateless runs, malformed bodies --------------------
+def _home_files(home: Path) -> dict[str, bytes]:
+    """Every file of the data home but the lock files (taking a lock leaves its empty file) and their bytes."""
+    return {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file() and "locks" not in p.parts}
+
+
+def _checkpoint_rows(home: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(home / "checkpoints.sqlite") as db:
+        return sum(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("checkpoints", "writes"))
+
+
+def test_an_html_page_past_its_bounds_is_a_413_that_stores_nothing(
+    longdoc_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    monkeypatch.setenv("LONGDOC_MAX_HTML_ELEMENTS", "1000")
+    pages = {
+        "LONGDOC_MAX_HTML_ELEMENTS": b"<p>The 3391-KESTREL shelf holds the pumps.</p>" * 2000,
+        "LONGDOC_MAX_HTML_DEPTH": b"<div>" * 5000 + b"The 3391-KESTREL shelf.",
+    }
+    with TestClient(create_app(fake_chat_model())) as client:
+        client.post("/ingest/invoke", json={"input": {"text": "Otters hold hands."}})
+        before = _home_files(longdoc_home)
+        for bound, page in pages.items():
+            upload = {"data": base64.b64encode(page).decode(), "filename": "page.html"}
+            response = client.post("/ingest/invoke", json={"input": upload})
+            assert response.status_code == 413 and bound in response.json()["detail"], response.text
+        assert _home_files(longdoc_home) == before
+
+
+REFUSED_AT_THE_DOOR = {
+    "ask with a blank question": ("chain", {"question": "   "}),
+    "summarize with length -3": ("summarize", {"length": -3}),
+    "summarize with a bullet-point format": ("summarize", {"format": "bullet-points"}),
+    "chat with a blank question": ("offload", {"question": "   "}),
+    "chat with a message that is a number": ("offload", {"messages": [5]}),
+    "route with a blank request": ("route", {"request": " ", "registry_data": []}),
+}
+"""Inputs each workflow refuses, sent with a document's text (route takes none: its registry is stored instead)."""
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_AT_THE_DOOR))
+def test_every_input_check_runs_before_the_text_is_stored(case: str, longdoc_home: Path) -> None:
+    """Refused on every route, on a thread or not: no document, no checkpoint, no file of the data home changed."""
+    from stores.documents import list_documents
+
+    workflow, value = REFUSED_AT_THE_DOOR[case]
+    value = {**value, "text": "# Heron\n\nThe 3391-KESTREL-DUNE shelf holds the pumps.\n"}
+    if workflow == "route":
+        value = {**value, "registry": "heron", "registry_data": [{"name": "heron", "description": "3391-KESTREL"}]}
+        value.pop("text")
+    with TestClient(create_app(fake_chat_model())) as client:
+        warm = client.post("/ingest/invoke", json={"input": {"text": "Otters hold hands."}}).json()["output"]["doc_id"]
+        before = _home_files(longdoc_home)
+        for config in ({}, {"configurable": {"thread_id": "door"}}):
+            for route, body in (
+                (f"/{workflow}/invoke", {"input": value}),
+                (f"/{workflow}/stream", {"input": value}),
+                (f"/{workflow}/batch", {"inputs": [value]}),
+            ):
+                response = client.post(route, json={**body, "config": config})
+                assert response.status_code == 400, (route, config, response.text)
+        assert [d.doc_id for d in list_documents("default")] == [warm]
+        assert _home_files(longdoc_home) == before
+
+
+def test_sizes_are_checked_at_the_door_before_anything_is_stored(longdoc_home: Path) -> None:
+    with TestClient(create_app(fake_chat_model())) as client:
+        client.post("/ingest/invoke", json={"input": {"text": "Otters hold hands."}})
+        before = _home_files(longdoc_home)
+        config = {"configurable": {"thread_id": "sizes"}}
+        many = {"question": "Who?", "doc_ids": ["0123456789abcdef"] * 10_001}
+        response = client.post("/chain/invoke", json={"input": many, "config": config})
+        assert response.status_code == 400 and "at most 10000 documents" in response.json()["detail"]
+        for doc_ids in (["0" * 65], "0123456789abcdef", [5]):
+            response = client.post("/chain/invoke", json={"input": {"question": "Who?", "doc_ids": doc_ids}})
+            assert response.status_code in (400, 422), (doc_ids, response.text)
+        response = client.post("/chain/invoke", json={"input": {"question": "Who?", "doc_id": "0" * 100_000}})
+        assert response.status_code in (400, 422) and "0" * 100 not in response.text
+        route = {"requests": ["plot sales"] * 100, "registry": "r", "registry_data": []}
+        response = client.post("/route/batch", json={"inputs": [route] * 100})
+        assert response.status_code == 413 and "100 route requests in all" in response.json()["detail"]
+        response = client.post("/route/batch", json={"inputs": [{**route, "requests": ["plot sales"] * 60}] * 2})
+        assert response.status_code == 413
+        assert _home_files(longdoc_home) == before
+
+
+STATELESS = {
+    "summarize": {"length": 40},
+    "offload": {"question": "Who manages procurement?"},
+    "route": {
+        "request": "plot sales",
+        "registry": "sales",
+        "registry_data": [
+            {"name": "sales", "description": "sales charts", "tools": [{"name": "plot", "description": "plot"}]}
+        ],
+    },
+}
+
+
+def test_a_request_without_a_thread_id_leaves_no_checkpoint(longdoc_home: Path) -> None:
+    """Nobody could name its thread to resume or forget it: the run keeps nothing in the checkpoint database."""
+    with TestClient(create_app(fake_chat_model())) as client:
+        doc_id = client.post("/ingest/invoke", json={"input": {"text": FALCON.read_text()}}).json()["output"]["doc_id"]
+        rows = _checkpoint_rows(longdoc_home)
+        threads = (longdoc_home / "server_threads.sqlite").read_bytes()
+        for workflow, value in STATELESS.items():
+            value = {**value, "doc_id": doc_id} if workflow != "route" else value
+            for kind in ("invoke", "stream", "batch", "stream_log", "stream_events"):
+                body = {"inputs": [value, value]} if kind == "batch" else {"input": value}
+                response = client.post(f"/{workflow}/{kind}", json=body)
+                assert response.status_code == 200 and "event: error" not in response.text, (workflow, kind)
+        assert _checkpoint_rows(longdoc_home) == rows
+        assert (longdoc_home / "server_threads.sqlite").read_bytes() == threads
+        named = {"input": STATELESS["offload"] | {"doc_id": doc_id}, "config": {"configurable": {"thread_id": "kept"}}}
+        assert client.post("/offload/invoke", json=named).json()["output"]["turn"] == 1
+        assert client.post("/offload/invoke", json=named).json()["output"]["turn"] == 2
+        assert _checkpoint_rows(longdoc_home) > rows
+
+
+BAD_BODIES = {
+    "empty": b"",
+    "only spaces": b"   ",
+    "null": b"null",
+    "a list": b"[1, 2]",
+    "a string": b'"text"',
+    "cut JSON": b'{"input": {"text": "Otters',
+    "a missing colon": b'{"input" {}}',
+    "input of the wrong type": b'{"input": 5}',
+    "inputs of the wrong type": b'{"inputs": 5}',
+    "inputs holding null": b'{"inputs": [null]}',
+    "config of the wrong type": b'{"input": {}, "config": 7}',
+    "configurable of the wrong type": b'{"input": {}, "config": {"configurable": 5}}',
+}
+
+
+@pytest.mark.parametrize("workflow", ["ingest", "chain", "summarize", "offload", "route"])
+def test_a_malformed_body_gets_a_4xx_with_a_reason_on_every_route(workflow: str) -> None:
+    with TestClient(create_app(fake_chat_model()), raise_server_exceptions=False) as client:
+        for kind in ("invoke", "batch", "stream", "stream_log", "stream_events"):
+            for name, raw in BAD_BODIES.items():
+                response = client.post(f"/{workflow}/{kind}", content=raw, headers={"content-type": "application/json"})
+                assert 400 <= response.status_code < 500, (kind, name, response.status_code, response.text[:200])
+                assert response.json()["detail"], (kind, name)
+        for name, raw in BAD_BODIES.items():
+            response = client.post("/forget", content=raw, headers={"content-type": "application/json"})
+            assert 400 <= response.status_code < 500 and response.json()["detail"], name
