@@ -38,6 +38,8 @@ async def until_disconnect(
         message = first
         while message["type"] != "http.disconnect":
             message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body"):
+                return message  # handed the body again instead of waiting: no connection here to watch
         if not finished:
             on_disconnect()
         return message
