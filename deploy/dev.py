@@ -19,6 +19,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from deploy import a2a, mcp
+from stores.cache import lru_cache
 from surfaces.studio import StudioGuard
 
 
@@ -29,19 +30,20 @@ async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
-_client: Any = None
+@lru_cache(maxsize=1)
+def _threads() -> Any:
+    """The server's own API in process (made on first use: the in-process client needs the running server)."""
+    from langgraph_sdk import get_client
+
+    return get_client().threads
 
 
 async def title_thread(thread_id: str, title: str) -> None:
     """Set thread ``thread_id``'s ``title`` metadata unless it has one, through the server's own API (in process)."""
-    global _client
-    if _client is None:
-        from langgraph_sdk import get_client  # the in-process client needs the running server
-
-        _client = get_client()
-    thread = await _client.threads.get(thread_id)
+    threads = _threads()
+    thread = await threads.get(thread_id)
     if not (thread.get("metadata") or {}).get("title"):
-        await _client.threads.update(thread_id, metadata={"title": title})
+        await threads.update(thread_id, metadata={"title": title})
 
 
 app = FastAPI(lifespan=lifespan, middleware=[Middleware(StudioGuard, titles=title_thread)])

@@ -383,10 +383,10 @@ class Failed(Exception):
 
 def list_documents(headers: dict[str, str], namespace: str) -> dict[str, Any]:
     """The ``documents`` tool: the documents of one of the caller's namespaces (the key's first by default)."""
-    from deploy.auth import keyring
+    from surfaces.access import load_keyring
     from surfaces.listing import served_listing
 
-    tenant = keyring().tenant_of(headers)
+    tenant = load_keyring().tenant_of(headers)
     if tenant is None:
         raise ValueError("refused (401): a valid API key is required")
     try:

@@ -38,6 +38,7 @@ SOURCE_ONLY = ("bench", "doubles", "tests")
 
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "surfaces.serve": ("serve",),
+    "surfaces.disconnect": ("serve", "scaleout"),
     "surfaces.studio": ("studio",),
     "deploy.*": ("scaleout",),
     "deploy": ("studio", "scaleout"),
