@@ -353,7 +353,7 @@ def test_a_document_dropped_into_the_chat_stays_in_the_tenants_namespace(cluster
             f"text is larger than the {MAX_BYTES} byte limit (LONGDOC_MAX_BYTES)",
         ),
         (
-            {"messages": [{"type": "human", "content": [{**block, "base64": "A" * (MAX_BYTES * 2)}]}]},
+            {"messages": [{"type": "human", "content": [words, {**block, "base64": "A" * (MAX_BYTES * 2)}]}]},
             None,
             413,
             f"contract.pdf: {MAX_BYTES * 3 // 2} bytes is over the {MAX_BYTES} byte limit (LONGDOC_MAX_BYTES)",
