@@ -588,6 +588,28 @@ def test_a_bundled_server_whose_counters_move_while_its_reply_is_silent_is_waite
     assert time.monotonic() - start >= bundled.prompt_seconds and len(bundled.requests) == 1
 
 
+def test_a_bundled_server_whose_threads_keep_computing_in_silence_is_waited_for(
+    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import itertools
+
+    from stores import liveness, local_model
+
+    # The in-process server's own threads get CPU time at every look (a prompt batch being computed on a busy
+    # machine) while its reply and its /slots stay still for 4 stall limits.
+    server = local_model.servers.get(local_model.BUNDLED)
+    assert server is not None
+    server.handle = object()  # running in this process: its threads are looked at
+    ticks = itertools.count()
+    monkeypatch.setattr(liveness, "native_cpu", lambda: {4242: next(ticks)})
+    bundled.prompt_seconds = 4 * STALL
+    assert LLM("worker").text(messages("s", "hello")) == fake_endpoint.TEXT_REPLY
+    assert len(bundled.requests) == 1
+    monkeypatch.setattr(liveness, "native_cpu", lambda: {4242: 7})  # the threads stop working: a stall
+    with pytest.raises(ModelError, match="made no progress"):
+        LLM("worker").text(messages("s", "hello again"))
+
+
 def test_a_bundled_server_that_makes_no_progress_fails_clearly_at_its_stall_limit(
     bundled: fake_endpoint.Script,
 ) -> None:
