@@ -7,7 +7,8 @@ server sends (a prompt-progress report, a token) is progress. When a step passes
 
 - the threads of the in-process server (not Python's own) got CPU time since the last look: the
   model is computing, however slowly a busy machine lets it (one prompt batch can take minutes);
-- the server's ``/slots`` counters moved (the task's prompt tokens read, tokens decoded).
+- where those threads cannot be looked at (a server not in this process, no ``/proc``): the
+  server's ``/slots`` counters moved (the task's prompt tokens read, tokens decoded).
 
 The request fails with :class:`ServerStalled` when no progress of any kind was seen for
 ``LONGDOC_BUNDLED_STALL`` seconds, or at once when the server is gone (stopped in this process, or
@@ -102,6 +103,7 @@ class Watch:
     _slots: str | None = None
 
     def __post_init__(self) -> None:
+        # Only a server running in this process has threads here to look at (none without /proc).
         self._cpu = native_cpu() if self.server.handle is not None else {}
 
     @property
@@ -145,8 +147,10 @@ class Watch:
         gone = self._gone()
         if gone:
             raise ServerStalled(f"the bundled model server {self.origin}/v1 stopped while answering ({gone})")
-        moved = [self._cpu_moved(), self._slots_moved()]  # both looked at: each keeps its last sample
-        if any(moved):
+        # llama.cpp answers /slots only between two batches, each unanswered look waiting in its HTTP pool:
+        # the in-process server's threads are looked at instead (its counters when they cannot be read).
+        moved = self._cpu_moved() if self._cpu else self._slots_moved()
+        if moved:
             self.last_progress = now
             if now - self.last_status >= STATUS_EVERY:
                 self.last_status = now
@@ -177,8 +181,6 @@ class Watch:
         return ""
 
     def _cpu_moved(self) -> bool:
-        if self.server.handle is None:
-            return False  # not running in this process: its threads are not ours to look at
         before, self._cpu = self._cpu, native_cpu()
         return any(ticks > before.get(tid, ticks) for tid, ticks in self._cpu.items())
 
