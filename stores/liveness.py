@@ -154,8 +154,7 @@ class Watch:
             self.last_progress = now
             if now - self.last_status >= STATUS_EVERY:
                 self.last_status = now
-                read = f" ({self.prompt[0]:,}/{self.prompt[1]:,} prompt tokens read)" if self.prompt else ""
-                report_status("model", f"the model is still working{read}; a busy machine makes it slow")
+                report_status("model", self._doing())
             return
         if now - self.last_progress >= self.stall:
             raise ServerStalled(
@@ -163,6 +162,15 @@ class Watch:
                 "(no prompt batch, no token, no work on its threads); check the machine, or raise "
                 "LONGDOC_BUNDLED_STALL"
             )
+
+    def _doing(self) -> str:
+        """What the model is busy with, for a status line."""
+        if self.prompt is None:
+            return "the model is starting on the prompt (slowly: the machine is busy)"
+        done, total = self.prompt
+        if done < total:
+            return f"the model is still reading the prompt: {done:,}/{total:,} tokens (slowly: the machine is busy)"
+        return "the model is writing its reply (slowly: the machine is busy)"
 
     def _gone(self) -> str:
         """Why the server is gone (empty while it is there)."""
