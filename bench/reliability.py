@@ -16,7 +16,9 @@ its start and at its peak (``memory_mb``, sampled every 0.1 s while it runs):
   is a failed reply passed off as an answer. ``clear_errors`` when a failure is a 503 whose message
   names the model step; ``max_seconds`` the slowest; and ask, summarize and chat streamed from a
   server on a socket while the endpoint fails: ``streams_ended_with_an_error_event`` when the body
-  arrives whole and ends with an error event naming a 503;
+  arrives whole and ends with an error event naming a 503; and ``busy_bundled`` (:func:`busy_bundled`):
+  ask against a stand-in for the bundled server of a busy machine, slower between progress reports
+  than the old 30 s silence limit (times scaled by 1/60), answered, and a stuck one failing clearly;
 * ``interruptions``: chat sessions whose model dies at a random call of the second turn (every
   retry included); the same question is sent again: ``clean_resumes`` when the turn number and the
   answer equal an uninterrupted run, ``repeated_calls`` the finished model calls asked again;
@@ -202,6 +204,7 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
                     }
                 )
     streams = _failing_streams()
+    busy = busy_bundled()
     for key in ("LONGDOC_READ_TIMEOUT", "LONGDOC_CONNECT_TIMEOUT", "LONGDOC_MAX_RETRIES", "LONGDOC_BASE_URL"):
         os.environ.pop(key, None)
     failures = [r for r in rows if r["status"] != 200]
@@ -214,9 +217,88 @@ def faults(read_timeout: float = 0.5, retries: int = 1) -> dict[str, Any]:
         "bound_seconds": bound,
         "failing_streams": len(streams),
         "streams_ended_with_an_error_event": sum(r["whole"] for r in streams),
+        "busy_bundled": busy,
+        "busy_bundled_held": sum(r["held"] for r in busy),
         "runs": rows,
         "streams": streams,
     }
+
+
+BUSY_SCALE = 60.0
+"""How many times faster than the real bundled server the busy cases run (1 s here is a minute there)."""
+
+
+def busy_bundled() -> list[dict[str, Any]]:
+    """Ask over HTTP against a scripted stand-in for the bundled server of a busy machine, times scaled by 1/60.
+
+    The old liveness rule cut a bundled reply silent for 30 s (0.5 s here). Cases: prompt-progress reports every
+    45 s for 3 minutes; a stream silent for 3 minutes while the server's ``/slots`` counters move every 15 s
+    (a prompt batch on a loaded machine); and a server that makes no progress at all, which must end in a 503
+    naming it within the stall limit (``LONGDOC_BUNDLED_STALL``, 120 s: 2 s here) and its retries.
+    ``held`` when the two slow servers answer (200) and the stuck one fails clearly and in time.
+    """
+    from doubles import endpoint as fake_endpoint
+    from stores import local_model
+    from stores.endpoints import endpoint_gate
+
+    scale = BUSY_SCALE
+    knobs = ("LONGDOC_BUNDLED_STALL", "LONGDOC_BUNDLED_CHECK", "LONGDOC_READ_TIMEOUT", "LONGDOC_BASE_URL")
+    saved = {key: os.environ.get(key) for key in knobs}
+    # LONGDOC_READ_TIMEOUT: the old silence limit, scaled (it no longer applies to the bundled server).
+    os.environ.update(LONGDOC_BUNDLED_STALL=str(120 / scale), LONGDOC_BUNDLED_CHECK=str(2 / scale))
+    os.environ["LONGDOC_READ_TIMEOUT"] = str(30 / scale)
+    os.environ.pop("LONGDOC_BASE_URL", None)
+    cases: dict[str, dict[str, Any]] = {
+        "progress reports every 45 s": {"prompt_seconds": 180 / scale, "progress_every": 45 / scale},
+        "silent stream, /slots moving every 15 s": {
+            "prompt_seconds": 180 / scale,
+            "progress_every": 15 / scale,
+            "stream_progress": False,
+        },
+        "no progress at all": {"prompt_seconds": 600 / scale},
+    }
+    rows = []
+    for case, play in cases.items():
+        script = fake_endpoint.Script(slots=1, **play)
+        with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
+            port = int(url.rsplit(":", 1)[1])
+            server = local_model.LocalServer(
+                handle=None, port=port, model="scripted", path=Path("scripted.gguf"), n_ctx=8192
+            )
+            local_model.servers.put(local_model.BUNDLED, server)
+            endpoint_gate.reset()
+            try:
+                with _client() as client:
+                    doc_id = _ingest(client)
+                    start = time.monotonic()
+                    response = client.post("/chain/invoke", json={"input": WORKFLOWS["ask"](doc_id)})
+                    seconds = time.monotonic() - start
+            finally:
+                local_model.servers.pop(local_model.BUNDLED)
+        detail = response.json().get("detail", "") if response.status_code != 200 else ""
+        stuck = case == "no progress at all"
+        held = (
+            response.status_code == 503 and "made no progress" in detail and seconds < 4 * 120 / scale
+            if stuck
+            else response.status_code == 200
+        )
+        rows.append(
+            {
+                "case": case,
+                "status": response.status_code,
+                "seconds": round(seconds, 2),
+                "as_real_seconds": round(seconds * scale),
+                "requests": len(script.requests),
+                "held": held,
+                "detail": detail[:200],
+            }
+        )
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    return rows
 
 
 def _failing_streams() -> list[dict[str, Any]]:
@@ -1576,6 +1658,9 @@ def _run_failures(report: dict[str, Any]) -> list[str]:
         found.append("faults: a failed run's message does not name the model step")
     if faults_part.get("streams_ended_with_an_error_event", 0) < faults_part.get("failing_streams", 0):
         found.append("faults: a failing stream did not end with an error event and a whole body")
+    busy = faults_part.get("busy_bundled", [])
+    if faults_part.get("busy_bundled_held", 0) < len(busy):
+        found.append(f"faults: busy bundled server cases did not hold: {[r['case'] for r in busy if not r['held']]}")
     for name, part, count in (("interruptions", interrupted, "interruptions"), ("kills", killed, "kills")):
         if part.get("clean_resumes", 0) < part.get(count, 0):
             found.append(f"{name}: {part[count] - part.get('clean_resumes', 0)} runs did not resume cleanly")

@@ -18,8 +18,10 @@ app on a free loopback port in a thread.
 
 It can also play a slow llama.cpp server: ``prompt_seconds`` of prompt reading before the first
 token, with a ``prompt_progress`` chunk every ``progress_every`` seconds of it when a streamed
-request asks for ``return_progress``, and ``slots`` requests served at a time (the others wait
-without a byte sent, as llama.cpp queues them).
+request asks for ``return_progress`` (and ``stream_progress`` is on), and ``slots`` requests served
+at a time (the others wait without a byte sent, as llama.cpp queues them). Like llama.cpp it
+answers ``GET /health`` and ``GET /slots``, whose ``n_prompt_tokens_processed`` moves every
+``progress_every`` seconds of reading, whether or not the stream reports it.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ class Script:
     retry_after: float = 1.0
     prompt_seconds: float = 0.0
     progress_every: float = 0.0
+    stream_progress: bool = True
+    """Send the prompt's progress in the stream when asked; off, it shows only in ``/slots`` (a silent stream)."""
     slots: int = 0
     writer: Callable[[dict[str, Any]], str] | None = None
     """Writes the reply to a chat request body (default :func:`reply_for`: a sample of the schema asked for)."""
@@ -146,6 +150,16 @@ class Script:
                 raise ValueError(f"unknown fault {mode!r}; one of {', '.join(FAULTS)}")
         self._busy = 0
         self._queue: asyncio.Semaphore | None = None
+        self.task = 0
+        self.read = 0
+        self.batches = 0
+        """The task being read, its prompt tokens and batches read so far (what ``/slots`` shows)."""
+
+    def slot_view(self) -> list[dict[str, Any]]:
+        """The ``GET /slots`` reply: one slot, its task and counters."""
+        state = {"id_task": self.task, "is_processing": self._busy > 0, "n_prompt_tokens_processed": self.read}
+        state["n_past"] = self.batches
+        return [{"id": 0, **state, "next_token": [{"n_decoded": 0}]}]
 
     async def take_slot(self) -> None:
         """Wait for a free slot (when ``slots`` is set), then count the request as served."""
@@ -195,23 +209,29 @@ class StalledReply(Response):
         await send({"type": "http.response.body", "body": self.body[len(self.body) // 2 :]})
 
 
-async def _read_prompt(seconds: float, every: float, tokens: int) -> Any:
-    """Take ``seconds`` to read a prompt, yielding llama.cpp's progress report every ``every`` seconds
-    (none when ``every`` is 0): the first at 0 %, before any reading."""
+async def _read_prompt(script: Script, tokens: int, report: bool) -> Any:
+    """Take ``script.prompt_seconds`` to read a prompt of ``tokens``; every ``script.progress_every`` seconds of it
+    the slot's counter moves and, with ``report``, llama.cpp's progress report is yielded (the first at 0 %)."""
+    seconds, every = script.prompt_seconds, script.progress_every
+    script.task += 1
+    script.read = 0
     start = time.monotonic()
     if every <= 0:
         await asyncio.sleep(seconds)
+        script.read = tokens
         return
     done = 0.0
     while True:
-        processed = int(tokens * min(1.0, done / seconds)) if seconds > 0 else tokens
+        script.read = processed = int(tokens * min(1.0, done / seconds)) if seconds > 0 else tokens
         elapsed = int((time.monotonic() - start) * 1000)
-        yield {"total": tokens, "cache": 0, "processed": processed, "time_ms": elapsed}
+        if report:
+            yield {"total": tokens, "cache": 0, "processed": processed, "time_ms": elapsed}
         if done >= seconds:
             return
         step = min(every, seconds - done)
         await asyncio.sleep(step)
         done += step
+        script.batches += 1
 
 
 def _failure(fault: str, script: Script) -> Response | None:
@@ -250,6 +270,14 @@ def create_app(script: Script | None = None) -> Any:
     """The FastAPI app of the fake endpoint, answering as ``script`` says (default: always well)."""
     script = script or Script()
     app = FastAPI(title="scripted OpenAI-compatible endpoint")
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @app.get("/slots")
+    async def slots() -> list[dict[str, Any]]:
+        return script.slot_view()
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -338,10 +366,10 @@ async def _chat(script: Script, body: dict[str, Any], request: Request) -> Any:
     script.answered += 1
     await script.take_slot()
     if body.get("stream"):
-        progress = script.progress_every if body.get("return_progress") else 0.0
-        return _streamed(script, head, content, finish, usage, prompt, progress)
+        report = bool(body.get("return_progress")) and script.stream_progress
+        return _streamed(script, head, content, finish, usage, prompt, report)
     try:
-        async for _ in _read_prompt(script.prompt_seconds, 0.0, prompt):
+        async for _ in _read_prompt(script, prompt, False):
             pass
     finally:
         script.free_slot()
@@ -357,9 +385,9 @@ def _streamed(
     finish: str,
     usage: dict[str, Any],
     prompt: int,
-    progress: float,
+    report: bool,
 ) -> StreamingResponse:
-    """The reply as server-sent chunks: prompt progress every ``progress`` seconds (0: none), the content, usage."""
+    """The reply as server-sent chunks: prompt progress (with ``report``), the content, usage."""
 
     def chunk(delta: dict[str, Any], **extra: Any) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": extra.pop("finish_reason", None)}
@@ -367,8 +395,8 @@ def _streamed(
 
     async def events() -> Any:
         try:
-            async for report in _read_prompt(script.prompt_seconds, progress, prompt):
-                yield chunk({"role": "assistant", "content": None}, prompt_progress=report)
+            async for progress in _read_prompt(script, prompt, report):
+                yield chunk({"role": "assistant", "content": None}, prompt_progress=progress)
             for start in range(0, max(1, len(content)), PIECE):
                 yield chunk({"role": "assistant", "content": content[start : start + PIECE]})
             yield chunk({}, finish_reason=finish, usage=usage)

@@ -70,3 +70,20 @@ def check_deadline() -> float | None:
     if left <= 0:
         raise RunTimeout(run_timeout_message(current[1]))
     return left
+
+
+class DeadlineReached(BaseException):
+    """The run's deadline passed while a model request was being sent or read.
+
+    A ``BaseException``: the OpenAI client's retry loop must not catch it and send the request
+    again. :class:`stores.models.LLM` turns it into a :class:`RunTimeout`.
+    """
+
+
+def deadline_reached() -> DeadlineReached:
+    """The DeadlineReached error for the current run, with the deadline check's message."""
+    try:
+        check_deadline()
+    except RunTimeout as exc:
+        return DeadlineReached(str(exc))
+    return DeadlineReached("the run's deadline has passed")

@@ -16,27 +16,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from stores.cache import ProcessCache
-from stores.deadlines import check_deadline, deadline_left
+from stores.deadlines import DeadlineReached, check_deadline, deadline_left, deadline_reached
 from stores.errors import ModelError, RunTimeout
 from stores.settings import get_settings
-
-
-class DeadlineReached(BaseException):
-    """The run's deadline passed while a model request was being sent or read.
-
-    A ``BaseException``: the OpenAI client's retry loop must not catch it and send the request
-    again. :class:`stores.models.LLM` turns it into a :class:`RunTimeout`.
-    """
-
-
-def deadline_reached() -> DeadlineReached:
-    """The DeadlineReached error for the current run, with the deadline check's message."""
-    try:
-        check_deadline()
-    except RunTimeout as exc:
-        return DeadlineReached(str(exc))
-    return DeadlineReached("the run's deadline has passed")
-
 
 _http_clients: ProcessCache[str, Any] = ProcessCache("deadline-aware HTTP client", 1)
 
@@ -55,7 +37,9 @@ def http_client() -> Any:
 
     Its transport refuses a request (a first attempt or a retry) once the deadline of the current
     run (:func:`stores.deadlines.run_deadline`) has passed, cuts each request's connect and read
-    timeouts to the time left, and stops reading a streamed reply when the time is up.
+    timeouts to the time left, and stops reading a streamed reply when the time is up. A request
+    to the bundled server made inside :func:`stores.liveness.watching` waits as long as the server
+    makes progress, not for a fixed silence.
     """
     return _http_clients.get_or_build("model requests", _deadline_client, exclusive=True)
 
@@ -63,33 +47,44 @@ def http_client() -> Any:
 def _deadline_client() -> Any:
     import httpx
 
+    from stores.liveness import Watch, WatchedBackend, current_watch
+
     class DeadlineStream(httpx.SyncByteStream):
-        def __init__(self, inner: Any) -> None:
+        def __init__(self, inner: Any, watch: Watch | None) -> None:
             self.inner = inner
+            self.watch = watch
 
         def __iter__(self) -> Iterator[bytes]:
             for part in self.inner:
                 left = deadline_left()
                 if left is not None and left <= 0:
                     raise deadline_reached()
+                if self.watch is not None:
+                    self.watch.body(part)
                 yield part
 
         def close(self) -> None:
             self.inner.close()
 
     class DeadlineTransport(httpx.HTTPTransport):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            # httpx has no parameter for httpcore's network backend: its pool is given one here.
+            self._pool._network_backend = WatchedBackend(self._pool._network_backend)  # type: ignore[assignment]
+
         def handle_request(self, request: httpx.Request) -> httpx.Response:
             left = deadline_left()
-            if left is None:
-                return super().handle_request(request)
-            if left <= 0:
-                raise deadline_reached()
-            timeouts = dict(request.extensions.get("timeout") or {})
-            request.extensions["timeout"] = {
-                name: left if value is None else min(float(value), left) for name, value in timeouts.items()
-            }
+            if left is not None:
+                if left <= 0:
+                    raise deadline_reached()
+                timeouts = dict(request.extensions.get("timeout") or {})
+                request.extensions["timeout"] = {
+                    name: left if value is None else min(float(value), left) for name, value in timeouts.items()
+                }
+            watch = current_watch()
             response = super().handle_request(request)
-            response.stream = DeadlineStream(response.stream)
+            if left is not None or watch is not None:
+                response.stream = DeadlineStream(response.stream, watch)
             return response
 
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)  # the OpenAI client's

@@ -17,9 +17,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.load import dumps
@@ -27,10 +26,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from stores.chat_stream import call_config, streaming_wanted
-from stores.deadlines import check_deadline, deadline_left
+from stores.deadlines import DeadlineReached, check_deadline, deadline_left, deadline_reached
 from stores.endpoints import (
-    DeadlineReached,
-    deadline_reached,
     endpoint_gate,
     endpoint_of,
     http_client,
@@ -41,10 +38,14 @@ from stores.endpoints import (
     unavailable,
 )
 from stores.errors import InputError, ModelError, RunTimeout
+from stores.liveness import ServerStalled, watching
 from stores.llm_cache import cached_reply, remember
 from stores.replies import complete_sentences, cut_reply, parse_json_object
 from stores.settings import RoleModel, get_settings
 from stores.usage import Usage, merge_usage, record_usage, spend_call, usage_of
+
+if TYPE_CHECKING:
+    from stores.local_model import LocalServer
 
 T = TypeVar("T", bound=BaseModel)
 ChatFactory = Callable[[str], BaseChatModel]
@@ -121,7 +122,8 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     """The ``ChatOpenAI`` client for ``role`` (starting the bundled server when no endpoint is set).
 
     Requests to the bundled server are streamed with llama.cpp's prompt progress
-    (``return_progress``), so the read timeout bounds every silence of the reply, not its length.
+    (``return_progress``): :class:`LLM` waits for them while the server makes progress
+    (:mod:`stores.liveness`), however long a busy machine makes a prompt batch.
     """
     override = _override.get()
     if override is not None:
@@ -153,14 +155,14 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     )
 
 
-def _bundled_slots(model: BaseChatModel) -> threading.BoundedSemaphore | None:
-    """The bundled server's slots when ``model`` calls the bundled server of this process."""
+def _bundled_server(model: BaseChatModel) -> LocalServer | None:
+    """The bundled server of this process when ``model`` calls it."""
     from stores.local_model import running_server
 
     server = running_server()
     if server is None or not is_openai(model) or endpoint_of(model).rstrip("/") != server.base_url:
         return None
-    return server.slots
+    return server
 
 
 class LLM:
@@ -217,17 +219,22 @@ class LLM:
         endpoint = endpoint_of(model)
         if endpoint:
             endpoint_gate.check(endpoint)
-        slots = _bundled_slots(model)
-        if slots is not None:
-            # Sent only once the bundled server has a free slot: its read timeout starts then.
-            left = deadline_left()
-            if not slots.acquire(timeout=max(0.0, left) if left is not None else None):
-                raise RunTimeout(str(deadline_reached()))
-        try:
+        server = _bundled_server(model)
+        if server is None:
             return self._send(model, messages, schema, key)
+        # Sent only once the bundled server has a free slot; then it waits while the server makes progress.
+        left = deadline_left()
+        if not server.slots.acquire(timeout=max(0.0, left) if left is not None else None):
+            raise RunTimeout(str(deadline_reached()))
+        try:
+            with watching(server):
+                return self._send(model, messages, schema, key)
+        except ServerStalled as exc:
+            error = ModelError(f"the {self.role} model call failed: {exc}")
+            endpoint_gate.close(endpoint, str(error))
+            raise error from None
         finally:
-            if slots is not None:
-                slots.release()
+            server.slots.release()
 
     def _send(
         self,

@@ -25,9 +25,14 @@ ROLES = ("editor", "expert", "worker", "manager", "offloader", "checker", "route
 ENDPOINT_READ_TIMEOUT = 30.0
 """Default read timeout (seconds) of a model endpoint set with ``LONGDOC_BASE_URL``."""
 
-BUNDLED_READ_TIMEOUT = 30.0
-"""Default read timeout (seconds) of the bundled in-process server: the longest silence of a
-streamed reply once its request has a slot (see :meth:`Settings.read_timeout_for`)."""
+BUNDLED_STALL = 120.0
+"""Default seconds a request to the bundled server may go without any progress (``LONGDOC_BUNDLED_STALL``):
+no prompt batch, no token, no CPU time on the server's threads, no move of its ``/slots`` counters
+(see :mod:`stores.liveness`). A slow reply on a busy machine makes progress and never runs into it."""
+
+BUNDLED_CHECK = 2.0
+"""Default seconds between two looks at the bundled server's progress while its reply is silent
+(``LONGDOC_BUNDLED_CHECK``)."""
 
 BUNDLED_BATCH = 512
 """Prompt tokens the bundled server reads per batch (``LONGDOC_N_BATCH``): one progress report each."""
@@ -149,6 +154,10 @@ class Settings(_Environment):
     """Prompt tokens the bundled server reads per batch (at least 16)."""
     max_retries: int = 2
     connect_timeout: float = 5.0
+    bundled_stall: float = BUNDLED_STALL
+    """Seconds a bundled-server request may make no progress at all before it fails (``LONGDOC_BUNDLED_STALL``)."""
+    bundled_check: float = BUNDLED_CHECK
+    """Seconds between two looks at a silent bundled server's progress (``LONGDOC_BUNDLED_CHECK``)."""
     read_timeout: float | None = Field(
         default=None, validation_alias=AliasChoices("LONGDOC_READ_TIMEOUT", "LONGDOC_REQUEST_TIMEOUT")
     )
@@ -229,6 +238,13 @@ class Settings(_Environment):
     def _at_least_16(cls, value: int) -> int:
         return max(16, value)
 
+    @field_validator("bundled_stall", "bundled_check")
+    @classmethod
+    def _positive(cls, value: float, info: ValidationInfo) -> float:
+        if value <= 0:
+            raise InputError(f"{cls._variable(info)} must be more than 0 seconds, got {value:g}")
+        return value
+
     @field_validator("read_timeout")
     @classmethod
     def _zero_is_default(cls, value: float | None) -> float | None:
@@ -262,19 +278,17 @@ class Settings(_Environment):
         return self._roles
 
     def read_timeout_for(self, base_url: str | None) -> float:
-        """Seconds to wait for a reply's next bytes: ``LONGDOC_READ_TIMEOUT``, else 30 s.
+        """Seconds to wait for a reply's next bytes: for a configured endpoint ``LONGDOC_READ_TIMEOUT``, else 30 s.
 
-        For a configured endpoint this bounds the wait for the whole reply. Requests to the
-        bundled server are streamed with llama.cpp's prompt progress (``return_progress``) and sent
-        only once one of its ``LONGDOC_N_PARALLEL`` slots is free, so there it bounds the wait for
-        the first bytes once a slot has the request (llama.cpp reports 0 % at once), then the gap
-        between two progress reports (one batch of ``LONGDOC_N_BATCH`` = 512 prompt tokens, about
-        7 s at 70 tokens/s) and between two written tokens: a long prompt or a request queued
-        behind another never runs into it, a server that stops making progress does within 30 s.
+        For a configured endpoint this bounds the wait for the whole reply. The bundled server is
+        not judged by silence: its requests are streamed with llama.cpp's prompt progress
+        (``return_progress``), sent once one of its ``LONGDOC_N_PARALLEL`` slots is free, and wait
+        while the server makes progress (:mod:`stores.liveness`); a request without that watch
+        waits ``LONGDOC_BUNDLED_STALL`` seconds of silence at most.
         """
-        if self.read_timeout is not None:
-            return self.read_timeout
-        return BUNDLED_READ_TIMEOUT if base_url is None else ENDPOINT_READ_TIMEOUT
+        if base_url is None:
+            return self.bundled_stall
+        return self.read_timeout if self.read_timeout is not None else ENDPOINT_READ_TIMEOUT
 
     def role(self, role: str) -> RoleModel:
         """Model settings for ``role``: its own ``LONGDOC_<ROLE>_*`` values over the defaults."""

@@ -30,6 +30,7 @@ from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity
 from stores.errors import InputError
 from stores.models import LLM, ModelOutputError, llm_for, messages
+from stores.status import report_status
 from stores.text import truncate_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import Hit, VectorStore, get_store
@@ -159,6 +160,7 @@ def ensure_canvas(
     """The document's canvas; ``cached`` is True when no model call was made.
 
     A canvas is drawn once per document: ``system_prompt``, the canvas writer's, applies to a canvas drawn now.
+    Drawing it is announced as a status (:func:`stores.status.report_status`): it is the long step of a first turn.
     """
     if not refresh:
         cached = load_canvas(store, info.doc_id)
@@ -170,6 +172,7 @@ def ensure_canvas(
             f"document {info.doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
         )
     error = ""
+    report_status("canvas", "drawing the document map...")  # one long model call on the first turn
     try:
         spec = write_canvas(
             llm,

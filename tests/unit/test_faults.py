@@ -577,12 +577,20 @@ def test_a_longdoc_process_exits_at_the_run_deadline(endpoint: fake_endpoint.Scr
     assert len(endpoint.requests) <= 1
 
 
-# --- the bundled server: streamed with prompt progress, one request per slot ----------------------------
+# --- the bundled server: streamed with prompt progress, one request per slot, alive while it progresses ---------
+STALL = 0.6
+"""The bundled server's stall limit here (``LONGDOC_BUNDLED_STALL``; 120 s by default)."""
+CHECK = 0.05
+"""How often a silent bundled request looks at the server here (``LONGDOC_BUNDLED_CHECK``; 2 s by default)."""
+
+
 @pytest.fixture
 def bundled(monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_endpoint.Script]:
     """A scripted endpoint standing in for the process's bundled llama.cpp server (one slot)."""
     from stores import local_model
 
+    monkeypatch.setenv("LONGDOC_BUNDLED_STALL", str(STALL))
+    monkeypatch.setenv("LONGDOC_BUNDLED_CHECK", str(CHECK))
     script = fake_endpoint.Script(slots=1)
     with fake_endpoint.running(fake_endpoint.create_app(script)) as url:
         port = int(url.rsplit(":", 1)[1])
@@ -595,15 +603,17 @@ def bundled(monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_endpoint.Script]:
         yield script
 
 
-def test_the_bundled_servers_read_timeout_is_well_under_a_minute_and_configurable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from stores.settings import BUNDLED_READ_TIMEOUT, get_settings
+def test_the_bundled_servers_stall_limit_is_its_own_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.errors import InputError
+    from stores.settings import BUNDLED_STALL, get_settings
 
-    monkeypatch.delenv("LONGDOC_READ_TIMEOUT")
-    assert get_settings().read_timeout_for(None) == BUNDLED_READ_TIMEOUT <= 30
-    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "45")
+    assert get_settings().read_timeout_for(None) == BUNDLED_STALL == 120  # LONGDOC_READ_TIMEOUT is 0.5 here
+    assert get_settings().read_timeout_for("http://127.0.0.1:1/v1") == READ_TIMEOUT
+    monkeypatch.setenv("LONGDOC_BUNDLED_STALL", "45")
     assert get_settings().read_timeout_for(None) == 45
+    monkeypatch.setenv("LONGDOC_BUNDLED_CHECK", "0")
+    with pytest.raises(InputError, match="LONGDOC_BUNDLED_CHECK must be more than 0"):
+        get_settings()
 
 
 def test_a_long_prompt_on_the_bundled_server_outlasts_the_read_timeout_while_it_reports_progress(
@@ -630,14 +640,149 @@ def test_a_long_prompt_on_the_bundled_server_outlasts_the_read_timeout_while_it_
     )
 
 
-def test_a_bundled_server_that_makes_no_progress_is_cut_at_the_read_timeout(
-    bundled: fake_endpoint.Script, waits: Waits
+def test_a_bundled_server_whose_counters_move_while_its_reply_is_silent_is_waited_for(
+    bundled: fake_endpoint.Script,
 ) -> None:
-    bundled.prompt_seconds = 30.0  # silent: no progress report, no token
-    with pytest.raises(ModelError, match="did not answer in time") as caught:
+    # Reading the prompt takes 4 stall limits (8 of the old 0.5 s silence limit) without a byte of reply, as a
+    # prompt batch does on a busy machine; the server's /slots counters move every 0.1 s of it.
+    bundled.prompt_seconds, bundled.progress_every, bundled.stream_progress = 4 * STALL, 0.1, False
+    start = time.monotonic()
+    assert LLM("worker").text(messages("s", "hello")) == fake_endpoint.TEXT_REPLY
+    assert time.monotonic() - start >= bundled.prompt_seconds and len(bundled.requests) == 1
+
+
+def test_a_bundled_server_whose_threads_keep_computing_in_silence_is_waited_for(
+    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import itertools
+
+    from stores import liveness, local_model
+
+    # The in-process server's own threads get CPU time at every look (a prompt batch being computed on a busy
+    # machine) while its reply and its /slots stay still for 4 stall limits.
+    server = local_model.servers.get(local_model.BUNDLED)
+    assert server is not None
+    server.handle = object()  # running in this process: its threads are looked at
+    ticks = itertools.count()
+    monkeypatch.setattr(liveness, "native_cpu", lambda: {4242: next(ticks)})
+    bundled.prompt_seconds = 4 * STALL
+    assert LLM("worker").text(messages("s", "hello")) == fake_endpoint.TEXT_REPLY
+    assert len(bundled.requests) == 1
+    monkeypatch.setattr(liveness, "native_cpu", lambda: {4242: 7})  # the threads stop working: a stall
+    with pytest.raises(ModelError, match="made no progress"):
+        LLM("worker").text(messages("s", "hello again"))
+
+
+def test_a_bundled_server_that_makes_no_progress_fails_clearly_at_its_stall_limit(
+    bundled: fake_endpoint.Script,
+) -> None:
+    bundled.prompt_seconds = 30.0  # silent: no progress report, no token, its counters still
+    start = time.monotonic()
+    with pytest.raises(ModelError, match=f"made no progress for {STALL:g} s") as caught:
         LLM("worker").text(messages("s", "hello"))
-    assert bundled.url in str(caught.value)  # type: ignore[attr-defined]
-    assert {t["read"] for t in waits.timeouts} == {READ_TIMEOUT} and waits.most() <= WAIT_BOUND, waits
+    waited = time.monotonic() - start
+    assert bundled.url in str(caught.value) and "LONGDOC_BUNDLED_STALL" in str(caught.value)  # type: ignore[attr-defined]
+    assert STALL <= waited < STALL + 3.0 and len(bundled.requests) == 1  # not sent again to a stuck server
+    with pytest.raises(ModelError, match="made no progress"):  # the next call fails at once (endpoint gate)
+        LLM("worker").text(messages("s", "hello again"))
+    assert len(bundled.requests) == 1
+
+
+def test_a_bundled_server_stopped_mid_reply_fails_at_once(
+    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from stores import local_model
+
+    monkeypatch.setenv("LONGDOC_BUNDLED_STALL", "30")
+    bundled.prompt_seconds = 30.0
+
+    def stop_once_asked() -> None:  # the server stops while it reads the request's prompt
+        while not bundled.requests:
+            time.sleep(0.01)
+        local_model.servers.pop(local_model.BUNDLED)
+
+    stopper = threading.Thread(target=stop_once_asked, daemon=True)
+    stopper.start()
+    start = time.monotonic()
+    with pytest.raises(ModelError, match="stopped while answering"):
+        LLM("worker").text(messages("s", "hello"))
+    stopper.join(timeout=5)
+    assert time.monotonic() - start < 5.0  # not the 30 s stall limit
+
+
+def test_the_run_deadline_holds_while_the_bundled_server_keeps_working(bundled: fake_endpoint.Script) -> None:
+    from stores.deadlines import run_deadline
+    from stores.errors import RunTimeout
+
+    bundled.prompt_seconds, bundled.progress_every, bundled.stream_progress = 30.0, 0.05, False
+    start = time.monotonic()
+    with run_deadline(1.0), pytest.raises(RunTimeout, match="did not finish within 1 s"):
+        LLM("worker").text(messages("s", "hello"))
+    assert time.monotonic() - start < 4.0 and len(bundled.requests) == 1
+
+
+LONG_PROMPT = "word " * 400
+"""A prompt the scripted server reads in four batches, reporting after each."""
+
+
+def test_a_long_prompt_is_shown_as_status_in_the_custom_stream_and_in_stream_events(
+    bundled: fake_endpoint.Script,
+) -> None:
+    import asyncio
+
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from stores.status import STATUS_EVENT
+
+    class State(TypedDict):
+        reply: str
+
+    def ask(state: State) -> State:
+        return {"reply": LLM("worker").text(messages("s", LONG_PROMPT))}
+
+    graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END).compile()
+    bundled.prompt_seconds, bundled.progress_every = 0.2, 0.05
+    custom = [chunk for chunk in graph.stream({"reply": ""}, stream_mode="custom")]
+    assert custom and all(c["stage"] == "model" and 0 < c["prompt"]["read"] < c["prompt"]["total"] for c in custom)
+    read, total = custom[0]["prompt"]["read"], custom[0]["prompt"]["total"]
+    assert custom[0]["message"] == f"reading the prompt: {read:,}/{total:,} tokens"
+
+    async def events() -> list[dict[str, Any]]:
+        return [e async for e in graph.astream_events({"reply": ""}, version="v2")]
+
+    shown = [e["data"] for e in asyncio.run(events()) if e["event"] == "on_custom_event" and e["name"] == STATUS_EVENT]
+    assert [e["message"] for e in shown] == [c["message"] for c in custom]
+
+
+def test_a_served_stream_shows_the_status_of_a_long_prompt(bundled: fake_endpoint.Script) -> None:
+    with TestClient(create_app()) as client:
+        doc_id = _ingest(client)
+        bundled.prompt_seconds, bundled.progress_every = 0.08, 0.04
+        body = {"input": WORKFLOWS["chain"](doc_id)}
+        response = client.post("/chain/stream_events", json=body)
+    assert response.status_code == 200 and "event: error" not in response.text, response.text
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    shown = [e["data"]["message"] for e in events if e.get("event") == "on_custom_event"]
+    assert shown and all(m.startswith("reading the prompt: ") for m in shown), shown
+
+
+def test_the_command_line_shows_a_long_prompt_on_stderr_unless_quiet(
+    bundled: fake_endpoint.Script, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundled.prompt_seconds, bundled.progress_every = 0.2, 0.05
+    question = "Who manages procurement?"
+    assert cli.main(["ask", str(FALCON), question, "--chunk-size", "120", "--no-stream"]) == 0
+    shown = capsys.readouterr()
+    assert "reading the prompt: " in shown.err and "reading the prompt" not in shown.out
+    assert cli.main(["ask", str(FALCON), question, "--chunk-size", "120", "--json"]) == 0
+    shown = capsys.readouterr()
+    assert "reading the prompt: " in shown.err and json.loads(shown.out)["answer"]  # stdout: the one JSON object
+    assert cli.main(["ask", str(FALCON), question, "--chunk-size", "120", "--json", "-q"]) == 0
+    shown = capsys.readouterr()
+    assert "reading the prompt" not in shown.err and json.loads(shown.out)["answer"]
 
 
 def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sent(
@@ -650,15 +795,17 @@ def test_requests_queued_for_the_bundled_servers_slot_start_their_clock_when_sen
     from stores import local_model
 
     # Each request keeps the one slot 0.35 s without a byte: three at once wait 1.05 s in all. Each is sent only
-    # once the slot is its own, with its whole read timeout (counted, not timed: a busy machine changes neither).
+    # once the slot is its own, with its whole time to make progress (counted, not timed: a busy machine changes
+    # neither).
     bundled.prompt_seconds = 0.35
-    monkeypatch.setenv("LONGDOC_READ_TIMEOUT", "5")
+    monkeypatch.setenv("LONGDOC_BUNDLED_STALL", "5")
     slots = local_model.servers.get(local_model.BUNDLED).slots  # type: ignore[union-attr]
     sent: list[tuple[bool, object]] = []
     send = httpx.HTTPTransport.handle_request
 
     def sending(transport: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
-        sent.append((slots._value == 0, (request.extensions.get("timeout") or {}).get("read")))  # type: ignore[attr-defined]
+        if request.url.path.endswith("/chat/completions"):  # not the looks at the server's /health and /slots
+            sent.append((slots._value == 0, (request.extensions.get("timeout") or {}).get("read")))  # type: ignore[attr-defined]
         return send(transport, request)
 
     monkeypatch.setattr(httpx.HTTPTransport, "handle_request", sending)

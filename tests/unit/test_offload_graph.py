@@ -197,6 +197,27 @@ def test_canvas_is_made_once_per_document(doc_id: str) -> None:
     assert not any('"nodes"' in str(m[0].content) for m in other.chat.calls)
 
 
+def test_a_first_turn_says_it_is_drawing_the_document_map(doc_id: str) -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    context = {**BASE, "policy": "offload_canvas"}
+    with use_chat_model(Model().chat):
+        turns = [
+            [
+                event["message"]
+                for event in compiled.stream(
+                    {"question": QUESTIONS[0], "doc_id": doc_id},
+                    config={"configurable": {"thread_id": thread}},
+                    context=context,
+                    stream_mode="custom",
+                )
+                if event.get("stage") == "canvas"
+            ]
+            for thread in ("t1", "t2")
+        ]
+    assert turns[0] == ["drawing the document map...", "canvas: 4 nodes (drawn by the model)"]
+    assert turns[1] == ["canvas: 4 nodes (cached)"]  # drawn once per document: nothing long to announce
+
+
 def test_canvas_touched_by_the_question_brings_its_chunk(doc_id: str) -> None:
     model = Model()
     outs = session(model, doc_id, ["What does the Schedule say?"], {"policy": "offload_canvas", "details_k": 2})
