@@ -1,10 +1,9 @@
 """Chat models per role and the one call path of every LLM request.
 
-Every chat call goes through ``langchain_openai.ChatOpenAI`` against an OpenAI-compatible
-endpoint: the bundled llama.cpp server when no base URL is configured, anything else
-(OpenAI, vLLM, Ollama, a llama.cpp server) when ``LONGDOC_BASE_URL`` / ``LONGDOC_MODEL`` /
-``LONGDOC_API_KEY`` (or the per-role ``LONGDOC_<ROLE>_*``) are set. Each request is held to the
-rules of :mod:`stores.endpoints` (deadline, rate limit, endpoint gate) and answered from
+Every chat call goes through ``langchain_openai.ChatOpenAI`` against an OpenAI-compatible endpoint: the bundled
+llama.cpp server when no base URL is configured, anything else (OpenAI, vLLM, Ollama, a llama.cpp server) when
+``LONGDOC_BASE_URL`` / ``LONGDOC_MODEL`` / ``LONGDOC_API_KEY`` (or the per-role ``LONGDOC_<ROLE>_*``) are set. Each
+request is held to the rules of :mod:`stores.endpoints` (deadline, rate limit, endpoint gate) and answered from
 :mod:`stores.llm_cache` when it was asked before.
 
 Nodes use :func:`llm_for`; each request's usage ``{role: {"input": n, "output": m, "calls": 1,
