@@ -29,12 +29,12 @@ static: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# What an engineer runs on every change (about 5 minutes on 2 cores): `static`, then the unit tests (scripted
+# What an engineer runs on every change (about 5 minutes on 2 idle cores): `static`, then the unit tests (scripted
 # models, hash embeddings, no network, no bundled model) on every core.
 check: static
 	$(PYTEST) tests/unit
 
-# The README's test command and CI's (about 15 minutes on 2 cores): everything in `check`, the integration tests
+# The README's test command and CI's (about 12 minutes on 2 idle cores): everything in `check`, the integration tests
 # (bundled model, `langgraph dev`, LangServe, PostgreSQL, Aegra) on every core, then the reliability benchmark
 # (scripted endpoint and `langgraph dev`; exits 1 when a suite falls short). Its JSON goes to a temporary file:
 # the committed figures are refreshed by hand. The notebooks run in `make notebook-test`.
