@@ -40,7 +40,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Scope
 
-from deploy.mcp import RUN_TIMEOUT, Failed, Refused, own_url, reason, run_workflow
+from deploy.mcp import RUN_TIMEOUT, Failed, Refused, own_url, reason, run_failed, run_workflow
 from stores.files import IngestRoot
 from surfaces.access import presented_key
 from surfaces.registry import ALIASES, CHAT_EXAMPLES, DESCRIPTIONS, WORKFLOWS, canonical
@@ -230,9 +230,7 @@ async def stream_turn(
             elif part.event == "values":
                 output = part.data
             elif part.event == "error":
-                data = part.data if isinstance(part.data, dict) else {"message": str(part.data)}
-                why = str(data.get("message") or data.get("error") or "the run failed")
-                raise Failed(IngestRoot.from_env().scrub(why), thread, run_id)
+                raise run_failed(part.data, thread, run_id)
     except httpx.HTTPStatusError as exc:
         raise Refused(exc.response.status_code, reason(exc.response), thread) from None
     yield "done", output

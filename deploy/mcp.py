@@ -345,6 +345,13 @@ async def run_workflow(
     return thread, run_id, output
 
 
+def run_failed(data: Any, thread: str, run_id: str) -> Failed:
+    """What a run's ``error`` stream event says, as :class:`Failed` (server paths scrubbed from its reason)."""
+    fields = data if isinstance(data, dict) else {"message": str(data)}
+    why = str(fields.get("message") or fields.get("error") or "the run failed")
+    return Failed(IngestRoot.from_env().scrub(why), thread, run_id)
+
+
 async def stream_run(client: Any, thread: str, assistant: str, value: dict[str, Any], progress: Progress) -> Any:
     """Stream a run's steps on ``thread``, telling ``progress`` what each did: its run id and output."""
     run_id, output = "", None
@@ -355,9 +362,7 @@ async def stream_run(client: Any, thread: str, assistant: str, value: dict[str, 
         elif part.event == "values":
             output = part.data
         elif part.event == "error":
-            data = part.data if isinstance(part.data, dict) else {"message": str(part.data)}
-            why = str(data.get("message") or data.get("error") or "the run failed")
-            raise Failed(IngestRoot.from_env().scrub(why), thread, run_id)
+            raise run_failed(part.data, thread, run_id)
         else:
             said = progress_message(part.event, part.data)
             if said:
