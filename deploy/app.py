@@ -67,7 +67,7 @@ from nodes.inputs import check_workflow_input
 from stores.cache import ProcessCache, lru_cache
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
-from stores.errors import InputError, TooLarge
+from stores.errors import InputError, TooLarge, raised_status
 from stores.files import IngestRoot
 from stores.settings import get_settings
 from stores.usage import max_model_calls, run_budget
@@ -344,11 +344,15 @@ class TenantGuard:
             # The run's task is created inside this call and copies the context: every model call of the
             # run (and of its node threads) then has the deadline of LONGDOC_RUN_TIMEOUT and takes from the
             # bound of LONGDOC_MAX_MODEL_CALLS, as on LangServe.
+            held = HeldResponse() if scope["path"].rstrip("/").endswith("/runs/wait") else None
+            answer = send if held is None else held.send
             with run_deadline(run_timeout()), run_budget(max_model_calls()) as budget:
                 if stops_on_disconnect(scope["path"], checked):
-                    await until_disconnect(self.app, scope, replay_body(payload, receive), send, stopper(budget))
+                    await until_disconnect(self.app, scope, replay_body(payload, receive), answer, stopper(budget))
                 else:
-                    await self.app(scope, replay_body(payload, receive), send)
+                    await self.app(scope, replay_body(payload, receive), answer)
+            if held is not None:
+                await _answer_wait(held, send, thread, known)
             released = await hold_until_done(lock, thread, known)
         finally:
             if not released:
@@ -388,15 +392,56 @@ async def take_thread(lock: ThreadLock, thread: str, body: dict[str, Any]) -> No
         raise Refused(409, busy_message(thread))
 
 
-def thread_runs(thread: str) -> set[str]:
-    """Ids of the runs Aegra has recorded on ``thread`` (none without its database)."""
+def run_records(thread: str) -> list[tuple[str, str, str | None]]:
+    """Id, status and error message of each run Aegra has recorded on ``thread`` (none without its database)."""
     url = get_settings().postgres_url
     if not url:
-        return set()
+        return []
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        return {str(row[0]) for row in conn.execute("SELECT run_id FROM runs WHERE thread_id = %s", (thread,))}
+        rows = conn.execute("SELECT run_id, status, error_message FROM runs WHERE thread_id = %s", (thread,))
+        return [(str(run), str(status), None if error is None else str(error)) for run, status, error in rows]
+
+
+def thread_runs(thread: str) -> set[str]:
+    """Ids of the runs Aegra has recorded on ``thread``."""
+    return {run for run, _status, _error in run_records(thread)}
+
+
+def run_refusal(thread: str, known: set[str]) -> tuple[int, str] | None:
+    """The status and reason of the run this request created on ``thread`` when it failed, else None.
+
+    Aegra 0.6 answers a ``/runs/wait`` whose run failed with 200 and the run's output (``{}``), keeping only the
+    error's message in the run record; the graph ran in this process, which knows the status of the errors it
+    raised (:func:`stores.errors.raised_status`). Another failure is a 500 whose detail stays in the log.
+    """
+    for run, status, error in run_records(thread):
+        if run not in known and status == "error":
+            message = error or "the run failed"
+            return raised_status(message) or 500, IngestRoot.from_env().scrub(message)
+    return None
+
+
+class HeldResponse:
+    """An ASGI response kept back until it is known to answer for a run that did not fail (``/runs/wait``)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def send(self, message: Message) -> None:
+        """Keep ``message``."""
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int | None:
+        """The status the response started with (None before it started)."""
+        return next((int(m["status"]) for m in self.messages if m["type"] == "http.response.start"), None)
+
+    async def release(self, send: Send) -> None:
+        """Send the response kept."""
+        for message in self.messages:
+            await send(message)
 
 
 _holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock holders", maxsize=4096)
@@ -428,6 +473,15 @@ async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> boo
     _holders.put(id(holder), holder)
     holder.add_done_callback(lambda done: _holders.pop(id(done)))
     return True
+
+
+async def _answer_wait(held: HeldResponse, send: Send, thread: str, known: set[str]) -> None:
+    """Answer a ``/runs/wait`` with its run's refusal (status and reason) when the run failed, else as Aegra did."""
+    refused = await anyio.to_thread.run_sync(run_refusal, thread, known) if held.status == 200 else None
+    if refused is None:
+        await held.release(send)
+    else:
+        await _answer(send, *refused)
 
 
 def _without_details(send: Send) -> Send:

@@ -103,6 +103,8 @@ async def atruncate_log(saver: Any) -> None:
 class ThreadBusy(InputError):
     """Another run on the thread is still going: one run at a time per thread (HTTP 409, exit code 2)."""
 
+    status = 409
+
 
 def thread_lock_path(thread_id: str) -> Path:
     """The lock file of a thread under ``LONGDOC_HOME`` (named by a digest: thread ids hold any character)."""

@@ -43,6 +43,8 @@ from surfaces.access import Tenant, ThreadOwners, thread_key
 class NothingToForget(InputError):
     """What forget was asked to delete does not exist (exit code 2, HTTP 404)."""
 
+    status = 404
+
 
 @dataclass
 class Report:

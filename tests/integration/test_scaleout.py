@@ -147,7 +147,12 @@ def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deploymen
 
     # A's doc_id in B's own namespace names nothing: the run fails without reading A's document.
     thread = b.threads.create()["thread_id"]
-    b.runs.wait(thread, "chain", input={"doc_id": doc_id, "question": "Who manages procurement?"})
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        b.runs.wait(thread, "chain", input={"doc_id": doc_id, "question": "Who manages procurement?"})
+    assert (
+        refused.value.response.status_code == 400
+        and "is not ingested in namespace 'team-b'" in refused.value.response.text
+    )
     assert [run["status"] for run in b.runs.list(thread)] == ["error"]
     assert b.threads.get_state(thread)["values"].get("answer") is None
 
@@ -166,6 +171,17 @@ def test_a_tenant_reaches_only_its_own_threads_and_namespaces(cluster: Deploymen
     with pytest.raises(httpx.HTTPStatusError) as refused:
         b_on_a.runs.wait(bound, "ingest", input={"text": FALCON}, context={"namespace": "team-b-archive"})
     assert refused.value.response.status_code == 403
+
+
+def test_a_wait_whose_run_is_refused_in_the_graph_answers_with_its_status(cluster: Deployment) -> None:
+    b = client(cluster.instances[1], "key-b")
+    thread = b.threads.create()["thread_id"]
+    with pytest.raises(httpx.HTTPStatusError) as refused:  # Aegra alone: 200 and {}
+        b.runs.wait(thread, "ask", input={"doc_id": "0123456789abcdef", "question": "Who buys?"})
+    answer = refused.value.response
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["message"] == "document '0123456789abcdef' is not ingested in namespace 'team-b'"
+    assert [run["status"] for run in b.runs.list(thread)] == ["error"]
 
 
 def test_a_chat_client_streams_a_conversation_across_instances(cluster: Deployment) -> None:
@@ -454,10 +470,12 @@ def test_a_run_stops_at_the_run_deadline(cluster: Deployment) -> None:
         doc_id = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"text": _long_document()})["doc_id"]
         thread = c.threads.create()["thread_id"]
         sent = len(script.requests)
-        c.runs.wait(
-            thread, "chain", input={"doc_id": doc_id, "question": "What was found?"}, context={"read_all": True}
-        )
+        with pytest.raises(httpx.HTTPStatusError) as stopped:
+            c.runs.wait(
+                thread, "chain", input={"doc_id": doc_id, "question": "What was found?"}, context={"read_all": True}
+            )
         calls = len(_worker_prompts(script, sent))
+    assert stopped.value.response.status_code == 503 and "LONGDOC_RUN_TIMEOUT" in stopped.value.response.text
     run = c.runs.list(thread)[0]
     assert run["status"] == "error" and "LONGDOC_RUN_TIMEOUT" in run["error_message"], run
     # Each reply takes 0.5 s to begin and the chain's calls go one after another: in 2 s the run sends at most
@@ -528,7 +546,9 @@ def test_a_tenant_forgets_its_own_thread_and_document_with_aegras_records(cluste
     assert dropped.status_code == 200 and dropped.json()["documents"] == [doc_id], dropped.text
     assert httpx.post(f"{url}/forget", json={"doc_id": doc_id}, headers=as_a, timeout=60).status_code == 404
     after = a.threads.create()["thread_id"]
-    a.runs.wait(after, "chain", input={"question": "Where?", "doc_id": doc_id})
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        a.runs.wait(after, "chain", input={"question": "Where?", "doc_id": doc_id})
+    assert refused.value.response.status_code == 400 and "not ingested" in refused.value.response.text
     run = a.runs.list(after)[0]
     assert run["status"] == "error" and "not ingested" in run["error_message"], run
 

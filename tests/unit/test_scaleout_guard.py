@@ -321,6 +321,66 @@ def test_one_run_at_a_time_per_thread_refused_or_enqueued() -> None:
     assert order == ["start first", "end first", "start fourth", "end fourth", "start fifth", "end fifth"]
 
 
+@pytest.mark.parametrize(
+    ("raised", "status"),
+    [
+        ("InputError", 400),
+        ("TooLarge", 413),
+        ("ModelError", 503),
+        ("KeyError", 500),
+        (None, 200),
+    ],
+)
+def test_a_wait_whose_run_failed_answers_with_its_refusal(
+    monkeypatch: pytest.MonkeyPatch, raised: str | None, status: int
+) -> None:
+    """Aegra answers a failed run's ``/runs/wait`` with 200 and ``{}`` and keeps the error's message alone in the run
+    record: the guard answers with the status of the error the graph raised and its reason."""
+    from stores import errors
+
+    records: list[tuple[str, str, str | None]] = [("r0", "success", None)]  # an earlier run of the thread
+    monkeypatch.setattr(guard, "run_records", lambda thread: list(records))
+    reason = f"document 'f00d' is not ingested ({raised})"
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # Aegra: the graph runs in this process
+        await receive()
+        if raised is None:
+            records.append(("r1", "success", None))
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b'{"answer": "Bob Chen"}'})
+            return
+        error = getattr(errors, raised, None) or KeyError
+        message = str(error(reason))
+        records.append(("r1", "error", message))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def call() -> tuple[int, bytes]:
+        payload = json.dumps({"assistant_id": "offload", "input": {"question": "Who?"}}).encode()
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": payload, "more_body": False}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        headers = [(b"content-type", b"application/json"), (b"x-api-key", b"key-a")]
+        scope = {"type": "http", "method": "POST", "path": "/threads/t5/runs/wait", "headers": headers}
+        await guard.TenantGuard(app)(scope, receive, send)
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return sent[0]["status"], body
+
+    answered, body = asyncio.run(call())
+    assert answered == status, body
+    if raised is None:
+        assert json.loads(body) == {"answer": "Bob Chen"}
+    elif status == 500:  # not one of ours: no detail for the caller, the log has it
+        assert reason not in body.decode()
+    else:
+        assert json.loads(body)["message"] == reason
+
+
 def test_settings_are_checked_and_bounded_before_a_run_is_created() -> None:
     """A refused setting never becomes a run (whose record would keep its input) nor a checkpoint."""
     files = IngestRoot(None)
