@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -74,6 +75,27 @@ def spawn(tmp_path: Path) -> Iterator[object]:
             proc.kill()
 
 
+@contextlib.contextmanager
+def langgraph_dev(langgraph: str, work: Path, env: dict[str, str], log: Path) -> Iterator[str]:
+    """``langgraph dev`` run from ``work`` on a free loopback port, as ``make dev`` runs it: its URL once it answers."""
+    port = free_port()
+    args = [langgraph, "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
+    proc = subprocess.Popen(args, env=env, cwd=work, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(f"{url}/ok", timeout=180, proc=proc)
+        except (TimeoutError, RuntimeError):
+            pytest.fail(log.read_text(errors="replace")[-3000:])
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def copy_project(dest: Path) -> Path:
     """A copy of the project (sources, no caches) where ``langgraph dev`` may write its own files."""
     ignore = shutil.ignore_patterns(
@@ -83,4 +105,4 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-__all__ = ["ROOT", "copy_project", "free_port", "wait_http"]
+__all__ = ["ROOT", "copy_project", "free_port", "langgraph_dev", "wait_http"]

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from doubles.endpoint import Script, create_app, running
-from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
+from tests.integration.conftest import ROOT, copy_project, langgraph_dev
 
 JS = ROOT / "tests" / "js"
 CHAT_UI = JS / "chat_ui"
@@ -64,23 +64,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "PYTHONUNBUFFERED": "1",
         }
         env.pop("LONGDOC_DEV_ORIGINS", None)
-        port = free_port()
-        log = folder / "dev.log"
-        args = [LANGGRAPH, "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
-        proc = subprocess.Popen(args, env=env, cwd=work, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            try:
-                wait_http(f"{url}/ok", timeout=180, proc=proc)
-            except (TimeoutError, RuntimeError):
-                pytest.fail(log.read_text(errors="replace")[-3000:])
+        with langgraph_dev(LANGGRAPH, work, env, folder / "dev.log") as url:
             yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def _node(script: str, *args: str) -> dict[str, Any]:

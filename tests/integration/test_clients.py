@@ -11,7 +11,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from doubles.endpoint import Script, create_app, running
 from doubles.files import pdf_with_text
 from surfaces.registry import DESCRIPTIONS
 from tests.integration import clients
-from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
+from tests.integration.conftest import ROOT, copy_project, langgraph_dev
 
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
 LANGGRAPH = shutil.which("langgraph", path=str(Path(sys.executable).parent))
@@ -57,25 +56,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             "LANGSMITH_TRACING": "false",
             "PYTHONUNBUFFERED": "1",
         }
-        port = free_port()
         log = folder / "dev.log"
-        args = [LANGGRAPH, "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
-        proc = subprocess.Popen(args, env=env, cwd=work, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            try:
-                wait_http(f"{url}/ok", timeout=180, proc=proc)
-            except (TimeoutError, RuntimeError):
-                pytest.fail(log.read_text(errors="replace")[-3000:])
+        with langgraph_dev(LANGGRAPH, work, env, log) as url:
             client = clients.sdk(url)
             doc_id = client.runs.wait(None, "ingest", input={"text": FALCON, "title": "falcon"})["doc_id"]
             yield {"url": url, "client": client, "doc_id": doc_id, "log": log}
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def test_a_studio_style_chat_streams_the_answer_over_two_turns(server: dict[str, Any]) -> None:
