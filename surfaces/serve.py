@@ -62,7 +62,7 @@ from nodes.inputs import check_workflow_input
 from nodes.offload.session import detach_uploads
 from stores.checkpoint import ThreadBusy, ThreadLock, athread_lock, busy_message, thread_lock
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
-from stores.errors import InputError, ModelError, RunTimeout, TooLarge
+from stores.errors import InputError, ModelError, RunTimeout
 from stores.models import ChatFactory, use_chat_model
 from stores.settings import get_settings, run_config
 from surfaces import registry, resume
@@ -81,7 +81,7 @@ from surfaces.access import (
 )
 from surfaces.disconnect import DisconnectMiddleware
 from surfaces.resume import aforget_refused, forget_refused
-from surfaces.retention import NothingToForget, forget_for_tenant
+from surfaces.retention import forget_for_tenant
 
 log = logging.getLogger(__name__)
 
@@ -232,14 +232,10 @@ class ChatModelMiddleware:
 def _input_status(exc: InputError) -> int:
     """The status a request refused with ``exc`` answers with.
 
-    413 for input over a size bound, 409 for a thread whose run is still going, 404 for something to forget that
-    does not exist, 400 for other bad input.
+    The error's own (:attr:`stores.errors.InputError.status`): 413 for input over a size bound, 409 for a thread
+    whose run is still going, 404 for something to forget that does not exist, 400 for other bad input.
     """
-    if isinstance(exc, ThreadBusy):
-        return 409
-    if isinstance(exc, NothingToForget):
-        return 404
-    return 413 if isinstance(exc, TooLarge) else 400
+    return exc.status
 
 
 def _configs(body: Any) -> list[dict[str, Any]]:
