@@ -10,6 +10,7 @@ user's file. A gold supporting paragraph maps to every chunk that holds its open
 Methods (one run of the chain graph each, or one reader call):
 
 - ``anytime``: the default chain: best-first over the Chow-Liu tree, default budget and stop rule;
+- ``anytime-bridges``: the same with bridges followed in one document too (``bridges="always"``);
 - ``anytime-relevance``: the same budget, floor and stop rule, chunks in order of relevance;
 - ``chow-liu-bfs``, ``original``: full reads of every chunk (the source system's comparison);
 - ``topk``: one reader call over the chunks most similar to the question within the same budget of
@@ -53,6 +54,7 @@ from bench.qa_data import Paragraph, QAItem
 
 METHODS = (
     "anytime",
+    "anytime-bridges",
     "topk",
     "anytime-relevance",
     "chow-liu-bfs",
@@ -65,6 +67,7 @@ METHODS = (
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
+    "anytime-bridges": {"order": "best-first", "bridges": "always"},
     "collection": {"order": "best-first"},
     "collection-s16": {"order": "best-first", "shortlist": 16},
     "collection-s64": {"order": "best-first", "shortlist": 64},
