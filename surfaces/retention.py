@@ -187,13 +187,7 @@ class Names:
     @classmethod
     def document(cls, namespace: str, doc_id: str, source: str) -> Names:
         """Test for document ``doc_id`` of ``namespace`` read from file ``source``, relative to the ingest root."""
-        if not source or source == "text":
-            return cls(namespace, doc_id)
-        file = Path(source).expanduser()
-        root = IngestRoot.from_env().root
-        if not file.is_absolute() and root is not None:
-            file = root / file
-        return cls(namespace, doc_id, file.resolve())
+        return cls(namespace, doc_id, None if not source or source == "text" else _real_path(source))
 
     def __call__(self, values: Any) -> bool:
         """True when ``values`` name the document (in its namespace)."""
@@ -208,9 +202,14 @@ class Names:
 
     def _holds(self, path: Any) -> bool:
         """Whether file or folder ``path`` is the document's file or holds it."""
-        if not path or self.file is None:
-            return False
-        return self.file.is_relative_to(Path(str(path)).expanduser().resolve())
+        return bool(path) and self.file is not None and self.file.is_relative_to(_real_path(str(path)))
+
+
+def _real_path(given: str) -> Path:
+    """The real path of file or folder ``given`` (a relative one: in the ingest root, when there is one)."""
+    path = Path(given).expanduser()
+    root = IngestRoot.from_env().root
+    return (root / path if not path.is_absolute() and root is not None else path).resolve()
 
 
 def threads_where(

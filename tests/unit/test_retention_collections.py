@@ -130,11 +130,16 @@ def test_forget_leaves_no_copy_of_a_document_read_alone_or_in_a_collection(
     assert kept == (["Depot", "Harbour Office"] if shape == "collection" else [])
 
 
-def test_a_thread_is_found_by_every_field_that_names_its_documents(tmp_path: Path) -> None:
+def test_a_thread_is_found_by_every_field_that_names_its_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from surfaces.retention import Names
 
     folder = tmp_path / "team"
-    names = Names.document("team", "d2", str(folder / "b.md"))
+    folder.mkdir()
+    monkeypatch.setenv("LONGDOC_INGEST_ROOT", str(tmp_path))
+    names = Names.document("team", "d2", "team/b.md")  # a source relative to the ingest root
+    assert names({"path": "team"}) and names({"__start__": {"path": "team/b.md"}}) and not names({"path": "other"})
     assert names({"doc_id": "d2", "namespace": "team"})
     assert names({"doc_id": "d1", "doc_ids": ["d1", "d2"]}) and names({"doc_id": "d1", "collection": ["d1", "d2"]})
     assert names({"documents": [{"tag": 1, "doc_id": "d1"}, {"tag": 2, "doc_id": "d2"}]})  # no doc_id at all
