@@ -520,14 +520,24 @@ def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
     """A tenant's forget on the deployment: a thread it created, or a document of one of its namespaces.
 
     The request is ``{"thread_id": ID}`` (a thread it created) or ``{"doc_id": ID, "namespace": NS}`` (a document of
-    one of its namespaces, with its own threads that name it).
+    one of its namespaces, with its own threads that read it, alone or in a collection: any of their checkpoints or
+    run records names it, :class:`surfaces.retention.Names`).
 
     A thread goes with its checkpoints, chat items and owner record (:mod:`surfaces.retention`) and Aegra's own
     rows: the thread, its runs (which hold their inputs and outputs) and their stream events.
     """
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from surfaces.retention import NothingToForget, Report, compact, drop_document, forget_threads, threads_held
+    from surfaces.retention import (
+        Names,
+        NothingToForget,
+        Report,
+        compact,
+        drop_document,
+        forget_threads,
+        threads_held,
+        threads_where,
+    )
 
     if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
         raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
@@ -550,14 +560,14 @@ def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
             from stores.documents import doc_dir, find_document
 
             doc_dir(namespace, doc_id)  # checks the id
-            if find_document(namespace, doc_id) is None:
+            info = find_document(namespace, doc_id)
+            if info is None:
                 raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
-            threads = []
-            for thread in own:
-                latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-                values = (latest.checkpoint.get("channel_values") or {}) if latest is not None else {}
-                if values.get("doc_id") == doc_id and values.get("namespace", namespace) == namespace:
-                    threads.append(thread)
+            names = Names.document(namespace, doc_id, info.source)
+            threads = threads_where(saver, names, own)
+            runs = conn.execute("SELECT thread_id, input, output FROM runs WHERE user_id = %s", (name,))
+            threads += [str(t) for t, given, made in runs if str(t) in own and (names(given) or names(made))]
+            threads = list(dict.fromkeys(threads))
         with threads_held(threads):
             forget_threads(saver, threads, report)
             for thread in threads:

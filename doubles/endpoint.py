@@ -432,11 +432,22 @@ def running(app: Any) -> Iterator[str]:
 
 def chat_replies(body: dict[str, Any]) -> str:
     """A reply of the scripted chat model (:func:`doubles.replies.offload_reply`): answers made from the prompt."""
-    from langchain_core.messages import convert_to_messages
-
     from doubles.replies import offload_reply
 
-    return offload_reply(convert_to_messages(body.get("messages") or []))
+    return _made_by(offload_reply, body)
+
+
+def workflow_replies(body: dict[str, Any]) -> str:
+    """A reply of the scripted model of ask, summarize and chat (:func:`doubles.replies.workflow_reply`)."""
+    from doubles.replies import workflow_reply
+
+    return _made_by(workflow_reply, body)
+
+
+def _made_by(reply: Callable[[Any], str], body: dict[str, Any]) -> str:
+    from langchain_core.messages import convert_to_messages
+
+    return reply(convert_to_messages(body.get("messages") or []))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,8 @@
 """Scripted models for tests (and the ``--fake`` runs of the benchmarks): replies made from the prompts.
 
 ``offload_reply`` answers every prompt of the offload workflow, ``summarize_reply`` every prompt of the
-summarize workflow; ``offload_chat_model`` / ``summarize_chat_model`` wrap them in a
+summarize workflow, ``chain_reply`` every prompt of the ask workflow and ``workflow_reply`` every prompt of
+the three; ``offload_chat_model`` / ``summarize_chat_model`` / ``workflow_chat_model`` wrap them in a
 ``ScriptedChatModel`` that records its calls and can sleep per call.
 """
 
@@ -161,3 +162,48 @@ def summarize_reply(messages: Sequence[BaseMessage]) -> str:
 def summarize_chat_model(delay: float = 0.0) -> ScriptedChatModel:
     """The scripted summarize model, sleeping ``delay`` seconds per call."""
     return ScriptedChatModel(default=summarize_reply, delay=delay)
+
+
+# --- a scripted model that plays every role of the ask workflow, and one for the three workflows ----------
+_LABELLED = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\] (.+?)(?= \[(?:\d+:)?c\d+\.\d+\] |$)")
+
+
+def shown_sentences(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """``(label, sentence)`` of every sentence a chain worker's prompt shows it."""
+    user = str(messages[-1].content)
+    part = re.split(r"^(?:Passages|段落)[:：]$", user, flags=re.M)[-1]
+    return [(m.group(1), m.group(2)) for line in part.splitlines() for m in _LABELLED.finditer(line)]
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"\w{4,}", text)}
+
+
+def chain_reply(messages: Sequence[BaseMessage]) -> str:
+    """A valid reply for any ask prompt: workers quote the shown sentences sharing a word with the question, the
+    manager answers with the first quote's sentence and cites it."""
+    system, user = str(messages[0].content), str(messages[-1].content)
+    if "manager of a chain" in system:
+        quotes = re.findall(r"^\[((?:\d+:)?c\d+\.\d+)\] (.+)$", user, re.M)
+        if not quotes:
+            return json.dumps({"answer": "unknown", "evidence": [], "explanation": ""})
+        label, sentence = quotes[0]
+        return json.dumps({"answer": sentence, "evidence": [label], "explanation": f"{sentence} [{label}]"})
+    asked = _words((re.findall(r"^(?:Question|问题)[:：] ?(.+)$", user, re.M) or [""])[0])
+    labels = [label for label, sentence in shown_sentences(messages) if asked & _words(sentence)]
+    return json.dumps({"quotes": labels[:3], "missing": ""})
+
+
+def workflow_reply(messages: Sequence[BaseMessage]) -> str:
+    """A valid reply for any prompt of ask, summarize and chat, made from the prompt's own text."""
+    system, user = str(messages[0].content), str(messages[-1].content)
+    if "chain of readers" in system:
+        return chain_reply(messages)
+    if '"nodes"' in system or '"conclusion"' in system or any(mark in user for mark in _DETAILS):
+        return offload_reply(messages)
+    return summarize_reply(messages)
+
+
+def workflow_chat_model(delay: float = 0.0) -> ScriptedChatModel:
+    """The scripted model of ask, summarize and chat, sleeping ``delay`` seconds per call."""
+    return ScriptedChatModel(default=workflow_reply, delay=delay)

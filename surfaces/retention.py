@@ -4,7 +4,9 @@
   items, its owner record on the server and its lock file;
 - a **document**: its records in every embedder's collection of the namespace (chunks of every
   index, canvas, offloaded items), its record and text (local files or the Chroma server's shared
-  files), its cache folder, its lock file, and every thread whose checkpoints name it;
+  files), its cache folder, its lock file, the canvases and cached expert answers of every collection
+  that included it, and every thread whose checkpoints name it, whether it read the document alone or
+  in a collection (:class:`Names`), with that thread's chat session's offloaded items;
 - a **namespace**: every document in it, its collections, folders and lock files, and every
   thread bound to it (by its checkpoints or its owner record).
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from typing import Any
 from stores.checkpoint import ThreadBusy, ThreadLock, busy_message, open_checkpointer, thread_lock_path
 from stores.documents import doc_dir, find_document, list_documents, lock_dir, namespace_dir
 from stores.errors import InputError
+from stores.files import IngestRoot
 from stores.offload import check_session
 from stores.settings import get_settings
 from stores.shared_files import shared_files
@@ -57,10 +60,14 @@ class Report:
     records: int = 0
     """Chroma records deleted (chunks, canvases, offloaded items, shared files)."""
     files: int = 0
-    """Files deleted under ``LONGDOC_HOME``."""
+    """Files deleted under ``LONGDOC_HOME`` (a collection canvas that included a forgotten document among them)."""
+    answers: int = 0
+    """Cached expert answers deleted from the caches of collections that included a forgotten document."""
     compacted: list[str] = field(default_factory=list)
     """SQLite files checkpointed and vacuumed afterwards."""
     record_ids: list[str] = field(default_factory=list, repr=False)
+    caches: list[Path] = field(default_factory=list, repr=False)
+    """Cache files rows were deleted from, to compact with the rest."""
 
     def as_dict(self, shown: dict[str, str] | None = None) -> dict[str, Any]:
         """The report, threads named as ``shown`` maps them (a served thread by the id its caller knows)."""
@@ -71,6 +78,7 @@ class Report:
             "checkpoints": self.checkpoints,
             "records": self.records,
             "files": self.files,
+            "answers": self.answers,
             "compacted": self.compacted,
         }
 
@@ -120,10 +128,10 @@ def forget_threads(saver: Any, threads: Iterable[str], report: Report) -> None:
         config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         latest = saver.get_tuple(config)
         values = (latest.checkpoint.get("channel_values") or {}) if latest is not None else {}
-        session, namespace = values.get("session"), values.get("namespace")
-        if session and namespace:
+        session = values.get("session")
+        if session:
             where = {"$and": [{"kind": "offload"}, {"session": check_session(str(session))}]}
-            for collection in namespace_collections(str(namespace)):
+            for collection in namespace_collections(namespace_of(values) or "default"):
                 _delete_records(collection, where, report)
         report.checkpoints += sum(1 for _ in saver.list({"configurable": {"thread_id": thread}}))
         saver.delete_thread(thread)
@@ -135,13 +143,89 @@ def forget_threads(saver: Any, threads: Iterable[str], report: Report) -> None:
         report.threads.append(thread)
 
 
-def _threads_where(saver: Any, match: Any) -> list[str]:
-    """Ids of the threads one of whose checkpoints has channel values ``match`` accepts."""
+def namespace_of(values: Mapping[str, Any]) -> str:
+    """The namespace a thread's channel values name: their own, their input's or the chat session's; "" for none."""
+    for part in (values, values.get("__start__"), values.get("bound")):
+        if isinstance(part, Mapping) and part.get("namespace"):
+            return str(part["namespace"])
+    return ""
+
+
+def named_documents(values: Mapping[str, Any]) -> set[str]:
+    """Ids of the documents a thread's channel values (or its input, or its chat session's binding) name.
+
+    ``doc_id``, ``doc_ids``, ``collection`` (a run's resolved documents) and ``documents[].doc_id``.
+    """
+    found: set[str] = set()
+    for part in (values, values.get("__start__"), values.get("bound")):
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("doc_id"):
+            found.add(str(part["doc_id"]))
+        for key in ("doc_ids", "collection"):
+            if isinstance(part.get(key), list):
+                found.update(str(d) for d in part[key])
+        for item in part.get("documents") or []:
+            if isinstance(item, Mapping) and item.get("doc_id"):
+                found.add(str(item["doc_id"]))
+    return found
+
+
+@dataclass(frozen=True)
+class Names:
+    """Whether a thread's channel values (or a run's input or output) show it read document ``doc_id``.
+
+    By id (:func:`named_documents`: alone or as a member of a collection), or by an input whose members
+    included it: ``whole_namespace`` in its namespace, or a folder ``path`` holding its file.
+    """
+
+    namespace: str
+    doc_id: str
+    file: Path | None = None
+    """The document's file, resolved (None for a text)."""
+
+    @classmethod
+    def document(cls, namespace: str, doc_id: str, source: str) -> Names:
+        """Test for document ``doc_id`` of ``namespace`` read from file ``source``, relative to the ingest root."""
+        return cls(namespace, doc_id, None if not source or source == "text" else _real_path(source))
+
+    def __call__(self, values: Any) -> bool:
+        """True when ``values`` name the document (in its namespace)."""
+        if not isinstance(values, Mapping) or (namespace_of(values) or self.namespace) != self.namespace:
+            return False
+        if self.doc_id in named_documents(values):
+            return True
+        for part in (values, values.get("__start__")):
+            if isinstance(part, Mapping) and (part.get("whole_namespace") is True or self._holds(part.get("path"))):
+                return True
+        return False
+
+    def _holds(self, path: Any) -> bool:
+        """Whether file or folder ``path`` is the document's file or holds it."""
+        return bool(path) and self.file is not None and self.file.is_relative_to(_real_path(str(path)))
+
+
+def _real_path(given: str) -> Path:
+    """The real path of file or folder ``given`` (a relative one: in the ingest root, when there is one)."""
+    path = Path(given).expanduser()
+    root = IngestRoot.from_env().root
+    return (root / path if not path.is_absolute() and root is not None else path).resolve()
+
+
+def threads_where(
+    saver: Any, match: Callable[[Mapping[str, Any]], bool], threads: Iterable[str] | None = None
+) -> list[str]:
+    """Ids of the threads (of ``threads``, else of all) one of whose checkpoints has channel values ``match`` accepts.
+
+    Every checkpoint: an earlier turn of a thread may have read what its latest does not name.
+    """
     found: dict[str, None] = {}
-    for item in saver.list(None):
-        thread = str(item.config["configurable"]["thread_id"])
-        if thread not in found and match(item.checkpoint.get("channel_values") or {}):
-            found[thread] = None
+    for thread in [None] if threads is None else list(threads):
+        config = None if thread is None else {"configurable": {"thread_id": thread}}
+        for item in saver.list(config):
+            name = str(item.config["configurable"]["thread_id"])
+            if name not in found and match(item.checkpoint.get("channel_values") or {}):
+                found[name] = None
     return list(found)
 
 
@@ -153,6 +237,14 @@ def drop_document(namespace: str, doc_id: str, report: Report) -> None:
     if shared is not None:
         _delete_records(shared.collection, {"folder": doc_id}, report)
     _remove_tree(doc_dir(namespace, doc_id), report)
+    from nodes.offload.collection_canvas import forget_collection_canvases
+    from nodes.summarize.expert import AnswerCache
+
+    report.files += forget_collection_canvases(namespace, doc_id)
+    answers, cache = AnswerCache.forget_document(namespace, doc_id)
+    report.answers += answers
+    if answers:
+        report.caches.append(cache)
     lock = lock_dir(namespace) / f"{doc_id}.lock"
     if lock.exists():
         lock.unlink(missing_ok=True)
@@ -193,14 +285,13 @@ def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> d
     """
     namespace = check_namespace(namespace)
     doc_dir(namespace, doc_id)  # checks the id
-    if find_document(namespace, doc_id) is None:
+    info = find_document(namespace, doc_id)
+    if info is None:
         raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
     report = Report()
     owners = ThreadOwners()
     with open_checkpointer() as saver:
-        threads = _threads_where(
-            saver, lambda v: v.get("doc_id") == doc_id and str(v.get("namespace") or namespace) == namespace
-        )
+        threads = threads_where(saver, Names.document(namespace, doc_id, info.source))
         if tenant is not None:
             threads = [t for t in threads if (owners.owner(t) or ("", ""))[0] == tenant]
         with threads_held(threads):
@@ -217,7 +308,7 @@ def forget_namespace(namespace: str) -> dict[str, Any]:
     owners = ThreadOwners()
     report = Report()
     with open_checkpointer() as saver:
-        named = set(_threads_where(saver, lambda v: v.get("namespace") == namespace))
+        named = set(threads_where(saver, lambda v: namespace_of(v) == namespace))
         threads = sorted(named | set(owners.in_namespace(namespace)))
         if not (docs or collections or threads or namespace_dir(namespace).exists()):
             raise NothingToForget(f"no namespace {namespace!r} to forget")
@@ -313,10 +404,13 @@ def compact(report: Report) -> dict[str, Any]:
         _sqlite_compact(home / "server_threads.sqlite", report)
     if not settings.chroma_url:
         _sqlite_compact(home / "chroma" / "chroma.sqlite3", report, _scrub_chroma_queue(report.record_ids))
+    for cache in dict.fromkeys(report.caches):
+        _sqlite_compact(cache, report)
     return report.as_dict()
 
 
 __all__ = [
+    "Names",
     "NothingToForget",
     "Report",
     "compact",
@@ -327,5 +421,8 @@ __all__ = [
     "forget_thread",
     "forget_threads",
     "is_vector_index_file",
+    "named_documents",
+    "namespace_of",
     "threads_held",
+    "threads_where",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from doubles.replies import summarize_reply
+from doubles.replies import shown_sentences, summarize_reply
 
 
 def _cut_words(text: str, words: int) -> str:
@@ -64,16 +64,6 @@ def length_finish_error(partial: str = '{"verdicts": [') -> Exception:
 
 
 # --- a scripted chain worker: quotes the shown sentences that hold a keyword ---------------------
-_LABELLED = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\] (.+?)(?= \[(?:\d+:)?c\d+\.\d+\] |$)")
-
-
-def shown_sentences(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-    """``(label, sentence)`` of every sentence a chain worker's prompt shows it."""
-    user = str(messages[-1].content)
-    part = re.split(r"^(?:Passages|段落)[:：]$", user, flags=re.M)[-1]
-    return [(m.group(1), m.group(2)) for line in part.splitlines() for m in _LABELLED.finditer(line)]
-
-
 def quoting(rules: Sequence[tuple[str, str]], otherwise: str = "") -> Any:
     """A worker reply function: quote every shown sentence holding a rule's keyword, with that rule's
     ``missing``; when no keyword is shown, quote nothing and say ``otherwise`` is missing."""

@@ -6,7 +6,8 @@ and a ``+N more documents`` node), then, while nodes are left, the nodes of each
 canvas when one was drawn before (:mod:`nodes.offload.canvas`), else its section titles, taken in
 turn from each document and joined to it. Node chunk ids are the collection's labels (``2:c3``).
 Kept per collection version (the documents and the index each publishes): in the process and in
-the namespace's ``collections`` folder.
+the namespace's ``collections`` folder, each file with the ids of its documents, so forgetting one
+deletes the canvases that name it (:func:`forget_collection_canvases`).
 """
 
 from __future__ import annotations
@@ -39,10 +40,29 @@ def collection_canvas(sources: Sources, max_nodes: int) -> Canvas:
             except (ValueError, KeyError, TypeError):
                 pass  # unreadable: made again below
         made = build_collection_canvas(sources, max_nodes, version)
-        write_atomic(path, json.dumps(made.to_dict(), ensure_ascii=False))
+        write_atomic(path, json.dumps({**made.to_dict(), "doc_ids": list(sources.doc_ids)}, ensure_ascii=False))
         return made
 
     return _made.get_or_build(key, build)
+
+
+def forget_collection_canvases(namespace: str, doc_id: str) -> int:
+    """Delete the kept canvases of every collection of ``namespace`` that included ``doc_id``; how many files went.
+
+    A file that does not list its documents (or cannot be read) goes too: it may name it.
+    """
+    gone = 0
+    for path in (namespace_dir(namespace) / "collections").glob("canvas-*.json"):
+        try:
+            members = json.loads(path.read_text(encoding="utf-8")).get("doc_ids")
+        except (OSError, ValueError, AttributeError):
+            members = None
+        if not isinstance(members, list) or doc_id in members:
+            path.unlink(missing_ok=True)
+            gone += 1
+    if gone:
+        _made.clear()  # made again from the files left, or anew
+    return gone
 
 
 def build_collection_canvas(sources: Sources, max_nodes: int, version: str) -> Canvas:

@@ -10,9 +10,11 @@ document (question, expert and settings) so a question asked again costs nothing
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -107,9 +109,11 @@ class AnswerCache:
     """
 
     NAMESPACE = ("answers",)
+    """A document's own answers; a collection's are kept under ``("answers", *its document ids)``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, doc_ids: Sequence[str] = ()) -> None:
         self.path = path
+        self.namespace = (*self.NAMESPACE, *doc_ids)
         self.store: Any = _stores.get_or_build(path, lambda: _sqlite_cache(path), exclusive=True)
 
     @classmethod
@@ -122,13 +126,32 @@ class AnswerCache:
         """The answer cache of a run over ``doc_ids``: the document's own, or the namespace's collection cache.
 
         The collection cache's keys name the collection's version: another set of documents, or one re-indexed,
-        asks again.
+        asks again. Its entries name their documents, so forgetting one deletes them (:meth:`forget_document`).
         """
         if len(doc_ids) == 1:
             return cls.for_document(namespace, doc_ids[0])
         folder = namespace_dir(namespace) / "collections"
         folder.mkdir(parents=True, exist_ok=True)
-        return cls(folder / "answers.sqlite")
+        return cls(folder / "answers.sqlite", doc_ids)
+
+    @classmethod
+    def forget_document(cls, namespace: str, doc_id: str) -> tuple[int, Path]:
+        """Delete the answers of every collection of ``namespace`` that included ``doc_id``: how many, and the file.
+
+        An entry that does not name its documents goes too. A document's own cache goes with its folder.
+        """
+        path = namespace_dir(namespace) / "collections" / "answers.sqlite"
+        if not path.exists():
+            return 0, path
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db, db:
+            try:
+                gone = db.execute(
+                    "DELETE FROM cache WHERE ns = ? OR instr(ns || ',', ',' || ? || ',') > 0",
+                    (",".join(cls.NAMESPACE), doc_id),
+                ).rowcount
+            except sqlite3.OperationalError:  # no table: nothing was cached
+                gone = 0
+        return gone, path
 
     @staticmethod
     def key(**parts: Any) -> str:
@@ -137,11 +160,11 @@ class AnswerCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached value for the key, or None."""
-        return cast("dict[str, Any] | None", self.store.get([(self.NAMESPACE, key)]).get((self.NAMESPACE, key)))
+        return cast("dict[str, Any] | None", self.store.get([(self.namespace, key)]).get((self.namespace, key)))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Cache the value under the key."""
-        self.store.set({(self.NAMESPACE, key): (value, None)})
+        self.store.set({(self.namespace, key): (value, None)})
 
 
 def _sqlite_cache(path: Path) -> Any:

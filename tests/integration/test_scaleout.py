@@ -21,7 +21,7 @@ from langgraph_sdk import get_sync_client
 
 from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
 from deploy.demo import walkthrough
-from doubles.endpoint import Script, create_app, running
+from doubles.endpoint import Script, create_app, running, workflow_replies
 from doubles.files import pdf_with_text
 from surfaces.registry import DESCRIPTIONS
 from tests.integration import clients
@@ -551,6 +551,70 @@ def test_a_tenant_forgets_its_own_thread_and_document_with_aegras_records(cluste
     assert refused.value.response.status_code == 400 and "not ingested" in refused.value.response.text
     run = a.runs.list(after)[0]
     assert run["status"] == "error" and "not ingested" in run["error_message"], run
+
+
+SECRET = "The vault code of the annex is 6630-KESTREL-MOSS."
+MEMBERS = (
+    "# Harbour Office\n\nThe harbour office keeps the tide tables. Its clerk opens at eight.\n",
+    f"# Quillfeather Annex\n\n{SECRET} The annex stores the old ledgers.\n",
+    "# Depot\n\nThe depot repairs the cranes. The code of the depot gate is shared by its crew.\n",
+)
+
+
+def _postgres_holding(url: str, needle: str) -> list[str]:
+    """``table.column`` of every column of the deployment's database with a row holding ``needle``."""
+    import psycopg
+
+    found = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'"
+        ).fetchall()
+        for table, column, kind in columns:
+            test = f'position(%s::bytea in "{column}") > 0' if kind == "bytea" else f'"{column}"::text LIKE %s'
+            value = needle.encode() if kind == "bytea" else f"%{needle}%"
+            if conn.execute(f'SELECT count(*) FROM "{table}" WHERE {test}', (value,)).fetchone() != (0,):
+                found.append(f"{table}.{column}")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("shape", ["document", "collection"])
+def test_forgetting_a_document_read_alone_or_in_a_collection_leaves_no_copy_in_postgresql(
+    cluster: Deployment, model: tuple[Script, str], shape: str
+) -> None:
+    """Ask, summarize and chat over one member or the three, then forget that member: no thread state, run
+    record or stream event keeps its text (the answers are made from the prompts, so they quote it)."""
+    script = model[0]
+    script.writer = workflow_replies
+    try:
+        a = client(cluster.instances[0])
+        secret = SECRET.replace("6630", str(6630 + (shape == "collection")))
+        texts = [text.replace(SECRET, secret) for text in MEMBERS]
+        ingests = [a.threads.create()["thread_id"] for _ in texts]
+        ids = [a.runs.wait(t, "ingest", input={"text": text})["doc_id"] for t, text in zip(ingests, texts, strict=True)]
+        named = {"doc_ids": ids} if shape == "collection" else {"doc_id": ids[1]}
+        question = "What is the vault code of the annex?"
+        threads = [ingests[1]]  # its run record holds the text it was sent
+        for assistant, body in (
+            ("chain", {"question": question}),
+            ("summarize", {"query": question, "length": 10}),
+            ("offload", {"question": question}),
+        ):
+            threads.append(a.threads.create()["thread_id"])
+            a.runs.wait(threads[-1], assistant, input={**body, **named})
+        needle = secret.split(" is ")[1][:12]
+        held = _postgres_holding(cluster.postgres_url, needle)
+        assert any(h.startswith("checkpoint") for h in held) and "runs.output" in held, held
+        dropped = httpx.post(
+            f"{cluster.instances[1].url}/forget", json={"doc_id": ids[1]}, headers={"X-API-Key": "key-a"}, timeout=120
+        )
+        assert dropped.status_code == 200, dropped.text
+        assert sorted(dropped.json()["threads"]) == sorted(threads) and dropped.json()["documents"] == [ids[1]]
+        assert _postgres_holding(cluster.postgres_url, needle) == []
+        if shape == "collection":  # the other members and their own threads stay
+            assert a.runs.wait(a.threads.create()["thread_id"], "chain", input={"question": "Who?", "doc_id": ids[0]})
+    finally:
+        script.writer = None
 
 
 def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(cluster: Deployment) -> None:
