@@ -284,7 +284,7 @@ def _bind(
         "goal": "",
         "doc_id": doc_id,
         "collection": doc_ids,
-        "documents": [] if len(doc_ids) == 1 else [m.to_dict() for m in members(ctx.namespace, doc_ids)],
+        "documents": [m.to_dict() for m in members(ctx.namespace, doc_ids)],
         "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,

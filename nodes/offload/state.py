@@ -104,8 +104,8 @@ class OffloadOutput(ChatMessages):
     doc_id: str
     """The document of the session (of a collection: its first)."""
     documents: list[dict[str, Any]]
-    """A collection session's documents: {tag, doc_id, title, source}, tag 2 being the document ``2:c3`` names
-    (empty for one document)."""
+    """The session's documents, one or several: {tag, doc_id, title, source (relative to the server's ingest
+    root)}, tag 2 being the document ``2:c3`` names (a one-document session's labels carry no tag)."""
     session: str
     """Session id (offload store key): the run's thread id, as the server resolved it (never an input)."""
     policy: str

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from nodes.collection.resolve import resolve_documents
+from nodes.collection.resolve import run_documents, run_fields
 from nodes.collection.sources import Sources, run_sources
 from nodes.summarize.baselines import check_baseline_calls
 from nodes.summarize.context import SummarizeContext, check_context
@@ -37,7 +37,7 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     check_request(length, fmt, language, method)
     if state.get("query"):
         check_question(state["query"], "query")
-    doc_ids = resolve_documents(state, ctx, runtime.stream_writer)
+    doc_ids = run_documents(state, ctx, runtime.stream_writer)
     doc_id = doc_ids[0]
     infos = [get_document(ctx.namespace, d) for d in doc_ids]
     store = get_store(ctx.namespace, ctx.embedder)
@@ -50,12 +50,8 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     doc_language = Counter(info.language for info in infos).most_common(1)[0][0]
     lang = language or doc_language
     update: dict[str, Any] = {
-        "path": "",
-        "text": "",
+        **run_fields(doc_ids),
         "namespace": ctx.namespace,
-        "doc_id": doc_id,
-        "doc_ids": [],
-        "whole_namespace": False,
         "collection": doc_ids,
         "documents": sources.documents(),
         "length": length,

@@ -72,10 +72,10 @@ class SummarizeOutput(TypedDict, total=False):
     """The summary and how it was made (every key is set by the end of a run)."""
 
     doc_id: str
-    """Id of the summarized document (of a collection: its first)."""
+    """Id of the summarized document of a one-document run (empty for a collection: see ``documents``)."""
     documents: list[dict[str, Any]]
-    """A collection's documents: {tag, doc_id, title, source}, where tag 2 is the document a citation ``2:c3``
-    names (empty for one document)."""
+    """The run's documents, one or several: {tag, doc_id, title, source (relative to the server's ingest root)},
+    where tag 2 is the document a citation ``2:c3`` names (a one-document run's citations carry no tag)."""
     method: Method
     """Method used."""
     summary: str
