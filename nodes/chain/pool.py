@@ -86,8 +86,10 @@ def pool_documents(namespace: str, pool: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def collection_tags(known: Mapping[str, int], pool: Sequence[str], collection: Sequence[str]) -> dict[str, int]:
-    """A thread's tags with a collection run's: new documents tagged in order of first appearance in the
-    shortlist, then the collection's others in its order; a document the thread has read keeps its tag."""
+    """A thread's tags with a collection run's: a document the thread has read keeps its tag.
+
+    New documents are tagged in order of first appearance in the shortlist, then the collection's others in its order.
+    """
     return thread_tags(known, [*pool_tags(pool), *collection])
 
 
@@ -194,8 +196,7 @@ def indexed(passages: list[Passage]) -> PassageIndex:
 def collection_reading(
     store: VectorStore, pool: Sequence[str], ctx: Any, tags: Mapping[str, int] | None = None
 ) -> PoolReading:
-    """:func:`pool_reading` with a run's settings (``ctx``: its :class:`~nodes.chain.context.ChainContext`) and
-    the thread's ``tags``."""
+    """:func:`pool_reading` with a run's settings (``ctx``: a ChainContext) and the thread's ``tags``."""
     from nodes.chain.state import CHUNK_TOKENS
 
     return pool_reading(

@@ -182,4 +182,10 @@ def run_fields(doc_ids: Sequence[str]) -> dict[str, Any]:
 
     A collection run leaves ``doc_id`` empty: its documents are its ``documents``.
     """
-    return {"path": "", "text": "", "doc_ids": [], "whole_namespace": False, "doc_id": doc_ids[0] if len(doc_ids) == 1 else ""}
+    return {
+        "path": "",
+        "text": "",
+        "doc_ids": [],
+        "whole_namespace": False,
+        "doc_id": doc_ids[0] if len(doc_ids) == 1 else "",
+    }
