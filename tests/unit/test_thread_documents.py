@@ -126,21 +126,22 @@ def test_each_run_of_a_thread_reads_what_its_input_names_and_tags_stay(root: Pat
         run(doc_id=budget, path=str(root / "team"))  # two names in one input are still refused
 
 
-def test_a_chat_keeps_its_documents_across_turns_and_an_input_naming_them_again(root: Path) -> None:
+@pytest.mark.parametrize("naming", ["file", "folder"])
+def test_a_chat_keeps_its_documents_across_turns_and_an_input_naming_them_again(root: Path, naming: str) -> None:
     graph = registry.compile_with("chat", InMemorySaver())
     config = {"configurable": {"thread_id": "c1"}}
-    turns = [{"path": str(root / "team")}, {"path": str(root / "team")}, {}]
+    path = str(root / ("team/otters.md" if naming == "file" else "team"))
     outs = []
     with use_chat_model(_model("chat")):
-        for named in turns:
+        for named in ({"path": path}, {"path": path}, {}):  # the third turn names nothing: the session's documents
             outs.append(graph.invoke({"question": QUESTION, **named}, config, context=CONTEXT))
-        with pytest.raises(InputError, match="bound to its documents"):
+        with pytest.raises(InputError, match="bound to"):
             graph.invoke({"question": QUESTION, "path": str(root / "notes")}, config, context=CONTEXT)
     assert [o["turn"] for o in outs] == [1, 2, 3]
     assert outs[0]["documents"] == outs[1]["documents"] == outs[2]["documents"]
-    assert sorted(d["title"] for d in outs[0]["documents"]) == ["Otters", "Pumps"]
-    meta = outs[-1]["messages"][-1].additional_kwargs["longdoc"]
-    assert meta["documents"] == outs[0]["documents"]
+    for out in outs:
+        _check_documents(out, NAMINGS[naming], root)
+        assert out["messages"][-1].additional_kwargs["longdoc"]["documents"] == outs[0]["documents"]
 
 
 # --- the outputs of every surface ---------------------------------------------------------------------
@@ -188,5 +189,8 @@ def test_mcp_and_a2a_results_list_the_documents_with_their_tags(
     assert sorted(d["title"] for d in data["documents"]) == ["Otters", "Pumps"]
     listed = http.get("/documents", headers={"X-API-Key": "key-b"}).json()["documents"]
     assert sorted(d["source"] for d in listed) == ["team/otters.md", "team/pumps.md"]
-    everything = json.dumps([results, task, listed])
+    thread = {"configurable": {"thread_id": chat["thread_id"]}}
+    state = registry.compile_with("chat", runs.saver).get_state(thread).values
+    assert state["documents"] == chat["documents"]
+    everything = json.dumps([results, task, listed, state], default=str)
     assert str(root) not in everything
