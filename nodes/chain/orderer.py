@@ -23,7 +23,7 @@ from nodes.chain.context import ChainContext
 from nodes.chain.ordering.orders import order_chunks
 from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
-from nodes.chain.pool import collection_reading, collection_tags, shortlist, tree_edges
+from nodes.chain.pool import collection_reading, collection_tags, pool_documents, shortlist, tree_edges
 from nodes.chain.state import ChainState
 from nodes.collection.index import published_indexes
 from nodes.collection.resolve import members, run_documents, run_fields, thread_tags
@@ -119,7 +119,7 @@ def collection_orderer(
     pool = shortlist(store, documents, question, ctx.shortlist, indexes)
     if not pool:
         raise InputError("the documents of the collection have no chunks in this embedder's vector space")
-    tags = collection_tags(known or {}, pool, documents)
+    tags = collection_tags(known or {}, pool)
     reading = collection_reading(store, pool, ctx, tags)
     ids = reading.doc.chunk_ids
     starts = multi_roots(reading.tree, reading.cosine(question), n_roots=ctx.roots) if ctx.roots > 1 else []
@@ -133,7 +133,7 @@ def collection_orderer(
         "indexes": indexes,
         "pool": pool,
         "expanded": [question],
-        "documents": [m.to_dict() for m in members(store.namespace, documents, tags)],
+        "documents": pool_documents(store.namespace, pool, tags),
         "tags": tags,
         "namespace": store.namespace,
         "language": reading.doc.info.language,

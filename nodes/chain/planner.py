@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from nodes.chain.context import ChainContext
 from nodes.chain.orderer import DocumentVectors, cached_tree, document_vectors, fresh_chain
 from nodes.chain.passages import PassageIndex, build_passage_index, next_hop, quoted_sentences
-from nodes.chain.pool import collection_reading, grown, shortlist, tree_edges
+from nodes.chain.pool import collection_reading, collection_tags, grown, pool_documents, shortlist, tree_edges
 from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.chain.state import CHUNK_TOKENS, ChainState
 from nodes.retrieval import index_key, lexical_index
@@ -231,8 +231,12 @@ def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     pool = grown(state["pool"], more)
     update: dict[str, Any] = {"expanded": [*state.get("expanded", []), missing]}
     if pool != state["pool"]:
-        reading = collection_reading(store, pool, ctx, state.get("tags"))
-        update.update(pool=pool, chunk_ids=reading.doc.chunk_ids, tree=tree_edges(reading))
+        tags = collection_tags(state.get("tags") or {}, pool)
+        reading = collection_reading(store, pool, ctx, tags)
+        documents = pool_documents(store.namespace, pool, tags)
+        update.update(
+            pool=pool, chunk_ids=reading.doc.chunk_ids, documents=documents, tags=tags, tree=tree_edges(reading)
+        )
     return update
 
 

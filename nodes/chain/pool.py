@@ -11,8 +11,8 @@ the collection's size; only the shortlist's search grows with it.
 
 Labels name the document with its tag: ``2:c12`` is chunk ``c12`` of the run's document 2, ``2:c12.3`` its
 sentence 3. A document keeps its tag for the life of a thread; a new one is tagged in order of first appearance in
-the shortlist (:func:`collection_tags`). A passage whose text an
-earlier shortlisted passage already holds (the same paragraph in two documents) is read once.
+the shortlist (:func:`collection_tags`). A passage whose text an earlier shortlisted passage already holds (the
+same paragraph in two documents) is read once.
 """
 
 from __future__ import annotations
@@ -79,18 +79,18 @@ def pool_tags(pool: Sequence[str]) -> dict[str, int]:
     return {doc_id: tag for tag, doc_id in enumerate(dict.fromkeys(rid.split(":", 1)[0] for rid in pool), start=1)}
 
 
-def pool_documents(namespace: str, pool: Sequence[str]) -> list[dict[str, Any]]:
-    """The shortlist's documents, ``{tag, doc_id, title, source}``, tagged as the shortlist's labels are."""
-    tags = pool_tags(pool)
-    return [m.to_dict() for m in members(namespace, list(tags), tags)]
+def pool_documents(namespace: str, pool: Sequence[str], tags: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """The shortlist's documents, ``{tag, doc_id, title, source}``, tagged as its labels are (the thread's ``tags``)."""
+    docs = list(pool_tags(pool))
+    return [m.to_dict() for m in members(namespace, docs, collection_tags(tags or {}, pool))]
 
 
-def collection_tags(known: Mapping[str, int], pool: Sequence[str], collection: Sequence[str]) -> dict[str, int]:
-    """A thread's tags with a collection run's: a document the thread has read keeps its tag.
+def collection_tags(known: Mapping[str, int], pool: Sequence[str]) -> dict[str, int]:
+    """A thread's tags with those of the shortlist's documents: a document the thread has read keeps its tag.
 
-    New documents are tagged in order of first appearance in the shortlist, then the collection's others in its order.
+    A new one takes the next, in order of first appearance in the shortlist (on a new thread: :func:`pool_tags`).
     """
-    return thread_tags(known, [*pool_tags(pool), *collection])
+    return thread_tags(known, list(pool_tags(pool)))
 
 
 @dataclass
@@ -145,7 +145,7 @@ def pool_reading(
 
     InputError when a chunk of it is gone (a document was re-ingested during the run).
     """
-    tags = dict(tags or pool_tags(pool))
+    tags = collection_tags(tags or {}, pool)
     key = (store.collection_name, tuple(pool), passage_tokens, chunk_tokens, sharpen, exact_max, tuple(tags.items()))
 
     def build() -> PoolReading:

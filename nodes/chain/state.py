@@ -77,7 +77,8 @@ class ChainOutput(TypedDict):
     """Id of the document of a one-document run (empty for a collection: see ``documents``)."""
     documents: list[dict[str, Any]]
     """The run's documents, one or several: {tag, doc_id, title, source (relative to the server's ingest root)},
-    tag 2 being the document a label ``2:c3.4`` names (a one-document run's labels carry no tag)."""
+    tag 2 being the document a label ``2:c3.4`` names (a one-document run's labels carry no tag); of a collection,
+    those its shortlist holds (the ones its labels can name)."""
 
 
 class ChainState(ChainRequest, ChainOutput, total=False):
