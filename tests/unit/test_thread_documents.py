@@ -194,3 +194,15 @@ def test_mcp_and_a2a_results_list_the_documents_with_their_tags(
     assert state["documents"] == chat["documents"]
     everything = json.dumps([results, task, listed, state], default=str)
     assert str(root) not in everything
+
+
+def test_a_source_is_shown_relative_to_the_ingest_root_and_a_file_outside_it_by_its_name(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stores.files import shown_source
+
+    assert shown_source(str(root / "team" / "otters.md")) == "team/otters.md"
+    assert shown_source(str(root.parent / "elsewhere" / "secret.md")) == "secret.md"
+    assert shown_source("text") == "text"
+    monkeypatch.delenv("LONGDOC_INGEST_ROOT")  # a local run: the caller's own files, as recorded
+    assert shown_source(str(root / "team" / "otters.md")) == str(root / "team" / "otters.md")
