@@ -344,6 +344,7 @@ def run_long(
                 run = partial(run_one, method, doc_id, item.question, budget, embedder, collection=collection)
                 pred, info, seconds = timed(run)
                 totals = usage_totals(info.get("usage", {}))
+                many = len(info.get("documents") or []) > 1  # a collection run: labels name their document
                 row = {
                     "key": key,
                     "item": item.id,
@@ -360,7 +361,7 @@ def run_long(
                     "stopped": info.get("stopped"),
                     "notes": info.get("notes", []),
                     "gold_chunks": gold,
-                    "recall": None if info.get("documents") else evidence_recall(gold, info.get("read", [])),
+                    "recall": None if many else evidence_recall(gold, info.get("read", [])),
                     "quotes": info.get("quotes"),
                     "inferred": info.get("inferred"),
                     "dropped": info.get("dropped"),
@@ -368,7 +369,7 @@ def run_long(
                     "usage": info.get("usage", {}),
                     "read_tokens": sum(sizes.get(c, 0) for c in info.get("read", [])),
                     "planning_s": info.get("planning_s"),
-                    **({"documents": info["documents"]} if info.get("documents") else {}),
+                    **({"documents": info["documents"]} if many else {}),
                     "tokens": totals["input"] + totals["output"],
                     "input_tokens": totals["input"],
                     "calls": totals["calls"],

@@ -24,6 +24,7 @@ from typing import Any
 from stores.chroma_client import check_namespace
 from stores.errors import InputError
 from stores.extras import require_postgres
+from stores.files import shown_source
 from stores.settings import get_settings
 from stores.shared_files import shared_files
 
@@ -243,6 +244,7 @@ def document_listing(namespace: str) -> list[dict[str, Any]]:
     rows = []
     for info in list_documents(namespace):
         row = {name: getattr(info, name) for name in DOCUMENT_COLUMNS}
+        row["source"] = shown_source(info.source)
         if not info.words:
             with contextlib.suppress(InputError):
                 row["words"] = count_words(document_text(namespace, info.doc_id))

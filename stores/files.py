@@ -51,3 +51,19 @@ class IngestRoot:
         if self.root is None:
             return message
         return message.replace(str(self.root) + os.sep, "").replace(str(self.root), ".")
+
+
+def shown_source(source: str) -> str:
+    """How outputs show a document's recorded ``source``, never a path of the server's own folders.
+
+    With an ingest root, a file under it is shown relative to it (``team/heron.md``) and any other file by its
+    name; without one (a local run, whose files are the caller's own) the source is shown as recorded.
+    """
+    root = get_settings().ingest_root
+    if not root or not os.path.isabs(source):
+        return source
+    path = Path(source)
+    for base in dict.fromkeys((Path(root).expanduser(), Path(root).expanduser().resolve())):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return path.name

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 "explanation": out.get("explanation", ""),
                 "calls": out.get("calls", 0),
                 "doc_id": out["doc_id"],
-                **({"documents": out["documents"]} if out.get("documents") else {}),
+                "documents": out.get("documents", []),
                 **({"tree_html": str(page)} if page is not None else {}),
             }
         )
@@ -206,7 +206,7 @@ def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) 
 
     store = get_store(args.namespace, args.embedder)
     texts: dict[str, str] = {}
-    if out.get("documents"):
+    if len(out.get("documents") or []) > 1:
         sections = {}
         for doc in out["documents"]:
             for hit in store.by_doc(doc["doc_id"]):

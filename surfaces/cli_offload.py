@@ -113,7 +113,7 @@ def turn_json(out: dict[str, Any]) -> dict[str, Any]:
         "answer": out["answer"],
         "input_tokens": out["input_tokens"],
         "citations": out["citations"],
-        **({"documents": out["documents"]} if out.get("documents") else {}),
+        "documents": out.get("documents", []),
         "offloaded": [o["id"] for o in out["offloaded"]],
         "recalled": [r["id"] for r in out["recalled"]],
         "cut": out["cut"],

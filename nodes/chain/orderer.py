@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +23,10 @@ from nodes.chain.context import ChainContext
 from nodes.chain.ordering.orders import order_chunks
 from nodes.chain.ordering.traverse import multi_roots
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
-from nodes.chain.pool import collection_reading, pool_documents, shortlist, tree_edges
+from nodes.chain.pool import collection_reading, collection_tags, pool_documents, shortlist, tree_edges
 from nodes.chain.state import ChainState
 from nodes.collection.index import published_indexes
-from nodes.collection.resolve import resolve_documents
+from nodes.collection.resolve import members, run_documents, run_fields, thread_tags
 from nodes.context import validate
 from nodes.ingest import index_document, input_namespace
 from stores.documents import DocumentInfo, cache_path, document_text, get_document, index_identity, write_atomic
@@ -42,10 +42,11 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     validate(ctx)
     question = check_question(state.get("question") or "")
     namespace = input_namespace(state, ctx)
-    documents = resolve_documents(state, ctx, runtime.stream_writer)
+    documents = run_documents(state, ctx, runtime.stream_writer)
     store = get_store(namespace, ctx.embedder)
     if len(documents) > 1:
-        return collection_orderer(store, ctx, question, documents, runtime.stream_writer)
+        known = state.get("tags") or {}
+        return collection_orderer(store, ctx, question, documents, runtime.stream_writer, known)
     doc_id = documents[0]
     doc = document_vectors(store, doc_id)
     tree, cached = cached_tree(
@@ -71,10 +72,13 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     runtime.stream_writer(
         {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
     )
+    tags = thread_tags(state.get("tags") or {}, documents)
     return {
         "question": question,
-        "doc_id": doc_id,
+        **run_fields(documents),
         **_cleared(),
+        "documents": [m.to_dict() for m in members(namespace, documents, tags)],
+        "tags": tags,
         "namespace": namespace,
         "language": doc.info.language,
         "chunk_ids": ids,
@@ -94,11 +98,17 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
 
 
 def collection_orderer(
-    store: VectorStore, ctx: ChainContext, question: str, documents: list[str], emit: Any
+    store: VectorStore,
+    ctx: ChainContext,
+    question: str,
+    documents: list[str],
+    emit: Any,
+    known: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Shortlist the chunks of the collection most relevant to the question and plan the chains over them.
 
     The chains are planned by :mod:`nodes.chain.pool`: a collection is read best-first, within the budget.
+    ``known``: the tags the thread's documents already have (:func:`nodes.chain.pool.collection_tags`).
     """
     if ctx.order != "best-first" or ctx.read_all:
         raise InputError(
@@ -109,20 +119,22 @@ def collection_orderer(
     pool = shortlist(store, documents, question, ctx.shortlist, indexes)
     if not pool:
         raise InputError("the documents of the collection have no chunks in this embedder's vector space")
-    reading = collection_reading(store, pool, ctx)
+    tags = collection_tags(known or {}, pool)
+    reading = collection_reading(store, pool, ctx, tags)
     ids = reading.doc.chunk_ids
     starts = multi_roots(reading.tree, reading.cosine(question), n_roots=ctx.roots) if ctx.roots > 1 else []
     total = sum(get_document(store.namespace, d).chunks for d in documents)
     emit({"stage": "ordered", "message": f"best-first: {len(ids)} of {total} chunks of {len(documents)} documents"})
     return {
         "question": question,
-        "doc_id": documents[0],
+        **run_fields(documents),
         **_cleared(),
         "collection": documents,
         "indexes": indexes,
         "pool": pool,
         "expanded": [question],
-        "documents": pool_documents(store.namespace, pool),
+        "documents": pool_documents(store.namespace, pool, tags),
+        "tags": tags,
         "namespace": store.namespace,
         "language": reading.doc.info.language,
         "chunk_ids": ids,
@@ -142,13 +154,8 @@ def collection_orderer(
 
 
 def _cleared() -> dict[str, Any]:
-    """The input fields that named the documents, cleared once resolved, and a collection's state, empty.
-
-    The fields are cleared because they never name the documents twice; the state is empty because a thread's
-    next run may read one document.
-    """
-    cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
-    return {**cleared, "collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
+    """A collection's state, empty: a thread's next run may read one document."""
+    return {"collection": [], "indexes": [], "pool": [], "expanded": []}
 
 
 def fresh_chain() -> dict[str, Any]:

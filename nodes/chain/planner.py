@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from nodes.chain.context import ChainContext
 from nodes.chain.orderer import DocumentVectors, cached_tree, document_vectors, fresh_chain
 from nodes.chain.passages import PassageIndex, build_passage_index, next_hop, quoted_sentences
-from nodes.chain.pool import collection_reading, grown, pool_documents, shortlist, tree_edges
+from nodes.chain.pool import collection_reading, collection_tags, grown, pool_documents, shortlist, tree_edges
 from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
 from nodes.chain.state import CHUNK_TOKENS, ChainState
 from nodes.retrieval import index_key, lexical_index
@@ -201,7 +201,7 @@ def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
 def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Any:
     """What a run reads: its document's :class:`Reading`, or a collection's shortlist (:mod:`nodes.chain.pool`)."""
     if state.get("pool"):
-        return collection_reading(store, state["pool"], ctx)
+        return collection_reading(store, state["pool"], ctx, state.get("tags"))
     return reading_inputs(store, state["doc_id"], ctx)
 
 
@@ -231,12 +231,11 @@ def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     pool = grown(state["pool"], more)
     update: dict[str, Any] = {"expanded": [*state.get("expanded", []), missing]}
     if pool != state["pool"]:
-        reading = collection_reading(store, pool, ctx)
+        tags = collection_tags(state.get("tags") or {}, pool)
+        reading = collection_reading(store, pool, ctx, tags)
+        documents = pool_documents(store.namespace, pool, tags)
         update.update(
-            pool=pool,
-            chunk_ids=reading.doc.chunk_ids,
-            documents=pool_documents(store.namespace, pool),
-            tree=tree_edges(reading),
+            pool=pool, chunk_ids=reading.doc.chunk_ids, documents=documents, tags=tags, tree=tree_edges(reading)
         )
     return update
 

@@ -9,14 +9,15 @@ names a missing piece, the chunks most relevant to it join the shortlist (at its
 passages already numbered keep their numbers). So the cost of an answer is the budget's, whatever
 the collection's size; only the shortlist's search grows with it.
 
-Labels name the document with a tag given in order of first appearance in the shortlist: ``2:c12``
-is chunk ``c12`` of the run's document 2, ``2:c12.3`` its sentence 3. A passage whose text an
-earlier shortlisted passage already holds (the same paragraph in two documents) is read once.
+Labels name the document with its tag: ``2:c12`` is chunk ``c12`` of the run's document 2, ``2:c12.3`` its
+sentence 3. A document keeps its tag for the life of a thread; a new one is tagged in order of first appearance in
+the shortlist (:func:`collection_tags`). A passage whose text an earlier shortlisted passage already holds (the
+same paragraph in two documents) is read once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from nodes.chain.ordering.tree import ChowLiuTree, build_tree
 from nodes.chain.passages import Passage, PassageIndex, split_passages
 from nodes.chain.reading import match, relevance
 from nodes.collection.index import collection_index, query_vector
-from nodes.collection.resolve import members
+from nodes.collection.resolve import members, thread_tags
 from nodes.collection.sources import tagged
 from stores.cache import ProcessCache
 from stores.errors import InputError
@@ -78,10 +79,18 @@ def pool_tags(pool: Sequence[str]) -> dict[str, int]:
     return {doc_id: tag for tag, doc_id in enumerate(dict.fromkeys(rid.split(":", 1)[0] for rid in pool), start=1)}
 
 
-def pool_documents(namespace: str, pool: Sequence[str]) -> list[dict[str, Any]]:
-    """The run's documents, ``{tag, doc_id, title, source}``, tagged as the shortlist's labels are."""
-    tags = pool_tags(pool)
-    return [{**m.to_dict(), "tag": tags[m.doc_id]} for m in members(namespace, list(tags))]
+def pool_documents(namespace: str, pool: Sequence[str], tags: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """The shortlist's documents, ``{tag, doc_id, title, source}``, tagged as its labels are (the thread's ``tags``)."""
+    docs = list(pool_tags(pool))
+    return [m.to_dict() for m in members(namespace, docs, collection_tags(tags or {}, pool))]
+
+
+def collection_tags(known: Mapping[str, int], pool: Sequence[str]) -> dict[str, int]:
+    """A thread's tags with those of the shortlist's documents: a document the thread has read keeps its tag.
+
+    A new one takes the next, in order of first appearance in the shortlist (on a new thread: :func:`pool_tags`).
+    """
+    return thread_tags(known, list(pool_tags(pool)))
 
 
 @dataclass
@@ -130,18 +139,19 @@ def pool_reading(
     chunk_tokens: int,
     sharpen: float = 0.0,
     exact_max: int = 2000,
+    tags: Mapping[str, int] | None = None,
 ) -> PoolReading:
     """The :class:`PoolReading` of the shortlist ``pool`` (record ids), kept per process between the planner's steps.
 
     InputError when a chunk of it is gone (a document was re-ingested during the run).
     """
-    key = (store.collection_name, tuple(pool), passage_tokens, chunk_tokens, sharpen, exact_max)
+    tags = collection_tags(tags or {}, pool)
+    key = (store.collection_name, tuple(pool), passage_tokens, chunk_tokens, sharpen, exact_max, tuple(tags.items()))
 
     def build() -> PoolReading:
         hits = store.get(list(pool), with_embeddings=True)
         if len(hits) != len(pool):
             raise InputError("the chunks of a document of the collection changed during the run; ask again")
-        tags = pool_tags(pool)
         labels = [tagged(tags[str(h.metadata["doc_id"])], h.chunk_id) for h in hits]
         texts = [truncate_tokens(h.text, chunk_tokens) for h in hits]
         previous = _previous_chunks(store, hits, chunk_tokens)
@@ -158,7 +168,7 @@ def pool_reading(
                 passages.append(Passage(position, label, p.first, p.sentences))
         matrix = np.asarray([h.embedding for h in hits], dtype=np.float32)
         doc = PoolVectors(
-            PoolInfo(_language(store, list(tags))),
+            PoolInfo(_language(store, list(pool_tags(pool)))),
             labels,
             [h.section for h in hits],
             matrix,
@@ -183,8 +193,10 @@ def indexed(passages: list[Passage]) -> PassageIndex:
     return PassageIndex(passages, bm25)
 
 
-def collection_reading(store: VectorStore, pool: Sequence[str], ctx: Any) -> PoolReading:
-    """:func:`pool_reading` with a run's settings (``ctx``: its :class:`~nodes.chain.context.ChainContext`)."""
+def collection_reading(
+    store: VectorStore, pool: Sequence[str], ctx: Any, tags: Mapping[str, int] | None = None
+) -> PoolReading:
+    """:func:`pool_reading` with a run's settings (``ctx``: a ChainContext) and the thread's ``tags``."""
     from nodes.chain.state import CHUNK_TOKENS
 
     return pool_reading(
@@ -194,6 +206,7 @@ def collection_reading(store: VectorStore, pool: Sequence[str], ctx: Any) -> Poo
         chunk_tokens=CHUNK_TOKENS,
         sharpen=ctx.sharpen,
         exact_max=ctx.exact_max,
+        tags=tags,
     )
 
 

@@ -74,10 +74,11 @@ class ChainOutput(TypedDict):
     calls: int
     """LLM calls made."""
     doc_id: str
-    """Id of the document (of a collection: its first)."""
+    """Id of the document of a one-document run (empty for a collection: see ``documents``)."""
     documents: list[dict[str, Any]]
-    """A collection's documents the run shortlisted: {tag, doc_id, title, source}, tag 2 being the document a
-    label ``2:c3.4`` names (empty for one document)."""
+    """The run's documents, one or several: {tag, doc_id, title, source (relative to the server's ingest root)},
+    tag 2 being the document a label ``2:c3.4`` names (a one-document run's labels carry no tag); of a collection,
+    those its shortlist holds (the ones its labels can name)."""
 
 
 class ChainState(ChainRequest, ChainOutput, total=False):
@@ -113,7 +114,9 @@ class ChainState(ChainRequest, ChainOutput, total=False):
     """Prompt language (the document's)."""
     collection: list[str]
     """A collection run's documents (empty for one document); the input's doc_ids, whole_namespace and folder
-    path are cleared once resolved."""
+    path are cleared once resolved (:func:`nodes.collection.resolve.run_fields`)."""
+    tags: dict[str, int]
+    """The thread's tags: each document any of its runs read, and its tag (kept for the life of the thread)."""
     indexes: list[str]
     """Per document of a collection run, the index its record published when the run began."""
     pool: list[str]

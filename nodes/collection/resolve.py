@@ -12,6 +12,7 @@ from typing import Any
 from nodes.ingest import DOCUMENT_FIELDS, Progress, document_field, input_namespace, resolve_document
 from stores.documents import find_document, get_document, index_identity, list_documents
 from stores.errors import InputError, TooLarge
+from stores.files import shown_source
 from stores.settings import get_settings
 from stores.vectorstore import VectorStore, get_store
 
@@ -31,7 +32,7 @@ class Member:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready fields."""
-        return {"tag": self.tag, "doc_id": self.doc_id, "title": self.title, "source": self.source}
+        return {"tag": self.tag, "doc_id": self.doc_id, "title": self.title, "source": shown_source(self.source)}
 
     @property
     def name(self) -> str:
@@ -141,10 +142,50 @@ def collection_version(namespace: str, doc_ids: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-def members(namespace: str, doc_ids: Sequence[str]) -> list[Member]:
-    """The documents of a run, tagged 1, 2, ... in the order given."""
+def members(namespace: str, doc_ids: Sequence[str], tags: Mapping[str, int] | None = None) -> list[Member]:
+    """The documents of a run in the order given, tagged as ``tags`` says (default: 1, 2, ... in that order)."""
+    tags = thread_tags(tags or {}, doc_ids)
     out = []
-    for tag, doc_id in enumerate(doc_ids, start=1):
+    for doc_id in doc_ids:
         info = get_document(namespace, doc_id)
-        out.append(Member(tag, doc_id, info.title, info.source, info.chunks))
+        out.append(Member(tags[doc_id], doc_id, info.title, info.source, info.chunks))
     return out
+
+
+def thread_tags(known: Mapping[str, int], doc_ids: Sequence[str]) -> dict[str, int]:
+    """A thread's tags with those of ``doc_ids``: a document it has read keeps its tag, a new one takes the next."""
+    tags = {str(doc_id): int(tag) for doc_id, tag in known.items()}
+    for doc_id in doc_ids:
+        tags.setdefault(doc_id, max(tags.values(), default=0) + 1)
+    return tags
+
+
+def run_documents(state: Mapping[str, Any], context: Any, progress: Progress | None = None) -> list[str]:
+    """The ids of the documents a run of a thread reads (:func:`resolve_documents` of its input).
+
+    A thread's state keeps the last run's ``doc_id`` (the output of a one-document run) beside the next run's
+    input: that ``doc_id`` names nothing when the input names documents otherwise (a ``path``, ``doc_ids``...),
+    so a new input replaces the documents of the last run. An input naming none reads the last run's documents.
+    """
+    values = dict(state)
+    last = [str(d["doc_id"]) for d in state.get("documents") or []]
+    others = [name for name in (*DOCUMENT_FIELDS, *COLLECTION_FIELDS) if name != "doc_id" and values.get(name)]
+    if others and last == [values.get("doc_id")]:
+        values.pop("doc_id")
+    if not others and not values.get("doc_id") and last:
+        values["doc_ids"] = last
+    return resolve_documents(values, context, progress)
+
+
+def run_fields(doc_ids: Sequence[str]) -> dict[str, Any]:
+    """The input fields that named a run's documents, cleared once resolved; ``doc_id`` set to the one it reads.
+
+    A collection run leaves ``doc_id`` empty: its documents are its ``documents``.
+    """
+    return {
+        "path": "",
+        "text": "",
+        "doc_ids": [],
+        "whole_namespace": False,
+        "doc_id": doc_ids[0] if len(doc_ids) == 1 else "",
+    }

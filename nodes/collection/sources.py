@@ -6,7 +6,7 @@ The chunks are one document's or many's, behind one interface (see :mod:`nodes.c
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodes.collection.resolve import members
@@ -77,13 +77,13 @@ class Sources:
     every chunk, ``chunks`` some by label, ``search`` the most relevant to a query.
     """
 
-    def __init__(self, store: VectorStore, doc_ids: Sequence[str]) -> None:
+    def __init__(self, store: VectorStore, doc_ids: Sequence[str], tags: Mapping[str, int] | None = None) -> None:
         if not doc_ids:
             raise InputError("no document to read")
         self.store = store
         self.doc_ids = list(doc_ids)
         self.single = len(self.doc_ids) == 1
-        self.members = members(store.namespace, self.doc_ids)
+        self.members = members(store.namespace, self.doc_ids, tags)
         self._tags = {m.doc_id: m.tag for m in self.members}
         self._docs = {m.tag: m.doc_id for m in self.members}
 
@@ -93,8 +93,8 @@ class Sources:
         return self.doc_ids[0]
 
     def documents(self) -> list[dict[str, Any]]:
-        """The run's documents as outputs list them (empty for a one-document run)."""
-        return [] if self.single else [m.to_dict() for m in self.members]
+        """The run's documents as outputs list them (a one-document run's one, its tag in no label)."""
+        return [m.to_dict() for m in self.members]
 
     def labels(self) -> list[str]:
         """The label of every chunk, document after document (as their records count them)."""
@@ -198,6 +198,8 @@ def chunk_sentences(text: str) -> list[str]:
     return [sentence for paragraph in chunk_paragraphs(text, DEFAULT_PASSAGE) for sentence in paragraph]
 
 
-def run_sources(namespace: str, embedder: str, doc_ids: Sequence[str]) -> Sources:
-    """The :class:`Sources` of a run's documents in ``namespace``'s store for ``embedder``."""
-    return Sources(get_store(namespace, embedder), doc_ids)
+def run_sources(
+    namespace: str, embedder: str, doc_ids: Sequence[str], tags: Mapping[str, int] | None = None
+) -> Sources:
+    """The :class:`Sources` of a run's documents in ``namespace``'s store for ``embedder`` (``tags``: the thread's)."""
+    return Sources(get_store(namespace, embedder), doc_ids, tags)

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveM
 
 from stores.documents import find_document, list_documents
 from stores.errors import InputError
+from stores.files import shown_source
 from stores.loaders import SUPPORTED
 from stores.settings import get_settings
 
@@ -227,16 +228,20 @@ def help_text(namespace: str, lang: str, shown: int = 8) -> str:
     """What a first message without a document is answered with: what to attach or name."""
     import prompts
 
-    docs = sorted(list_documents(namespace), key=lambda d: ((d.title or d.source).lower(), d.ingested_at))
-    names = Counter((d.title or d.source) for d in docs)
+    docs = sorted(list_documents(namespace), key=lambda d: (_name(d).lower(), d.ingested_at))
+    names = Counter(_name(d) for d in docs)
     lines = "\n".join(
-        f"- {d.title or d.source}{_told_apart(d) if names[d.title or d.source] > 1 else ''} (`{d.doc_id}`)"
-        for d in docs[:shown]
+        f"- {_name(d)}{_told_apart(d) if names[_name(d)] > 1 else ''} (`{d.doc_id}`)" for d in docs[:shown]
     )
     more = f"\n- ... {len(docs) - shown} more" if len(docs) > shown else ""
     listing = "\n\n" + prompts.render("offload/documents_here", lang, documents=lines + more) if docs else ""
     size = mebibytes(get_settings().max_bytes)
     return prompts.render("offload/no_document", lang, size=size, documents=listing).strip()
+
+
+def _name(doc: Any) -> str:
+    """A listed document's title, else its source as outputs show it (:func:`stores.files.shown_source`)."""
+    return str(doc.title or shown_source(str(doc.source or "")))
 
 
 def _told_apart(doc: Any) -> str:

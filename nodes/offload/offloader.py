@@ -19,7 +19,7 @@ from nodes.offload.canvas import content_terms
 from nodes.offload.chat import answer_message
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING
-from nodes.offload.state import OffloadState, call_record, session_context
+from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.chat_stream import unstreamed
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadItem, get_offload_store
@@ -132,7 +132,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
         return {"history": history, "messages": [answer_message(state, [])], "question": ""}
 
     store = get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend)
-    session, doc_id = state["session"], state["doc_id"]
+    session, doc_id = state["session"], session_documents(state)[0]
     offloaded: list[dict[str, Any]] = []
     kept_answer = reply
     if count_tokens(reply) > ctx.large_output_tokens:

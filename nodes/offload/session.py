@@ -21,6 +21,7 @@ from nodes.collection.resolve import (
     members,
     names_collection,
     resolve_documents,
+    run_fields,
     source_field,
 )
 from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source, resolve_document
@@ -87,6 +88,8 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
     except InputError as exc:
         bound = state.get("bound") or {}
         restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
+        if bound.get("doc_ids"):  # a collection's session: its documents are its ``documents``
+            restored["doc_id"] = ""
         cleared = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False, "goal": "", "question": ""}
         reason = str(exc) or type(exc).__name__
         newest = pending(state.get("messages", []))
@@ -277,14 +280,10 @@ def _bind(
     update: dict[str, Any] = {
         "question": question,
         "messages": [*kept.get("messages", []), *added],
-        "path": "",
-        "text": "",
-        "doc_ids": [],
-        "whole_namespace": False,
+        **run_fields(doc_ids),
         "goal": "",
-        "doc_id": doc_id,
         "collection": doc_ids,
-        "documents": [] if len(doc_ids) == 1 else [m.to_dict() for m in members(ctx.namespace, doc_ids)],
+        "documents": [m.to_dict() for m in members(ctx.namespace, doc_ids)],
         "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,

@@ -102,10 +102,10 @@ class OffloadOutput(ChatMessages):
     canvas: dict[str, Any]
     """The document's canvas: {id, source, nodes, edges, error, cached} (empty without one)."""
     doc_id: str
-    """The document of the session (of a collection: its first)."""
+    """The document of a one-document session (empty for a collection: see ``documents``)."""
     documents: list[dict[str, Any]]
-    """A collection session's documents: {tag, doc_id, title, source}, tag 2 being the document ``2:c3`` names
-    (empty for one document)."""
+    """The session's documents, one or several: {tag, doc_id, title, source (relative to the server's ingest
+    root)}, tag 2 being the document ``2:c3`` names (a one-document session's labels carry no tag)."""
     session: str
     """Session id (offload store key): the run's thread id, as the server resolved it (never an input)."""
     policy: str

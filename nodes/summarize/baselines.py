@@ -19,14 +19,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 import prompts
-from nodes.collection.sources import run_sources
 from nodes.context import validate
 from nodes.ingest import in_namespace
 from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
 from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
-from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids
+from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids, state_sources
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.usage import check_calls, track_usage
@@ -69,7 +68,7 @@ def plan_chunks(state: MapReduceState, runtime: Runtime[BaselineContext]) -> dic
     """List the document's chunk ids."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     validate(ctx)
-    hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
+    hits = state_sources(state, ctx).hits()
     check_baseline_calls("map-reduce", len(hits), len(run_doc_ids(state)))
     runtime.stream_writer(
         {"stage": "map", "done": 0, "total": len(hits), "message": f"map-reduce over {len(hits)} chunks"}
@@ -85,6 +84,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
             {
                 "doc_id": state["doc_id"],
                 "collection": state.get("collection") or [],
+                "tags": state.get("tags") or {},
                 "namespace": state.get("namespace", ""),
                 "chunk_id": cid,
                 "position": i,
@@ -99,7 +99,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
 def map_chunk(state: MapTask, runtime: Runtime[BaselineContext]) -> dict[str, Any]:
     """Summarize one chunk into a short cited note (or nothing when it is irrelevant)."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
-    hit = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).chunks([state["chunk_id"]])[0]
+    hit = state_sources(state, ctx).chunks([state["chunk_id"]])[0]
     lang = state["lang"]
     system = prompts.render("summarize/map", lang, template=ctx.map_prompt, language=language_name(lang))
     user = prompts.render(
@@ -198,7 +198,7 @@ def plan_refine(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     """List the document's chunk ids and start with an empty summary."""
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     validate(ctx)
-    hits = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).hits()
+    hits = state_sources(state, ctx).hits()
     check_baseline_calls("refine", len(hits), len(run_doc_ids(state)))
     return {"chunk_ids": [h.chunk_id for h in hits], "index": 0, "final_text": ""}
 
@@ -208,7 +208,7 @@ def refine_step(state: RefineState, runtime: Runtime[BaselineContext]) -> dict[s
     ctx = in_namespace(runtime.context or BaselineContext(), state)
     i = state["index"]
     cid = state["chunk_ids"][i]
-    hit = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).chunks([cid])[0]
+    hit = state_sources(state, ctx).chunks([cid])[0]
     lang, length = state.get("lang", "en"), int(state.get("length", 120))
     fmt = state.get("format", "paragraphs")
     system = writing_prompt("summarize/refine", lang, length=length, fmt=fmt, template=ctx.refine_prompt)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.collection.sources import LABEL, chunk_rank, run_sources
+from nodes.collection.sources import LABEL, chunk_rank
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editing import (
     build_overview,
@@ -32,7 +32,7 @@ from nodes.summarize.expert import bad_output
 from nodes.summarize.gaps import missing_parts, uncovered_topics
 from nodes.summarize.length import draft_fits, length_bounds, length_units
 from nodes.summarize.sentences import coverage, parse_cited_sentences
-from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
+from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, state_sources, target_length
 from stores.documents import get_document
 from stores.errors import ModelError
 from stores.models import llm_for
@@ -45,7 +45,7 @@ def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[
     ctx = run_context(state, runtime)
     docs = run_doc_ids(state)
     if len(docs) > 1:
-        return {"overview": collection_overview(run_sources(ctx.namespace, ctx.embedder, docs), state.get("query", ""))}
+        return {"overview": collection_overview(state_sources(state, ctx), state.get("query", ""))}
     info = get_document(ctx.namespace, state["doc_id"])
     text = build_overview(get_store(ctx.namespace, ctx.embedder), info, state.get("query", ""))
     return {"overview": text}
@@ -59,7 +59,7 @@ def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     emit = runtime.stream_writer
     emit({"stage": "rounds", "done": rnd - 1, "total": ctx.max_rounds})
     draft, query, lang = state.get("draft", ""), state.get("query", ""), state["lang"]
-    sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+    sources = state_sources(state, ctx)
     focus = [h.chunk_id for h in sources.search(query, 6)] if query.strip() else []
     topics = uncovered_topics(sources.hits(), draft, focus=focus)
     parts = missing_parts(draft, lang)
@@ -191,7 +191,7 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     draft = state.get("draft", "").strip()
     emit = runtime.stream_writer
     if state["kind"] == "direct" or not draft:
-        sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+        sources = state_sources(state, ctx)
         hits = sources.search(query, 3) if query.strip() else sources.hits()[:3]
         focus = query or get_document(ctx.namespace, state["doc_id"]).title
         evidence = evidence_block(hits, focus, ctx.direct_tokens)

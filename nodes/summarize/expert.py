@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -238,16 +238,18 @@ def answer_question(
     rerank: Rerank = "none",
     system_prompt: str | None = None,
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """One expert's answer to ``question`` from the chunks it retrieves.
 
-    From every document of ``doc_ids`` when given, their chunks labelled ``2:c3``; else from ``doc_id``'s.
+    From every document of ``doc_ids`` when given, their chunks labelled ``2:c3`` (``tags``: the thread's); else from
+    ``doc_id``'s.
     ``system_prompt``: the context's ``expert_prompt``; None: the template file in ``lang``.
 
     Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
     """
-    sources = Sources(store, doc_ids or [doc_id])
+    sources = Sources(store, doc_ids or [doc_id], tags)
     hits = sources.search(question, k, rerank=rerank)
     retrieved = [h.chunk_id for h in hits]
     if not hits:
@@ -299,6 +301,7 @@ def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
             {
                 "doc_id": state["doc_id"],
                 "collection": state.get("collection") or [],
+                "tags": state.get("tags") or {},
                 "namespace": state.get("namespace", ""),
                 "lang": state["lang"],
                 "round": state["round"],
@@ -315,7 +318,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
     item, lang = state["item"], state["lang"]
     name = item["expert"]
     llm = llm_for("expert", ctx)
-    docs = run_doc_ids(state)
+    docs, tags = run_doc_ids(state), dict(state.get("tags") or {})
     cache = AnswerCache.for_documents(ctx.namespace, docs) if ctx.answer_cache else None
     spec = resolve_role("expert", llm.overrides)
     key = AnswerCache.key(
@@ -331,7 +334,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         index=(
             index_identity(get_document(ctx.namespace, docs[0]))
             if len(docs) == 1
-            else collection_version(ctx.namespace, docs)
+            else [collection_version(ctx.namespace, docs), [tags.get(d) for d in docs]]
         ),
         prompts=expert_prompt_version(lang, ctx.expert_prompt),
     )
@@ -355,6 +358,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
                     system_prompt=ctx.expert_prompt,
                     doc_ids=docs,
+                    tags=tags,
                 )
             except ModelError as exc:
                 result = {

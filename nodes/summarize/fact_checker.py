@@ -14,14 +14,14 @@ labelled.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from nodes.collection.sources import Sources, run_sources
+from nodes.collection.sources import Sources
 from nodes.retrieval import focus_snippet
 from nodes.summarize.context import Checks, FactcheckMode, SummarizeContext
 from nodes.summarize.expert import bad_output, citations_in, language_name
@@ -33,7 +33,7 @@ from nodes.summarize.length import (
     total_units,
 )
 from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
-from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
+from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, state_sources, target_length
 from stores.errors import ModelError
 from stores.models import LLM, llm_for, messages
 from stores.usage import track_usage
@@ -57,17 +57,23 @@ class Verdicts(BaseModel):
 
 
 def evidence_for(
-    store: VectorStore, doc_id: str, batch: Sequence[dict[str, Any]], chunk_tokens: int, *, doc_ids: Sequence[str] = ()
+    store: VectorStore,
+    doc_id: str,
+    batch: Sequence[dict[str, Any]],
+    chunk_tokens: int,
+    *,
+    doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> str:
     """Evidence text for a batch of sentences: each cited chunk once, cut around the claims citing it.
 
-    Chunks of the collection ``doc_ids`` when given, labelled ``2:c3``.
+    Chunks of the collection ``doc_ids`` when given, labelled ``2:c3`` (``tags``: the thread's).
     """
     claims: dict[str, list[str]] = {}
     for sentence in batch:
         for cid in sentence["citations"]:
             claims.setdefault(cid, []).append(sentence["text"])
-    hits = Sources(store, doc_ids or [doc_id]).chunks(list(claims))
+    hits = Sources(store, doc_ids or [doc_id], tags).chunks(list(claims))
     blocks = [f"[{h.chunk_id}] {focus_snippet(h.text, ' '.join(claims[h.chunk_id]), chunk_tokens)}" for h in hits]
     return "\n\n".join(blocks)
 
@@ -86,12 +92,13 @@ def retrieve_citations(
     prefer: Sequence[str] = (),
     *,
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> list[str]:
     """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall.
 
     Over the collection ``doc_ids`` when given.
     """
-    hits = Sources(store, doc_ids or [doc_id]).search(sentence, max(k, 8) if prefer else k)
+    hits = Sources(store, doc_ids or [doc_id], tags).search(sentence, max(k, 8) if prefer else k)
     preferred = [h.chunk_id for h in hits if h.chunk_id in set(prefer)]
     return (preferred or [h.chunk_id for h in hits])[:k]
 
@@ -112,6 +119,7 @@ def check_sentences(
     keep_coverage: float = 0.9,
     system_prompt: str | None = None,
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Check every sentence against its cited chunks: by the checker model, by grounding, or both.
 
@@ -129,14 +137,16 @@ def check_sentences(
     ``unchecked`` (checking was off, or the model's output stayed invalid: its grounding problems
     are still listed). Sentences citing nothing get the best-matching chunks as citations
     (``cited_by: "retrieval"``), taken from ``prefer`` (e.g. the chunks the draft cited) when
-    any of those match. ``doc_ids``: the chunks are a collection's (labelled ``2:c3``).
+    any of those match. ``doc_ids``: the chunks are a collection's (labelled ``2:c3``; ``tags``: the thread's).
     """
     results: list[dict[str, Any]] = []
     for s in sentences:
         cites = list(s.get("citations", []))[:max_citations]
         entry = {"text": s["text"], "original": s["text"], "citations": cites, "cited_by": "model"}
         if not cites and mode != "off":
-            entry["citations"] = retrieve_citations(store, doc_id, s["text"], max_citations, prefer, doc_ids=doc_ids)
+            entry["citations"] = retrieve_citations(
+                store, doc_id, s["text"], max_citations, prefer, doc_ids=doc_ids, tags=tags
+            )
             entry["cited_by"] = "retrieval"
         entry.update({"verdict": "unchecked", "model_supported": None, "grounding": [], "flagged_by": []})
         results.append(entry)
@@ -144,7 +154,7 @@ def check_sentences(
         return results
     checkable = [r for r in results if r["citations"]]
     cited = dict.fromkeys(c for r in checkable for c in r["citations"])
-    sources = {h.chunk_id: h.text for h in Sources(store, doc_ids or [doc_id]).chunks(list(cited))}
+    sources = {h.chunk_id: h.text for h in Sources(store, doc_ids or [doc_id], tags).chunks(list(cited))}
     if checks != "model":
         for entry in checkable:
             entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))
@@ -154,7 +164,7 @@ def check_sentences(
             raise ValueError("the model check needs a model")
         for start in range(0, len(checkable), batch_size):
             batch = checkable[start : start + batch_size]
-            _model_check(batch, fixes, llm, store, doc_id, lang, chunk_tokens, system_prompt, doc_ids)
+            _model_check(batch, fixes, llm, store, doc_id, lang, chunk_tokens, system_prompt, doc_ids, tags)
     for entry in checkable:
         _decide(entry, mode, checks, fixes.get(id(entry), ""), _source(entry, sources), keep_coverage)
     return results
@@ -170,11 +180,12 @@ def _model_check(
     chunk_tokens: int,
     system_prompt: str | None,
     doc_ids: Sequence[str],
+    tags: Mapping[str, int] | None = None,
 ) -> None:
     """Ask the checker model about one batch of sentences: set their ``model_supported`` and collect the fixes."""
     numbered = "\n".join(f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1))
     system = prompts.render("summarize/factcheck", lang, template=system_prompt, language=language_name(lang))
-    evidence = evidence_for(store, doc_id, batch, chunk_tokens, doc_ids=doc_ids)
+    evidence = evidence_for(store, doc_id, batch, chunk_tokens, doc_ids=doc_ids, tags=tags)
     user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
     try:
         reply = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
@@ -279,7 +290,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     ctx = run_context(state, runtime)
     docs = run_doc_ids(state)
     if state["kind"] == "short":
-        labels = run_sources(ctx.namespace, ctx.embedder, docs).labels()
+        labels = state_sources(state, ctx).labels()
         sentences = parse_cited_sentences(state.get("final_text", ""), labels)
         checked = [{**s, "original": s["text"], "verdict": "source", "cited_by": "source"} for s in sentences]
         return {"checked": checked}
@@ -299,6 +310,7 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             prefer=citations_in(state.get("draft", "")),
             system_prompt=ctx.factcheck_prompt,
             doc_ids=docs,
+            tags=state.get("tags"),
         )
         kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
         return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)]

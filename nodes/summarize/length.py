@@ -15,11 +15,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.collection.sources import chunk_rank, run_sources
+from nodes.collection.sources import chunk_rank
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.gaps import chunk_terms, uncovered_chunks
 from nodes.summarize.sentences import clean_sentence, dedupe_sentences, parse_cited_sentences, text_blocks, tidy_excerpt
-from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
+from nodes.summarize.state import SummarizeState, run_context, state_sources, target_length
 from stores.text import LONG_RUN, cjk_ratio, content_words, overlap, split_sentences
 from stores.vectorstore import Hit
 
@@ -211,7 +211,7 @@ def fill_candidates(state: SummarizeState, ctx: SummarizeContext, used: Sequence
     query = state.get("query", "")
     candidates = answer_sentences(state.get("answers", []), query)
     if ctx.fill_chunks:
-        sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+        sources = state_sources(state, ctx)
         chunks = sources.hits()
         if query.strip():
             first = [h.chunk_id for h in sources.search(query, ctx.fill_chunks)]
@@ -232,7 +232,7 @@ def fit_length(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dic
     then from the chunks' sentences.
     """
     ctx = run_context(state, runtime)
-    labels = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state)).labels()
+    labels = state_sources(state, ctx).labels()
     lang, length = state["lang"], target_length(state)
     sentences = dedupe_sentences(parse_cited_sentences(state.get("final_text", ""), labels))
     sentences = [{**s, "origin": "summary"} for s in sentences]

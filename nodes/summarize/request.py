@@ -11,15 +11,15 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from nodes.collection.resolve import resolve_documents
-from nodes.collection.sources import Sources, run_sources
+from nodes.collection.resolve import run_documents, run_fields, thread_tags
+from nodes.collection.sources import Sources
 from nodes.summarize.baselines import check_baseline_calls
 from nodes.summarize.context import SummarizeContext, check_context
 from nodes.summarize.editing import check_request
 from nodes.summarize.fact_checker import factcheck_stats
 from nodes.summarize.length import length_bounds, length_units, total_units
 from nodes.summarize.sentences import render_summary, text_blocks
-from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
+from nodes.summarize.state import SummarizeState, run_context, state_sources, target_length
 from stores.documents import get_document
 from stores.errors import InputError
 from stores.models import ModelOutputError
@@ -37,11 +37,12 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     check_request(length, fmt, language, method)
     if state.get("query"):
         check_question(state["query"], "query")
-    doc_ids = resolve_documents(state, ctx, runtime.stream_writer)
+    doc_ids = run_documents(state, ctx, runtime.stream_writer)
     doc_id = doc_ids[0]
     infos = [get_document(ctx.namespace, d) for d in doc_ids]
     store = get_store(ctx.namespace, ctx.embedder)
-    sources = Sources(store, doc_ids)
+    tags = thread_tags(state.get("tags") or {}, doc_ids)
+    sources = Sources(store, doc_ids, tags)
     chunks = sources.hits()
     if not chunks:
         raise InputError(
@@ -50,13 +51,10 @@ def prepare(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[s
     doc_language = Counter(info.language for info in infos).most_common(1)[0][0]
     lang = language or doc_language
     update: dict[str, Any] = {
-        "path": "",
-        "text": "",
+        **run_fields(doc_ids),
         "namespace": ctx.namespace,
-        "doc_id": doc_id,
-        "doc_ids": [],
-        "whole_namespace": False,
         "collection": doc_ids,
+        "tags": tags,
         "documents": sources.documents(),
         "length": length,
         "format": fmt,
@@ -118,7 +116,7 @@ def finish(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[st
     ctx = run_context(state, runtime)
     checked = state.get("checked", [])
     kept = [c for c in checked if c["verdict"] != "dropped"]
-    sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+    sources = state_sources(state, ctx)
     cited = list(dict.fromkeys(cid for c in kept for cid in c["citations"]))
     texts = {hit.chunk_id: hit.text for hit in sources.chunks(cited)}
     sentences = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, cast
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
@@ -13,6 +13,9 @@ from nodes.ingest import in_namespace
 from nodes.summarize.context import DEFAULT_LENGTH, Method, SummarizeContext
 from stores.questions import MAX_QUESTION_CHARS
 from stores.usage import merge_usage
+
+if TYPE_CHECKING:
+    from nodes.collection.sources import Sources
 
 
 class SummarizeInput(TypedDict):
@@ -72,10 +75,10 @@ class SummarizeOutput(TypedDict, total=False):
     """The summary and how it was made (every key is set by the end of a run)."""
 
     doc_id: str
-    """Id of the summarized document (of a collection: its first)."""
+    """Id of the summarized document of a one-document run (empty for a collection: see ``documents``)."""
     documents: list[dict[str, Any]]
-    """A collection's documents: {tag, doc_id, title, source}, where tag 2 is the document a citation ``2:c3``
-    names (empty for one document)."""
+    """The run's documents, one or several: {tag, doc_id, title, source (relative to the server's ingest root)},
+    where tag 2 is the document a citation ``2:c3`` names (a one-document run's citations carry no tag)."""
     method: Method
     """Method used."""
     summary: str
@@ -106,6 +109,8 @@ class SummarizeState(SummarizeInput, SummarizeOutput, total=False):
     collection: list[str]
     """Ids of the documents the run reads, resolved from the input (one for a one-document run); the input's
     ``doc_ids``, ``whole_namespace`` and ``path`` are cleared once resolved."""
+    tags: dict[str, int]
+    """The thread's tags: each document any of its runs read, and its tag (kept for the life of the thread)."""
     lang: str
     """Output language actually used."""
     kind: str
@@ -142,6 +147,8 @@ class ExpertTask(TypedDict):
     """Document id."""
     collection: NotRequired[list[str]]
     """A collection's document ids (empty or absent: ``doc_id`` alone)."""
+    tags: NotRequired[dict[str, int]]
+    """The thread's tags of the collection's documents (absent: 1, 2, ... in its order)."""
     namespace: str
     """Namespace of the document (empty: the context's, for runs checkpointed before it was recorded)."""
     lang: str
@@ -166,6 +173,8 @@ class BaselineInput(TypedDict):
     """Document to summarize (already ingested)."""
     collection: NotRequired[list[str]]
     """A collection to summarize instead (its chunks labelled ``2:c3``)."""
+    tags: NotRequired[dict[str, int]]
+    """The thread's tags of the collection's documents (absent: 1, 2, ... in its order)."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
     lang: NotRequired[str]
@@ -207,6 +216,8 @@ class MapTask(TypedDict):
     """Document id."""
     collection: NotRequired[list[str]]
     """A collection's document ids (``chunk_id`` is then a label ``2:c3``)."""
+    tags: NotRequired[dict[str, int]]
+    """The thread's tags of the collection's documents (absent: 1, 2, ... in its order)."""
     namespace: NotRequired[str]
     """Namespace of the document (default: the context's)."""
     chunk_id: str
@@ -236,3 +247,10 @@ def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeCo
 def run_doc_ids(state: Any) -> list[str]:
     """The documents a run (or one of its tasks) reads: its collection, else its one document."""
     return list(state.get("collection") or [state["doc_id"]])
+
+
+def state_sources(state: Any, ctx: Any) -> Sources:
+    """The :class:`Sources` a run (or one of its tasks) reads, tagged as its thread tags them."""
+    from nodes.collection.sources import run_sources
+
+    return run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state), state.get("tags"))

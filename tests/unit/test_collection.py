@@ -429,7 +429,9 @@ def test_a_collection_of_one_runs_as_its_document(docs: list[str]) -> None:
         one = graph.invoke({"question": "How many urchins did sea otter 7 eat?", "doc_ids": docs[1:2]}, context=context)
     with use_chat_model(_chain_model("c1.3")):
         alone = graph.invoke({"question": "How many urchins did sea otter 7 eat?", "doc_id": docs[1]}, context=context)
-    assert one["documents"] == [] and {k: one[k] for k in ("passages", "citations", "tree")} == {
+    assert one["documents"] == alone["documents"] and [d["doc_id"] for d in one["documents"]] == docs[1:2]
+    assert one["doc_id"] == alone["doc_id"] == docs[1]
+    assert {k: one[k] for k in ("passages", "citations", "tree")} == {
         k: alone[k] for k in ("passages", "citations", "tree")
     }
 

@@ -419,6 +419,7 @@ def test_mcp_tools_on_the_deployment_give_json_results_and_reasons(deployed: tup
         "citations",
         "turn",
         "doc_id",
+        "documents",
         "thread_id",
     }
     assert "Bob Chen" in chat["structuredContent"]["answer"] and '"answer": ' in chat["content"][0]["text"]
