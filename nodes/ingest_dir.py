@@ -160,14 +160,14 @@ class Manifest:
         The superseded id is queued (table ``superseded``); a version ingested again leaves the queue.
         """
         stamp, key = self.stamp(path), str(path.resolve())
+        values = (key, stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks)
         with self.db:
-            row = self.db.execute("SELECT doc_id FROM files WHERE path = ?", (key,)).fetchone()
-            self.db.execute(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                (key, stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks),
-            )
+            row = self.db.execute("SELECT * FROM files WHERE path = ?", (key,)).fetchone()
+            if row is not None and tuple(row) == values:
+                return None  # recorded as it is: nothing written
+            self.db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", values)
             self.db.execute("DELETE FROM superseded WHERE doc_id = ?", (result.doc_id,))
-            old = str(row[0]) if row is not None and row[0] and row[0] != result.doc_id else None
+            old = str(row[3]) if row is not None and row[3] and row[3] != result.doc_id else None
             if old is not None:
                 self.db.execute("INSERT OR IGNORE INTO superseded VALUES (?)", (old,))
         return old
