@@ -11,8 +11,9 @@ The command line retires a namespace's queue after every ingest and every comman
 the LangServe app after every run. A run still going on a thread that read the earlier version keeps it: its
 thread is busy, so the version stays queued (``kept``) and is removed after that run ends, by the next ingest
 or run; meanwhile no workflow reads it as part of its namespace (``whole_namespace`` leaves the queue out).
-A run with no thread that reads the earlier version as it is removed stops with an error naming the document
-(it is no longer ingested); nothing else it wrote is lost.
+A run with no thread (nothing of it is kept) that reads the earlier version as it is removed finds none of its
+passages from then on, and stops with "document ... is not ingested" where it next reads the document's record or
+text; it writes nothing to the document, so nothing is lost.
 """
 
 from __future__ import annotations

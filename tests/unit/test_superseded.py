@@ -149,9 +149,19 @@ def test_a_served_workflow_over_an_edited_folder_removes_the_earlier_version(
 
 
 def test_the_ingest_graph_takes_a_folder_as_the_command_line_does(
-    folder: Path, capsys: pytest.CaptureFixture[str]
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from stores.cache import reset_caches
+    from stores.errors import TooLarge
+
     (folder / "broken.pdf").write_bytes(b"not a pdf at all")
+    monkeypatch.setenv("LONGDOC_MAX_DOCUMENTS", "2")  # the folder is counted before any file is read
+    reset_caches()
+    with pytest.raises(TooLarge, match="LONGDOC_MAX_DOCUMENTS"):
+        graph.invoke({"path": str(folder), "namespace": "g"})
+    assert list_documents("g") == []
+    monkeypatch.delenv("LONGDOC_MAX_DOCUMENTS")
+    reset_caches()
     out = graph.invoke({"path": str(folder), "namespace": "g"})
     assert [d["source"] for d in out["documents"]] == ["archive.md", "sub/pumps.txt"]
     assert [d["title"] for d in out["documents"]] == ["Archive", "Pumps"]
