@@ -43,7 +43,7 @@ from starlette.types import Scope
 from deploy.mcp import RUN_TIMEOUT, Failed, Refused, own_url, reason, run_failed, run_workflow
 from stores.files import IngestRoot
 from surfaces.access import presented_key
-from surfaces.registry import ALIASES, CHAT_EXAMPLES, DESCRIPTIONS, WORKFLOWS, canonical
+from surfaces.registry import ALIASES, CHAT_EXAMPLES, COLLECTION_EXAMPLES, DESCRIPTIONS, WORKFLOWS, canonical
 
 CONVERSATIONAL = ("chat",)
 """The workflows that take a turn as a message (their input has ``messages``)."""
@@ -316,12 +316,14 @@ async def a2a(assistant: str, request: Request) -> Response:
 
 
 def agent_card(url: str) -> dict[str, Any]:
-    """The chat's agent card, served at ``url``."""
+    """The chat's agent card, served at ``url``: a skill for one document and one for a collection."""
     needs = (
-        " It needs a document: attach one to the first message (a file part: PDF, DOCX, HTML, Markdown or "
-        'text), or name an ingested one with a data part {"doc_id": ...}; a first message without one ends as '
-        "input-required, saying what to attach. Later messages in the same context go on about the same document."
+        " It needs a document or several: attach them to the first message (file parts: PDF, DOCX, HTML, Markdown "
+        'or text), or name ingested ones with a data part ({"doc_id": ...} for one, {"doc_ids": [...]}, '
+        '{"path": "folder"} or {"whole_namespace": true} for a collection); a first message without one ends as '
+        "input-required, saying what to attach. Later messages in the same context go on about the same documents."
     )
+    modes = {"inputModes": list(MEDIA_TYPES), "outputModes": ["text/plain", "text/markdown", "application/json"]}
     return {
         "name": "chat",
         "description": DESCRIPTIONS["chat"] + needs,
@@ -339,9 +341,21 @@ def agent_card(url: str) -> dict[str, Any]:
                 "(sources, citations)." + needs,
                 "tags": ["documents", "question answering", "long context", "citations"],
                 "examples": list(CHAT_EXAMPLES),
-                "inputModes": list(MEDIA_TYPES),
-                "outputModes": ["text/plain", "text/markdown", "application/json"],
-            }
+                **modes,
+            },
+            {
+                "id": "chat-collection",
+                "name": "Chat about several documents",
+                "description": "Questions and follow-ups across a collection of documents read as one: the files "
+                "attached to the first message, or ingested ones named by a data part: "
+                '{"doc_ids": ["<id>", "<id>"]}, {"path": "<folder under the ingest root>"} or '
+                '{"whole_namespace": true} (every document of the namespace). Each cited sentence names its '
+                "document by a tag ([2:c3.1] is sentence 1 of chunk c3 of document 2), and each of the data part's "
+                "sources gives the title of its document.",
+                "tags": ["documents", "collections", "question answering", "citations"],
+                "examples": list(COLLECTION_EXAMPLES),
+                **modes,
+            },
         ],
     }
 

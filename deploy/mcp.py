@@ -8,7 +8,8 @@ one answer: any number of instances behind a load balancer), as JSON, or as serv
 call asks for progress.
 
 - **Tools** are the workflows by the names users call them (:data:`surfaces.registry.WORKFLOWS`), each
-  described by what it does and when to use it (:data:`surfaces.registry.DESCRIPTIONS`), and
+  described by what it does, when to use it and how to name one document or several as a collection
+  (``doc_ids``, a folder ``path``, ``whole_namespace``: :data:`surfaces.registry.DESCRIPTIONS`), and
   ``documents``, the documents of the caller's namespace. A tool's input schema is the graph's, every
   field with its description, bounds and example, and no other field (``additionalProperties: false``):
   an unknown argument is a tool error naming the ones the tool takes, sent before any run. Its output
@@ -79,7 +80,7 @@ RESULT_FIELDS: dict[str, tuple[str, ...]] = {
 (the reading tree and notes of ``ask``, a chat turn's memory report); the others return their output's fields."""
 
 RESULT_REQUIRED: dict[str, tuple[str, ...]] = {
-    "ingest": ("doc_id", "chunks", "cached", "title"),
+    "ingest": ("chunks", "cached", "documents", "superseded"),
     "ask": ("answer", "citations", "quotes"),
     "summarize": ("summary",),
     "chat": ("answer", "citations", "turn", "thread_id"),
@@ -98,7 +99,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {"chat": ("question",)}
 THREAD_ID: dict[str, Any] = {
     "type": "string",
     "description": "The conversation to go on with: the thread_id an earlier chat call returned (omit it to start "
-    "a new conversation, naming the document). Later turns need no doc_id: the conversation keeps its document.",
+    "a new conversation, naming its document by doc_id, or a collection by doc_ids, a folder path or "
+    "whole_namespace). Later turns name none: the conversation keeps its documents.",
     "examples": ["5f0c7c1e-2b8a-4a59-9a63-2f1d1a2b3c4d"],
     "minLength": 1,
     "maxLength": MAX_THREAD_ID_CHARS,
@@ -128,30 +130,30 @@ DOCUMENT_ROW: dict[str, Any] = {
 
 DOCUMENTS_DESCRIPTION = (
     "List the documents ingested in your namespace: each one's doc_id, title, words, chunks and when it was "
-    "ingested. Use it to find the doc_id of a document to ask, summarize or chat about; nothing is read or run."
+    "ingested. Use it to find the doc_id of a document to ask, summarize or chat about, or the doc_ids of "
+    "several to read as one collection (or pass whole_namespace: true for all of them); nothing is read or run."
 )
 
 TITLES = {
-    "ingest": "Ingest a document",
-    "ask": "Ask a document",
-    "summarize": "Summarize a document",
-    "chat": "Chat about a document",
+    "ingest": "Ingest a document or a folder",
+    "ask": "Ask a document or a collection",
+    "summarize": "Summarize a document or a collection",
+    "chat": "Chat about a document or a collection",
     "route": "Route a request to agents and tools",
     DOCUMENTS: "List documents",
 }
 
 _READS = types.ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 ANNOTATIONS: dict[str, types.ToolAnnotations] = {
-    "ingest": types.ToolAnnotations(
-        readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
-    ),
+    "ingest": types.ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
     "ask": _READS,
     "summarize": _READS,
     "chat": types.ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False),
     "route": _READS,
     DOCUMENTS: _READS,
 }
-"""What each tool does to the caller's world: ``ingest`` adds a document (the same content again adds nothing),
+"""What each tool does to the caller's world: ``ingest`` adds a document (the same content again adds nothing; a
+changed file replaces its earlier version, which is removed),
 ``chat`` adds a turn to a conversation, the others only read."""
 
 STEPS = {
@@ -221,6 +223,7 @@ def output_schema(tool: str) -> dict[str, Any]:
     """The tool's result as a JSON schema: the fields of its graph's output it returns (:data:`RESULT_FIELDS`)."""
     from deploy import served
 
+    graph: dict[str, Any] = {}
     if tool == DOCUMENTS:
         documents = {"type": "array", "items": DOCUMENT_ROW, "description": "The documents, oldest first."}
         properties: dict[str, Any] = {"namespace": {"type": "string"}, "documents": documents}
@@ -233,7 +236,10 @@ def output_schema(tool: str) -> dict[str, Any]:
         if tool == "chat":
             properties["thread_id"] = {**THREAD_ID, "description": "The conversation: pass it back to go on."}
     required = [name for name in RESULT_REQUIRED.get(tool, ()) if name in properties]
-    return {"type": "object", "properties": properties, "required": required}
+    schema = {"type": "object", "properties": properties, "required": required}
+    if "$defs" in graph and "$ref" in json.dumps(properties):  # the types its fields name (an ingest's documents)
+        schema["$defs"] = graph["$defs"]
+    return schema
 
 
 def tools() -> list[types.Tool]:

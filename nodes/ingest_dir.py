@@ -5,9 +5,15 @@ is refused (:class:`~stores.errors.TooLarge`) before any file is read, so nothin
 manifest per (namespace, vector space), an SQLite table under ``LONGDOC_HOME/manifests``, remembers
 each file's size, modification time and document id, one row written as each file is done; a file
 whose size and time are unchanged and whose document is still fully indexed is skipped without being
-read. A run cut short resumes: finished files are skipped, and the file it stopped in keeps the
-chunks it had written (:func:`nodes.ingest.embed_records`). A file that cannot be read is reported
-and the others go on.
+read. A file ingested again with other content supersedes its earlier version: the old document's id
+is queued in the manifest (``superseded``) until no file of the namespace names it any more, and then
+it is removed with every thread that read it (:func:`superseded_documents`, removed by
+:mod:`surfaces.superseded`); a queued id is never read as part of a namespace meanwhile. A run cut
+short resumes: finished files are skipped, and the file it stopped in keeps the chunks it had written
+(:func:`nodes.ingest.embed_records`). A file that cannot be read is reported and the others go on.
+
+Every surface ingests a folder (and records a file) through :func:`ingest_folder` and :func:`ingest_file`: the
+ingest graph, the command line and the workflows' ``path`` inputs.
 """
 
 from __future__ import annotations
@@ -18,16 +24,16 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodes.ingest import IngestResult, Progress, index_document, is_indexed
+from nodes.ingest import IngestResult, Progress, index_document, is_indexed, read_source
 from stores.errors import InputError, TooLarge
 from stores.loaders import SUPPORTED, LoadedDocument, load_path
 from stores.settings import get_settings
-from stores.vectorstore import VectorStore, get_store
+from stores.vectorstore import VectorStore, get_store, namespace_collections
 
 PREFETCH = 2
 """Files parsed ahead of the one being embedded (bounded, so a directory of large PDFs stays in memory bounds)."""
@@ -40,6 +46,8 @@ class DirectoryResult:
     indexed: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    """Ids of earlier versions of the files ingested again with other content."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready fields."""
@@ -49,6 +57,7 @@ class DirectoryResult:
             "skipped": self.skipped,
             "failed": self.failed,
             "chunks": sum(int(item["chunks"]) for item in self.indexed + self.skipped),
+            "superseded": self.superseded,
         }
 
 
@@ -102,6 +111,7 @@ class Manifest:
                 "CREATE TABLE IF NOT EXISTS files "
                 "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, doc_id TEXT, chunks INTEGER)"
             )
+            self.db.execute("CREATE TABLE IF NOT EXISTS superseded (doc_id TEXT PRIMARY KEY)")
         self._take_over(folder / f"{store.collection_name}.json")
 
     def _take_over(self, old: Path) -> None:
@@ -144,14 +154,55 @@ class Manifest:
         info = is_indexed(store, str(entry["doc_id"]), chunk_size, chunk_overlap)
         return {**entry, "chunks": info.chunks} if info is not None else None
 
-    def record(self, path: Path, result: IngestResult) -> None:
-        """Record the file's ingest with its stamp: one row written."""
-        stamp = self.stamp(path)
+    def record(self, path: Path, result: IngestResult) -> str | None:
+        """Record the file's ingest with its stamp (one row written); the id of the version it supersedes, if any.
+
+        The superseded id is queued (table ``superseded``); a version ingested again leaves the queue.
+        """
+        stamp, key = self.stamp(path), str(path.resolve())
+        values = (key, stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks)
         with self.db:
-            self.db.execute(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                (str(path.resolve()), stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks),
-            )
+            row = self.db.execute("SELECT * FROM files WHERE path = ?", (key,)).fetchone()
+            if row is not None and tuple(row) == values:
+                return None  # recorded as it is: nothing written
+            self.db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", values)
+            self.db.execute("DELETE FROM superseded WHERE doc_id = ?", (result.doc_id,))
+            old = str(row[3]) if row is not None and row[3] and row[3] != result.doc_id else None
+            if old is not None:
+                self.db.execute("INSERT OR IGNORE INTO superseded VALUES (?)", (old,))
+        return old
+
+
+def namespace_manifests(namespace: str) -> list[Path]:
+    """The manifest files of ``namespace``: one per embedder's collection that has one."""
+    folder = get_settings().home / "manifests"
+    if not any(folder.glob("*.sqlite")):  # nothing ingested from a file yet: the store is not even opened
+        return []
+    return [p for c in namespace_collections(namespace) if (p := folder / f"{c.name}.sqlite").exists()]
+
+
+def superseded_documents(namespace: str) -> list[str]:
+    """Ids of earlier versions of files in ``namespace`` that no file of any of its manifests names now.
+
+    The documents to remove (:mod:`surfaces.superseded`), and to leave out of a namespace's reading meanwhile.
+    """
+    queued: set[str] = set()
+    named: set[str] = set()
+    for path in namespace_manifests(namespace):
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+            with contextlib.suppress(sqlite3.OperationalError):  # a manifest of an earlier version: no queue
+                queued |= {str(row[0]) for row in db.execute("SELECT doc_id FROM superseded")}
+            named |= {str(row[0]) for row in db.execute("SELECT DISTINCT doc_id FROM files")}
+    return sorted(queued - named)
+
+
+def settle_superseded(namespace: str, doc_ids: Iterable[str]) -> None:
+    """Take ``doc_ids`` off the superseded queues of ``namespace``'s manifests (removed, or gone already)."""
+    drop = [(d,) for d in doc_ids]
+    for path in namespace_manifests(namespace):
+        db = sqlite3.connect(path, timeout=30)
+        with contextlib.closing(db), db, contextlib.suppress(sqlite3.OperationalError):
+            db.executemany("DELETE FROM superseded WHERE doc_id = ?", drop)
 
 
 def _parsed(paths: list[Path], encoding: str | None) -> Iterator[tuple[Path, LoadedDocument | InputError]]:
@@ -233,9 +284,51 @@ def _ingest_files(
             except InputError as exc:
                 result.failed.append({"path": str(path), "error": str(exc)})
             else:
-                manifest.record(path, done)
+                old = manifest.record(path, done)
+                result.superseded += [old] if old is not None else []
                 item = {"path": str(path), "doc_id": done.doc_id, "chunks": done.chunks, "cached": done.cached}
                 result.indexed.append(item)
         finished = len(result.indexed) + len(result.skipped) + len(result.failed)
         emit({"stage": "files", "done": finished, "total": len(files), "postfix": path.name})
     return result
+
+
+def ingest_folder(
+    path: str | Path, namespace: str, context: Any, progress: Progress | None = None, encoding: str | None = None
+) -> DirectoryResult:
+    """Ingest folder ``path`` into ``namespace`` with a run context's embedder and chunking.
+
+    Links leading out of the folder are left out (a folder inside a server's ingest root reads nothing outside it).
+    """
+    return ingest_directory(
+        path,
+        namespace=namespace,
+        embedder=context.embedder,
+        chunk_size=context.chunk_size,
+        chunk_overlap=context.chunk_overlap,
+        encoding=encoding,
+        progress=progress,
+        contained=True,
+    )
+
+
+def ingest_file(
+    path: str | Path,
+    namespace: str,
+    context: Any,
+    progress: Progress | None = None,
+    *,
+    title: str = "",
+    encoding: str | None = None,
+) -> tuple[IngestResult, str | None]:
+    """Ingest file ``path`` with a run context's embedder and chunking and record it in the manifest.
+
+    Returns the result and the id of the earlier version of the file it supersedes (None: none).
+    """
+    doc = read_source(path=str(path), title=title, encoding=encoding)
+    store = get_store(namespace, context.embedder)
+    done = index_document(
+        doc, store, chunk_size=context.chunk_size, chunk_overlap=context.chunk_overlap, progress=progress
+    )
+    with contextlib.closing(Manifest(store)) as manifest:
+        return done, manifest.record(Path(path), done)

@@ -187,13 +187,20 @@ def run_graph(
 def ensure_document(
     args: argparse.Namespace, path: str, *, encoding: str | None = None, **context: Any
 ) -> dict[str, Any]:
-    """Ingest ``path`` if needed (with a progress bar) and return the ingest output."""
-    from graphs.ingest import graph
+    """Ingest ``path`` (a file or a folder) if needed, with a progress bar, and return the ingest graph's output.
+
+    The earlier versions of the files it supersedes are removed then (:func:`surfaces.superseded.retire_superseded`).
+    """
+    from graphs.ingest import IngestOutput, graph
+    from surfaces.superseded import retire_superseded
 
     request: dict[str, Any] = {"path": path, **({"encoding": encoding} if encoding else {})}
+    values = {**context_values(args), **context}
     with progress(args.quiet, "ingest") as handle:
-        out = run_graph(graph, request, context={**context_values(args), **context}, on_event=handle)
-    return {k: out[k] for k in ("doc_id", "chunks", "cached", "title") if k in out}
+        out = run_graph(graph, request, context=values, on_event=handle)
+    retired = retire_superseded(Context.from_mapping(values).namespace)
+    out = {k: v for k, v in out.items() if k in IngestOutput.__annotations__}
+    return {**out, "superseded": retired["superseded"], **({"kept": retired["kept"]} if retired["kept"] else {})}
 
 
 def document_id(args: argparse.Namespace, **context: Any) -> str:
@@ -231,6 +238,7 @@ def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any
     from pathlib import Path
 
     from nodes.collection.resolve import resolve_documents
+    from surfaces.superseded import retire_superseded
 
     given = [d.strip() for d in str(getattr(args, "doc_ids", "") or "").split(",") if d.strip()]
     if given and args.path:
@@ -246,6 +254,7 @@ def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any
         return {"doc_id": document_id(args, **context)}
     with progress(args.quiet, "ingest") as handle:
         docs = resolve_documents({**values, "namespace": args.namespace}, settings, handle)
+    retire_superseded(args.namespace)
     return {"doc_id": docs[0]} if len(docs) == 1 else {"doc_ids": docs}
 
 
@@ -271,41 +280,30 @@ def documents_legend(documents: list[dict[str, Any]], citations: list[str]) -> s
     return "\n".join(lines)
 
 
-def _cmd_ingest_directory(args: argparse.Namespace) -> int:
-    from nodes.ingest_dir import ingest_directory
-
-    with progress(args.quiet, "ingest") as handle:
-        result = ingest_directory(
-            args.path, namespace=args.namespace, embedder=args.embedder, encoding=args.encoding, progress=handle
-        )
-    out = result.to_dict()
-    if args.json:
-        print_json(out)
-    else:
-        for item in result.indexed:
-            print(f"{item['doc_id']}  {item['chunks']} chunks, indexed: {item['path']}")
-        for item in result.failed:
-            print(f"failed: {item['path']}: {item['error']}", file=sys.stderr)
-        print(
-            f"{out['files']} files: {len(result.indexed)} indexed, {len(result.skipped)} unchanged, "
-            f"{len(result.failed)} failed; {out['chunks']} chunks"
-        )
-    return EXIT_INPUT if result.failed else EXIT_OK
-
-
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    if Path(args.path).is_dir():
-        return _cmd_ingest_directory(args)
     chunking = {"chunk_size": args.chunk_size} if args.chunk_size else {}
     out = ensure_document(args, args.path, encoding=args.encoding, **chunking)
     if args.json:
-        print_json({"doc_id": out["doc_id"], "chunks": out["chunks"], "cached": out["cached"]})
+        print_json(out)
+        return EXIT_INPUT if out.get("failed") else EXIT_OK
+    for doc in [d for d in out["documents"] if not d["cached"]] if "files" in out else []:
+        print(f"{doc['doc_id']}  {doc['chunks']} chunks, indexed: {doc['source']}")
+    for item in out.get("failed", []):
+        print(f"failed: {item['path']}: {item['error']}", file=sys.stderr)
+    if "files" in out:
+        fresh = sum(1 for doc in out["documents"] if not doc["cached"])
+        print(
+            f"{out['files']} files: {fresh} indexed, {len(out['documents']) - fresh} unchanged, "
+            f"{len(out['failed'])} failed; {out['chunks']} chunks"
+        )
     else:
         state = "already indexed" if out["cached"] else "indexed"
         print(f"{out['doc_id']}  {out['chunks']} chunks, {state}: {out.get('title', '')}")
-    return EXIT_OK
+    for doc_id in out["superseded"]:
+        print(f"{doc_id}  superseded by the file's new version: removed")
+    for doc_id in out.get("kept", []):
+        print(f"{doc_id}  superseded, kept until the run that reads it ends")
+    return EXIT_INPUT if out.get("failed") else EXIT_OK
 
 
 def describe_models() -> dict[str, Any]:

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sqlite3
 import threading
 import typing
 import uuid
@@ -82,6 +83,7 @@ from surfaces.access import (
 from surfaces.disconnect import DisconnectMiddleware
 from surfaces.resume import aforget_refused, forget_refused
 from surfaces.retention import forget_for_tenant
+from surfaces.superseded import retire_superseded
 
 log = logging.getLogger(__name__)
 
@@ -451,20 +453,44 @@ class ServedGraph(RunnableBinding[Any, Any]):
         stateless = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER, self) is None
         return getattr(self.bound, "checkpointer", None) is not None and not stateless
 
-    def _one_run(self, config: RunnableConfig) -> Any:
+    @contextlib.contextmanager
+    def _one_run(self, config: RunnableConfig) -> Iterator[None]:
         """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`).
 
-        A second run on a busy thread is refused (409) instead of writing the same turn beside the first.
+        A second run on a busy thread is refused (409) instead of writing the same turn beside the first. Once the
+        thread is given back, the earlier versions of the files the run ingested again are removed (:meth:`_retire`).
         """
-        if not self._checkpointed(config):
-            return contextlib.nullcontext()
-        return thread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
+        try:
+            with thread_lock(self._thread(config)) if self._checkpointed(config) else contextlib.nullcontext():
+                yield
+        finally:
+            self._retire(config)
 
-    def _aone_run(self, config: RunnableConfig) -> Any:
+    @asynccontextmanager
+    async def _aone_run(self, config: RunnableConfig) -> AsyncIterator[None]:
         """:meth:`_one_run` for asyncio callers."""
-        if not self._checkpointed(config):
-            return contextlib.nullcontext()
-        return athread_lock(str((config.get("configurable") or {}).get("thread_id") or ""))
+        try:
+            async with athread_lock(self._thread(config)) if self._checkpointed(config) else contextlib.nullcontext():
+                yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._retire, config)
+
+    @staticmethod
+    def _thread(config: RunnableConfig) -> str:
+        return str((config.get("configurable") or {}).get("thread_id") or "")
+
+    def _retire(self, config: RunnableConfig) -> None:
+        """Remove the earlier versions of files ingested again in the run's namespace (:mod:`surfaces.superseded`).
+
+        One a run still holds stays queued for the next run; a failure here leaves the queue as it is.
+        """
+        context = self._context(config, {}).get("context")
+        namespace = getattr(context, "namespace", None) or (config.get("configurable") or {}).get("namespace")
+        try:
+            retire_superseded(str(namespace or "default"))
+        except (InputError, OSError, sqlite3.Error):
+            log.warning("the superseded documents of %r stay queued", namespace, exc_info=True)
 
     def _plan(self, value: Any, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
         """The input and config the run goes on with (:func:`surfaces.resume.plan`; a stateless run as it is)."""

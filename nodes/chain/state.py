@@ -34,7 +34,7 @@ class ChainRequest(TypedDict):
 
 
 class ChainInput(ChainRequest):
-    """A question about one document, named by doc_id (or given as text)."""
+    """A question about a document (doc_id, path or text) or a collection (doc_ids, a folder path, whole_namespace)."""
 
     doc_id: NotRequired[DocumentId]
 

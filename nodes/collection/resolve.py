@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.ingest import DOCUMENT_FIELDS, Progress, document_field, input_namespace, resolve_document
+from nodes.ingest_dir import ingest_file, ingest_folder, superseded_documents
 from stores.documents import find_document, get_document, index_identity, list_documents
 from stores.errors import InputError, TooLarge
 from stores.files import shown_source
@@ -63,10 +64,12 @@ def resolve_documents(values: Mapping[str, Any], context: Any, progress: Progres
     """The ids of the documents a workflow's input names, in order (one for a one-document input).
 
     ``doc_ids``: each must be ingested in the input's namespace with the run's embedder (unknown
-    ones are named in the error); ``whole_namespace``: every such document of the namespace; a
+    ones are named in the error); ``whole_namespace``: every such document of the namespace (but the
+    earlier versions of files ingested again, :func:`nodes.ingest_dir.superseded_documents`); a
     folder ``path``: its new and changed files are ingested first, then all of its documents are
     taken (files that cannot be read are reported as progress messages; links leading out of the
-    folder are left out, so a folder inside a server's ingest root reads nothing outside it). Anything else is one
+    folder are left out, so a folder inside a server's ingest root reads nothing outside it); a file ``path`` is
+    ingested and recorded in the manifest (:func:`nodes.ingest_dir.ingest_file`). Anything else is one
     document (:func:`nodes.ingest.resolve_document`).
     """
     name = source_field(values)
@@ -77,12 +80,15 @@ def resolve_documents(values: Mapping[str, Any], context: Any, progress: Progres
     if name == "whole_namespace":
         if values["whole_namespace"] is not True:
             raise InputError("whole_namespace takes true (every document of the namespace) or is left out")
-        docs = [info.doc_id for info in list_documents(namespace) if info.embedder == store.space]
+        old = set(superseded_documents(namespace))
+        docs = [i.doc_id for i in list_documents(namespace) if i.embedder == store.space and i.doc_id not in old]
         if not docs:
             raise InputError(f"namespace {namespace!r} holds no document indexed with the {store.space!r} embedder")
         return _bounded(docs)
     if name == "path" and Path(str(values["path"])).expanduser().is_dir():
         return _folder(str(values["path"]), namespace, context, progress)
+    if name == "path":
+        return [ingest_file(str(values["path"]), namespace, context, progress)[0].doc_id]
     return [resolve_document(values, context, progress)]
 
 
@@ -115,18 +121,8 @@ def _listed(given: Any, namespace: str, store: VectorStore) -> list[str]:
 
 def _folder(path: str, namespace: str, context: Any, progress: Progress | None) -> list[str]:
     """Ingest what is new under folder ``path`` and return the ids of all of its documents, in file order."""
-    from nodes.ingest_dir import ingest_directory
-
     emit = progress or (lambda _event: None)
-    result = ingest_directory(
-        path,
-        namespace=namespace,
-        embedder=context.embedder,
-        chunk_size=context.chunk_size,
-        chunk_overlap=context.chunk_overlap,
-        progress=emit,
-        contained=True,
-    )
+    result = ingest_folder(path, namespace, context, emit)
     for item in result.failed:
         emit({"stage": "ingest", "message": f"left out {Path(item['path']).name}: {item['error']}"})
     by_path = {item["path"]: item["doc_id"] for item in result.indexed + result.skipped}

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class SummarizeInput(TypedDict):
-    """What to summarize (one document, named by doc_id or given as text) and how."""
+    """What to summarize (a document: doc_id, path, text; a collection: doc_ids, a folder path, whole_namespace)."""
 
     doc_id: NotRequired[DocumentId]
     path: NotRequired[DocumentPath]

@@ -15,9 +15,17 @@ from surfaces.cli import EXIT_INPUT, EXIT_OK, AnswerPrinter, main
 def test_ingest_json_then_cached(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ingest", str(sample_markdown), "--json", "-q"]) == EXIT_OK
     first = json.loads(capsys.readouterr().out)
-    assert set(first) == {"doc_id", "chunks", "cached"} and first["cached"] is False
+    assert set(first) == {"doc_id", "chunks", "cached", "title", "documents", "superseded"}
+    assert first["cached"] is False and first["superseded"] == []
+    assert first["documents"] == [
+        {**{k: first[k] for k in ("doc_id", "chunks", "cached", "title")}, "source": "sample.md"}
+    ]
     assert main(["ingest", str(sample_markdown), "--json", "-q"]) == EXIT_OK
-    assert json.loads(capsys.readouterr().out) == {**first, "cached": True}
+    assert json.loads(capsys.readouterr().out) == {
+        **first,
+        "cached": True,
+        "documents": [{**first["documents"][0], "cached": True}],
+    }
 
 
 def test_ingest_text_output_and_namespace(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:

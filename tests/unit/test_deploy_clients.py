@@ -194,3 +194,29 @@ def test_the_official_a2a_client_reads_a_streamed_turn_to_its_end(monkeypatch: p
     words = "".join(e["artifactUpdate"]["artifact"]["parts"][0]["text"] for e in events if "artifactUpdate" in e)
     assert words == final and events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert events[0]["task"]["contextId"] == "thread-1" and events[-2]["artifactUpdate"]["lastChunk"]
+
+
+def test_every_surface_says_how_to_name_a_collection() -> None:
+    from pathlib import Path
+
+    from a2a.client.card_resolver import parse_agent_card
+
+    tools = {t.name: t for t in mcp.tools()}
+    graphs = json.loads((Path(__file__).parents[2] / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
+    for name in ("ask", "summarize", "chat"):
+        for text in (tools[name].description, graphs[name]["description"]):
+            assert all(w in text for w in ("collection", "doc_ids", "folder path", "whole_namespace")), name
+        assert "collection" in str(tools[name].title)
+    assert "folder" in tools["ingest"].description and "superseded" in tools["ingest"].description
+    assert "folder" in graphs["ingest"]["description"]
+    assert "collection" in tools["documents"].description and "doc_ids" in mcp.THREAD_ID["description"]
+    ingest = mcp.output_schema("ingest")
+    assert {"documents", "superseded"} <= set(ingest["required"]) and "doc_id" not in ingest["required"]
+
+    card = a2a.agent_card("http://127.0.0.1:8000/a2a/chat")
+    assert "several" in card["description"] and "whole_namespace" in card["description"]
+    parsed = parse_agent_card(card)  # the official SDK reads both skills
+    (collection,) = [skill for skill in parsed.skills if "collections" in skill.tags]
+    assert collection.name == "Chat about several documents" and len(collection.examples) >= 3
+    said = " ".join(collection.examples) + collection.description
+    assert all(w in said for w in ("doc_ids", '"path"', "whole_namespace"))

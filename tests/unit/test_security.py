@@ -101,10 +101,19 @@ def test_ingest_root_confines_paths_symlinks_included(
             detail = response.json()["detail"]
             assert detail == f"no readable file {given!r} under the ingest root"
             assert SECRET not in detail and str(tmp_path) not in detail.replace(repr(given), "")
-        # A folder under the root names a collection (ask, summarize, chat); ingest reads one document.
+        # A folder under the root is ingested whole, links out of it left out; its files are named relative to it.
         folder = client.post("/ingest/invoke", json={"input": {"path": "sub"}})
-        assert folder.status_code == 400 and "is a folder" in folder.json()["detail"]
-        assert str(tmp_path) not in folder.json()["detail"]
+        assert folder.status_code == 200, folder.text
+        out = folder.json()["output"]
+        assert [d["source"] for d in out["documents"]] == ["inside-link.md", "ok.md"]
+        assert {d["doc_id"] for d in out["documents"]} == {ok.json()["output"]["doc_id"]} and out["failed"] == []
+        whole = client.post("/ingest/invoke", json={"input": {"path": "."}})
+        assert whole.status_code == 200, whole.text
+        assert [d["source"] for d in whole.json()["output"]["documents"]] == ["sub/inside-link.md", "sub/ok.md"]
+        assert SECRET not in whole.text and str(tmp_path) not in whole.text
+        for given in ("escape-dir", "../private", str(outside.parent)):
+            response = client.post("/ingest/invoke", json={"input": {"path": given}})
+            assert response.status_code == 400 and SECRET not in response.text, (given, response.text)
         odd = client.post("/ingest/invoke", json={"input": {"path": "data.bin"}})
         assert odd.status_code == 400 and str(tmp_path) not in odd.text and "data.bin" in odd.json()["detail"]
 
