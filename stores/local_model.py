@@ -163,14 +163,22 @@ def prepare_models(names: list[str] | None = None) -> dict[str, Path]:
     return {model.name: model_path(model=model) for model in chosen}
 
 
+def _missing_extra(model: BundledModel) -> str | None:
+    """The error asking for ``model``'s extra when it is not installed, else None."""
+    missing = missing_module(model.extra, model.parts) if model.extra else None
+    return str(MissingExtra(f"the bundled model {model.name}", model.extra or "", missing)) if missing else None
+
+
+def bundled_file(name: str | None) -> str:
+    """The file of the bundled model ``name`` in the cache, for ``longdoc models`` (or which extra it needs)."""
+    model = bundled_model(name)
+    return _missing_extra(model) or f"model file {get_settings().cache_dir / 'models' / model.file}"
+
+
 def bundled_where(name: str | None) -> str:
     """Where the bundled model ``name`` is served from, for ``longdoc models`` (or which extra it needs)."""
     model = bundled_model(name)
-    missing = missing_module(model.extra, model.parts) if model.extra else None
-    if missing:
-        return str(MissingExtra(f"the bundled model {model.name}", model.extra or "", missing))
-    path = get_settings().cache_dir / "models" / model.file
-    return f"bundled llama.cpp server on 127.0.0.1 (model file {path})"
+    return _missing_extra(model) or f"bundled llama.cpp server on 127.0.0.1 ({bundled_file(name)})"
 
 
 def free_port() -> int:

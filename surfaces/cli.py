@@ -311,7 +311,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def describe_models() -> dict[str, Any]:
     """Which chat model (per role) and embedder are active, and where they live."""
     from stores.embedders import describe_embedder
-    from stores.local_model import bundled_where
+    from stores.local_model import bundled_file, bundled_where
     from stores.settings import ROLES, get_settings
 
     settings = get_settings()
@@ -324,7 +324,9 @@ def describe_models() -> dict[str, Any]:
 
     return {
         "chat": roles,
-        "draft": bundled_where(settings.draft_model) if settings.draft_model else None,
+        "draft": {"model": settings.draft_model, "file": bundled_file(settings.draft_model)}
+        if settings.draft_model
+        else None,
         "embedder": describe_embedder(),
         "data_home": str(settings.home),
         "model_cache": str(settings.cache_dir),
@@ -413,7 +415,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         if spec != default:
             print(f"  {role:<10} {spec['model']}  ->  {spec['endpoint']}")
     if info["draft"]:
-        print(f"  draft      {info['draft']}")
+        print(f"  draft      {info['draft']['model']}  ({info['draft']['file']}), for speculative decoding")
     emb = info["embedder"]
     print(f"embedder     {emb['name']}: {emb['model']}  ({emb['where']})")
     print(f"data home    {info['data_home']}")

