@@ -16,7 +16,11 @@ Methods (one run of the chain graph each, or one reader call):
 - ``topk``: one reader call over the chunks most similar to the question within the same budget of
   chunk tokens (the retrieval baseline);
 - ``collection`` (``-s16``, ``-s64``: other shortlist sizes; ``-no-bridges``: bridges off), ``topk-collection``:
-  the question asked of every document of the data as one collection (:mod:`bench.collection`).
+  the question asked of every document of the data as one collection (:mod:`bench.collection`);
+- the model levers, each ``anytime`` with one change: ``anytime-worker05`` (the workers on the bundled 0.5B
+  model, the manager on the 1.5B), ``anytime-draft`` (the 1.5B drafted by the 0.5B: speculative decoding),
+  ``anytime-worker05-draft`` (both), ``anytime-reuse`` (the prompt cache also reuses shifted chunks of 256
+  tokens, ``LONGDOC_CACHE_REUSE``). They need the ``small-model`` extra (``anytime-reuse`` does not).
 
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
@@ -40,6 +44,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 
@@ -51,6 +56,7 @@ from bench.long_text import as_text as as_text
 from bench.long_text import paragraph_recall as paragraph_recall
 from bench.metrics import exact_match, token_f1
 from bench.qa_data import Paragraph, QAItem
+from stores.settings import SMALL_MODEL_NAME
 
 METHODS = (
     "anytime",
@@ -64,10 +70,18 @@ METHODS = (
     "collection-s64",
     "collection-no-bridges",
     "topk-collection",
+    "anytime-worker05",
+    "anytime-draft",
+    "anytime-worker05-draft",
+    "anytime-reuse",
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
     "anytime-bridges": {"order": "best-first", "bridges": "always"},
+    "anytime-worker05": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
+    "anytime-draft": {"order": "best-first"},
+    "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
+    "anytime-reuse": {"order": "best-first"},
     "collection": {"order": "best-first"},
     "collection-s16": {"order": "best-first", "shortlist": 16},
     "collection-s64": {"order": "best-first", "shortlist": 64},
@@ -76,6 +90,34 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "chow-liu-bfs": {"order": "chow-liu-bfs", "read_all": True},
     "original": {"order": "original", "read_all": True},
 }
+
+
+METHOD_ENV: dict[str, dict[str, str]] = {
+    "anytime-draft": {"LONGDOC_DRAFT_MODEL": SMALL_MODEL_NAME},
+    "anytime-worker05-draft": {"LONGDOC_DRAFT_MODEL": SMALL_MODEL_NAME},
+    "anytime-reuse": {"LONGDOC_CACHE_REUSE": "256"},
+}
+"""Settings of the model layer a method runs under: ``LONGDOC_*`` variables set around each of its runs."""
+
+
+def model_setup(method: str) -> dict[str, Any]:
+    """What the model layer runs ``method`` with that differs from the bundled default: a role on another
+    bundled model, a draft model, chunk reuse (empty for the default, so its journal keys stay as they were)."""
+    from stores.settings import BUNDLED_MODEL_NAME, get_settings
+
+    with patch.dict(os.environ, METHOD_ENV.get(method, {})):
+        settings = get_settings()
+    setup: dict[str, Any] = {}
+    for role in ("worker", "manager"):
+        spec = settings.role(role)
+        model = CHAIN_CONTEXT.get(method, {}).get(f"{role}_model") or spec.model
+        if spec.base_url is None and model != BUNDLED_MODEL_NAME:
+            setup[f"{role}_model"] = model
+    if settings.draft_model:
+        setup["draft"] = [settings.draft_model, settings.draft_tokens]
+    if settings.cache_reuse:
+        setup["cache_reuse"] = settings.cache_reuse
+    return setup
 
 
 def pad_document(item: QAItem, pool: Sequence[QAItem], words: int, seed: int = 0) -> list[Paragraph]:
@@ -206,6 +248,9 @@ def setup_version(method: str, collection: Sequence[str] = ()) -> str:
         parts.append(json.dumps([ctx.floor, ctx.confirm, ctx.tree_weight, ctx.jump_penalty, ctx.early_stop, ctx.roots]))
         reading = [ctx.batch_tokens, ctx.passage_tokens, ctx.hop_budget, ctx.quotes, ctx.evidence_tokens]
         parts.append(json.dumps(reading))
+    models = model_setup(method)
+    if models:  # a model lever: its answers and times are its own
+        parts.append(json.dumps(models, sort_keys=True))
     return journal.digest(parts)
 
 
@@ -287,7 +332,8 @@ def run_one(
     settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": cache, "budget": budget}
     context = ChainContext.from_mapping({**settings, **CHAIN_CONTEXT[method]})
     documents = {"doc_ids": list(collection)} if method.startswith("collection") else {"doc_id": doc_id}
-    out, planning = planned_run({"question": question, **documents}, context)
+    with patch.dict(os.environ, METHOD_ENV.get(method, {})):
+        out, planning = planned_run({"question": question, **documents}, context)
     return out["answer"], {
         "planning_s": planning,
         "documents": out.get("documents", []),

@@ -183,7 +183,13 @@ class Context:
         default="", metadata=describe("Model for the editor (questions, merging); empty: the default model.")
     )
     expert_model: str = field(default="", metadata=describe("Model for the experts; empty: the default model."))
-    worker_model: str = field(default="", metadata=describe("Model for the chain workers; empty: the default model."))
+    worker_model: str = field(
+        default="",
+        metadata=describe(
+            "Model for the chain workers; empty: the default model. Without an endpoint, "
+            "qwen2.5-coder-0.5b-instruct-q4_k_m runs them on the bundled 0.5B model (the small-model extra)."
+        ),
+    )
     manager_model: str = field(default="", metadata=describe("Model for the chain manager; empty: the default model."))
     offloader_model: str = field(default="", metadata=describe("Model for the offloader; empty: the default model."))
     checker_model: str = field(

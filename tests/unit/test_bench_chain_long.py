@@ -289,3 +289,44 @@ def test_a_passage_run_without_its_shown_text_is_left_out_of_the_per_call_overhe
     whole = {**base, "item": "c", "passages": None, "read_tokens": 1800}  # read whole chunks
     figures = summarise([counted, padded, whole])["anytime"]
     assert figures["worker_overhead_per_call"] == (2000 - 1500 + 2000 - 1800) / 4
+
+
+LEVERS = ("anytime", "anytime-worker05", "anytime-draft", "anytime-worker05-draft", "anytime-reuse")
+
+
+def test_each_model_lever_runs_under_its_own_settings_and_keys_its_own_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import chain_long, collection
+    from stores.settings import SMALL_MODEL_NAME, get_settings
+
+    for name in ("LONGDOC_WORKER_MODEL", "LONGDOC_MANAGER_MODEL", "LONGDOC_DRAFT_MODEL", "LONGDOC_CACHE_REUSE"):
+        monkeypatch.delenv(name, raising=False)
+    seen: dict[str, tuple[str, str | None, int]] = {}
+
+    def planned(inputs: dict[str, Any], context: Any) -> tuple[dict[str, Any], float]:
+        settings = get_settings()
+        seen[inputs["question"]] = (context.worker_model, settings.draft_model, settings.cache_reuse)
+        fields = ("read", "passages", "skipped", "notes", "quotes", "inferred", "dropped")
+        return {"answer": "a", "usage": {}, "stopped": "budget", **{name: [] for name in fields}}, 0.0
+
+    monkeypatch.setattr(collection, "planned_run", planned)
+    for method in LEVERS:
+        assert chain_long.run_one(method, "doc", method, 2000, "hash")[0] == "a"
+    assert seen == {
+        "anytime": ("", None, 0),
+        "anytime-worker05": (SMALL_MODEL_NAME, None, 0),
+        "anytime-draft": ("", SMALL_MODEL_NAME, 0),
+        "anytime-worker05-draft": (SMALL_MODEL_NAME, SMALL_MODEL_NAME, 0),
+        "anytime-reuse": ("", None, 256),
+    }
+    assert get_settings().draft_model is None and get_settings().cache_reuse == 0  # set around the run only
+    versions = {method: chain_long.setup_version(method) for method in LEVERS}
+    assert len(set(versions.values())) == len(LEVERS)  # a lever's rows are never read as another's
+    assert chain_long.model_setup("anytime") == {}
+    assert chain_long.model_setup("anytime-worker05-draft") == {
+        "worker_model": SMALL_MODEL_NAME,
+        "draft": [SMALL_MODEL_NAME, 8],
+    }
+    monkeypatch.setenv("LONGDOC_DRAFT_TOKENS", "4")
+    assert chain_long.setup_version("anytime-draft") != versions["anytime-draft"]
+    monkeypatch.setenv("LONGDOC_WORKER_MODEL", SMALL_MODEL_NAME)  # set for the whole sitting: anytime's rows too
+    assert chain_long.setup_version("anytime") == versions["anytime-worker05"]

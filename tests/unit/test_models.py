@@ -1,13 +1,11 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 from doubles.chat import ScriptedChatModel
-from stores import local_model
 from stores.errors import InputError, ModelError
 from stores.models import LLM, ModelOutputError, llm_for, messages, use_chat_model
 from stores.replies import parse_json_object
@@ -102,26 +100,6 @@ def test_parse_json_object_tolerates_chatter() -> None:
     assert parse_json_object('Sure! {"a": [1, 2]} hope that helps') == {"a": [1, 2]}
     with pytest.raises(ValueError):
         parse_json_object("no json here")
-
-
-def test_model_assembly_checks_size_and_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hashlib
-
-    parts = []
-    for i, data in enumerate([b"abc", b"defg", b"h"]):
-        p = tmp_path / f"part{i}"
-        p.write_bytes(data)
-        parts.append(p)
-    monkeypatch.setattr(local_model, "part_paths", lambda: parts)
-    monkeypatch.setattr(local_model, "MODEL_SIZE", 8)
-    monkeypatch.setattr(local_model, "MODEL_SHA256", hashlib.sha256(b"abcdefgh").hexdigest())
-    path = local_model.model_path(tmp_path / "cache")
-    assert path.read_bytes() == b"abcdefgh"
-    assert local_model.model_path(tmp_path / "cache") == path
-    monkeypatch.setattr(local_model, "MODEL_SHA256", "0" * 64)
-    with pytest.raises(ModelError, match="corrupt"):
-        local_model.model_path(tmp_path / "other")
-    assert not any((tmp_path / "other" / "models").iterdir())
 
 
 def length_error() -> Exception:
