@@ -47,19 +47,23 @@ from nodes.offload.offloader import offload
 from nodes.offload.session import begin, refuse, route_begin
 from nodes.offload.state import OffloadInput, OffloadOutput, OffloadState
 from stores.models import model_retry
+from stores.status import IN_CHAT, announced
 
 _retry = model_retry()
 
 builder = StateGraph(
     OffloadState, context_schema=OffloadContext, input_schema=OffloadInput, output_schema=OffloadOutput
 )
-builder.add_node("begin", begin)
+_shown = {IN_CHAT: True}  # a step's statuses are streamed as a transient chat message (stores.status)
+builder.add_node("begin", begin, metadata=_shown)
 builder.add_node("refuse", refuse)
-builder.add_node("canvas", canvas, retry_policy=_retry)
-builder.add_node("retrieve", retrieve)
-builder.add_node("answer", answer, retry_policy=_retry)
+builder.add_node("canvas", canvas, retry_policy=_retry, metadata=_shown)
+builder.add_node("retrieve", retrieve, metadata=_shown)
+builder.add_node("answer", announced(answer, "writing the answer..."), retry_policy=_retry, metadata=_shown)
 builder.add_node("recall", recall)
-builder.add_node("offload", offload, retry_policy=_retry)
+builder.add_node(
+    "offload", announced(offload, "noting this turn for the next ones..."), retry_policy=_retry, metadata=_shown
+)
 builder.add_edge(START, "begin")
 builder.add_conditional_edges("begin", route_begin, ["refuse", "canvas", "retrieve"])
 builder.add_edge("canvas", "retrieve")
