@@ -8,7 +8,7 @@ run looks for progress:
   receives it from a ``langgraph dev`` or Aegra deployment (``stream_mode=["custom", ...]``);
 - a LangChain custom event named :data:`STATUS_EVENT` (``dispatch_custom_event``): LangServe's
   ``stream_events`` (and ``astream_events``) show it as an ``on_custom_event``;
-- in a node that asks for it (node metadata :data:`IN_CHAT`, the chat workflow's nodes), the words
+- in a node that asks for it (wrapped in :func:`in_chat`: the chat workflow's nodes), the words
   of an AI message in LangGraph's ``messages`` stream (:func:`show_status`), which chat clients
   (Agent Chat UI, Studio's chat) show as the reply being written. The message is never returned by
   the node, so the thread does not keep it: a client that draws the thread's values over the
@@ -20,17 +20,18 @@ Outside a run (a model call made directly) it does nothing.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 Node = TypeVar("Node", bound=Callable[..., Any])
 
+_in_chat: contextvars.ContextVar[bool] = contextvars.ContextVar("status_in_chat", default=False)
+"""True while a node wrapped in :func:`in_chat` runs."""
+
 STATUS_EVENT = "longdoc_status"
 """The name of the custom event a status is dispatched as (``on_custom_event`` in ``stream_events``)."""
-
-IN_CHAT = "longdoc_status_in_chat"
-"""Node metadata (``add_node(..., metadata={IN_CHAT: True})``): the node's statuses are streamed as a chat message."""
 
 STATUS_ID_PREFIX = "status-"
 """How the id of a status message starts (the rest is the step's task id): clients that want answers only skip it."""
@@ -56,7 +57,7 @@ def progress_line(event: Any) -> str:
 
 
 def show_status(message: str) -> None:
-    """Stream ``message`` as a line of the current step's status message (in a node with :data:`IN_CHAT`).
+    """Stream ``message`` as a line of the current step's status message (in a node wrapped in :func:`in_chat`).
 
     One AI message per step (its id :data:`STATUS_ID_PREFIX` and the step's task id); each line is
     streamed as a token of it, after a blank line, so the message reads as the step's lines with
@@ -64,10 +65,9 @@ def show_status(message: str) -> None:
     """
     from langchain_core.runnables.config import ensure_config
 
-    config = ensure_config()
-    metadata = config.get("metadata") or {}
-    if not metadata.get(IN_CHAT):
+    if not _in_chat.get():
         return
+    metadata = ensure_config().get("metadata") or {}
     task = str(metadata.get("langgraph_checkpoint_ns") or "").rpartition(":")[2]
     from stores.chat_stream import stream_more
 
@@ -87,13 +87,21 @@ def status_progress(writer: Callable[[Any], None]) -> Callable[[Any], None]:
     return emit
 
 
-def announced(node: Node, message: str) -> Node:
-    """``node`` that first shows ``message`` as its status (a step that is long only for its model call)."""
+def in_chat(node: Node, message: str = "") -> Node:
+    """``node`` whose statuses are streamed as a chat message too (:func:`show_status`), ``message`` first if given.
+
+    ``message`` is shown as the step starts: its model call may report nothing until it ends.
+    """
 
     @functools.wraps(node)
     def run(*args: Any, **kwargs: Any) -> Any:
-        show_status(message)
-        return node(*args, **kwargs)
+        token = _in_chat.set(True)
+        try:
+            if message:
+                show_status(message)
+            return node(*args, **kwargs)
+        finally:
+            _in_chat.reset(token)
 
     return run  # type: ignore[return-value]
 
