@@ -9,7 +9,7 @@ page of its own, and photographed by Chromium. It is not Agent Chat UI's own scr
 version (the one with the upload button) is published on GitHub only, not on npm (see
 docs/clients.md).
 
-    python -m bench.chat_shot http://127.0.0.1:2025 --out docs/img/chat_upload.png
+    python -m bench.chat_shot http://127.0.0.1:2025 --out chat_upload.png
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:2025 (make dev)")
     parser.add_argument("--key", help="API key of the scale-out deployment")
     parser.add_argument("--document", type=Path, default=ROOT / "notebooks" / "data" / "falcon.md")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "chat_upload.png")
+    parser.add_argument("--out", type=Path, default=Path("chat_upload.png"))
     parser.add_argument("--title", default="chat: falcon-report.pdf dropped into the conversation")
     args = parser.parse_args(argv)
     pdf = report_pdf(args.document.read_text(encoding="utf-8"))

@@ -9,7 +9,7 @@ made from ``--document``, as Agent Chat UI's upload button sends a file), stream
 the threads. (``chromium --headless --screenshot`` alone photographs the page before a streamed answer
 ends: its virtual time does not wait for a stream.)
 
-    python -m bench.chat_ui_shot http://127.0.0.1:2025 --out docs/img/chat_ui.png
+    python -m bench.chat_ui_shot http://127.0.0.1:2025 --out chat_ui_page.png
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chat_ui_shot", description=__doc__.splitlines()[0])
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:2025 (make dev)")
     parser.add_argument("--document", type=Path, default=ROOT / "notebooks" / "data" / "falcon.md")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "chat_ui.png")
+    parser.add_argument("--out", type=Path, default=Path("chat_ui_page.png"))
     args = parser.parse_args(argv)
     photograph(args.url, args.out, args.document, QUESTIONS)
     print(args.out)

@@ -42,6 +42,7 @@ from starlette.types import Scope
 
 from deploy.mcp import RUN_TIMEOUT, Failed, Refused, own_url, reason, run_failed, run_workflow
 from stores.files import IngestRoot
+from stores.status import is_status
 from surfaces.access import presented_key
 from surfaces.registry import ALIASES, CHAT_EXAMPLES, COLLECTION_EXAMPLES, DESCRIPTIONS, WORKFLOWS, canonical
 
@@ -206,6 +207,11 @@ async def send_message(request: Request, assistant: str, params: dict[str, Any])
     return _task(run_id, thread, state, text, data)
 
 
+def _answer_chunk(chunk: dict[str, Any]) -> bool:
+    """A streamed piece of the answer, not of a step's status message (:func:`stores.status.show_status`)."""
+    return chunk.get("type") == "AIMessageChunk" and not is_status(chunk.get("id"))
+
+
 async def stream_turn(
     scope: Scope, headers: dict[str, str], assistant: str, value: dict[str, Any], thread: str
 ) -> AsyncIterator[tuple[str, Any]]:
@@ -225,7 +231,7 @@ async def stream_turn(
             if part.event == "metadata" and not run_id:
                 run_id = str(part.data.get("run_id") or "")
                 yield "started", (thread, run_id)
-            elif part.event == "messages" and part.data and part.data[0].get("type") == "AIMessageChunk":
+            elif part.event == "messages" and part.data and _answer_chunk(part.data[0]):
                 yield "words", str(part.data[0].get("content") or "")
             elif part.event == "values":
                 output = part.data

@@ -47,6 +47,7 @@ from starlette.types import Receive, Scope, Send
 from stores.cache import lru_cache
 from stores.errors import InputError
 from stores.files import IngestRoot
+from stores.status import progress_line
 from surfaces.access import MAX_THREAD_ID_CHARS, max_request_bytes, presented_key, read_body, replay_body
 from surfaces.registry import DESCRIPTIONS, WORKFLOWS
 
@@ -309,11 +310,8 @@ def progress_message(event: str, data: Any) -> str:
         return ""
     if event.startswith("updates"):
         return "; ".join(STEPS[node] for node in data if node in STEPS)
-    if event.startswith("custom") and data.get("stage") and data.get("total"):
-        stage = str(data["stage"])
-        if stage == "embed":
-            return f"ingesting: {data.get('done', 0)} of {data['total']} chunks embedded"
-        return f"{stage}: {data.get('done', 0)} of {data['total']}"
+    if event.startswith("custom"):
+        return progress_line(data)
     return ""
 
 

@@ -32,6 +32,7 @@ from stores.chat_stream import partial_field
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout
 from stores.extras import require_extra
+from stores.status import is_status
 from stores.usage import call_budget
 from surfaces.options import context_option, context_values
 
@@ -113,8 +114,8 @@ class AnswerPrinter:
 
     def on_message(self, chunk: Any, metadata: dict[str, Any]) -> None:
         """Write the streamed text of the shown nodes as it comes."""
-        if metadata.get("langgraph_node") not in self.nodes:
-            return
+        if metadata.get("langgraph_node") not in self.nodes or is_status(getattr(chunk, "id", None)):
+            return  # statuses are drawn on stderr from the custom stream
         content = getattr(chunk, "content", "")
         if not isinstance(content, str) or not content:
             return

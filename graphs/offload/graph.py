@@ -47,19 +47,21 @@ from nodes.offload.offloader import offload
 from nodes.offload.session import begin, refuse, route_begin
 from nodes.offload.state import OffloadInput, OffloadOutput, OffloadState
 from stores.models import model_retry
+from stores.status import in_chat
 
 _retry = model_retry()
 
 builder = StateGraph(
     OffloadState, context_schema=OffloadContext, input_schema=OffloadInput, output_schema=OffloadOutput
 )
-builder.add_node("begin", begin)
+# each step's statuses are streamed as a transient chat message too (stores.status.in_chat)
+builder.add_node("begin", in_chat(begin))
 builder.add_node("refuse", refuse)
-builder.add_node("canvas", canvas, retry_policy=_retry)
-builder.add_node("retrieve", retrieve)
-builder.add_node("answer", answer, retry_policy=_retry)
+builder.add_node("canvas", in_chat(canvas), retry_policy=_retry)
+builder.add_node("retrieve", in_chat(retrieve))
+builder.add_node("answer", in_chat(answer, "writing the answer..."), retry_policy=_retry)
 builder.add_node("recall", recall)
-builder.add_node("offload", offload, retry_policy=_retry)
+builder.add_node("offload", in_chat(offload, "noting this turn for the next ones..."), retry_policy=_retry)
 builder.add_edge(START, "begin")
 builder.add_conditional_edges("begin", route_begin, ["refuse", "canvas", "retrieve"])
 builder.add_edge("canvas", "retrieve")

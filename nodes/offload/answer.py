@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 import prompts
 from nodes.collection.sources import Sources, chunk_sentences
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
-from nodes.offload.chat import render_sources
+from nodes.offload.chat import answer_message, render_sources
 from nodes.offload.collection_canvas import collection_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
@@ -383,7 +383,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     rendered = render_sources(update["sources"], lang)
     if rendered:  # the sources end the streamed message as they end the kept one
         stream_more(written.message_id, "\n\n" + rendered)
-    return update
+    return {**update, "messages": [answer_message({**state, **update}, [])]}  # kept while the turn is offloaded
 
 
 def route_answer(state: OffloadState) -> Literal["recall", "offload"]:

@@ -47,6 +47,7 @@ from stores.files import IngestRoot
 from stores.loaders import load_text
 from stores.offload import check_session
 from stores.questions import check_question
+from stores.status import status_progress
 from stores.text import detect_language, truncate_tokens
 from stores.vectorstore import get_store
 
@@ -217,7 +218,7 @@ def _shown_name(block: Any) -> str:
 def _begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     ctx = session_context(state, runtime)
     check_context(ctx)
-    attached, kept = take_attachments(state, ctx, runtime.stream_writer)
+    attached, kept = take_attachments(state, ctx, status_progress(runtime.stream_writer))
     try:
         return _bind(state, runtime, ctx, attached, kept)
     except InputError as exc:
@@ -360,9 +361,9 @@ def _turn_documents(
 ) -> list[str]:
     """The documents the turn reads: those ``values`` name on a first turn, else the session's own (``own``)."""
     if first or names_collection(values):
-        doc_ids = resolve_documents(values, ctx, runtime.stream_writer)
+        doc_ids = resolve_documents(values, ctx, status_progress(runtime.stream_writer))
     else:
-        one = resolve_document(values, ctx, runtime.stream_writer, required=False)
+        one = resolve_document(values, ctx, status_progress(runtime.stream_writer), required=False)
         doc_ids = [one] if one else []
     if not first:
         if doc_ids and doc_ids != own:

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph_sdk import get_sync_client
 
 from doubles.chat import ScriptedChatModel
+from stores.status import is_status
 
 TIMEOUT = 120.0
 
@@ -49,7 +50,12 @@ def chat_turn(client: Any, thread_id: str, text: Any, context: dict[str, Any] | 
 
 def check_chat_turn(turn: dict[str, Any], number: int) -> dict[str, Any]:
     """The checks a chat client relies on; returns the turn's answer message."""
-    chunks, values = turn["chunks"], turn["values"]
+    values = turn["values"]
+    # each step's status message (stores.status) is streamed too, and the thread does not keep it
+    statuses = [c for c, _ in turn["chunks"] if is_status(c.get("id"))]
+    assert "_writing the answer..._" in "".join(str(c["content"]) for c in statuses), statuses
+    assert not any(is_status(m.get("id")) or "_writing the answer" in str(m["content"]) for m in values["messages"])
+    chunks = [(c, meta) for c, meta in turn["chunks"] if not is_status(c.get("id"))]
     tokens = [c for c, _ in chunks if c.get("type") == "AIMessageChunk"]
     assert len(tokens) > 1, chunks  # the answer arrives in pieces, as it is written
     assert {meta.get("langgraph_node") for _, meta in chunks} == {"answer"}, [m for _, m in chunks]

@@ -90,6 +90,9 @@ def _check_conversation(out: dict[str, Any]) -> None:
         assert reply["type"] == "ai" and values["turn"] == number
         assert turn["streamed"] == {reply["id"]: reply["content"]}  # the tokens add up to the kept message
         assert turn["nodes"] == ["answer"]
+        # each step's status is streamed as a message of its own, which the thread does not keep
+        assert "writing the answer..." in "".join(turn["statuses"].values()), turn["statuses"]
+        assert not set(turn["statuses"]) & {m["id"] for m in values["messages"]}
         assert reply["content"].startswith(values["answer"] + "\n\n**Sources**\n- ")
         assert values["sources"] and f"- [{values['sources'][0]['chunk_id']}] " in reply["content"]
     listed = {t["thread_id"]: t["label"] for t in out["history"]}
@@ -143,6 +146,9 @@ def test_a_page_of_the_sdk_in_chromium_shows_a_streamed_answer_with_sources(dev:
     _check_conversation(result)
     text = out["text"]
     assert text.count("Sources") == len(QUESTIONS) and QUESTIONS[0] in text and "falcon.md" in text
+    # a status was on the page while the turn ran, as the UI draws the stream; the answer took its place
+    assert any("writing the answer..." in seen for seen in out["seen"]), out["seen"]
+    assert "writing the answer" not in text
     for turn in result["turns"]:
         reply = turn["values"]["messages"][-1]
         assert reply["additional_kwargs"]["longdoc"]["sources"][0]["quote"] in text

@@ -22,6 +22,7 @@ from stores.chat_stream import FieldStream, streamed_field, unstreamed
 from stores.documents import find_document, list_documents
 from stores.errors import InputError
 from stores.models import LLM, use_chat_model
+from stores.status import is_status
 
 BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
 
@@ -46,6 +47,11 @@ def turn(compiled: Any, value: dict[str, Any], context: dict[str, Any], thread: 
     return chunks, final
 
 
+def answer_chunks(chunks: list[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict[str, Any]]]:
+    """The streamed chunks of answers, without the steps' status messages."""
+    return [(c, meta) for c, meta in chunks if not is_status(c.id)]
+
+
 def test_a_chat_of_human_messages_streams_only_the_answer(doc_id: str) -> None:
     model = offload_chat_model()
     compiled = builder.compile(checkpointer=InMemorySaver())
@@ -54,7 +60,8 @@ def test_a_chat_of_human_messages_streams_only_the_answer(doc_id: str) -> None:
         second, state2 = turn(compiled, {"messages": [{"role": "user", "content": "When do trials start?"}]}, {})
 
     assert len(model.calls) >= 5  # canvas, answer, offloader, answer, offloader: only the answers stream
-    for chunks, values, number in ((first, state, 1), (second, state2, 2)):
+    for streamed_chunks, values, number in ((first, state, 1), (second, state2, 2)):
+        chunks = answer_chunks(streamed_chunks)  # statuses: the test below
         assert len(chunks) > 2 and {meta["langgraph_node"] for _, meta in chunks} == {"answer"}
         assert all(isinstance(c, AIMessageChunk) for c, _ in chunks) and len({c.id for c, _ in chunks}) == 1
         streamed = "".join(str(c.content) for c, _ in chunks)
@@ -78,6 +85,36 @@ def test_a_chat_of_human_messages_streams_only_the_answer(doc_id: str) -> None:
     assert kinds == ["HumanMessage", "AIMessage", "HumanMessage", "AIMessage"]
     assert state2["turn"] == 2 and state2["history"][1]["question"] == "When do trials start?"
     assert state2["question"] == ""  # the next turn may come as a message alone
+
+
+def test_a_long_turn_streams_its_steps_as_a_status_message_the_thread_does_not_keep(sample_markdown: Path) -> None:
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    data = base64.b64encode(sample_markdown.read_bytes()).decode()
+    upload = {"type": "file", "source_type": "base64", "mime_type": "text/markdown", "data": data}
+    content = [{"type": "text", "text": "Who manages procurement?"}, {**upload, "metadata": {"filename": "sample.md"}}]
+    with use_chat_model(offload_chat_model()):
+        first, state = turn(compiled, {"messages": [HumanMessage(content)]}, {"chunk_size": 60}, "s")
+        second, state2 = turn(compiled, {"messages": [HumanMessage("When do trials start?")]}, {}, "s")
+
+    statuses: dict[str, str] = {}
+    for chunk, meta in first:
+        if is_status(chunk.id):
+            assert isinstance(chunk, AIMessageChunk) and chunk.id == f"status-{meta['langgraph_checkpoint_ns'][-36:]}"
+            statuses[meta["langgraph_node"]] = statuses.get(meta["langgraph_node"], "") + str(chunk.content)
+    # one message per step, its lines in order: reading and ingesting the upload, then drawing the map
+    begin = statuses["begin"].split("\n\n")
+    assert begin[1] == "_reading Project Falcon_"  # the document's title
+    assert begin[-1] == f"_ingesting: {state['chunks']} of {state['chunks']} chunks embedded_"
+    assert statuses["canvas"] == "\n\n_drawing the document map..._"
+    assert statuses["answer"] == "\n\n_writing the answer..._"  # shown until the answer's words come
+    assert statuses["offload"] == "\n\n_noting this turn for the next ones..._"
+    answers = [c for c, _ in first if not is_status(c.id)]
+    assert answers and answers[0].id == state["messages"][-1].id  # the answer comes after, as a message of its own
+    # the thread keeps the question and the answer only: no status message, no status words
+    for values in (state, state2):
+        assert not any(is_status(m.id) or "drawing the document map" in str(m.content) for m in values["messages"])
+    assert [type(m).__name__ for m in state2["messages"]] == ["HumanMessage", "AIMessage"] * 2
+    assert not any(is_status(c.id) and "map" in str(c.content) for c, _ in second)  # the map is drawn once
 
 
 def test_question_field_callers_get_the_same_transcript(doc_id: str) -> None:
@@ -406,8 +443,8 @@ def test_a_turn_that_recalls_streams_one_message() -> None:
         turn(compiled, {"text": text, "messages": [HumanMessage("Who manages procurement?")]}, {}, "rc")
         second, values = turn(compiled, {"messages": [HumanMessage("What is the budget?")]}, {}, "rc")
     assert asked and values["recalled"] and values["recalled"][0]["id"] == "o1"
-    assert len({c.id for c, _ in second}) == 1  # the call that asked to recall showed nothing
-    assert "".join(str(c.content) for c, _ in second) == values["messages"][-1].content
+    assert len({c.id for c, _ in answer_chunks(second)}) == 1  # the call that asked to recall showed nothing
+    assert "".join(str(c.content) for c, _ in answer_chunks(second)) == values["messages"][-1].content
     assert [type(m).__name__ for m in values["messages"]] == ["HumanMessage", "AIMessage"] * 2
 
 
@@ -423,8 +460,8 @@ def test_a_held_reply_whose_recall_is_already_in_view_is_shown_as_the_answer() -
         turn(compiled, {"text": text, "messages": [HumanMessage("Who manages procurement?")]}, {}, "held")
         second, values = turn(compiled, {"messages": [HumanMessage("Who buys for the project?")]}, {}, "held")
     assert values["turn"] == 2 and not values["recalled"]
-    streamed = "".join(str(c.content) for c, _ in second)
-    assert len({c.id for c, _ in second}) == 1 and streamed == values["messages"][-1].content
+    streamed = "".join(str(c.content) for c, _ in answer_chunks(second))
+    assert len({c.id for c, _ in answer_chunks(second)}) == 1 and streamed == values["messages"][-1].content
     assert streamed.startswith("Bob Chen manages procurement. [c0]\n\n**Sources**\n- ")
 
 
@@ -457,7 +494,7 @@ def test_an_answer_that_cites_nothing_shows_the_sentences_the_retriever_found(do
     head, *lines = reply.content.split("\n\n")[-1].splitlines()
     assert head == "**Sources** (found by the retriever; the answer cites none of them)"
     assert lines == [f'- [{s["chunk_id"]}] Project Falcon: "{s["quote"]}"' for s in sources]
-    assert "".join(str(c.content) for c, _ in chunks) == reply.content  # streamed as kept
+    assert "".join(str(c.content) for c, _ in answer_chunks(chunks)) == reply.content  # streamed as kept
     assert reply.additional_kwargs["longdoc"]["sources"] == sources
 
 

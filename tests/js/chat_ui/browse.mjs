@@ -21,12 +21,22 @@ try {
   page.on("response", (res) => requests.push({ method: res.request().method(), url: res.url(), status: res.status() }));
   const console_ = [];
   page.on("console", (msg) => console_.push(msg.text()));
+  // every text an AI message of the conversation shows, as the DOM changes (statuses come and go)
+  await page.addInitScript(() => {
+    window.seenTexts = [];
+    new MutationObserver(() => {
+      for (const div of document.querySelectorAll(".message.ai")) {
+        if (!window.seenTexts.includes(div.innerText)) window.seenTexts.push(div.innerText);
+      }
+    }).observe(document, { subtree: true, childList: true, characterData: true });
+  });
   await page.goto(url);
   await page.waitForSelector("body[data-state]", { timeout: 120000 });
   await page.screenshot({ path: shot, fullPage: true });
   const result = await page.evaluate(() => window.chatResult);
   const text = await page.evaluate(() => document.body.innerText);
-  process.stdout.write(JSON.stringify({ result, text, requests, console: console_ }) + "\n");
+  const seen = await page.evaluate(() => window.seenTexts);
+  process.stdout.write(JSON.stringify({ result, text, seen, requests, console: console_ }) + "\n");
 } finally {
   await browser.close();
 }

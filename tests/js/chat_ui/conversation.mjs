@@ -20,12 +20,18 @@ export function threadLabel(thread) {
   return (messages.length && contentText(messages[0].content)) || thread.thread_id;
 }
 
+/** True for a step's status message (its id starts with `status-`): shown while the step runs, never kept. */
+export function isStatus(id) {
+  return typeof id === "string" && id.startsWith("status-");
+}
+
 /**
  * Run the turns on one new thread. `turns`: the content of each human message. `onToken(id, text)` gets the
- * AI message's text so far as its tokens arrive (the streamed message's id). Returns, per turn, the streamed
- * text by message id and the thread's values at the end; and the server's info and the listed threads.
+ * AI message's text so far as its tokens arrive (the streamed message's id), `onValues(values)` each state the
+ * run streams. Returns, per turn, the streamed answers' and statuses' text by message id and the thread's
+ * values at the end; and the server's info and the listed threads.
  */
-export async function converse(client, { apiUrl, assistant, turns, onToken, onHuman, fetchImpl }) {
+export async function converse(client, { apiUrl, assistant, turns, onToken, onValues, onHuman, fetchImpl }) {
   const info = await (fetchImpl || fetch)(`${apiUrl}/info`);
   if (!info.ok) throw new Error(`Failed to connect to LangGraph server: /info answered ${info.status}`);
   const thread = await client.threads.create({ metadata: {} });
@@ -33,6 +39,7 @@ export async function converse(client, { apiUrl, assistant, turns, onToken, onHu
   for (const content of turns) {
     if (onHuman) onHuman(content);
     const streamed = {};
+    const statuses = {};
     const errors = [];
     let values = {};
     const nodes = new Set();
@@ -47,16 +54,18 @@ export async function converse(client, { apiUrl, assistant, turns, onToken, onHu
       if (event === "messages") {
         const [chunk, meta] = part.data;
         if (chunk.type !== "AIMessageChunk" && chunk.type !== "ai") continue;
-        nodes.add(meta && meta.langgraph_node);
-        streamed[chunk.id] = (streamed[chunk.id] || "") + contentText(chunk.content);
-        if (onToken) onToken(chunk.id, streamed[chunk.id]);
+        const into = isStatus(chunk.id) ? statuses : streamed;
+        if (into === streamed) nodes.add(meta && meta.langgraph_node);
+        into[chunk.id] = (into[chunk.id] || "") + contentText(chunk.content);
+        if (onToken) onToken(chunk.id, into[chunk.id]);
       } else if (event === "values") {
         values = part.data;
+        if (onValues) onValues(values);
       } else if (event === "error") {
         errors.push(part.data);
       }
     }
-    out.push({ streamed, values, errors, nodes: [...nodes] });
+    out.push({ streamed, statuses, values, errors, nodes: [...nodes] });
   }
   const listed = await client.threads.search({ metadata: { graph_id: assistant }, limit: 100 });
   return {

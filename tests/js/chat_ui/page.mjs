@@ -3,7 +3,7 @@
 // from the query string: ?api=http://127.0.0.1:2025&doc=falcon.md&q=first&q=second
 import { Client } from "@langchain/langgraph-sdk";
 import { marked } from "marked";
-import { converse, contentText } from "./conversation.mjs";
+import { converse, contentText, isStatus } from "./conversation.mjs";
 
 const params = new URLSearchParams(location.search);
 const apiUrl = params.get("api");
@@ -48,9 +48,16 @@ async function run() {
     assistant: "chat",
     turns,
     onHuman: (content) => bubble("human", humanHtml(content)),
+    // As Agent Chat UI's useStream merges them: a streamed message is drawn after the others until a state
+    // comes that does not hold it (a step's status), and drawn again, last, when its next tokens come.
     onToken: (id, sofar) => {
       shown[id] = shown[id] || bubble("ai", "");
+      if (!shown[id].isConnected) main.appendChild(shown[id]);
       shown[id].innerHTML = marked.parse(sofar);
+    },
+    onValues: (values) => {
+      const kept = new Set((values.messages || []).map((m) => m.id));
+      for (const [id, div] of Object.entries(shown)) if (!kept.has(id) && div.isConnected) div.remove();
     },
   });
   for (const item of result.history) {
@@ -60,7 +67,8 @@ async function run() {
     history.appendChild(li);
   }
   status.textContent = `Connected to ${apiUrl}: LangGraph server ${result.info.version || ""}`.trim();
-  window.chatResult = { ...result, shown: Object.fromEntries(Object.entries(shown).map(([k, v]) => [k, v.innerText])) };
+  const answers = Object.entries(shown).filter(([id]) => !isStatus(id));
+  window.chatResult = { ...result, shown: Object.fromEntries(answers.map(([k, v]) => [k, v.innerText])) };
   document.body.dataset.state = "done";
 }
 
