@@ -22,13 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from stores.labels import QUOTE_LINE, SENTENCE_ONLY, sentence_label, sentences_cited
 from stores.text import content_words, count_tokens, lexical_tokens, split_sentences, truncate_tokens
 
-_LABEL = re.compile(r"^\s*\[?\s*((?:\d+:)?c\d+\.\d+)\s*\]?\s*$")
-_LABELS_IN = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\]")
 _SPACE = re.compile(r"\s+")
-QUOTE_LINE = re.compile(r"^\[((?:\d+:)?c\d+\.\d+)\] ")
-"""A line of the evidence: ``[c3.2] sentence`` (in a collection, ``[2:c3.2] sentence``)."""
 _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
 _OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
@@ -47,7 +44,7 @@ class Passage:
     @property
     def labels(self) -> list[str]:
         """The sentence labels, chunk id then sentence number."""
-        return [f"{self.chunk_id}.{self.first + i}" for i in range(len(self.sentences))]
+        return [sentence_label(self.chunk_id, self.first + i) for i in range(len(self.sentences))]
 
     @property
     def text(self) -> str:
@@ -176,7 +173,7 @@ def span_labels(span: str) -> list[str]:
     """The sentence labels a passage name (``c3.4-7``) covers."""
     chunk, numbers = span.rsplit(".", 1)
     first, last = (int(n) for n in numbers.split("-"))
-    return [f"{chunk}.{k}" for k in range(first, last + 1)]
+    return [sentence_label(chunk, k) for k in range(first, last + 1)]
 
 
 def sentence_index(passages: Sequence[Passage]) -> dict[str, str]:
@@ -204,7 +201,7 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
     dropped = 0
     normalised = {label: _norm(text) for label, text in shown.items()}
     for reply in replies:
-        labels = [m.group(1) for m in (_LABEL.match(reply),) if m] or _LABELS_IN.findall(reply)
+        labels = [m.group(1) for m in (SENTENCE_ONLY.match(reply),) if m] or sentences_cited(reply)
         if labels:  # a label, or sentences copied behind their labels: the labels say which
             for label in labels:
                 if label not in shown:
@@ -295,16 +292,6 @@ def hop_first(question: str, evidence: str) -> str:
 def quoted_sentences(evidence: str) -> dict[str, str]:
     """Label -> sentence of every quote line of an evidence text."""
     return {m.group(1): line[m.end() :] for line in evidence.splitlines() if (m := QUOTE_LINE.match(line))}
-
-
-def label_order(label: str) -> tuple[int, int, int]:
-    """Sort key of a sentence label: document tag, chunk position, then sentence number.
-
-    The document tag is a collection's; 0 for one document.
-    """
-    tag, _, rest = label.rpartition(":")
-    chunk, number = rest[1:].split(".")
-    return int(tag or 0), int(chunk), int(number)
 
 
 @dataclass

@@ -27,9 +27,9 @@ from nodes.chain.passages import Passage, PassageIndex, split_passages
 from nodes.chain.reading import match, relevance
 from nodes.collection.index import collection_index, query_vector
 from nodes.collection.resolve import members
-from nodes.collection.sources import tagged
 from stores.cache import ProcessCache
 from stores.errors import InputError
+from stores.labels import chunk_label, tagged
 from stores.text import lexical_tokens, truncate_tokens
 from stores.vectorstore import Hit, VectorStore, chunk_record_id
 
@@ -212,7 +212,9 @@ def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int)
     for hit in hits:
         number = int(hit.chunk_id[1:])
         if number > 0:
-            wanted[hit.id] = chunk_record_id(str(hit.metadata["doc_id"]), str(hit.metadata["index"]), f"c{number - 1}")
+            wanted[hit.id] = chunk_record_id(
+                str(hit.metadata["doc_id"]), str(hit.metadata["index"]), chunk_label(number - 1)
+            )
     found = {h.id: h.text for h in store.get(list(wanted.values()))}
     return {rid: truncate_tokens(found[prev], chunk_tokens) for rid, prev in wanted.items() if prev in found}
 

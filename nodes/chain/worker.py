@@ -18,19 +18,12 @@ from pydantic import BaseModel, Field, WithJsonSchema
 
 import prompts
 from nodes.chain.context import ChainContext
-from nodes.chain.passages import (
-    QUOTE_LINE,
-    Passage,
-    bridging,
-    check_quotes,
-    label_order,
-    quoted_sentences,
-    sentence_index,
-)
+from nodes.chain.passages import Passage, bridging, check_quotes, quoted_sentences, sentence_index
 from nodes.chain.planner import reading_for
 from nodes.chain.reading import nothing_missing
 from nodes.chain.state import ChainState
 from stores.errors import InputError
+from stores.labels import QUOTE_LINE, SCHEMA_SENTENCE, SCHEMA_TAGGED_SENTENCE, label_position
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words, count_tokens
 from stores.usage import track_usage
@@ -102,7 +95,7 @@ def _streak(streak: int, result: Any) -> int:
     return streak + 1 if result.complete else 0
 
 
-SentenceLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^c[0-9]+[.][0-9]+$"})]
+SentenceLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": SCHEMA_SENTENCE})]
 """A sentence label such as ``c3.2``: the schema shown to the model asks for labels only (a grammar-constrained
 endpoint can then write nothing else, and no sentence is copied out token by token); what comes back is still
 read leniently by :func:`nodes.chain.passages.check_quotes`."""
@@ -121,7 +114,7 @@ class WorkerQuotes(BaseModel):
     )
 
 
-TaggedLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^[0-9]+:c[0-9]+[.][0-9]+$"})]
+TaggedLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": SCHEMA_TAGGED_SENTENCE})]
 """A sentence label of a collection run, such as ``2:c3.2`` (sentence 2 of chunk c3 of the run's document 2)."""
 
 
@@ -152,7 +145,7 @@ def compose_evidence(previous: str, labels: Sequence[str], shown: dict[str, str]
             continue
         lines[label] = line
         used += cost
-    return "\n".join(lines[label] for label in sorted(lines, key=label_order))
+    return "\n".join(lines[label] for label in sorted(lines, key=label_position))
 
 
 @dataclass

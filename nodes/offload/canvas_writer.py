@@ -12,7 +12,6 @@ same document makes no canvas call.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -29,6 +28,7 @@ from stores.cache import lru_cache
 from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity
 from stores.errors import InputError
+from stores.labels import normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.status import report_status
 from stores.text import truncate_tokens
@@ -37,7 +37,6 @@ from stores.vectorstore import Hit, VectorStore, get_store
 
 MIN_BRIEF_TOKENS = 12
 MAX_BRIEF_TOKENS = 80
-_CHUNK_ID = re.compile(r"^\[?c?(\d{1,6})\]?$", re.IGNORECASE)
 
 
 @lru_cache(maxsize=16)
@@ -79,11 +78,6 @@ def chunk_briefs(hits: list[Hit], budget_tokens: int) -> str:
     return "\n".join(lines)
 
 
-def _chunk_id(raw: str) -> str | None:
-    match = _CHUNK_ID.match(str(raw).strip())
-    return f"c{int(match.group(1))}" if match else None
-
-
 def clean_spec(spec: CanvasSpec, valid_chunks: set[str], title: str) -> CanvasSpec:
     """Keep known chunk ids only (``3``, ``[c3]`` read as ``c3``), drop empty nodes, default the title."""
     nodes = []
@@ -91,7 +85,7 @@ def clean_spec(spec: CanvasSpec, valid_chunks: set[str], title: str) -> CanvasSp
         label = node.label.strip()
         if not label and not node.id.strip():
             continue
-        chunk_ids = [cid for cid in (_chunk_id(c) for c in node.chunk_ids) if cid in valid_chunks]
+        chunk_ids = [cid for cid in (normalise_chunk_id(c) for c in node.chunk_ids) if cid in valid_chunks]
         kind = node.kind.strip().lower() if node.kind.strip().lower() in ("entity", "step") else "entity"
         nodes.append(
             node.model_copy(update={"label": label, "kind": kind, "chunk_ids": list(dict.fromkeys(chunk_ids))})

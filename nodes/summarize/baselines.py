@@ -24,9 +24,10 @@ from nodes.context import validate
 from nodes.ingest import in_namespace
 from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
-from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
+from nodes.summarize.expert import focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
 from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids
+from stores.labels import citations_in
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.usage import check_calls, track_usage

@@ -21,11 +21,12 @@ import prompts
 from nodes.collection.sources import Sources
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.route.entry import route_to_expert
-from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder, question_key
+from nodes.summarize.expert import focus_text, language_name, placeholder, question_key
 from nodes.summarize.length import length_bounds, length_units, tokens_for, unit_name
 from nodes.summarize.sentences import coverage
 from stores.documents import DocumentInfo
 from stores.errors import InputError
+from stores.labels import LABEL, citations_in, label_position
 from stores.models import LLM, messages
 from stores.text import jaccard, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
@@ -244,10 +245,11 @@ class MergeResult(BaseModel):
     missing: str = Field(default="", max_length=400, description="What is still missing or unclear.")
 
 
-def usable_answers(
-    answers: Sequence[dict[str, Any]], position: dict[str, int], threshold: float = 0.8
-) -> list[dict[str, Any]]:
-    """Answered, cited answers: near-duplicates dropped (the more confident kept), in document order."""
+def usable_answers(answers: Sequence[dict[str, Any]], threshold: float = 0.8) -> list[dict[str, Any]]:
+    """Answered, cited answers: near-duplicates dropped (the more confident kept), in document order.
+
+    Document order is that of an answer's first cited chunk; an answer citing no chunk label comes last.
+    """
     ranked = sorted(
         (a for a in answers if a.get("status") == "answered" and a.get("citations")),
         key=lambda a: -float(a.get("confidence", 0.0)),
@@ -260,7 +262,11 @@ def usable_answers(
             continue
         keys.append(key)
         kept.append(ans)
-    return sorted(kept, key=lambda a: (min(position.get(c, 10**9) for c in a["citations"]), a.get("id", "")))
+    last = (10**9, 0, 0)
+    return sorted(
+        kept,
+        key=lambda a: (min(label_position(c) if LABEL.match(c) else last for c in a["citations"]), a.get("id", "")),
+    )
 
 
 def merge_answers(

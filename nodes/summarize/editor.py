@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.collection.sources import LABEL, chunk_rank, run_sources
+from nodes.collection.sources import run_sources
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editing import (
     build_overview,
@@ -111,7 +111,7 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
     ctx = run_context(state, runtime)
     rnd, lang, length = state["round"], state["lang"], target_length(state)
     this_round = [a for a in state.get("answers", []) if a["round"] == rnd]
-    usable = usable_answers(this_round, _positions(this_round))
+    usable = usable_answers(this_round)
     draft = state.get("draft", "")
     info: dict[str, Any] = {
         "round": rnd,
@@ -172,10 +172,6 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
         {"stage": "editor", "message": f"round {rnd}: merged {len(usable)} answers; {verdict}; {stop or 'next round'}"}
     )
     return {**update, "draft": new_draft, "stop_reason": stop, "rounds_info": [info]}
-
-
-def _positions(answers: list[dict[str, Any]]) -> dict[str, int]:
-    return {cid: chunk_rank(cid) for ans in answers for cid in ans.get("citations", []) if LABEL.match(cid)}
 
 
 def after_merge(state: SummarizeState) -> Literal["questions", "polish"]:

@@ -30,6 +30,7 @@ from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_d
 from stores.cache import ProcessCache
 from stores.documents import cache_path, get_document, index_identity, namespace_dir
 from stores.errors import ModelError
+from stores.labels import CITED_GROUP, citations_in, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
 from stores.text import lexical_tokens
 from stores.usage import track_usage
@@ -38,9 +39,6 @@ from stores.vectorstore import Hit, VectorStore, get_store
 QUESTION_TYPES = ("fact", "opinion", "structure", "style")
 NOT_FOUND = "not found"
 _NOT_FOUND_MARKERS = ("not found", "no information", "未找到", "没有找到", "未提及", "没有相关")
-CITATION = re.compile(r"\[\s*((?:\d+:\s*)?c?\d+(?:\s*[,;、，]\s*(?:\d+:\s*)?c?\d+)*)\s*\]", re.IGNORECASE)
-"""Cited chunks: ``[c3]``, ``[c3, c5]``, ``[3]``; in a collection run tagged with their document, ``[2:c3]``."""
-_CHUNK_ID = re.compile(r"\[?\s*(?:(\d+)\s*:\s*)?[cC]?\s*(\d+)\s*\]?")
 
 
 class ExpertReply(BaseModel):
@@ -59,29 +57,6 @@ def reply_schema(chunk_ids: Sequence[str]) -> type[ExpertReply]:
         __base__=ExpertReply,
         citations=(list[Literal[ids]], Field(min_length=1, max_length=len(ids))),  # type: ignore[valid-type]
     )
-
-
-def citations_in(text: str) -> list[str]:
-    """Chunk ids cited as ``[c3]``, ``[c3, c5]``, ``[3]`` or ``[2:c3]`` in ``text``, in order, without repeats."""
-    out: list[str] = []
-    for match in CITATION.finditer(text):
-        for part in re.split(r"[,;、，]", match.group(1)):
-            cid = normalise_chunk_id(part)
-            if cid and cid not in out:
-                out.append(cid)
-    return out
-
-
-def normalise_chunk_id(value: str) -> str:
-    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``, ``"2:c3"`` -> ``"2:c3"``.
-
-    ``""`` when it is no chunk id.
-    """
-    found = _CHUNK_ID.fullmatch(str(value).strip())
-    if found is None:
-        return ""
-    tag, number = found.groups()
-    return f"{int(tag)}:c{int(number)}" if tag else f"c{int(number)}"
 
 
 def says_not_found(answer: str) -> bool:
@@ -247,7 +222,7 @@ def answer_question(
     reply = llm.structured(messages(system, user), reply_schema(retrieved), max_tokens=max_tokens)
     cited = [c for c in citations_in(reply.answer) + [normalise_chunk_id(c) for c in reply.citations] if c]
     valid = [c for c in dict.fromkeys(cited) if c in retrieved]
-    answer = CITATION.sub(
+    answer = CITED_GROUP.sub(
         lambda m: m.group(0) if all(c in retrieved for c in citations_in(m.group(0))) else "", reply.answer
     )
     answer = re.sub(r"\s{2,}", " ", answer).strip()

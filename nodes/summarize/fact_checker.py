@@ -24,7 +24,7 @@ import prompts
 from nodes.collection.sources import Sources, run_sources
 from nodes.retrieval import focus_snippet
 from nodes.summarize.context import Checks, FactcheckMode, SummarizeContext
-from nodes.summarize.expert import bad_output, citations_in, language_name
+from nodes.summarize.expert import bad_output, language_name
 from nodes.summarize.grounding import grounding_problems
 from nodes.summarize.length import (
     fill_candidates,
@@ -35,6 +35,7 @@ from nodes.summarize.length import (
 from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
 from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, target_length
 from stores.errors import ModelError
+from stores.labels import citations_in
 from stores.models import LLM, llm_for, messages
 from stores.usage import track_usage
 from stores.vectorstore import VectorStore, get_store

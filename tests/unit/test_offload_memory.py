@@ -9,6 +9,7 @@ import pytest
 
 import prompts
 from doubles.chat import ScriptedChatModel
+from nodes.collection.sources import Sources
 from nodes.ingest import ingest
 from nodes.offload.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
 from nodes.offload.memory import Piece, build_memory, render_user
@@ -182,9 +183,11 @@ def test_answer_falls_back_to_plain_text() -> None:
         reply, mode = ask(LLM("expert", max_retries=1), memory, recall=False, max_tokens=50, lang="en")
     assert mode == "text" and reply.answer == "Bob Chen [c2]." and usage["expert"]["calls"] == 3  # 2 refused JSON
     assert str(fake.calls[-1][0].content) == prompts.render("offload/answer_plain", "en")
-    assert citations_of(reply, chunks=3) == ["c2"] and citations_of(reply, chunks=2) == []
+    assert citations_of(reply, ["c0", "c1", "c2"]) == ["c2"] and citations_of(reply, ["c0", "c1"]) == []
     reply = AnswerReply(answer="See [c1] and [c7].", citations=["C3", "[c1]", "chunk 2", "c40"])
-    assert citations_of(reply, chunks=10) == ["c3", "c1", "c7"]
+    assert citations_of(reply, [f"c{i}" for i in range(10)]) == ["c3", "c1", "c7"]
+    tagged = AnswerReply(answer="Both [2:c1] and [c1], [3:c0].", citations=["[1:C0]", "2: c1", "9:c1"])
+    assert citations_of(tagged, ["1:c0", "2:c0", "2:c1"]) == ["1:c0", "2:c1"]  # one parser: tags name documents
 
 
 def test_normalise_ids() -> None:
@@ -199,9 +202,7 @@ def test_recall_loads_known_ids_and_explains_unknown_ones(sample_markdown: Path)
         ["o1", "c0", "o7", "c99"],
         offload_store=offload,
         session="s",
-        chunk_store=get_store("default"),
-        doc_id=doc_id,
-        chunks=1,
+        sources=Sources(get_store("default"), [doc_id]),
         recall_tokens=60,
         lang="en",
     )

@@ -141,7 +141,7 @@ def test_usable_answers_dedupe_by_confidence_and_order_by_document() -> None:
         {"id": "d", "status": "not_found", "answer": "not found", "citations": [], "confidence": 0.0},
         {"id": "e", "status": "failed", "answer": "", "citations": [], "confidence": 0.0},
     ]
-    kept = usable_answers(answers, {"c1": 1, "c3": 3})
+    kept = usable_answers(answers)
     assert [a["id"] for a in kept] == ["c", "b"]
 
 
