@@ -19,9 +19,9 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.collection.sources import Sources, chunk_sentences
-from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
+from nodes.offload.canvas import Canvas, mermaid_key, touched_nodes
 from nodes.offload.chat import render_sources
-from nodes.offload.collection_canvas import collection_canvas
+from nodes.offload.collection_canvas import sources_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
@@ -210,23 +210,18 @@ def resolve_recall(
     return pieces, report
 
 
-def _canvas(ctx: OffloadContext, doc_ids: Sequence[str]) -> Canvas | None:
-    if ctx.policy != "offload_canvas":
-        return None
-    store = get_store(ctx.namespace, ctx.embedder)
-    if len(doc_ids) > 1:
-        return collection_canvas(Sources(store, doc_ids), ctx.canvas_max_nodes)
-    return load_canvas(store, doc_ids[0])
+def _canvas(ctx: OffloadContext, sources: Sources) -> Canvas | None:
+    return sources_canvas(sources, ctx.canvas_max_nodes) if ctx.policy == "offload_canvas" else None
 
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Details for this turn: chunks over the relevance threshold and those of canvas nodes the question touches."""
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    question, doc_id = state["question"], state["doc_id"]
-    collection = session_documents(state)
+    question = state["question"]
+    sources = Sources(store, session_documents(state))
     canvas_refs: list[dict[str, Any]] = []
-    drawn = _canvas(ctx, collection)
+    drawn = _canvas(ctx, sources)
     if drawn is not None:
         ids = drawn.mermaid_ids()
         for node, score in touched_nodes(
@@ -236,14 +231,12 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
                 {"chunk_id": node.chunk_ids[0], "score": score, "via": f"canvas:{ids[mermaid_key(node.id)]}"}
             )
     refs = select_details(
-        store,
-        doc_id,
+        sources,
         question,
         k=ctx.details_k,
         min_score=ctx.min_score,
         min_details=ctx.min_details,
         canvas_refs=canvas_refs,
-        doc_ids=collection,
     )
     runtime.stream_writer(
         {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
@@ -270,15 +263,15 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
-    collection = session_documents(state)
+    lang, question = state.get("lang", "en"), state["question"]
+    sources = Sources(store, session_documents(state))
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
     round_ = int(state.get("recall_round") or 0)
     can_recall = offloading and round_ == 0 and any(t.get("offload_id") for t in history)
 
     pieces: list[Piece] = []
-    drawn = _canvas(ctx, collection)
+    drawn = _canvas(ctx, sources)
     if drawn is not None:
         pieces.append(Piece("canvas", "canvas", drawn.map_text(), "canvas"))
     if offloading:
@@ -290,26 +283,17 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         ctx.policy,
         ctx.keep_turns,
         lang,
-        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens, doc_ids=collection),
+        details_text=lambda ids: full_details(sources, ids, question, ctx.detail_tokens),
         relevant=_older_relevant(ctx, state) if offloading else (),
     )
-    pieces += detail_pieces(
-        store,
-        doc_id,
-        state.get("details", []),
-        question,
-        ctx.detail_tokens,
-        lang,
-        recallable=can_recall,
-        doc_ids=collection,
-    )
+    pieces += detail_pieces(sources, state.get("details", []), question, ctx.detail_tokens, lang, recallable=can_recall)
     report: list[dict[str, Any]] = []
     if round_ and state.get("recall_ids"):
         recalled, report = resolve_recall(
             state["recall_ids"],
             offload_store=get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend),
             session=state["session"],
-            sources=Sources(store, collection),
+            sources=sources,
             recall_tokens=ctx.recall_tokens,
             lang=lang,
         )
@@ -352,7 +336,6 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         update["answer"] = reply.answer.strip()
         return update
     update["answer"] = reply.answer.strip()
-    sources = Sources(store, collection)
     update["citations"] = citations_of(reply, sources.labels())
     if update["citations"]:
         update["sources"] = cited_sources(sources, update["citations"], update["answer"])

@@ -21,7 +21,7 @@ import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, outline_spec, render_mermaid
 from nodes.collection.sources import Sources
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, save_canvas
-from nodes.offload.collection_canvas import collection_canvas
+from nodes.offload.collection_canvas import sources_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.cache import lru_cache
@@ -199,6 +199,21 @@ def ensure_canvas(
     return canvas, False
 
 
+def _drawn(ctx: OffloadContext, state: OffloadState, store: VectorStore) -> tuple[Canvas, bool]:
+    """The session's document's canvas, drawn by the canvas writer now (none was found)."""
+    return ensure_canvas(
+        store,
+        get_document(ctx.namespace, state["doc_id"]),
+        llm_for("offloader", ctx, model=ctx.canvas_model),
+        max_nodes=ctx.canvas_max_nodes,
+        input_tokens=ctx.canvas_input_tokens,
+        max_tokens=ctx.canvas_max_tokens,
+        lang=state.get("lang"),
+        system_prompt=ctx.canvas_prompt,
+        refresh=True,
+    )
+
+
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Load the document's canvas, or have the canvas writer make it (cached per document).
 
@@ -206,23 +221,13 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    collection = session_documents(state)
-    if len(collection) > 1:
-        made = collection_canvas(Sources(store, collection), ctx.canvas_max_nodes)
+    sources = Sources(store, session_documents(state))
+    with track_usage() as usage, unstreamed():
+        found = sources_canvas(sources, ctx.canvas_max_nodes)
+        made, cached = (found, True) if found is not None else _drawn(ctx, state, store)
+    if made.source == "collection":
         runtime.stream_writer({"stage": "canvas", "message": f"canvas: {len(made.spec.nodes)} nodes (documents)"})
         return {"canvas": {**made.summary(), "cached": True}}
-    info = get_document(ctx.namespace, state["doc_id"])
-    with track_usage() as usage, unstreamed():
-        made, cached = ensure_canvas(
-            store,
-            info,
-            llm_for("offloader", ctx, model=ctx.canvas_model),
-            max_nodes=ctx.canvas_max_nodes,
-            input_tokens=ctx.canvas_input_tokens,
-            max_tokens=ctx.canvas_max_tokens,
-            lang=state.get("lang"),
-            system_prompt=ctx.canvas_prompt,
-        )
     summary = {**made.summary(), "cached": cached}
     how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
     runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})
