@@ -36,7 +36,7 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
     shown = notes
-    if ctx.bridges_on(bool(state.get("pool"))):  # the hop first: anchor, then the quotes that bridge it
+    if ctx.bridges_on(state):  # the hop first: anchor, then the quotes that bridge it
         shown = [hop_first(state["question"], n) for n in notes]
     with track_usage() as usage:
         answer = manager_answer(

@@ -71,26 +71,8 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     runtime.stream_writer(
         {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
     )
-    return {
-        "question": question,
-        "doc_id": doc_id,
-        **_cleared(),
-        "namespace": namespace,
-        "language": doc.info.language,
-        "chunk_ids": ids,
-        "plan": plan,
-        "order": [],
-        "read": [],
-        "passages": [],
-        "skipped": [],
-        "stops": [],
-        "dropped": 0,
-        "batch": [],
-        "tree": [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges],
-        "chain": 0,
-        "notes": [],
-        **fresh_chain(),
-    }
+    edges = [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges]
+    return planned(question, [doc_id], namespace, doc.info.language, ids, plan, edges)
 
 
 def collection_orderer(
@@ -114,41 +96,54 @@ def collection_orderer(
     starts = multi_roots(reading.tree, reading.cosine(question), n_roots=ctx.roots) if ctx.roots > 1 else []
     total = sum(get_document(store.namespace, d).chunks for d in documents)
     emit({"stage": "ordered", "message": f"best-first: {len(ids)} of {total} chunks of {len(documents)} documents"})
-    return {
-        "question": question,
-        "doc_id": documents[0],
-        **_cleared(),
+    shortlisted = {
         "collection": documents,
         "indexes": indexes,
         "pool": pool,
         "expanded": [question],
         "documents": pool_documents(store.namespace, pool),
-        "namespace": store.namespace,
-        "language": reading.doc.info.language,
-        "chunk_ids": ids,
-        "plan": [[ids[r]] for r in starts] or [[]],
-        "order": [],
-        "read": [],
-        "passages": [],
-        "skipped": [],
-        "stops": [],
-        "dropped": 0,
+    }
+    plan = [[ids[r]] for r in starts] or [[]]
+    language = reading.doc.info.language
+    return planned(question, documents, store.namespace, language, ids, plan, tree_edges(reading), **shortlisted)
+
+
+def planned(
+    question: str,
+    doc_ids: Sequence[str],
+    namespace: str,
+    language: str,
+    chunk_ids: list[str],
+    plan: list[list[str]],
+    tree: list[list[Any]],
+    **shortlisted: Any,
+) -> dict[str, Any]:
+    """The state a run starts reading from: its documents, chunks, plan and tree, nothing read yet.
+
+    ``shortlisted``: a collection's shortlist state (:func:`collection_orderer`); empty for one document. The input
+    fields that named the documents are cleared once resolved (they never name the documents twice), and a
+    collection's state is emptied when not given (a thread's next run may read one document).
+    """
+    cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
+    empty: dict[str, Any] = {"collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
+    unread: dict[str, Any] = {"order": [], "read": [], "passages": [], "skipped": [], "stops": [], "dropped": 0}
+    return {
+        "question": question,
+        "doc_id": doc_ids[0],
+        **cleared,
+        **empty,
+        **shortlisted,
+        "namespace": namespace,
+        "language": language,
+        "chunk_ids": chunk_ids,
+        "plan": plan,
+        **unread,
         "batch": [],
-        "tree": tree_edges(reading),
+        "tree": tree,
         "chain": 0,
         "notes": [],
         **fresh_chain(),
     }
-
-
-def _cleared() -> dict[str, Any]:
-    """The input fields that named the documents, cleared once resolved, and a collection's state, empty.
-
-    The fields are cleared because they never name the documents twice; the state is empty because a thread's
-    next run may read one document.
-    """
-    cleared: dict[str, Any] = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False}
-    return {**cleared, "collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
 
 
 def fresh_chain() -> dict[str, Any]:

@@ -321,9 +321,13 @@ class PassageIndex:
 
 def build_passage_index(chunks: Sequence[tuple[str, str]], passage_tokens: int = 120) -> PassageIndex:
     """Passages of the chunks ``(chunk id, text)`` with a BM25 index over them."""
+    return indexed(split_passages(chunks, passage_tokens))
+
+
+def indexed(passages: list[Passage]) -> PassageIndex:
+    """``passages`` with a BM25 index over them."""
     import bm25s
 
-    passages = split_passages(chunks, passage_tokens)
     corpus = [lexical_tokens(p.text) for p in passages]
     bm25 = None
     if any(corpus):

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
-from nodes.chain.passages import Passage, PassageIndex, split_passages
+from nodes.chain.passages import Passage, PassageIndex, indexed, split_passages
 from nodes.chain.reading import match, relevance
 from nodes.collection.index import collection_index, query_vector
 from nodes.collection.resolve import members
 from stores.cache import ProcessCache
 from stores.errors import InputError
 from stores.labels import chunk_label, tagged
-from stores.text import lexical_tokens, truncate_tokens
+from stores.text import truncate_tokens
 from stores.vectorstore import Hit, VectorStore, chunk_record_id
 
 
@@ -169,18 +169,6 @@ def pool_reading(
         return PoolReading(store, doc, tree, indexed(passages), indexed(whole))
 
     return _readings.get_or_build(key, build)
-
-
-def indexed(passages: list[Passage]) -> PassageIndex:
-    """``passages`` with a BM25 index over them."""
-    import bm25s
-
-    corpus = [lexical_tokens(p.text) for p in passages]
-    bm25 = None
-    if any(corpus):
-        bm25 = bm25s.BM25()
-        bm25.index(corpus, show_progress=False)
-    return PassageIndex(passages, bm25)
 
 
 def collection_reading(store: VectorStore, pool: Sequence[str], ctx: Any) -> PoolReading:

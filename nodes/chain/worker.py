@@ -50,7 +50,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
             max_evidence_tokens=ctx.evidence_tokens,
             previous_missing=state.get("missing", ""),
             system_prompt=ctx.worker_prompt,
-            bridges=ctx.bridges_on(bool(state.get("pool"))),
+            bridges=ctx.bridges_on(state),
         )
     touched = list(dict.fromkeys(reading.passages.passages[i].chunk_id for i in batch))  # best passage first
     order = [list(o) for o in state.get("order") or []]
