@@ -25,11 +25,12 @@ import re
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+
+from doubles.chat import recording
 
 NAMESPACE = "identity"
 QUESTION_WORDS = re.compile(r"[A-Za-z][A-Za-z'-]+")
@@ -59,33 +60,6 @@ def chain_reply(messages: Sequence[BaseMessage]) -> str:
     scored = sorted(((len(_words(text) & wanted), i, label) for i, (label, text) in enumerate(shown)), reverse=True)
     quotes = [label for score, _, label in scored[:2] if score >= 2]
     return json.dumps({"quotes": quotes, "missing": "" if quotes else "the answer"})
-
-
-@contextmanager
-def recording(journal: list[dict[str, Any]]) -> Iterator[None]:
-    """Every request of the model layer appended to ``journal`` as sent (role, messages, schema, bound)."""
-    from langchain_core.load import dumps
-
-    from stores import models
-
-    real = models.LLM._call
-
-    def call(self: Any, messages: Sequence[BaseMessage], schema: Any, max_tokens: int | None) -> Any:
-        sent = {
-            "role": self.role,
-            "messages": json.loads(dumps(list(messages))),
-            "schema": {"title": schema.__name__, **schema.model_json_schema()} if schema is not None else None,
-            "max_tokens": max_tokens,
-        }
-        text, parsed, used = real(self, messages, schema, max_tokens)
-        journal.append({**sent, "reply": text})
-        return text, parsed, used
-
-    models.LLM._call = call  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        models.LLM._call = real  # type: ignore[method-assign]
 
 
 def _plain(value: Any, home: str) -> Any:

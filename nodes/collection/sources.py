@@ -54,6 +54,15 @@ class Sources:
         """The first document (the only one of a one-document run)."""
         return self.doc_ids[0]
 
+    def version(self) -> str:
+        """What the run's chunks are as indexed: the document's index identity, or the collection's version."""
+        from nodes.collection.resolve import collection_version
+        from stores.documents import get_document, index_identity
+
+        if self.single:
+            return index_identity(get_document(self.store.namespace, self.doc_id))
+        return collection_version(self.store.namespace, self.doc_ids)
+
     def documents(self) -> list[dict[str, Any]]:
         """The run's documents as outputs list them (empty for a one-document run)."""
         return [] if self.single else [m.to_dict() for m in self.members]

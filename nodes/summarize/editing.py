@@ -24,7 +24,7 @@ from nodes.route.entry import route_to_expert
 from nodes.summarize.expert import focus_text, language_name, placeholder, question_key
 from nodes.summarize.length import length_bounds, length_units, tokens_for, unit_name
 from nodes.summarize.sentences import coverage
-from stores.documents import DocumentInfo
+from stores.documents import DocumentInfo, get_document
 from stores.errors import InputError
 from stores.labels import LABEL, citations_in, label_position
 from stores.models import LLM, messages
@@ -110,6 +110,13 @@ def build_overview(
             if hit.chunk_id not in {c.chunk_id for c in chunks[:2]}:
                 lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
     return "\n".join(lines)
+
+
+def overview_of(sources: Sources, query: str = "") -> str:
+    """The overview the editor reads: one document's structure (:func:`build_overview`), or a collection's."""
+    if sources.single:
+        return build_overview(sources.store, get_document(sources.store.namespace, sources.doc_id), query)
+    return collection_overview(sources, query)
 
 
 def collection_overview(

@@ -14,15 +14,14 @@ from langgraph.runtime import Runtime
 from nodes.collection.sources import run_sources
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editing import (
-    build_overview,
     choose_expert,
-    collection_overview,
     direct_summary,
     draft_changed,
     evidence_block,
     fallback_merge,
     merge_answers,
     new_questions,
+    overview_of,
     polish,
     unmerged_answers,
     usable_answers,
@@ -37,18 +36,13 @@ from stores.documents import get_document
 from stores.errors import ModelError
 from stores.models import llm_for
 from stores.usage import relabel_usage, track_usage
-from stores.vectorstore import get_store
 
 
 def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """The document's structure from its headings and first chunks (and query hits)."""
     ctx = run_context(state, runtime)
-    docs = run_doc_ids(state)
-    if len(docs) > 1:
-        return {"overview": collection_overview(run_sources(ctx.namespace, ctx.embedder, docs), state.get("query", ""))}
-    info = get_document(ctx.namespace, state["doc_id"])
-    text = build_overview(get_store(ctx.namespace, ctx.embedder), info, state.get("query", ""))
-    return {"overview": text}
+    sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
+    return {"overview": overview_of(sources, state.get("query", ""))}
 
 
 def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:

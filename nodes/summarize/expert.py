@@ -22,19 +22,18 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
 import prompts
-from nodes.collection.resolve import collection_version
-from nodes.collection.sources import Sources
+from nodes.collection.sources import Sources, run_sources
 from nodes.retrieval import Rerank, focus_snippet
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids
 from stores.cache import ProcessCache
-from stores.documents import cache_path, get_document, index_identity, namespace_dir
+from stores.documents import cache_path, namespace_dir
 from stores.errors import ModelError
 from stores.labels import CITED_GROUP, citations_in, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
 from stores.text import lexical_tokens
 from stores.usage import track_usage
-from stores.vectorstore import Hit, VectorStore, get_store
+from stores.vectorstore import Hit
 
 QUESTION_TYPES = ("fact", "opinion", "structure", "style")
 NOT_FOUND = "not found"
@@ -180,8 +179,7 @@ def answer_question(
     expert: str,
     description: str,
     *,
-    store: VectorStore,
-    doc_id: str,
+    sources: Sources,
     llm: LLM,
     lang: str = "en",
     k: int = 3,
@@ -189,17 +187,15 @@ def answer_question(
     max_tokens: int = 120,
     rerank: Rerank = "none",
     system_prompt: str | None = None,
-    doc_ids: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One expert's answer to ``question`` from the chunks it retrieves.
+    """One expert's answer to ``question`` from the chunks it retrieves from ``sources``.
 
-    From every document of ``doc_ids`` when given, their chunks labelled ``2:c3``; else from ``doc_id``'s.
+    In a collection every document is searched, its chunks labelled ``2:c3``.
     ``system_prompt``: the context's ``expert_prompt``; None: the template file in ``lang``.
 
     Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
     """
-    sources = Sources(store, doc_ids or [doc_id])
     hits = sources.search(question, k, rerank=rerank)
     retrieved = [h.chunk_id for h in hits]
     if not hits:
@@ -268,6 +264,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
     name = item["expert"]
     llm = llm_for("expert", ctx)
     docs = run_doc_ids(state)
+    sources = run_sources(ctx.namespace, ctx.embedder, docs)
     cache = AnswerCache.for_documents(ctx.namespace, docs) if ctx.answer_cache else None
     spec = resolve_role("expert", llm.overrides)
     key = AnswerCache.key(
@@ -280,11 +277,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         rerank=ctx.rerank,
         model=[spec.model, spec.base_url, spec.temperature],
         embedder=ctx.embedder,
-        index=(
-            index_identity(get_document(ctx.namespace, docs[0]))
-            if len(docs) == 1
-            else collection_version(ctx.namespace, docs)
-        ),
+        index=sources.version(),
         prompts=expert_prompt_version(lang, ctx.expert_prompt),
     )
     hit = cache.get(key) if cache else None
@@ -297,8 +290,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     item["question"],
                     name,
                     ctx.experts[name],
-                    store=get_store(ctx.namespace, ctx.embedder),
-                    doc_id=state["doc_id"],
+                    sources=sources,
                     llm=llm,
                     lang=lang,
                     k=ctx.expert_k,
@@ -306,7 +298,6 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     max_tokens=ctx.expert_max_tokens,
                     rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
                     system_prompt=ctx.expert_prompt,
-                    doc_ids=docs,
                 )
             except ModelError as exc:
                 result = {

@@ -224,8 +224,7 @@ def test_the_manager_is_shown_the_hop_first() -> None:
 )
 def test_a_worker_asks_for_labels_of_the_form_it_was_shown(tag: int | None, title: str, pattern: str) -> None:
     """One document's labels (``c3.1``) or a collection's (``2:c3.1``): the reply schema follows the passages."""
-    from bench.prompt_identity import recording
-    from doubles.chat import ScriptedChatModel
+    from doubles.chat import ScriptedChatModel, recording
     from stores.labels import chunk_label
     from stores.models import LLM, use_chat_model
 
