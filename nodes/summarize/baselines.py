@@ -26,7 +26,7 @@ from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
 from nodes.summarize.expert import focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
-from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids
+from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids, run_documents
 from stores.labels import citations_in
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
@@ -84,9 +84,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
         Send(
             "map_chunk",
             {
-                "doc_id": state["doc_id"],
-                "collection": state.get("collection") or [],
-                "namespace": state.get("namespace", ""),
+                **run_documents(state),
                 "chunk_id": cid,
                 "position": i,
                 "lang": state.get("lang", "en"),

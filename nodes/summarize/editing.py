@@ -24,12 +24,12 @@ from nodes.route.entry import route_to_expert
 from nodes.summarize.expert import focus_text, language_name, placeholder, question_key
 from nodes.summarize.length import length_bounds, length_units, tokens_for, unit_name
 from nodes.summarize.sentences import coverage
-from stores.documents import DocumentInfo, get_document
+from stores.documents import get_document
 from stores.errors import InputError
 from stores.labels import LABEL, citations_in, label_position
 from stores.models import LLM, messages
 from stores.text import jaccard, split_sentences, truncate_tokens
-from stores.vectorstore import Hit, VectorStore
+from stores.vectorstore import Hit
 
 Format = Literal["paragraphs", "bullets"]
 
@@ -75,19 +75,12 @@ def check_request(length: int, fmt: str, language: str, method: str) -> None:
 
 
 # --- overview -------------------------------------------------------------------------------
-def build_overview(
-    store: VectorStore,
-    info: DocumentInfo,
-    query: str = "",
-    *,
-    max_sections: int = 15,
-    lead_tokens: int = 60,
-    samples: int = 4,
-) -> str:
-    """The document's structure from its headings and first chunks (plus query hits in query mode).
+def build_overview(sources: Sources, query: str = "", *, max_sections: int = 15, lead_tokens: int = 60) -> str:
+    """One document's structure from its headings and first chunks (plus query hits in query mode).
 
     A document without headings gets the openings of a few chunks spread over it instead.
     """
+    store, info, samples = sources.store, get_document(sources.store.namespace, sources.doc_id), 4
     chunks = store.by_doc(info.doc_id)
     lines = [f"Title: {info.title}", f"Chunks: {len(chunks)} (c0 to c{max(len(chunks) - 1, 0)})"]
     if info.sections:
@@ -115,7 +108,7 @@ def build_overview(
 def overview_of(sources: Sources, query: str = "") -> str:
     """The overview the editor reads: one document's structure (:func:`build_overview`), or a collection's."""
     if sources.single:
-        return build_overview(sources.store, get_document(sources.store.namespace, sources.doc_id), query)
+        return build_overview(sources, query)
     return collection_overview(sources, query)
 
 

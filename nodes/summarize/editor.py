@@ -179,6 +179,7 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     lang, length, query = state["lang"], target_length(state), state.get("query", "")
     fmt = state.get("format", "paragraphs")
     draft = state.get("draft", "").strip()
+    asked: dict[str, Any] = {"query": query, "length": length, "fmt": fmt, "lang": lang}  # what the summary must be
     emit = runtime.stream_writer
     if state["kind"] == "direct" or not draft:
         sources = run_sources(ctx.namespace, ctx.embedder, run_doc_ids(state))
@@ -186,30 +187,14 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
         focus = query or get_document(ctx.namespace, state["doc_id"]).title
         evidence = evidence_block(hits, focus, ctx.direct_tokens)
         with track_usage() as usage:
-            text = direct_summary(
-                llm_for("editor", ctx),
-                evidence=evidence,
-                query=query,
-                length=length,
-                fmt=fmt,
-                lang=lang,
-                system_prompt=ctx.direct_prompt,
-            )
+            text = direct_summary(llm_for("editor", ctx), evidence=evidence, system_prompt=ctx.direct_prompt, **asked)
         emit({"stage": "polish", "message": f"summarized {len(hits)} chunks in one call"})
         return {"final_text": text, "usage": usage}
     if draft_fits(draft, length, fmt, lang):
         emit({"stage": "polish", "message": "the draft already has the requested length, format and language"})
         return {"final_text": draft}
     with track_usage() as usage:
-        text = polish(
-            llm_for("editor", ctx),
-            draft=draft,
-            query=query,
-            length=length,
-            fmt=fmt,
-            lang=lang,
-            system_prompt=ctx.polish_prompt,
-        )
+        text = polish(llm_for("editor", ctx), draft=draft, system_prompt=ctx.polish_prompt, **asked)
     if not parse_cited_sentences(text) or coverage(text, draft) < 0.5:
         emit({"stage": "polish", "message": "the polished text strays from the draft; keeping the draft"})
         return {"final_text": draft, "usage": usage}

@@ -25,7 +25,7 @@ import prompts
 from nodes.collection.sources import Sources, run_sources
 from nodes.retrieval import Rerank, focus_snippet
 from nodes.summarize.context import SummarizeContext
-from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids
+from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids, run_documents
 from stores.cache import ProcessCache
 from stores.documents import cache_path, namespace_dir
 from stores.errors import ModelError
@@ -245,9 +245,7 @@ def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
         Send(
             "expert",
             {
-                "doc_id": state["doc_id"],
-                "collection": state.get("collection") or [],
-                "namespace": state.get("namespace", ""),
+                **run_documents(state),
                 "lang": state["lang"],
                 "round": state["round"],
                 "item": item,

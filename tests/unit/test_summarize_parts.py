@@ -259,13 +259,13 @@ def test_overview_of_a_document_without_headings_samples_its_chunks() -> None:
     text = "\n\n".join(f"Part {i} talks about topic number {i} in some detail. " * 6 for i in range(12))
     doc = ingest(text=text, chunk_size=80, chunk_overlap=0)
     info = get_document("default", doc.doc_id)
-    overview = build_overview(get_store(), info)
+    overview = build_overview(Sources(get_store(), [info.doc_id]))
     assert overview.startswith("Title: ") and f"Chunks: {info.chunks}" in overview
     shown = [line.split("]")[0][1:] for line in overview.splitlines() if line.startswith("[c")]
     assert shown[:2] == ["c0", "c1"] and len(shown) == 6
     assert int(shown[-1][1:]) >= info.chunks // 2
     falcon = ingest(str(FALCON))
-    with_sections = build_overview(get_store(), get_document("default", falcon.doc_id), "the budget")
+    with_sections = build_overview(Sources(get_store(), [falcon.doc_id]), "the budget")
     assert "Project Falcon > Budget [c1]" in with_sections and "40,000 euros" in with_sections
 
 
@@ -314,3 +314,20 @@ def test_coverage_counts_content_words_of_the_source() -> None:
     assert grounded_fix("The committee approved 40,000 euros [c1].", "The budget is 90,000 euros.", source)
     assert not grounded_fix("The budget is 90,000 euros.", "The budget is 90,000 euros [c1].", source)
     assert not grounded_fix("The draft summary is empty.", "x", source) and not grounded_fix("", "x", source)
+
+
+@pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
+def test_the_editor_reads_one_overview_of_its_sources(collection: bool) -> None:
+    """One document's overview shows its title and sections; a collection's its documents, labels tagged."""
+    from nodes.summarize.editing import overview_of
+
+    falcon = ingest(str(FALCON)).doc_id
+    others = [ingest(text="# Otters\n\nSea otters hold hands while they sleep.").doc_id] if collection else []
+    sources = Sources(get_store(), [*others, falcon])
+    overview = overview_of(sources, "the budget")
+    budget = sources.label(falcon, "c1")
+    assert f"[{budget}] " in overview and "40,000 euros" in overview
+    if collection:
+        assert overview.startswith("Collection: 2 documents") and "[1] Otters" in overview and "[2] Project" in overview
+    else:
+        assert overview.startswith("Title: Project Falcon") and "Project Falcon > Budget [c1]" in overview
