@@ -3,16 +3,17 @@
     python -m bench.prompt_identity --data ../shared/data/qa_long --out /tmp/prompt_identity.json
 
 A few ``qa_long`` items (one plain-text document each, as :mod:`bench.chain_long` writes them) are
-ingested with the hash embedder into a fresh data directory. Then ask (default settings, and best-first
-over the whole set as :mod:`bench.chain_long`'s ``collection`` method reads it), summarize and chat (two
-turns on one thread, each memory policy that reads the documents differently) run over each item's own
-document and over the collection, with scripted models that answer from what the prompt shows. Every
-request is recorded as the model layer sends it: role, messages, the JSON schema asked for, the token
-bound. The result file gives, per run, the number of requests and the SHA-256 of its requests and of its
-output (the data directory written as ``$HOME``); ``--journal`` writes every request (in the order of their
+ingested with the hash embedder into a fresh data directory. Then ask (default settings, a fixed order
+read to the end, and best-first over the whole set as :mod:`bench.chain_long`'s ``collection`` method
+reads it), summarize and chat (two turns on one thread, each memory policy that reads the documents
+differently) run over each item's own document and over the collection, with scripted models that
+answer from what the prompt shows. Every request is recorded as the model layer sends it
+(:func:`doubles.chat.recording`): role, messages, the JSON schema asked for, the token bound. The
+result file gives, per run, the number of requests and the SHA-256 of its requests and of its output
+(the data directory written as ``$HOME``); ``--journal`` writes every request (in the order of their
 hashes: parallel calls arrive in any order) and output in full, one JSON line each, to see where two
-versions part. Two versions of the code that send the same prompts
-and give the same outputs print the same ``all`` hash.
+versions part. Two versions of the code that send the same prompts and give the same outputs print
+the same ``all`` hash.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def runs(docs: Sequence[tuple[str, str, str]]) -> Iterator[tuple[str, str, dict[
             yield f"ask/{which}/{n}", "chain", {"question": question, **named}, base
             if n == 0 and which == "all":
                 yield f"ask-s16/{which}/{n}", "chain", {"question": question, **named}, {**base, "shortlist": 16}
+            if n == 0 and which == "one":  # a fixed order, read to the end
+                fixed = {**base, "order": "chow-liu-bfs", "read_all": True, "roots": 2}
+                yield f"ask-chow-liu/{which}/{n}", "chain", {"question": question, **named}, fixed
             yield f"summarize/{which}/{n}", "summarize", {"query": question, "length": 80, **named}, base
             for policy in ("offload_canvas", "offload", "full"):
                 yield (

@@ -57,16 +57,7 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         starts = multi_roots(tree, sims, n_roots=ctx.roots) if ctx.roots > 1 else []
         plan = [[ids[r]] for r in starts] or [[]]
     else:
-        orders = plan_orders(
-            ctx.order,
-            tree=tree,
-            doc=doc,
-            query_sim=sims,
-            root=ctx.root,
-            children=ctx.children,
-            seed=ctx.seed,
-            roots=ctx.roots,
-        )
+        orders = plan_orders(ctx, tree=tree, doc=doc, query_sim=sims)
         plan = [[ids[i] for i in o] for o in orders]
     runtime.stream_writer(
         {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
@@ -224,18 +215,13 @@ def query_similarity(store: VectorStore, doc: DocumentVectors, question: str) ->
 
 
 def plan_orders(
-    order: str,
-    *,
-    tree: ChowLiuTree,
-    doc: DocumentVectors,
-    query_sim: np.ndarray,
-    root: str = "query",
-    children: str = "weight",
-    seed: int = 0,
-    roots: int = 1,
-    max_chunks: int = 0,
+    ctx: ChainContext, *, tree: ChowLiuTree, doc: DocumentVectors, query_sim: np.ndarray
 ) -> list[list[int]]:
-    """One chunk order per chain (several when multi-root voting), each cut to ``max_chunks``."""
+    """One chunk order per chain (several when multi-root voting).
+
+    The context gives the ``order``, its ``root`` and ``children`` rules, the ``seed`` and the number of ``roots``.
+    """
+    order, root, children, seed, roots = ctx.order, ctx.root, ctx.children, ctx.seed, ctx.roots
     n = len(doc.chunk_ids)
     common: dict[str, Any] = {
         "n": n,
@@ -253,6 +239,4 @@ def plan_orders(
         orders = [order_chunks(order, root=root, **{**common, "seed": seed + i}) for i in range(roots)]
     else:
         orders = [order_chunks(order, root=root, **common)]
-    if max_chunks > 0:
-        orders = [o[:max_chunks] for o in orders]
     return orders
