@@ -25,10 +25,6 @@ import numpy as np
 from stores.labels import QUOTE_LINE, SENTENCE_ONLY, sentence_label, sentences_cited
 from stores.text import content_words, count_tokens, lexical_tokens, split_sentences, truncate_tokens
 
-_SPACE = re.compile(r"\s+")
-_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
-_OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
-
 
 @dataclass(frozen=True)
 class Passage:
@@ -64,6 +60,11 @@ class Passage:
     def labelled(self) -> str:
         """The passage as the worker sees it: every sentence behind its label."""
         return " ".join(f"[{label}] {s}" for label, s in zip(self.labels, self.sentences, strict=True))
+
+
+_SPACE = re.compile(r"\s+")
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
+_OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
 
 def _norm(text: str) -> str:
