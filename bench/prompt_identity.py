@@ -32,6 +32,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from doubles.chat import recording
+from stores.cache import reset_caches
 
 NAMESPACE = "identity"
 QUESTION_WORDS = re.compile(r"[A-Za-z][A-Za-z'-]+")
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     home = tempfile.mkdtemp(prefix="longdoc-identity-")
     os.environ.update(LONGDOC_HOME=home, LONGDOC_EMBEDDER="hash", LONGDOC_LLM_CACHE="0")
+    reset_caches()  # nothing kept from another data directory of this process
     docs = documents(args.data, args.items)
     rows: dict[str, dict[str, Any]] = {}
     lines = []
