@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from stores.labels import QUOTE_LINE, SENTENCE_ONLY, sentence_label, sentences_cited
+from stores.ranking import bm25_index, bm25_scores
 from stores.text import content_words, count_tokens, lexical_tokens, split_sentences, truncate_tokens
 
 
@@ -314,10 +315,7 @@ class PassageIndex:
 
     def lexical(self, query: str) -> np.ndarray:
         """BM25 score of every passage for ``query`` (zeros when the query shares no term)."""
-        tokens = lexical_tokens(query)
-        if self.bm25 is None or not tokens:
-            return np.zeros(len(self.passages), dtype=np.float64)
-        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float64)
+        return bm25_scores(self.bm25, lexical_tokens(query), len(self.passages))
 
 
 def build_passage_index(chunks: Sequence[tuple[str, str]], passage_tokens: int = 120) -> PassageIndex:
@@ -327,11 +325,4 @@ def build_passage_index(chunks: Sequence[tuple[str, str]], passage_tokens: int =
 
 def indexed(passages: list[Passage]) -> PassageIndex:
     """``passages`` with a BM25 index over them."""
-    import bm25s
-
-    corpus = [lexical_tokens(p.text) for p in passages]
-    bm25 = None
-    if any(corpus):
-        bm25 = bm25s.BM25()
-        bm25.index(corpus, show_progress=False)
-    return PassageIndex(passages, bm25)
+    return PassageIndex(passages, bm25_index([lexical_tokens(p.text) for p in passages]))
