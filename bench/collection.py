@@ -92,7 +92,7 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
 
 def own_share(row: dict[str, Any], own_doc: str) -> float | None:
     """Share of a collection summary's citations that name chunks of the query's own meeting."""
-    from nodes.collection.sources import split_label
+    from stores.labels import split_label
 
     tags = {int(d["tag"]): d["doc_id"] for d in row.get("documents", [])}
     cited = [c for s in row.get("sentences", []) for c in s.get("citations", [])]

@@ -226,6 +226,7 @@ def check_cases(
 ) -> None:
     """Run the checker on every case (in place: ``model``, ``grounding``, ``combined`` flags and problems;
     ``grid``: the grounding flag under each setting of ``grid``)."""
+    from nodes.collection.sources import Sources
     from nodes.summarize.context import SummarizeContext
     from nodes.summarize.fact_checker import check_sentences
     from nodes.summarize.grounding import grounding_problems
@@ -243,7 +244,7 @@ def check_cases(
                 part = group[start : start + batch]
                 sentences = [{"text": c["text"], "citations": c["citations"]} for c in part]
                 checked = check_sentences(
-                    sentences, store=store, doc_id=doc_id, llm=llm, mode="mark", checks="both", batch_size=batch
+                    sentences, sources=Sources(store, [doc_id]), llm=llm, mode="mark", checks="both", batch_size=batch
                 )
                 cited = dict.fromkeys(c for p in part for c in p["citations"])
                 sources = {h.chunk_id: h.text for h in store.chunks(doc_id, list(cited))}

@@ -43,7 +43,7 @@ from bench.options import chosen
 from doubles.replies import offload_chat_model as fake_chat_model
 from nodes.offload.memory import POLICIES
 from stores.documents import write_atomic
-from stores.text import CITATION_TAG
+from stores.labels import CITED
 
 ANSWER_STEPS = ("answer", "answer_after_recall")
 
@@ -79,7 +79,7 @@ def rouge(prediction: str, reference: str) -> dict[str, float]:
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
-    scores = scorer.score(reference, CITATION_TAG.sub("", prediction))
+    scores = scorer.score(reference, CITED.sub("", prediction))
     return {name: round(score.fmeasure, 4) for name, score in scores.items()}
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -121,3 +123,30 @@ class ScriptedChatModel(BaseChatModel):
         for n, piece in enumerate(pieces):
             usage = message.usage_metadata if n == len(pieces) - 1 else None  # type: ignore[attr-defined]
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece, usage_metadata=usage))
+
+
+@contextmanager
+def recording(journal: list[dict[str, Any]]) -> Iterator[None]:
+    """Every request of the model layer appended to ``journal`` as sent (role, messages, schema, bound)."""
+    from langchain_core.load import dumps
+
+    from stores import models
+
+    real = models.LLM._call
+
+    def call(self: Any, messages: Sequence[BaseMessage], schema: Any, max_tokens: int | None) -> Any:
+        sent = {
+            "role": self.role,
+            "messages": json.loads(dumps(list(messages))),
+            "schema": {"title": schema.__name__, **schema.model_json_schema()} if schema is not None else None,
+            "max_tokens": max_tokens,
+        }
+        text, parsed, used = real(self, messages, schema, max_tokens)
+        journal.append({**sent, "reply": text})
+        return text, parsed, used
+
+    models.LLM._call = call  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        models.LLM._call = real  # type: ignore[method-assign]

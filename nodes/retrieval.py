@@ -22,7 +22,7 @@ import numpy as np
 from stores.cache import ProcessCache
 from stores.documents import find_document, index_identity
 from stores.errors import InputError
-from stores.ranking import RRF_K, rrf_scores
+from stores.ranking import RRF_K, bm25_index, bm25_scores, rrf_scores
 from stores.text import count_tokens, lexical_tokens, split_sentences, truncate_tokens
 from stores.vectorstore import Hit, VectorStore
 
@@ -39,10 +39,7 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every chunk for ``query`` (zeros when the query shares no term)."""
-        tokens = lexical_tokens(query)
-        if self.bm25 is None or not tokens:
-            return np.zeros(len(self.hits), dtype=np.float32)
-        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)
+        return bm25_scores(self.bm25, lexical_tokens(query), len(self.hits)).astype(np.float32)
 
 
 _indexes: ProcessCache[tuple[object, ...], LexicalIndex] = ProcessCache("lexical indexes", _CACHE_SIZE)
@@ -57,17 +54,11 @@ def index_key(store: VectorStore, doc_id: str, count: int) -> tuple[object, ...]
 
 def lexical_index(store: VectorStore, doc_id: str) -> LexicalIndex:
     """The BM25 index of ``doc_id``'s chunks (built on first use, then cached per process)."""
-    import bm25s
-
     count = store.count(doc_id=doc_id, kind="chunk")
 
     def build() -> LexicalIndex:
         hits = store.by_doc(doc_id)
-        bm25 = None
-        if hits:
-            bm25 = bm25s.BM25()
-            bm25.index([lexical_tokens(h.text) for h in hits], show_progress=False)
-        return LexicalIndex(hits=hits, bm25=bm25)
+        return LexicalIndex(hits=hits, bm25=bm25_index([lexical_tokens(h.text) for h in hits]))
 
     return _indexes.get_or_build(index_key(store, doc_id, count), build)
 

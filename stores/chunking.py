@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from stores.errors import InputError, TooLarge
+from stores.labels import chunk_label
 from stores.settings import get_settings
 from stores.text import CHARS_PER_TOKEN, LONG_RUN, estimate_tokens, split_sentences
 
@@ -38,11 +39,6 @@ class Chunk:
             "section": self.section,
             "text": self.text,
         }
-
-
-def chunk_id_for(position: int) -> str:
-    """The chunk id used in prompts and citations for the chunk at ``position``."""
-    return f"c{position}"
 
 
 def split_sections(text: str) -> list[tuple[str, str]]:
@@ -223,4 +219,4 @@ def _too_many(limit: int, chunk_size: int) -> TooLarge:
 
 
 def _make(position: int, section: str, pieces: list[str]) -> Chunk:
-    return Chunk(chunk_id=chunk_id_for(position), position=position, section=section, text="\n\n".join(pieces))
+    return Chunk(chunk_id=chunk_label(position), position=position, section=section, text="\n\n".join(pieces))

@@ -1,13 +1,16 @@
-"""Rank fusion: reciprocal rank fusion and min-max normalised score fusion.
+"""Rank fusion (reciprocal rank fusion, min-max normalised score fusion) and the BM25 index texts are read by.
 
 Reciprocal rank fusion is shared by the chunk retrieval (``nodes.retrieval``) and the router
-(``nodes.route.fusion``); min-max normalised score fusion is the router's ``fusion="minmax"``.
+(``nodes.route.fusion``); min-max normalised score fusion is the router's ``fusion="minmax"``. The BM25
+index (:func:`bm25_index`, :func:`bm25_scores`) serves a document's chunks and the chain's passages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import numpy as np
 
 from stores.errors import InputError
 
@@ -15,6 +18,24 @@ RRF_K = 60
 """The usual smoothing constant ``k`` of reciprocal rank fusion."""
 
 Key = TypeVar("Key")
+
+
+def bm25_index(corpus: Sequence[Sequence[str]]) -> Any | None:
+    """A BM25 index (bm25s, which has no type hints) over token lists; None when no list holds a token."""
+    if not any(corpus):
+        return None
+    import bm25s
+
+    index = bm25s.BM25()
+    index.index([list(tokens) for tokens in corpus], show_progress=False)
+    return index
+
+
+def bm25_scores(index: Any | None, tokens: Sequence[str], size: int) -> np.ndarray:
+    """The BM25 score of each of the ``size`` indexed texts for the query ``tokens`` (zeros when none is shared)."""
+    if index is None or not tokens:
+        return np.zeros(size, dtype=np.float64)
+    return np.asarray(index.get_scores(list(tokens)), dtype=np.float64)
 
 
 def rrf_scores(

@@ -158,11 +158,7 @@ def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float
     return len(a & b) / max(1, len(a | b))
 
 
-# --- citations and names ------------------------------------------------------------------------
-CITATION_TAG = re.compile(r"\[(c\d+)\]")
-"""A chunk citation as the workflows write it, ``[c12]``; group 1 is the chunk id."""
-
-
+# --- names ------------------------------------------------------------------------------------
 def check_name(value: object, what: str, *, max_chars: int = 63, marks: str = "_-") -> str:
     """``value`` if it is 1-``max_chars`` letters, digits and ``marks``, starting with a letter or digit.
 

@@ -261,7 +261,8 @@ def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any
 
 def documents_legend(documents: list[dict[str, Any]], citations: list[str]) -> str:
     """``[2] Title (file.md)`` lines for the documents the citations name (empty for one document)."""
-    from nodes.collection.sources import document_name, split_label
+    from nodes.collection.sources import document_name
+    from stores.labels import split_label
 
     tags = []
     for label in citations:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodes.chain.ordering.orders import ORDERS
 from nodes.chain.ordering.traverse import CHILD_ORDERS, ROOT_STRATEGIES
@@ -123,6 +125,9 @@ class ChainContext(Context):
     worker_prompt: str = prompt_field("chain/worker", "workers")
     manager_prompt: str = prompt_field("chain/manager", "manager")
 
-    def bridges_on(self, collection: bool) -> bool:
-        """Whether a run follows bridges (:attr:`bridges`): ``collection`` says whether it reads a collection."""
-        return self.bridges == "always" or (self.bridges == "collections" and collection)
+    def bridges_on(self, state: Mapping[str, Any]) -> bool:
+        """Whether the run of ``state`` follows bridges (:attr:`bridges`).
+
+        ``collections``: when the run reads a collection's shortlist (its ``pool``).
+        """
+        return self.bridges == "always" or (self.bridges == "collections" and bool(state.get("pool")))

@@ -7,7 +7,6 @@ its quotes is marked inferred.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,13 +15,12 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.chain.context import ChainContext
-from nodes.chain.passages import QUOTE_LINE, hop_first
+from nodes.chain.passages import hop_first
 from nodes.chain.state import ChainState
+from stores.labels import CITED, QUOTE_LINE
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words
 from stores.usage import merge_usage, track_usage, usage_totals
-
-_REF = re.compile(r"\[((?:\d+:)?c\d+(?:\.\d+)?)\]")
 
 
 class Answer(BaseModel):
@@ -38,7 +36,7 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     ctx = runtime.context or ChainContext()
     notes = state.get("notes") or [""]
     shown = notes
-    if ctx.bridges_on(bool(state.get("pool"))):  # the hop first: anchor, then the quotes that bridge it
+    if ctx.bridges_on(state):  # the hop first: anchor, then the quotes that bridge it
         shown = [hop_first(state["question"], n) for n in notes]
     with track_usage() as usage:
         answer = manager_answer(
@@ -99,7 +97,7 @@ def valid_citations(answer: Answer, known: Sequence[str], notes: Sequence[str] =
     """
     allowed = set(known)
     found: list[str] = []
-    for ref in [*answer.evidence, *_REF.findall(answer.explanation)]:
+    for ref in [*answer.evidence, *CITED.findall(answer.explanation)]:
         cid = ref.strip().strip("[]").split(".")[0]
         if cid in allowed and cid not in found:
             found.append(cid)
@@ -125,7 +123,7 @@ def quoted_labels(notes: Sequence[str]) -> list[str]:
 def supporting_quotes(answer: Answer, notes: Sequence[str]) -> list[str]:
     """The quote lines (``[label] sentence``) the answer rests on: those it cites, else all of them."""
     lines = {m.group(1): ln for text in notes for ln in text.splitlines() if (m := QUOTE_LINE.match(ln))}
-    cited = [ref.strip().strip("[]") for ref in [*answer.evidence, *_REF.findall(answer.explanation)]]
+    cited = [ref.strip().strip("[]") for ref in [*answer.evidence, *CITED.findall(answer.explanation)]]
     chosen = [lines[label] for label in dict.fromkeys(cited) if label in lines]
     if not chosen and not is_unknown(answer.answer):
         chosen = list(lines.values())

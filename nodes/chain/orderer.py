@@ -58,43 +58,15 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         starts = multi_roots(tree, sims, n_roots=ctx.roots) if ctx.roots > 1 else []
         plan = [[ids[r]] for r in starts] or [[]]
     else:
-        orders = plan_orders(
-            ctx.order,
-            tree=tree,
-            doc=doc,
-            query_sim=sims,
-            root=ctx.root,
-            children=ctx.children,
-            seed=ctx.seed,
-            roots=ctx.roots,
-        )
+        orders = plan_orders(ctx, tree=tree, doc=doc, query_sim=sims)
         plan = [[ids[i] for i in o] for o in orders]
     runtime.stream_writer(
         {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} chunks, tree {'cached' if cached else 'built'}"}
     )
+    edges = [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges]
     tags = thread_tags(state.get("tags") or {}, documents)
-    return {
-        "question": question,
-        **run_fields(documents),
-        **_cleared(),
-        "documents": [m.to_dict() for m in members(namespace, documents, tags)],
-        "tags": tags,
-        "namespace": namespace,
-        "language": doc.info.language,
-        "chunk_ids": ids,
-        "plan": plan,
-        "order": [],
-        "read": [],
-        "passages": [],
-        "skipped": [],
-        "stops": [],
-        "dropped": 0,
-        "batch": [],
-        "tree": [[ids[i], ids[j], round(w, 6)] for i, j, w in tree.edges],
-        "chain": 0,
-        "notes": [],
-        **fresh_chain(),
-    }
+    listed = [m.to_dict() for m in members(namespace, documents, tags)]
+    return planned(question, documents, namespace, doc.info.language, ids, plan, edges, documents=listed, tags=tags)
 
 
 def collection_orderer(
@@ -125,37 +97,54 @@ def collection_orderer(
     starts = multi_roots(reading.tree, reading.cosine(question), n_roots=ctx.roots) if ctx.roots > 1 else []
     total = sum(get_document(store.namespace, d).chunks for d in documents)
     emit({"stage": "ordered", "message": f"best-first: {len(ids)} of {total} chunks of {len(documents)} documents"})
-    return {
-        "question": question,
-        **run_fields(documents),
-        **_cleared(),
+    shortlisted = {
         "collection": documents,
         "indexes": indexes,
         "pool": pool,
         "expanded": [question],
         "documents": pool_documents(store.namespace, pool, tags),
         "tags": tags,
-        "namespace": store.namespace,
-        "language": reading.doc.info.language,
-        "chunk_ids": ids,
-        "plan": [[ids[r]] for r in starts] or [[]],
-        "order": [],
-        "read": [],
-        "passages": [],
-        "skipped": [],
-        "stops": [],
-        "dropped": 0,
+    }
+    plan = [[ids[r]] for r in starts] or [[]]
+    language = reading.doc.info.language
+    return planned(question, documents, store.namespace, language, ids, plan, tree_edges(reading), **shortlisted)
+
+
+def planned(
+    question: str,
+    doc_ids: Sequence[str],
+    namespace: str,
+    language: str,
+    chunk_ids: list[str],
+    plan: list[list[str]],
+    tree: list[list[Any]],
+    **shortlisted: Any,
+) -> dict[str, Any]:
+    """The state a run starts reading from: its documents, chunks, plan and tree, nothing read yet.
+
+    ``shortlisted``: the run's ``documents`` and ``tags``, and a collection's shortlist state
+    (:func:`collection_orderer`). The input fields that named the documents are cleared once resolved
+    (:func:`~nodes.collection.resolve.run_fields`), and a collection's state is emptied when not given (a thread's
+    next run may read one document).
+    """
+    empty: dict[str, Any] = {"collection": [], "indexes": [], "documents": [], "pool": [], "expanded": []}
+    unread: dict[str, Any] = {"order": [], "read": [], "passages": [], "skipped": [], "stops": [], "dropped": 0}
+    return {
+        "question": question,
+        **run_fields(doc_ids),
+        **empty,
+        **shortlisted,
+        "namespace": namespace,
+        "language": language,
+        "chunk_ids": chunk_ids,
+        "plan": plan,
+        **unread,
         "batch": [],
-        "tree": tree_edges(reading),
+        "tree": tree,
         "chain": 0,
         "notes": [],
         **fresh_chain(),
     }
-
-
-def _cleared() -> dict[str, Any]:
-    """A collection's state, empty: a thread's next run may read one document."""
-    return {"collection": [], "indexes": [], "pool": [], "expanded": []}
 
 
 def fresh_chain() -> dict[str, Any]:
@@ -236,18 +225,13 @@ def query_similarity(store: VectorStore, doc: DocumentVectors, question: str) ->
 
 
 def plan_orders(
-    order: str,
-    *,
-    tree: ChowLiuTree,
-    doc: DocumentVectors,
-    query_sim: np.ndarray,
-    root: str = "query",
-    children: str = "weight",
-    seed: int = 0,
-    roots: int = 1,
-    max_chunks: int = 0,
+    ctx: ChainContext, *, tree: ChowLiuTree, doc: DocumentVectors, query_sim: np.ndarray
 ) -> list[list[int]]:
-    """One chunk order per chain (several when multi-root voting), each cut to ``max_chunks``."""
+    """One chunk order per chain (several when multi-root voting).
+
+    The context gives the ``order``, its ``root`` and ``children`` rules, the ``seed`` and the number of ``roots``.
+    """
+    order, root, children, seed, roots = ctx.order, ctx.root, ctx.children, ctx.seed, ctx.roots
     n = len(doc.chunk_ids)
     common: dict[str, Any] = {
         "n": n,
@@ -265,6 +249,4 @@ def plan_orders(
         orders = [order_chunks(order, root=root, **{**common, "seed": seed + i}) for i in range(roots)]
     else:
         orders = [order_chunks(order, root=root, **common)]
-    if max_chunks > 0:
-        orders = [o[:max_chunks] for o in orders]
     return orders

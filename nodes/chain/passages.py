@@ -22,15 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from stores.labels import QUOTE_LINE, SENTENCE_ONLY, sentence_label, sentences_cited
+from stores.ranking import bm25_index, bm25_scores
 from stores.text import content_words, count_tokens, lexical_tokens, split_sentences, truncate_tokens
-
-_LABEL = re.compile(r"^\s*\[?\s*((?:\d+:)?c\d+\.\d+)\s*\]?\s*$")
-_LABELS_IN = re.compile(r"\[((?:\d+:)?c\d+\.\d+)\]")
-_SPACE = re.compile(r"\s+")
-QUOTE_LINE = re.compile(r"^\[((?:\d+:)?c\d+\.\d+)\] ")
-"""A line of the evidence: ``[c3.2] sentence`` (in a collection, ``[2:c3.2] sentence``)."""
-_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
-_OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
 
 @dataclass(frozen=True)
@@ -47,7 +41,7 @@ class Passage:
     @property
     def labels(self) -> list[str]:
         """The sentence labels, chunk id then sentence number."""
-        return [f"{self.chunk_id}.{self.first + i}" for i in range(len(self.sentences))]
+        return [sentence_label(self.chunk_id, self.first + i) for i in range(len(self.sentences))]
 
     @property
     def text(self) -> str:
@@ -67,6 +61,11 @@ class Passage:
     def labelled(self) -> str:
         """The passage as the worker sees it: every sentence behind its label."""
         return " ".join(f"[{label}] {s}" for label, s in zip(self.labels, self.sentences, strict=True))
+
+
+_SPACE = re.compile(r"\s+")
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Col|Lt|Mt|No|vs|etc|e\.g|i\.e)\.$")
+_OPENS_LINE = re.compile(r"^(?:[-*•·>|#]|\d+[.)、]\s|[^\s:：]{1,24}(?: [^\s:：]{1,24}){0,3}[:：]\s)")
 
 
 def _norm(text: str) -> str:
@@ -176,7 +175,7 @@ def span_labels(span: str) -> list[str]:
     """The sentence labels a passage name (``c3.4-7``) covers."""
     chunk, numbers = span.rsplit(".", 1)
     first, last = (int(n) for n in numbers.split("-"))
-    return [f"{chunk}.{k}" for k in range(first, last + 1)]
+    return [sentence_label(chunk, k) for k in range(first, last + 1)]
 
 
 def sentence_index(passages: Sequence[Passage]) -> dict[str, str]:
@@ -204,7 +203,7 @@ def check_quotes(replies: Sequence[str], shown: dict[str, str]) -> Quotes:
     dropped = 0
     normalised = {label: _norm(text) for label, text in shown.items()}
     for reply in replies:
-        labels = [m.group(1) for m in (_LABEL.match(reply),) if m] or _LABELS_IN.findall(reply)
+        labels = [m.group(1) for m in (SENTENCE_ONLY.match(reply),) if m] or sentences_cited(reply)
         if labels:  # a label, or sentences copied behind their labels: the labels say which
             for label in labels:
                 if label not in shown:
@@ -297,16 +296,6 @@ def quoted_sentences(evidence: str) -> dict[str, str]:
     return {m.group(1): line[m.end() :] for line in evidence.splitlines() if (m := QUOTE_LINE.match(line))}
 
 
-def label_order(label: str) -> tuple[int, int, int]:
-    """Sort key of a sentence label: document tag, chunk position, then sentence number.
-
-    The document tag is a collection's; 0 for one document.
-    """
-    tag, _, rest = label.rpartition(":")
-    chunk, number = rest[1:].split(".")
-    return int(tag or 0), int(chunk), int(number)
-
-
 @dataclass
 class PassageIndex:
     """A document's passages and their BM25 index (built once per document, see :func:`passage_index`)."""
@@ -326,20 +315,14 @@ class PassageIndex:
 
     def lexical(self, query: str) -> np.ndarray:
         """BM25 score of every passage for ``query`` (zeros when the query shares no term)."""
-        tokens = lexical_tokens(query)
-        if self.bm25 is None or not tokens:
-            return np.zeros(len(self.passages), dtype=np.float64)
-        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float64)
+        return bm25_scores(self.bm25, lexical_tokens(query), len(self.passages))
 
 
 def build_passage_index(chunks: Sequence[tuple[str, str]], passage_tokens: int = 120) -> PassageIndex:
     """Passages of the chunks ``(chunk id, text)`` with a BM25 index over them."""
-    import bm25s
+    return indexed(split_passages(chunks, passage_tokens))
 
-    passages = split_passages(chunks, passage_tokens)
-    corpus = [lexical_tokens(p.text) for p in passages]
-    bm25 = None
-    if any(corpus):
-        bm25 = bm25s.BM25()
-        bm25.index(corpus, show_progress=False)
-    return PassageIndex(passages, bm25)
+
+def indexed(passages: list[Passage]) -> PassageIndex:
+    """``passages`` with a BM25 index over them."""
+    return PassageIndex(passages, bm25_index([lexical_tokens(p.text) for p in passages]))

@@ -212,7 +212,7 @@ def sought(state: ChainState, ctx: ChainContext, missing: str, evidence: str) ->
     to it: "the director of the film shot in Leland" becomes "... maximum overdrive" once a quote says the film
     "Maximum Overdrive" was shot there.
     """
-    if not missing or not ctx.bridges_on(bool(state.get("pool"))):
+    if not missing or not ctx.bridges_on(state):
         return missing
     hop = next_hop(state["question"], quoted_sentences(evidence))
     return f"{missing} {hop.query}" if hop is not None and hop.query else missing

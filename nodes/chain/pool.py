@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 
 from nodes.chain.ordering.tree import ChowLiuTree, build_tree
-from nodes.chain.passages import Passage, PassageIndex, split_passages
+from nodes.chain.passages import Passage, PassageIndex, indexed, split_passages
 from nodes.chain.reading import match, relevance
 from nodes.collection.index import collection_index, query_vector
 from nodes.collection.resolve import members, thread_tags
-from nodes.collection.sources import tagged
 from stores.cache import ProcessCache
 from stores.errors import InputError
-from stores.text import lexical_tokens, truncate_tokens
+from stores.labels import chunk_label, tagged
+from stores.text import truncate_tokens
 from stores.vectorstore import Hit, VectorStore, chunk_record_id
 
 
@@ -181,18 +181,6 @@ def pool_reading(
     return _readings.get_or_build(key, build)
 
 
-def indexed(passages: list[Passage]) -> PassageIndex:
-    """``passages`` with a BM25 index over them."""
-    import bm25s
-
-    corpus = [lexical_tokens(p.text) for p in passages]
-    bm25 = None
-    if any(corpus):
-        bm25 = bm25s.BM25()
-        bm25.index(corpus, show_progress=False)
-    return PassageIndex(passages, bm25)
-
-
 def collection_reading(
     store: VectorStore, pool: Sequence[str], ctx: Any, tags: Mapping[str, int] | None = None
 ) -> PoolReading:
@@ -225,7 +213,9 @@ def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int)
     for hit in hits:
         number = int(hit.chunk_id[1:])
         if number > 0:
-            wanted[hit.id] = chunk_record_id(str(hit.metadata["doc_id"]), str(hit.metadata["index"]), f"c{number - 1}")
+            wanted[hit.id] = chunk_record_id(
+                str(hit.metadata["doc_id"]), str(hit.metadata["index"]), chunk_label(number - 1)
+            )
     found = {h.id: h.text for h in store.get(list(wanted.values()))}
     return {rid: truncate_tokens(found[prev], chunk_tokens) for rid, prev in wanted.items() if prev in found}
 

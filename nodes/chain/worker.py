@@ -14,23 +14,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
 import prompts
 from nodes.chain.context import ChainContext
-from nodes.chain.passages import (
-    QUOTE_LINE,
-    Passage,
-    bridging,
-    check_quotes,
-    label_order,
-    quoted_sentences,
-    sentence_index,
-)
+from nodes.chain.passages import Passage, bridging, check_quotes, quoted_sentences, sentence_index
 from nodes.chain.planner import reading_for
 from nodes.chain.reading import nothing_missing
 from nodes.chain.state import ChainState
 from stores.errors import InputError
+from stores.labels import QUOTE_LINE, SCHEMA_SENTENCE, SCHEMA_TAGGED_SENTENCE, label_position, label_tag
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words, count_tokens
 from stores.usage import track_usage
@@ -57,8 +50,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
             max_evidence_tokens=ctx.evidence_tokens,
             previous_missing=state.get("missing", ""),
             system_prompt=ctx.worker_prompt,
-            tagged=bool(state.get("pool")),
-            bridges=ctx.bridges_on(bool(state.get("pool"))),
+            bridges=ctx.bridges_on(state),
         )
     touched = list(dict.fromkeys(reading.passages.passages[i].chunk_id for i in batch))  # best passage first
     order = [list(o) for o in state.get("order") or []]
@@ -102,16 +94,10 @@ def _streak(streak: int, result: Any) -> int:
     return streak + 1 if result.complete else 0
 
 
-SentenceLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^c[0-9]+[.][0-9]+$"})]
-"""A sentence label such as ``c3.2``: the schema shown to the model asks for labels only (a grammar-constrained
-endpoint can then write nothing else, and no sentence is copied out token by token); what comes back is still
-read leniently by :func:`nodes.chain.passages.check_quotes`."""
-
-
 class WorkerQuotes(BaseModel):
     """What one worker adds to the evidence: the sentences it quotes, and what is still missing."""
 
-    quotes: list[SentenceLabel] = Field(
+    quotes: list[str] = Field(
         default_factory=list,
         description="labels of the sentences that help, e.g. c3.2",
         json_schema_extra={"maxItems": 8},  # schema only: a longer list is cut, not refused
@@ -121,18 +107,31 @@ class WorkerQuotes(BaseModel):
     )
 
 
-TaggedLabel = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^[0-9]+:c[0-9]+[.][0-9]+$"})]
-"""A sentence label of a collection run, such as ``2:c3.2`` (sentence 2 of chunk c3 of the run's document 2)."""
+def _quotes_schema(name: str, doc: str, pattern: str, example: str) -> type[WorkerQuotes]:
+    """The worker's reply schema for labels of one form (``pattern``, as in ``example``).
 
-
-class TaggedQuotes(WorkerQuotes):
-    """A worker's quotes in a collection run: labels that name the document too."""
-
-    quotes: list[TaggedLabel] = Field(
+    The schema shown to the model asks for labels only (a grammar-constrained endpoint can then write nothing
+    else, and no sentence is copied out token by token); what comes back is still read leniently by
+    :func:`nodes.chain.passages.check_quotes`.
+    """
+    label = Annotated[str, WithJsonSchema({"type": "string", "pattern": pattern})]
+    quotes: Any = Field(
         default_factory=list,
-        description="labels of the sentences that help, e.g. 2:c3.2",
+        description=f"labels of the sentences that help, e.g. {example}",
         json_schema_extra={"maxItems": 8},
     )
+    return create_model(name, __base__=WorkerQuotes, __doc__=doc, quotes=(list[label], quotes))
+
+
+PLAIN_QUOTES = _quotes_schema("WorkerQuotes", WorkerQuotes.__doc__ or "", SCHEMA_SENTENCE, "c3.2")
+"""Quotes of one document's sentences (``c3.2``)."""
+TAGGED_QUOTES = _quotes_schema(
+    "TaggedQuotes",
+    "A worker's quotes in a collection run: labels that name the document too.",
+    SCHEMA_TAGGED_SENTENCE,
+    "2:c3.2",
+)
+"""Quotes of a collection's sentences, whose labels name the document too (``2:c3.2``)."""
 
 
 def compose_evidence(previous: str, labels: Sequence[str], shown: dict[str, str], max_tokens: int) -> str:
@@ -152,7 +151,7 @@ def compose_evidence(previous: str, labels: Sequence[str], shown: dict[str, str]
             continue
         lines[label] = line
         used += cost
-    return "\n".join(lines[label] for label in sorted(lines, key=label_order))
+    return "\n".join(lines[label] for label in sorted(lines, key=label_position))
 
 
 @dataclass
@@ -223,13 +222,12 @@ def worker_step(
     max_evidence_tokens: int = 700,
     previous_missing: str = "",
     system_prompt: str | None = None,
-    tagged: bool = False,
     bridges: bool = False,
 ) -> WorkerResult:
     """One worker: read a batch of passages with the evidence so far; quote what bears on the question.
 
-    ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``); ``tagged``: the
-    labels name a collection's documents (``2:c3.2``), which the reply's schema then asks for; ``bridges``: the
+    ``system_prompt`` is the context's ``worker_prompt`` (None: the template file in ``lang``); the reply's
+    schema asks for labels of the form shown (in a collection they name the document, ``2:c3.2``); ``bridges``: the
     sentences that join the evidence to what the question still lacks are quoted too (:func:`bridging`).
     """
     shown = sentence_index(passages)
@@ -241,7 +239,8 @@ def worker_step(
         evidence=notes or "(none yet)",
         passages="\n\n".join(p.labelled() for p in passages),
     )
-    reply = llm.structured(messages(system, user), TaggedQuotes if tagged else WorkerQuotes, max_tokens=max_tokens)
+    schema = TAGGED_QUOTES if passages and label_tag(passages[0].chunk_id) is not None else PLAIN_QUOTES
+    reply = llm.structured(messages(system, user), schema, max_tokens=max_tokens)
     checked = check_quotes(reply.quotes, shown)
     missing = " ".join(reply.missing.split())
     if nothing_missing(missing):

@@ -5,42 +5,14 @@ The chunks are one document's or many's, behind one interface (see :mod:`nodes.c
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodes.collection.resolve import members
 from stores.errors import InputError
+from stores.labels import TAG_STRIDE, chunk_label, label_tag, sentence_label, split_label, tagged
 from stores.text import content_words
 from stores.vectorstore import Hit, VectorStore, get_store
-
-LABEL = re.compile(r"^(?:(\d+):)?(c\d+)(?:\.(\d+))?$")
-"""A chunk or sentence label, tagged (``2:c12``, ``2:c12.3``) or not (``c12``, ``c12.3``)."""
-TAG_STRIDE = 1_000_000
-"""Positions of a collection's chunks: the document's tag times this, plus the chunk's own position."""
-
-
-def tagged(tag: int, label: str) -> str:
-    """``label`` (``c12`` or ``c12.3``) with a collection tag: ``2:c12``."""
-    return f"{tag}:{label}"
-
-
-def split_label(label: str) -> tuple[int | None, str]:
-    """``"2:c12.3"`` -> ``(2, "c12.3")``; ``"c12"`` -> ``(None, "c12")``; InputError when it is no label."""
-    found = LABEL.match(label.strip())
-    if found is None:
-        raise InputError(f"not a chunk or sentence label: {label!r}")
-    tag, chunk, sentence = found.groups()
-    return (int(tag) if tag else None), chunk + (f".{sentence}" if sentence else "")
-
-
-def label_position(label: str) -> tuple[int, int, int]:
-    """Sort key of a label, tagged or not: document tag, chunk number, sentence number."""
-    found = LABEL.match(label.strip())
-    if found is None:
-        return (0, 0, 0)
-    tag, chunk, sentence = found.groups()
-    return int(tag or 0), int(chunk[1:]), int(sentence or 0)
 
 
 def document_name(document: dict[str, Any]) -> str:
@@ -56,18 +28,8 @@ def cited_documents(labels: Sequence[str], documents: Sequence[dict[str, Any]]) 
     The document is named by its title or file name; labels without a known tag are left out.
     """
     names = {int(d["tag"]): document_name(d) for d in documents}
-    out = []
-    for label in labels:
-        found = LABEL.match(label.strip())
-        if found is not None and found.group(1) and int(found.group(1)) in names:
-            out.append({"label": label, "document": names[int(found.group(1))]})
-    return out
-
-
-def chunk_rank(label: str) -> int:
-    """Document order of a chunk label, tagged or not: ``c12`` -> 12, ``2:c12`` -> 2,000,012."""
-    tag, chunk, _ = label_position(label)
-    return tag * TAG_STRIDE + chunk
+    tags = [(label, label_tag(label)) for label in labels]
+    return [{"label": label, "document": names[tag]} for label, tag in tags if tag in names]
 
 
 class Sources:
@@ -92,13 +54,23 @@ class Sources:
         """The first document (the only one of a one-document run)."""
         return self.doc_ids[0]
 
+    def version(self) -> str:
+        """What the run's chunks are as indexed: the document's index identity, or the collection's version and tags."""
+        from nodes.collection.resolve import collection_version
+        from stores.documents import get_document, index_identity
+
+        if self.single:
+            return index_identity(get_document(self.store.namespace, self.doc_id))
+        tags = ",".join(str(self._tags[d]) for d in self.doc_ids)
+        return f"{collection_version(self.store.namespace, self.doc_ids)}/{tags}"
+
     def documents(self) -> list[dict[str, Any]]:
         """The run's documents as outputs list them (a one-document run's one, its tag in no label)."""
         return [m.to_dict() for m in self.members]
 
     def labels(self) -> list[str]:
         """The label of every chunk, document after document (as their records count them)."""
-        return [self.label(m.doc_id, f"c{i}") for m in self.members for i in range(m.chunks)]
+        return [self.label(m.doc_id, chunk_label(i)) for m in self.members for i in range(m.chunks)]
 
     def label(self, doc_id: str, chunk_id: str) -> str:
         """The label of chunk (or sentence) ``chunk_id`` of ``doc_id`` in this run."""
@@ -179,7 +151,7 @@ class Sources:
             best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
             found = self.locate(label)
             document = self.name(label) or (self.members[0].name if found is not None else "")
-            out.append({"label": f"{label}.{best + 1}", "document": document})
+            out.append({"label": sentence_label(label, best + 1), "document": document})
         return out
 
     def name(self, label: str) -> str:

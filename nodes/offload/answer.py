@@ -19,23 +19,22 @@ from pydantic import BaseModel, Field
 
 import prompts
 from nodes.collection.sources import Sources, chunk_sentences
-from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, touched_nodes
+from nodes.offload.canvas import Canvas, mermaid_key, touched_nodes
 from nodes.offload.chat import answer_message, render_sources
-from nodes.offload.collection_canvas import collection_canvas
+from nodes.offload.collection_canvas import sources_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
 from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.chat_stream import stream_more, streamed_field
+from stores.labels import CITED, LABEL, normalise_chunk_id, sentence_label
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
-from stores.text import CITATION_TAG, content_words, count_tokens
+from stores.text import content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
-from stores.vectorstore import VectorStore, get_store
+from stores.vectorstore import get_store
 
 _ID = re.compile(r"^\[?\s*((?:\d{1,5}:)?[oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECASE)
-_TAGGED = re.compile(r"\[(\d+:c\d+)\]")
-"""A collection session's citation marker: ``[2:c3]``."""
 
 
 class AnswerReply(BaseModel):
@@ -104,7 +103,7 @@ def cited_sources(
                 "doc_id": doc_id,
                 "title": title,
                 "chunk_id": label,
-                "label": f"{label}.{best + 1}",
+                "label": sentence_label(label, best + 1),
                 "quote": quote,
                 "cited": cited,
             }
@@ -129,23 +128,15 @@ def retrieved_sources(sources: Sources, details: Sequence[Mapping[str, Any]], an
     return kept[:RETRIEVED_SOURCES]
 
 
-def citations_of(reply: AnswerReply | RecallReply, chunks: int, labels: Sequence[str] = ()) -> list[str]:
-    """Chunk ids the answer cites (its list and its ``[c3]`` markers) that exist in the document.
+def citations_of(reply: AnswerReply | RecallReply, labels: Sequence[str]) -> list[str]:
+    """Chunk labels the answer cites (its list and its ``[c3]`` / ``[2:c3]`` markers) that name a chunk.
 
-    In a collection session (``labels``: its chunk labels), the tagged ids ``2:c3`` that exist in it.
+    ``labels``: every chunk label of the session's documents (:meth:`Sources.labels`).
     """
-    if labels:
-        known = set(labels)
-        found = [*reply.citations, *_TAGGED.findall(reply.answer)]
-        tagged = [re.sub(r"\s+", "", str(raw)).strip("[]").lower() for raw in found]
-        return list(dict.fromkeys(label for label in tagged if label in known))
-    found = [*reply.citations, *CITATION_TAG.findall(reply.answer)]
-    out = []
-    for raw in found:
-        match = re.fullmatch(r"\[?c(\d+)\]?", str(raw).strip(), re.IGNORECASE)
-        if match and int(match.group(1)) < chunks:
-            out.append(f"c{int(match.group(1))}")
-    return list(dict.fromkeys(out))
+    known = set(labels)
+    found = [*reply.citations, *CITED.findall(reply.answer)]
+    cited = [normalise_chunk_id(re.sub(r"\s+", "", str(raw))) for raw in found]
+    return list(dict.fromkeys(label for label in cited if label in known))
 
 
 def ask(
@@ -186,24 +177,17 @@ def resolve_recall(
     *,
     offload_store: OffloadStore,
     session: str,
-    chunk_store: VectorStore,
-    doc_id: str,
-    chunks: int,
+    sources: Sources,
     recall_tokens: int,
     lang: str,
-    doc_ids: Sequence[str] = (),
 ) -> tuple[list[Piece], list[dict[str, Any]]]:
     """Load recalled ids as pieces; unknown ids become a note to the model.
 
-    Returns pieces and a report. ``doc_ids``: the session's collection, whose chunks are recalled by their
-    tagged ids (``2:c3``).
+    Returns pieces and a report. Chunks are recalled by their labels in the session's ``sources`` (``c3``, in a
+    collection ``2:c3``).
     """
     offloaded = {i.id: i for i in offload_store.get(session, [i for i in ids if is_offload_id(i)])}
-    if doc_ids:
-        chunk_ids = [i for i in ids if re.fullmatch(r"\d+:c\d+", i)]
-    else:
-        chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
-    hits = {h.chunk_id: h for h in Sources(chunk_store, doc_ids or [doc_id]).chunks(chunk_ids)}
+    hits = {h.chunk_id: h for h in sources.chunks([i for i in ids if LABEL.match(i) and "." not in i])}
     known = [i.id for i in offload_store.list(session)]
     pieces: list[Piece] = []
     report: list[dict[str, Any]] = []
@@ -226,23 +210,18 @@ def resolve_recall(
     return pieces, report
 
 
-def _canvas(ctx: OffloadContext, doc_ids: Sequence[str]) -> Canvas | None:
-    if ctx.policy != "offload_canvas":
-        return None
-    store = get_store(ctx.namespace, ctx.embedder)
-    if len(doc_ids) > 1:
-        return collection_canvas(Sources(store, doc_ids), ctx.canvas_max_nodes)
-    return load_canvas(store, doc_ids[0])
+def _canvas(ctx: OffloadContext, sources: Sources) -> Canvas | None:
+    return sources_canvas(sources, ctx.canvas_max_nodes) if ctx.policy == "offload_canvas" else None
 
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Details for this turn: chunks over the relevance threshold and those of canvas nodes the question touches."""
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    question, doc_id = state["question"], state["doc_id"]
-    collection = session_documents(state)
+    question = state["question"]
+    sources = Sources(store, session_documents(state))
     canvas_refs: list[dict[str, Any]] = []
-    drawn = _canvas(ctx, collection)
+    drawn = _canvas(ctx, sources)
     if drawn is not None:
         ids = drawn.mermaid_ids()
         for node, score in touched_nodes(
@@ -252,14 +231,12 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
                 {"chunk_id": node.chunk_ids[0], "score": score, "via": f"canvas:{ids[mermaid_key(node.id)]}"}
             )
     refs = select_details(
-        store,
-        doc_id,
+        sources,
         question,
         k=ctx.details_k,
         min_score=ctx.min_score,
         min_details=ctx.min_details,
         canvas_refs=canvas_refs,
-        doc_ids=collection,
     )
     runtime.stream_writer(
         {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
@@ -286,15 +263,15 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
-    collection = session_documents(state)
+    lang, question = state.get("lang", "en"), state["question"]
+    sources = Sources(store, session_documents(state))
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
     round_ = int(state.get("recall_round") or 0)
     can_recall = offloading and round_ == 0 and any(t.get("offload_id") for t in history)
 
     pieces: list[Piece] = []
-    drawn = _canvas(ctx, collection)
+    drawn = _canvas(ctx, sources)
     if drawn is not None:
         pieces.append(Piece("canvas", "canvas", drawn.map_text(), "canvas"))
     if offloading:
@@ -306,31 +283,19 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         ctx.policy,
         ctx.keep_turns,
         lang,
-        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens, doc_ids=collection),
+        details_text=lambda ids: full_details(sources, ids, question, ctx.detail_tokens),
         relevant=_older_relevant(ctx, state) if offloading else (),
     )
-    pieces += detail_pieces(
-        store,
-        doc_id,
-        state.get("details", []),
-        question,
-        ctx.detail_tokens,
-        lang,
-        recallable=can_recall,
-        doc_ids=collection,
-    )
+    pieces += detail_pieces(sources, state.get("details", []), question, ctx.detail_tokens, lang, recallable=can_recall)
     report: list[dict[str, Any]] = []
     if round_ and state.get("recall_ids"):
         recalled, report = resolve_recall(
             state["recall_ids"],
             offload_store=get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend),
             session=state["session"],
-            chunk_store=store,
-            doc_id=doc_id,
-            chunks=int(state.get("chunks") or 0),
+            sources=sources,
             recall_tokens=ctx.recall_tokens,
             lang=lang,
-            doc_ids=collection if len(collection) > 1 else (),
         )
         shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
         runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
@@ -371,9 +336,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         update["answer"] = reply.answer.strip()
         return update
     update["answer"] = reply.answer.strip()
-    sources = Sources(store, collection)
-    labels = sources.labels() if len(collection) > 1 else ()
-    update["citations"] = citations_of(reply, int(state.get("chunks") or 0), labels)
+    update["citations"] = citations_of(reply, sources.labels())
     if update["citations"]:
         update["sources"] = cited_sources(sources, update["citations"], update["answer"])
     else:  # every answer shows what backs it: what the retriever found, marked as such

@@ -12,7 +12,6 @@ same document makes no canvas call.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -22,13 +21,14 @@ import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, outline_spec, render_mermaid
 from nodes.collection.sources import Sources
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, save_canvas
-from nodes.offload.collection_canvas import collection_canvas
+from nodes.offload.collection_canvas import sources_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.cache import lru_cache
 from stores.chat_stream import unstreamed
 from stores.documents import DocumentInfo, get_document, index_identity
 from stores.errors import InputError
+from stores.labels import normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.status import report_status
 from stores.text import truncate_tokens
@@ -37,7 +37,6 @@ from stores.vectorstore import Hit, VectorStore, get_store
 
 MIN_BRIEF_TOKENS = 12
 MAX_BRIEF_TOKENS = 80
-_CHUNK_ID = re.compile(r"^\[?c?(\d{1,6})\]?$", re.IGNORECASE)
 
 
 @lru_cache(maxsize=16)
@@ -79,11 +78,6 @@ def chunk_briefs(hits: list[Hit], budget_tokens: int) -> str:
     return "\n".join(lines)
 
 
-def _chunk_id(raw: str) -> str | None:
-    match = _CHUNK_ID.match(str(raw).strip())
-    return f"c{int(match.group(1))}" if match else None
-
-
 def clean_spec(spec: CanvasSpec, valid_chunks: set[str], title: str) -> CanvasSpec:
     """Keep known chunk ids only (``3``, ``[c3]`` read as ``c3``), drop empty nodes, default the title."""
     nodes = []
@@ -91,7 +85,7 @@ def clean_spec(spec: CanvasSpec, valid_chunks: set[str], title: str) -> CanvasSp
         label = node.label.strip()
         if not label and not node.id.strip():
             continue
-        chunk_ids = [cid for cid in (_chunk_id(c) for c in node.chunk_ids) if cid in valid_chunks]
+        chunk_ids = [cid for cid in (normalise_chunk_id(c) for c in node.chunk_ids) if cid in valid_chunks]
         kind = node.kind.strip().lower() if node.kind.strip().lower() in ("entity", "step") else "entity"
         nodes.append(
             node.model_copy(update={"label": label, "kind": kind, "chunk_ids": list(dict.fromkeys(chunk_ids))})
@@ -205,6 +199,21 @@ def ensure_canvas(
     return canvas, False
 
 
+def _drawn(ctx: OffloadContext, state: OffloadState, store: VectorStore) -> tuple[Canvas, bool]:
+    """The session's document's canvas, drawn by the canvas writer now (none was found)."""
+    return ensure_canvas(
+        store,
+        get_document(ctx.namespace, state["doc_id"]),
+        llm_for("offloader", ctx, model=ctx.canvas_model),
+        max_nodes=ctx.canvas_max_nodes,
+        input_tokens=ctx.canvas_input_tokens,
+        max_tokens=ctx.canvas_max_tokens,
+        lang=state.get("lang"),
+        system_prompt=ctx.canvas_prompt,
+        refresh=True,
+    )
+
+
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
     """Load the document's canvas, or have the canvas writer make it (cached per document).
 
@@ -212,23 +221,13 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    collection = session_documents(state)
-    if len(collection) > 1:
-        made = collection_canvas(Sources(store, collection), ctx.canvas_max_nodes)
+    sources = Sources(store, session_documents(state))
+    with track_usage() as usage, unstreamed():
+        found = sources_canvas(sources, ctx.canvas_max_nodes)
+        made, cached = (found, True) if found is not None else _drawn(ctx, state, store)
+    if made.source == "collection":
         runtime.stream_writer({"stage": "canvas", "message": f"canvas: {len(made.spec.nodes)} nodes (documents)"})
         return {"canvas": {**made.summary(), "cached": True}}
-    info = get_document(ctx.namespace, state["doc_id"])
-    with track_usage() as usage, unstreamed():
-        made, cached = ensure_canvas(
-            store,
-            info,
-            llm_for("offloader", ctx, model=ctx.canvas_model),
-            max_nodes=ctx.canvas_max_nodes,
-            input_tokens=ctx.canvas_input_tokens,
-            max_tokens=ctx.canvas_max_tokens,
-            lang=state.get("lang"),
-            system_prompt=ctx.canvas_prompt,
-        )
     summary = {**made.summary(), "cached": cached}
     how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
     runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})

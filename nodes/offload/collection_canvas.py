@@ -26,6 +26,15 @@ from stores.documents import namespace_dir, write_atomic
 _made: ProcessCache[tuple[str, str, int], Canvas] = ProcessCache("collection canvases", 32)
 
 
+def sources_canvas(sources: Sources, max_nodes: int) -> Canvas | None:
+    """The canvas a session over ``sources`` reads.
+
+    One document's is its own (None until drawn, :func:`nodes.offload.canvas_writer.ensure_canvas`); a
+    collection's is made here from its documents' (:func:`collection_canvas`).
+    """
+    return load_canvas(sources.store, sources.doc_id) if sources.single else collection_canvas(sources, max_nodes)
+
+
 def collection_canvas(sources: Sources, max_nodes: int) -> Canvas:
     """The canvas of ``sources``' collection (made once per collection version and node limit)."""
     version = collection_version(sources.store.namespace, sources.doc_ids)

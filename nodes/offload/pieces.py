@@ -15,7 +15,6 @@ from nodes.collection.sources import Sources
 from nodes.offload.memory import OFFLOADING, Piece
 from nodes.retrieval import focus_snippet
 from stores.text import count_tokens, truncate_tokens
-from stores.vectorstore import VectorStore
 
 QUESTION_NOTE_TOKENS = 25
 
@@ -90,24 +89,22 @@ def history_pieces(
 
 
 def detail_pieces(
-    store: VectorStore,
-    doc_id: str,
+    sources: Sources,
     refs: list[dict[str, Any]],
     question: str,
     detail_tokens: int,
     lang: str,
     *,
     recallable: bool,
-    doc_ids: Sequence[str] = (),
 ) -> list[Piece]:
-    """One piece per retrieved chunk, most relevant first: ``[c3] sentences nearest the question``.
+    """One piece per retrieved chunk of ``sources``, most relevant first: ``[c3] sentences nearest the question``.
 
-    In a collection ``doc_ids`` the piece starts ``[2:c3]``.
+    In a collection the piece starts ``[2:c3]``.
 
     A chunk longer than ``detail_tokens`` is shortened; its full text stays in the store under its
     chunk id, and with ``recallable`` the piece says how to recall it.
     """
-    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id]).chunks([r["chunk_id"] for r in refs])}
+    hits = {h.chunk_id: h for h in sources.chunks([r["chunk_id"] for r in refs])}
     pieces = []
     for rank, ref in enumerate(refs):
         hit = hits.get(ref["chunk_id"])
@@ -131,17 +128,9 @@ def detail_pieces(
     return pieces
 
 
-def full_details(
-    store: VectorStore,
-    doc_id: str,
-    chunk_ids: list[str],
-    question: str,
-    detail_tokens: int,
-    *,
-    doc_ids: Sequence[str] = (),
-) -> str:
+def full_details(sources: Sources, chunk_ids: list[str], question: str, detail_tokens: int) -> str:
     """The details an earlier turn saw, as they were shown (for verbatim history)."""
-    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id]).chunks(chunk_ids)}
+    hits = {h.chunk_id: h for h in sources.chunks(chunk_ids)}
     lines = []
     for cid in chunk_ids:
         if cid in hits:
@@ -153,26 +142,23 @@ def full_details(
 
 
 def select_details(
-    store: VectorStore,
-    doc_id: str,
+    sources: Sources,
     question: str,
     *,
     k: int,
     min_score: float,
     min_details: int,
     canvas_refs: Sequence[dict[str, Any]] = (),
-    doc_ids: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Chunk refs ``{chunk_id, score, via}`` for this turn, at most ``k``.
 
     Candidates are ranked by hybrid search (vector + BM25); those whose cosine similarity reaches
     ``min_score`` are relevant. The most relevant chunk comes first, then the chunks of canvas nodes
     the question touches (``canvas_refs``), then the other relevant chunks; when fewer than
-    ``min_details`` are chosen, the best remaining candidates fill up. ``doc_ids``: search every document of
-    the collection (refs ``2:c3``).
+    ``min_details`` are chosen, the best remaining candidates fill up. Every document of ``sources`` is searched
+    (in a collection the refs are ``2:c3``).
     """
     pool = max(3 * k, 8)
-    sources = Sources(store, doc_ids or [doc_id])
     fused = sources.search(question, k=pool)
     cosine = {h.chunk_id: h.score for h in sources.dense(question, pool)}
     relevant: list[dict[str, Any]] = []

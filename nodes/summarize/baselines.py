@@ -23,9 +23,10 @@ from nodes.context import validate
 from nodes.ingest import in_namespace
 from nodes.summarize.context import BaselineContext
 from nodes.summarize.editing import writing_prompt
-from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder
+from nodes.summarize.expert import focus_text, language_name, placeholder
 from nodes.summarize.length import tokens_for
-from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids, state_sources
+from nodes.summarize.state import MapReduceState, MapTask, RefineState, run_doc_ids, run_documents, state_sources
+from stores.labels import citations_in
 from stores.models import llm_for, messages
 from stores.text import count_tokens, split_sentences, truncate_tokens
 from stores.usage import check_calls, track_usage
@@ -82,10 +83,7 @@ def fan_out(state: MapReduceState) -> list[Send]:
         Send(
             "map_chunk",
             {
-                "doc_id": state["doc_id"],
-                "collection": state.get("collection") or [],
-                "tags": state.get("tags") or {},
-                "namespace": state.get("namespace", ""),
+                **run_documents(state),
                 "chunk_id": cid,
                 "position": i,
                 "lang": state.get("lang", "en"),

@@ -21,14 +21,15 @@ import prompts
 from nodes.collection.sources import Sources
 from nodes.retrieval import focus_snippet, hybrid_search
 from nodes.route.entry import route_to_expert
-from nodes.summarize.expert import citations_in, focus_text, language_name, placeholder, question_key
+from nodes.summarize.expert import focus_text, language_name, placeholder, question_key
 from nodes.summarize.length import length_bounds, length_units, tokens_for, unit_name
 from nodes.summarize.sentences import coverage
-from stores.documents import DocumentInfo
+from stores.documents import get_document
 from stores.errors import InputError
+from stores.labels import LABEL, citations_in, label_position
 from stores.models import LLM, messages
 from stores.text import jaccard, split_sentences, truncate_tokens
-from stores.vectorstore import Hit, VectorStore
+from stores.vectorstore import Hit
 
 Format = Literal["paragraphs", "bullets"]
 
@@ -74,19 +75,12 @@ def check_request(length: int, fmt: str, language: str, method: str) -> None:
 
 
 # --- overview -------------------------------------------------------------------------------
-def build_overview(
-    store: VectorStore,
-    info: DocumentInfo,
-    query: str = "",
-    *,
-    max_sections: int = 15,
-    lead_tokens: int = 60,
-    samples: int = 4,
-) -> str:
-    """The document's structure from its headings and first chunks (plus query hits in query mode).
+def build_overview(sources: Sources, query: str = "", *, max_sections: int = 15, lead_tokens: int = 60) -> str:
+    """One document's structure from its headings and first chunks (plus query hits in query mode).
 
     A document without headings gets the openings of a few chunks spread over it instead.
     """
+    store, info, samples = sources.store, get_document(sources.store.namespace, sources.doc_id), 4
     chunks = store.by_doc(info.doc_id)
     lines = [f"Title: {info.title}", f"Chunks: {len(chunks)} (c0 to c{max(len(chunks) - 1, 0)})"]
     if info.sections:
@@ -109,6 +103,13 @@ def build_overview(
             if hit.chunk_id not in {c.chunk_id for c in chunks[:2]}:
                 lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
     return "\n".join(lines)
+
+
+def overview_of(sources: Sources, query: str = "") -> str:
+    """The overview the editor reads: one document's structure (:func:`build_overview`), or a collection's."""
+    if sources.single:
+        return build_overview(sources, query)
+    return collection_overview(sources, query)
 
 
 def collection_overview(
@@ -244,10 +245,11 @@ class MergeResult(BaseModel):
     missing: str = Field(default="", max_length=400, description="What is still missing or unclear.")
 
 
-def usable_answers(
-    answers: Sequence[dict[str, Any]], position: dict[str, int], threshold: float = 0.8
-) -> list[dict[str, Any]]:
-    """Answered, cited answers: near-duplicates dropped (the more confident kept), in document order."""
+def usable_answers(answers: Sequence[dict[str, Any]], threshold: float = 0.8) -> list[dict[str, Any]]:
+    """Answered, cited answers: near-duplicates dropped (the more confident kept), in document order.
+
+    Document order is that of an answer's first cited chunk; an answer citing no chunk label comes last.
+    """
     ranked = sorted(
         (a for a in answers if a.get("status") == "answered" and a.get("citations")),
         key=lambda a: -float(a.get("confidence", 0.0)),
@@ -260,7 +262,11 @@ def usable_answers(
             continue
         keys.append(key)
         kept.append(ans)
-    return sorted(kept, key=lambda a: (min(position.get(c, 10**9) for c in a["citations"]), a.get("id", "")))
+    last = (10**9, 0, 0)
+    return sorted(
+        kept,
+        key=lambda a: (min(label_position(c) if LABEL.match(c) else last for c in a["citations"]), a.get("id", "")),
+    )
 
 
 def merge_answers(

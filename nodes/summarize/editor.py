@@ -11,18 +11,16 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.collection.sources import LABEL, chunk_rank
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.editing import (
-    build_overview,
     choose_expert,
-    collection_overview,
     direct_summary,
     draft_changed,
     evidence_block,
     fallback_merge,
     merge_answers,
     new_questions,
+    overview_of,
     polish,
     unmerged_answers,
     usable_answers,
@@ -32,23 +30,17 @@ from nodes.summarize.expert import bad_output
 from nodes.summarize.gaps import missing_parts, uncovered_topics
 from nodes.summarize.length import draft_fits, length_bounds, length_units
 from nodes.summarize.sentences import coverage, parse_cited_sentences
-from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, state_sources, target_length
+from nodes.summarize.state import SummarizeState, run_context, state_sources, target_length
 from stores.documents import get_document
 from stores.errors import ModelError
 from stores.models import llm_for
 from stores.usage import relabel_usage, track_usage
-from stores.vectorstore import get_store
 
 
 def overview(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
     """The document's structure from its headings and first chunks (and query hits)."""
     ctx = run_context(state, runtime)
-    docs = run_doc_ids(state)
-    if len(docs) > 1:
-        return {"overview": collection_overview(state_sources(state, ctx), state.get("query", ""))}
-    info = get_document(ctx.namespace, state["doc_id"])
-    text = build_overview(get_store(ctx.namespace, ctx.embedder), info, state.get("query", ""))
-    return {"overview": text}
+    return {"overview": overview_of(state_sources(state, ctx), state.get("query", ""))}
 
 
 def questions(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str, Any]:
@@ -111,7 +103,7 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
     ctx = run_context(state, runtime)
     rnd, lang, length = state["round"], state["lang"], target_length(state)
     this_round = [a for a in state.get("answers", []) if a["round"] == rnd]
-    usable = usable_answers(this_round, _positions(this_round))
+    usable = usable_answers(this_round)
     draft = state.get("draft", "")
     info: dict[str, Any] = {
         "round": rnd,
@@ -174,10 +166,6 @@ def merge(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[str
     return {**update, "draft": new_draft, "stop_reason": stop, "rounds_info": [info]}
 
 
-def _positions(answers: list[dict[str, Any]]) -> dict[str, int]:
-    return {cid: chunk_rank(cid) for ans in answers for cid in ans.get("citations", []) if LABEL.match(cid)}
-
-
 def after_merge(state: SummarizeState) -> Literal["questions", "polish"]:
     """Another round unless the editor stopped."""
     return "polish" if state.get("stop_reason") else "questions"
@@ -189,6 +177,7 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
     lang, length, query = state["lang"], target_length(state), state.get("query", "")
     fmt = state.get("format", "paragraphs")
     draft = state.get("draft", "").strip()
+    asked: dict[str, Any] = {"query": query, "length": length, "fmt": fmt, "lang": lang}  # what the summary must be
     emit = runtime.stream_writer
     if state["kind"] == "direct" or not draft:
         sources = state_sources(state, ctx)
@@ -196,30 +185,14 @@ def polish_node(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> di
         focus = query or get_document(ctx.namespace, state["doc_id"]).title
         evidence = evidence_block(hits, focus, ctx.direct_tokens)
         with track_usage() as usage:
-            text = direct_summary(
-                llm_for("editor", ctx),
-                evidence=evidence,
-                query=query,
-                length=length,
-                fmt=fmt,
-                lang=lang,
-                system_prompt=ctx.direct_prompt,
-            )
+            text = direct_summary(llm_for("editor", ctx), evidence=evidence, system_prompt=ctx.direct_prompt, **asked)
         emit({"stage": "polish", "message": f"summarized {len(hits)} chunks in one call"})
         return {"final_text": text, "usage": usage}
     if draft_fits(draft, length, fmt, lang):
         emit({"stage": "polish", "message": "the draft already has the requested length, format and language"})
         return {"final_text": draft}
     with track_usage() as usage:
-        text = polish(
-            llm_for("editor", ctx),
-            draft=draft,
-            query=query,
-            length=length,
-            fmt=fmt,
-            lang=lang,
-            system_prompt=ctx.polish_prompt,
-        )
+        text = polish(llm_for("editor", ctx), draft=draft, system_prompt=ctx.polish_prompt, **asked)
     if not parse_cited_sentences(text) or coverage(text, draft) < 0.5:
         emit({"stage": "polish", "message": "the polished text strays from the draft; keeping the draft"})
         return {"final_text": draft, "usage": usage}

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -24,25 +24,22 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
 import prompts
-from nodes.collection.resolve import collection_version
 from nodes.collection.sources import Sources
 from nodes.retrieval import Rerank, focus_snippet
 from nodes.summarize.context import SummarizeContext
-from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids
+from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids, run_documents, state_sources
 from stores.cache import ProcessCache
-from stores.documents import cache_path, get_document, index_identity, namespace_dir
+from stores.documents import cache_path, namespace_dir
 from stores.errors import ModelError
+from stores.labels import CITED_GROUP, citations_in, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
 from stores.text import lexical_tokens
 from stores.usage import track_usage
-from stores.vectorstore import Hit, VectorStore, get_store
+from stores.vectorstore import Hit
 
 QUESTION_TYPES = ("fact", "opinion", "structure", "style")
 NOT_FOUND = "not found"
 _NOT_FOUND_MARKERS = ("not found", "no information", "未找到", "没有找到", "未提及", "没有相关")
-CITATION = re.compile(r"\[\s*((?:\d+:\s*)?c?\d+(?:\s*[,;、，]\s*(?:\d+:\s*)?c?\d+)*)\s*\]", re.IGNORECASE)
-"""Cited chunks: ``[c3]``, ``[c3, c5]``, ``[3]``; in a collection run tagged with their document, ``[2:c3]``."""
-_CHUNK_ID = re.compile(r"\[?\s*(?:(\d+)\s*:\s*)?[cC]?\s*(\d+)\s*\]?")
 
 
 class ExpertReply(BaseModel):
@@ -61,29 +58,6 @@ def reply_schema(chunk_ids: Sequence[str]) -> type[ExpertReply]:
         __base__=ExpertReply,
         citations=(list[Literal[ids]], Field(min_length=1, max_length=len(ids))),  # type: ignore[valid-type]
     )
-
-
-def citations_in(text: str) -> list[str]:
-    """Chunk ids cited as ``[c3]``, ``[c3, c5]``, ``[3]`` or ``[2:c3]`` in ``text``, in order, without repeats."""
-    out: list[str] = []
-    for match in CITATION.finditer(text):
-        for part in re.split(r"[,;、，]", match.group(1)):
-            cid = normalise_chunk_id(part)
-            if cid and cid not in out:
-                out.append(cid)
-    return out
-
-
-def normalise_chunk_id(value: str) -> str:
-    """``"c3"``, ``"[c3]"``, ``"C3"`` or ``"3"`` -> ``"c3"``, ``"2:c3"`` -> ``"2:c3"``.
-
-    ``""`` when it is no chunk id.
-    """
-    found = _CHUNK_ID.fullmatch(str(value).strip())
-    if found is None:
-        return ""
-    tag, number = found.groups()
-    return f"{int(tag)}:c{int(number)}" if tag else f"c{int(number)}"
 
 
 def says_not_found(answer: str) -> bool:
@@ -228,8 +202,7 @@ def answer_question(
     expert: str,
     description: str,
     *,
-    store: VectorStore,
-    doc_id: str,
+    sources: Sources,
     llm: LLM,
     lang: str = "en",
     k: int = 3,
@@ -237,19 +210,15 @@ def answer_question(
     max_tokens: int = 120,
     rerank: Rerank = "none",
     system_prompt: str | None = None,
-    doc_ids: Sequence[str] = (),
-    tags: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """One expert's answer to ``question`` from the chunks it retrieves.
+    """One expert's answer to ``question`` from the chunks it retrieves from ``sources``.
 
-    From every document of ``doc_ids`` when given, their chunks labelled ``2:c3`` (``tags``: the thread's); else from
-    ``doc_id``'s.
+    In a collection every document is searched, its chunks labelled ``2:c3``.
     ``system_prompt``: the context's ``expert_prompt``; None: the template file in ``lang``.
 
     Returns ``{status, answer, citations, confidence, chunks}``; ``status`` is
     ``answered`` or ``not_found``. Model errors propagate (the caller marks the question failed).
     """
-    sources = Sources(store, doc_ids or [doc_id], tags)
     hits = sources.search(question, k, rerank=rerank)
     retrieved = [h.chunk_id for h in hits]
     if not hits:
@@ -272,7 +241,7 @@ def answer_question(
     reply = llm.structured(messages(system, user), reply_schema(retrieved), max_tokens=max_tokens)
     cited = [c for c in citations_in(reply.answer) + [normalise_chunk_id(c) for c in reply.citations] if c]
     valid = [c for c in dict.fromkeys(cited) if c in retrieved]
-    answer = CITATION.sub(
+    answer = CITED_GROUP.sub(
         lambda m: m.group(0) if all(c in retrieved for c in citations_in(m.group(0))) else "", reply.answer
     )
     answer = re.sub(r"\s{2,}", " ", answer).strip()
@@ -299,10 +268,7 @@ def send_questions(state: SummarizeState) -> list[Send] | Literal["polish"]:
         Send(
             "expert",
             {
-                "doc_id": state["doc_id"],
-                "collection": state.get("collection") or [],
-                "tags": state.get("tags") or {},
-                "namespace": state.get("namespace", ""),
+                **run_documents(state),
                 "lang": state["lang"],
                 "round": state["round"],
                 "item": item,
@@ -318,7 +284,8 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
     item, lang = state["item"], state["lang"]
     name = item["expert"]
     llm = llm_for("expert", ctx)
-    docs, tags = run_doc_ids(state), dict(state.get("tags") or {})
+    docs = run_doc_ids(state)
+    sources = state_sources(state, ctx)
     cache = AnswerCache.for_documents(ctx.namespace, docs) if ctx.answer_cache else None
     spec = resolve_role("expert", llm.overrides)
     key = AnswerCache.key(
@@ -331,11 +298,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         rerank=ctx.rerank,
         model=[spec.model, spec.base_url, spec.temperature],
         embedder=ctx.embedder,
-        index=(
-            index_identity(get_document(ctx.namespace, docs[0]))
-            if len(docs) == 1
-            else [collection_version(ctx.namespace, docs), [tags.get(d) for d in docs]]
-        ),
+        index=sources.version(),
         prompts=expert_prompt_version(lang, ctx.expert_prompt),
     )
     hit = cache.get(key) if cache else None
@@ -348,8 +311,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     item["question"],
                     name,
                     ctx.experts[name],
-                    store=get_store(ctx.namespace, ctx.embedder),
-                    doc_id=state["doc_id"],
+                    sources=sources,
                     llm=llm,
                     lang=lang,
                     k=ctx.expert_k,
@@ -357,8 +319,6 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
                     max_tokens=ctx.expert_max_tokens,
                     rerank=cast(Rerank, ctx.rerank),  # check_context held it to get_args(Rerank)
                     system_prompt=ctx.expert_prompt,
-                    doc_ids=docs,
-                    tags=tags,
                 )
             except ModelError as exc:
                 result = {

@@ -14,7 +14,7 @@ labelled.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
@@ -24,7 +24,7 @@ import prompts
 from nodes.collection.sources import Sources
 from nodes.retrieval import focus_snippet
 from nodes.summarize.context import Checks, FactcheckMode, SummarizeContext
-from nodes.summarize.expert import bad_output, citations_in, language_name
+from nodes.summarize.expert import bad_output, language_name
 from nodes.summarize.grounding import grounding_problems
 from nodes.summarize.length import (
     fill_candidates,
@@ -33,11 +33,11 @@ from nodes.summarize.length import (
     total_units,
 )
 from nodes.summarize.sentences import clean_sentence, coverage, parse_cited_sentences
-from nodes.summarize.state import SummarizeState, run_context, run_doc_ids, state_sources, target_length
+from nodes.summarize.state import SummarizeState, run_context, state_sources, target_length
 from stores.errors import ModelError
+from stores.labels import citations_in
 from stores.models import LLM, llm_for, messages
 from stores.usage import track_usage
-from stores.vectorstore import VectorStore, get_store
 
 Verdict = Literal["supported", "fixed", "dropped", "disputed", "unsupported", "unchecked", "source"]
 
@@ -56,24 +56,13 @@ class Verdicts(BaseModel):
     verdicts: list[SentenceVerdict] = Field(max_length=20)
 
 
-def evidence_for(
-    store: VectorStore,
-    doc_id: str,
-    batch: Sequence[dict[str, Any]],
-    chunk_tokens: int,
-    *,
-    doc_ids: Sequence[str] = (),
-    tags: Mapping[str, int] | None = None,
-) -> str:
-    """Evidence text for a batch of sentences: each cited chunk once, cut around the claims citing it.
-
-    Chunks of the collection ``doc_ids`` when given, labelled ``2:c3`` (``tags``: the thread's).
-    """
+def evidence_for(sources: Sources, batch: Sequence[dict[str, Any]], chunk_tokens: int) -> str:
+    """Evidence text for a batch of sentences: each cited chunk of ``sources`` once, cut around the claims citing it."""
     claims: dict[str, list[str]] = {}
     for sentence in batch:
         for cid in sentence["citations"]:
             claims.setdefault(cid, []).append(sentence["text"])
-    hits = Sources(store, doc_ids or [doc_id], tags).chunks(list(claims))
+    hits = sources.chunks(list(claims))
     blocks = [f"[{h.chunk_id}] {focus_snippet(h.text, ' '.join(claims[h.chunk_id]), chunk_tokens)}" for h in hits]
     return "\n\n".join(blocks)
 
@@ -84,21 +73,9 @@ def grounded_fix(fix: str, original: str, source: str, threshold: float = 0.6) -
     return bool(fixed) and fixed != clean_sentence(original) and coverage(fixed, source) >= threshold
 
 
-def retrieve_citations(
-    store: VectorStore,
-    doc_id: str,
-    sentence: str,
-    k: int,
-    prefer: Sequence[str] = (),
-    *,
-    doc_ids: Sequence[str] = (),
-    tags: Mapping[str, int] | None = None,
-) -> list[str]:
-    """Chunk ids for a sentence that cites nothing: best matches among ``prefer`` first, else overall.
-
-    Over the collection ``doc_ids`` when given.
-    """
-    hits = Sources(store, doc_ids or [doc_id], tags).search(sentence, max(k, 8) if prefer else k)
+def retrieve_citations(sources: Sources, sentence: str, k: int, prefer: Sequence[str] = ()) -> list[str]:
+    """Chunk labels of ``sources`` for a sentence citing nothing: best matches among ``prefer`` first, else any."""
+    hits = sources.search(sentence, max(k, 8) if prefer else k)
     preferred = [h.chunk_id for h in hits if h.chunk_id in set(prefer)]
     return (preferred or [h.chunk_id for h in hits])[:k]
 
@@ -106,8 +83,7 @@ def retrieve_citations(
 def check_sentences(
     sentences: Sequence[dict[str, Any]],
     *,
-    store: VectorStore,
-    doc_id: str,
+    sources: Sources,
     llm: LLM | None,
     lang: str = "en",
     mode: FactcheckMode = "fix",
@@ -118,10 +94,8 @@ def check_sentences(
     prefer: Sequence[str] = (),
     keep_coverage: float = 0.9,
     system_prompt: str | None = None,
-    doc_ids: Sequence[str] = (),
-    tags: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Check every sentence against its cited chunks: by the checker model, by grounding, or both.
+    """Check every sentence against its cited chunks of ``sources``: by the checker model, by grounding, or both.
 
     The model reads the cited excerpts and judges each sentence; grounding
     (:func:`nodes.summarize.grounding.grounding_problems`) needs every number and name of the sentence, and most of its
@@ -137,16 +111,14 @@ def check_sentences(
     ``unchecked`` (checking was off, or the model's output stayed invalid: its grounding problems
     are still listed). Sentences citing nothing get the best-matching chunks as citations
     (``cited_by: "retrieval"``), taken from ``prefer`` (e.g. the chunks the draft cited) when
-    any of those match. ``doc_ids``: the chunks are a collection's (labelled ``2:c3``; ``tags``: the thread's).
+    any of those match. In a collection the chunks are labelled ``2:c3``.
     """
     results: list[dict[str, Any]] = []
     for s in sentences:
         cites = list(s.get("citations", []))[:max_citations]
         entry = {"text": s["text"], "original": s["text"], "citations": cites, "cited_by": "model"}
         if not cites and mode != "off":
-            entry["citations"] = retrieve_citations(
-                store, doc_id, s["text"], max_citations, prefer, doc_ids=doc_ids, tags=tags
-            )
+            entry["citations"] = retrieve_citations(sources, s["text"], max_citations, prefer)
             entry["cited_by"] = "retrieval"
         entry.update({"verdict": "unchecked", "model_supported": None, "grounding": [], "flagged_by": []})
         results.append(entry)
@@ -154,19 +126,19 @@ def check_sentences(
         return results
     checkable = [r for r in results if r["citations"]]
     cited = dict.fromkeys(c for r in checkable for c in r["citations"])
-    sources = {h.chunk_id: h.text for h in Sources(store, doc_ids or [doc_id], tags).chunks(list(cited))}
+    texts = {h.chunk_id: h.text for h in sources.chunks(list(cited))}
     if checks != "model":
         for entry in checkable:
-            entry["grounding"] = grounding_problems(entry["text"], _source(entry, sources))
+            entry["grounding"] = grounding_problems(entry["text"], _source(entry, texts))
     fixes: dict[int, str] = {}
     if checks != "grounding":
         if llm is None:
             raise ValueError("the model check needs a model")
         for start in range(0, len(checkable), batch_size):
             batch = checkable[start : start + batch_size]
-            _model_check(batch, fixes, llm, store, doc_id, lang, chunk_tokens, system_prompt, doc_ids, tags)
+            _model_check(batch, fixes, llm, sources, lang, chunk_tokens, system_prompt)
     for entry in checkable:
-        _decide(entry, mode, checks, fixes.get(id(entry), ""), _source(entry, sources), keep_coverage)
+        _decide(entry, mode, checks, fixes.get(id(entry), ""), _source(entry, texts), keep_coverage)
     return results
 
 
@@ -174,18 +146,15 @@ def _model_check(
     batch: list[dict[str, Any]],
     fixes: dict[int, str],
     llm: LLM,
-    store: VectorStore,
-    doc_id: str,
+    sources: Sources,
     lang: str,
     chunk_tokens: int,
     system_prompt: str | None,
-    doc_ids: Sequence[str],
-    tags: Mapping[str, int] | None = None,
 ) -> None:
     """Ask the checker model about one batch of sentences: set their ``model_supported`` and collect the fixes."""
     numbered = "\n".join(f"{i}. {r['text']} (cites {', '.join(r['citations'])})" for i, r in enumerate(batch, start=1))
     system = prompts.render("summarize/factcheck", lang, template=system_prompt, language=language_name(lang))
-    evidence = evidence_for(store, doc_id, batch, chunk_tokens, doc_ids=doc_ids, tags=tags)
+    evidence = evidence_for(sources, batch, chunk_tokens)
     user = prompts.render("summarize/factcheck_user", lang, evidence=evidence, sentences=numbered)
     try:
         reply = llm.structured(messages(system, user), Verdicts, max_tokens=60 * len(batch) + 80)
@@ -288,20 +257,18 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
     ``REFILLS`` times, one checker call each).
     """
     ctx = run_context(state, runtime)
-    docs = run_doc_ids(state)
     if state["kind"] == "short":
         labels = state_sources(state, ctx).labels()
         sentences = parse_cited_sentences(state.get("final_text", ""), labels)
         checked = [{**s, "original": s["text"], "verdict": "source", "cited_by": "source"} for s in sentences]
         return {"checked": checked}
     lang, length = state["lang"], target_length(state)
-    store = get_store(ctx.namespace, ctx.embedder)
+    sources = state_sources(state, ctx)
 
     def check(sentences: list[dict[str, Any]]) -> list[dict[str, Any]]:
         checked = check_sentences(
             sentences,
-            store=store,
-            doc_id=state["doc_id"],
+            sources=sources,
             llm=llm_for("checker", ctx),
             lang=lang,
             mode=cast(FactcheckMode, ctx.factcheck),  # check_context held it to get_args(FactcheckMode)
@@ -309,8 +276,6 @@ def factcheck(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict
             batch_size=ctx.factcheck_batch,
             prefer=citations_in(state.get("draft", "")),
             system_prompt=ctx.factcheck_prompt,
-            doc_ids=docs,
-            tags=state.get("tags"),
         )
         kept_keys = [{"origin": s.get("origin", "summary"), "clipped": s.get("clipped", False)} for s in sentences]
         return [{**c, **k} for c, k in zip(checked, kept_keys, strict=True)]

@@ -15,11 +15,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.collection.sources import chunk_rank
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.gaps import chunk_terms, uncovered_chunks
 from nodes.summarize.sentences import clean_sentence, dedupe_sentences, parse_cited_sentences, text_blocks, tidy_excerpt
 from nodes.summarize.state import SummarizeState, run_context, state_sources, target_length
+from stores.labels import label_position
 from stores.text import LONG_RUN, cjk_ratio, content_words, overlap, split_sentences
 from stores.vectorstore import Hit
 
@@ -130,13 +130,13 @@ def answer_sentences(answers: Sequence[dict[str, Any]], query: str = "") -> list
     A sentence without its own citation carries the citations of its answer.
     """
     focus = content_words(query)
-    out: list[tuple[tuple[float, float, int], dict[str, Any]]] = []
+    out: list[tuple[tuple[float, float, tuple[int, int, int]], dict[str, Any]]] = []
     for ans in answers:
         if ans.get("status") != "answered" or not ans.get("citations"):
             continue
         for sentence in parse_cited_sentences(ans["answer"]):
             cites = [c for c in sentence["citations"] if c in ans["citations"]] or list(ans["citations"])
-            first = min((chunk_rank(c) for c in cites), default=10**9)
+            first = min((label_position(c) for c in cites), default=(10**9, 0, 0))
             rank = (-overlap(focus, content_words(sentence["text"])), -float(ans.get("confidence", 0.0)), first)
             out.append((rank, {"text": sentence["text"], "citations": cites, "origin": "answer"}))
     return [s for _, s in sorted(out, key=lambda pair: pair[0])]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from nodes.summarize.expert import CITATION, citations_in
+from stores.labels import CITED_GROUP, citations_in
 from stores.text import content_words, lexical_tokens, overlap, split_sentences
 
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)、])\s+")
@@ -45,7 +45,7 @@ def coverage(text: str, source: str) -> float:
 
 def clean_sentence(text: str) -> str:
     """A sentence without citation markers, bullet marks or stray spaces."""
-    text = _CITES_NOTE.sub("", CITATION.sub("", _BULLET.sub("", text)))
+    text = _CITES_NOTE.sub("", CITED_GROUP.sub("", _BULLET.sub("", text)))
     text = re.sub(r"\s+([,.;:!?，。；：！？])", r"\1", text)
     return re.sub(r"\s{2,}", " ", text).strip()
 

@@ -244,6 +244,16 @@ def run_context(state: SummarizeState | ExpertTask, runtime: Runtime[SummarizeCo
     return cast(SummarizeContext, in_namespace(runtime.context or SummarizeContext(), state))
 
 
+def run_documents(state: Any) -> dict[str, Any]:
+    """The fields that name a run's documents, as its parallel tasks carry them (:class:`langgraph.types.Send`)."""
+    return {
+        "doc_id": state["doc_id"],
+        "collection": state.get("collection") or [],
+        "tags": state.get("tags") or {},
+        "namespace": state.get("namespace", ""),
+    }
+
+
 def run_doc_ids(state: Any) -> list[str]:
     """The documents a run (or one of its tasks) reads: its collection, else its one document."""
     return list(state.get("collection") or [state["doc_id"]])

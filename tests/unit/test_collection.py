@@ -13,11 +13,12 @@ from fastapi.testclient import TestClient
 from nodes.collection import index as collection_index_module
 from nodes.collection.index import CollectionIndex, build_term_counts, collection_bm25, term_counts
 from nodes.collection.resolve import collection_version, resolve_documents
-from nodes.collection.sources import Sources, cited_documents, label_position, split_label
+from nodes.collection.sources import Sources, cited_documents
 from nodes.ingest import ingest
 from nodes.summarize.context import SummarizeContext
 from stores.documents import count_words, document_listing, get_document
 from stores.errors import InputError
+from stores.labels import label_position, split_label
 from stores.text import lexical_tokens
 from stores.vectorstore import get_store
 from surfaces.cli import main

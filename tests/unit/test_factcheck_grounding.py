@@ -12,6 +12,7 @@ from langchain_core.messages import BaseMessage
 from doubles.chat import ScriptedChatModel
 from doubles.replies import summarize_reply
 from graphs.summarize.graph import graph
+from nodes.collection.sources import Sources
 from nodes.ingest import ingest
 from nodes.summarize.fact_checker import check_sentences, factcheck_stats
 from nodes.summarize.grounding import grounding_problems, names_in, numbers_in
@@ -151,9 +152,8 @@ def test_small_number_words_count_in_a_compound() -> None:
     ]
 
 
-def _store_doc() -> tuple[object, str]:
-    doc_id = ingest(str(FALCON)).doc_id
-    return get_store("default", "hash"), doc_id
+def _sources() -> Sources:
+    return Sources(get_store("default", "hash"), [ingest(str(FALCON)).doc_id])
 
 
 def _checker(supported: bool) -> ScriptedChatModel:
@@ -172,9 +172,9 @@ SENTENCES = [
 
 
 def test_grounding_only_needs_no_model_and_says_no() -> None:
-    store, doc_id = _store_doc()
+    sources = _sources()
     with track_usage() as usage:
-        checked = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=None, mode="mark", checks="grounding")
+        checked = check_sentences(SENTENCES, sources=sources, llm=None, mode="mark", checks="grounding")
     assert usage == {}
     assert [c["verdict"] for c in checked] == ["supported", "unsupported", "supported"]
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"] == [
@@ -184,11 +184,11 @@ def test_grounding_only_needs_no_model_and_says_no() -> None:
 
 
 def test_combined_check_flags_what_either_check_flags_and_says_which() -> None:
-    store, doc_id = _store_doc()
+    sources = _sources()
     with use_chat_model(_checker(True)):
         llm = llm_for("checker", None)
-        checked = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="both")
-        model_only = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm, mode="fix", checks="model")
+        checked = check_sentences(SENTENCES, sources=sources, llm=llm, mode="fix", checks="both")
+        model_only = check_sentences(SENTENCES, sources=sources, llm=llm, mode="fix", checks="model")
     # the model confirmed all three; grounding caught the wrong number, the name swap is not a grounding error
     assert [c["verdict"] for c in checked] == ["supported", "dropped", "supported"]
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["model_supported"] is True
@@ -196,30 +196,28 @@ def test_combined_check_flags_what_either_check_flags_and_says_which() -> None:
     stats = factcheck_stats(checked)
     assert stats["flagged_by"] == {"model": 0, "grounding": 1, "both": 0} and stats["dropped"] == 1
     with use_chat_model(_checker(False)):
-        both = check_sentences(
-            SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="mark", checks="both"
-        )
+        both = check_sentences(SENTENCES, sources=sources, llm=llm_for("checker", None), mode="mark", checks="both")
     assert [c["flagged_by"] for c in both] == [["model"], ["model", "grounding"], ["model"]]
     assert factcheck_stats(both)["flagged_by"] == {"model": 3, "grounding": 1, "both": 1}
 
 
 def test_a_weak_grounding_flag_marks_a_sentence_without_dropping_it() -> None:
-    store, doc_id = _store_doc()
+    sources = _sources()
     negated = [{"text": "The steering committee did not approve the budget in March.", "citations": ["c1"]}]
     with use_chat_model(_checker(True)):
-        checked = check_sentences(negated, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+        checked = check_sentences(negated, sources=sources, llm=llm_for("checker", None), mode="fix")
     assert checked[0]["verdict"] == "disputed" and checked[0]["flagged_by"] == ["grounding"]
 
 
 def test_a_fix_that_fails_grounding_is_not_accepted() -> None:
-    store, doc_id = _store_doc()
+    sources = _sources()
 
     def reply(messages: Sequence[BaseMessage]) -> str:
         fix = "The steering committee approved a budget of 70,000 euros in March [c1]."
         return json.dumps({"verdicts": [{"n": 1, "supported": False, "fix": fix}]})
 
     with use_chat_model(ScriptedChatModel(default=reply)):
-        checked = check_sentences(SENTENCES[1:2], store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+        checked = check_sentences(SENTENCES[1:2], sources=sources, llm=llm_for("checker", None), mode="fix")
     assert checked[0]["verdict"] == "dropped" and checked[0]["flagged_by"] == ["model", "grounding"]
 
 
@@ -249,13 +247,13 @@ def test_the_summary_says_which_check_flagged_a_kept_sentence() -> None:
 
 
 def test_a_failed_model_check_leaves_sentences_unchecked_with_their_grounding_problems() -> None:
-    store, doc_id = _store_doc()
+    sources = _sources()
 
     def cut(messages: Sequence[BaseMessage]) -> str:
         raise length_finish_error()
 
     with use_chat_model(ScriptedChatModel(default=cut)):
-        checked = check_sentences(SENTENCES, store=store, doc_id=doc_id, llm=llm_for("checker", None), mode="fix")
+        checked = check_sentences(SENTENCES, sources=sources, llm=llm_for("checker", None), mode="fix")
     assert [c["verdict"] for c in checked] == ["unchecked"] * 3
     assert checked[1]["flagged_by"] == ["grounding"] and checked[1]["grounding"]
     assert factcheck_stats(checked)["unchecked"] == 3

@@ -9,6 +9,7 @@ import pytest
 
 import prompts
 from doubles.chat import ScriptedChatModel
+from nodes.collection.sources import Sources
 from nodes.ingest import ingest
 from nodes.offload.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
 from nodes.offload.memory import Piece, build_memory, render_user
@@ -96,16 +97,22 @@ def test_budget_too_small_records_the_overrun() -> None:
     assert memory.cut[-1].startswith("over budget by") and question.strip() in memory.user
 
 
-def test_shortened_detail_says_how_to_recall(sample_markdown: Path) -> None:
+@pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
+def test_shortened_detail_says_how_to_recall(sample_markdown: Path, collection: bool) -> None:
     doc_id = ingest(str(sample_markdown)).doc_id
+    others = [ingest(text="# Otters\n\nSea otters hold hands while they sleep.").doc_id] if collection else []
     store = get_store("default")
-    refs = [{"chunk_id": "c0", "score": 0.9, "via": "search"}, {"chunk_id": "c9", "score": 0.5, "via": "search"}]
-    pieces = detail_pieces(store, doc_id, refs, "budget", 12, "en", recallable=True)
+    sources = Sources(store, [*others, doc_id])
+    first = sources.label(doc_id, "c0")  # c0 alone, 2:c0 in the collection
+    assert first == ("2:c0" if collection else "c0")
+    refs = [{"chunk_id": first, "score": 0.9, "via": "search"}, {"chunk_id": "c9", "score": 0.5, "via": "search"}]
+    pieces = detail_pieces(sources, refs, "budget", 12, "en", recallable=True)
     assert len(pieces) == 1 and pieces[0].shortened
-    assert pieces[0].text.startswith("[c0] ") and pieces[0].text.endswith("(shortened; recall c0 for the full text)")
-    quiet = detail_pieces(store, doc_id, refs, "budget", 12, "en", recallable=False)
+    assert pieces[0].text.startswith(f"[{first}] Project Falcon")
+    assert pieces[0].text.endswith(f"(shortened; recall {first} for the full text)")
+    quiet = detail_pieces(sources, refs, "budget", 12, "en", recallable=False)
     assert "recall" not in quiet[0].text
-    whole = detail_pieces(store, doc_id, refs, "budget", 2000, "en", recallable=True)
+    whole = detail_pieces(sources, refs, "budget", 2000, "en", recallable=True)
     assert not whole[0].shortened and "recall" not in whole[0].text
 
 
@@ -182,9 +189,11 @@ def test_answer_falls_back_to_plain_text() -> None:
         reply, mode = ask(LLM("expert", max_retries=1), memory, recall=False, max_tokens=50, lang="en")
     assert mode == "text" and reply.answer == "Bob Chen [c2]." and usage["expert"]["calls"] == 3  # 2 refused JSON
     assert str(fake.calls[-1][0].content) == prompts.render("offload/answer_plain", "en")
-    assert citations_of(reply, chunks=3) == ["c2"] and citations_of(reply, chunks=2) == []
+    assert citations_of(reply, ["c0", "c1", "c2"]) == ["c2"] and citations_of(reply, ["c0", "c1"]) == []
     reply = AnswerReply(answer="See [c1] and [c7].", citations=["C3", "[c1]", "chunk 2", "c40"])
-    assert citations_of(reply, chunks=10) == ["c3", "c1", "c7"]
+    assert citations_of(reply, [f"c{i}" for i in range(10)]) == ["c3", "c1", "c7"]
+    tagged = AnswerReply(answer="Both [2:c1] and [c1], [3:c0].", citations=["[1:C0]", "2: c1", "9:c1"])
+    assert citations_of(tagged, ["1:c0", "2:c0", "2:c1"]) == ["1:c0", "2:c1"]  # one parser: tags name documents
 
 
 def test_normalise_ids() -> None:
@@ -199,9 +208,7 @@ def test_recall_loads_known_ids_and_explains_unknown_ones(sample_markdown: Path)
         ["o1", "c0", "o7", "c99"],
         offload_store=offload,
         session="s",
-        chunk_store=get_store("default"),
-        doc_id=doc_id,
-        chunks=1,
+        sources=Sources(get_store("default"), [doc_id]),
         recall_tokens=60,
         lang="en",
     )
@@ -223,18 +230,18 @@ def test_recall_loads_known_ids_and_explains_unknown_ones(sample_markdown: Path)
 def test_select_details_threshold_canvas_and_minimum(sample_markdown: Path) -> None:
     doc_id = ingest(str(sample_markdown), chunk_size=60, chunk_overlap=0).doc_id
     store = get_store("default")
-    strict = select_details(store, doc_id, "Who manages procurement?", k=2, min_score=0.99, min_details=0)
+    strict = select_details(Sources(store, [doc_id]), "Who manages procurement?", k=2, min_score=0.99, min_details=0)
     assert strict == []
-    best = select_details(store, doc_id, "Who manages procurement?", k=2, min_score=0.99, min_details=1)
+    best = select_details(Sources(store, [doc_id]), "Who manages procurement?", k=2, min_score=0.99, min_details=1)
     assert [(r["chunk_id"], r["via"]) for r in best] == [("c2", "best")]
-    loose = select_details(store, doc_id, "Who manages procurement?", k=3, min_score=-1.0, min_details=1)
+    loose = select_details(Sources(store, [doc_id]), "Who manages procurement?", k=3, min_score=-1.0, min_details=1)
     assert loose[0]["chunk_id"] == "c2" and len(loose) == 3 and all(r["via"] == "search" for r in loose)
     canvas = [
         {"chunk_id": "c3", "score": 0.9, "via": "canvas:n4"},
         {"chunk_id": "c2", "score": 0.9, "via": "canvas:n3"},
     ]
     mixed = select_details(
-        store, doc_id, "Who manages procurement?", k=2, min_score=-1.0, min_details=1, canvas_refs=canvas
+        Sources(store, [doc_id]), "Who manages procurement?", k=2, min_score=-1.0, min_details=1, canvas_refs=canvas
     )
     assert [(r["chunk_id"], r["via"]) for r in mixed] == [("c2", "search"), ("c3", "canvas:n4")]
 

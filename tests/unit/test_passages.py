@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 from nodes.chain.manager import Answer, is_inferred, supporting_quotes, valid_citations
 from nodes.chain.ordering.tree import ChowLiuTree
@@ -204,7 +207,6 @@ def test_a_worker_quotes_the_bridge_its_model_passed_over_when_bridges_are_on() 
                 notes="",
                 passages=passages,
                 lang="en",
-                tagged=True,
                 bridges=bridges,
             )
         assert set(quoted_sentences(result.notes)) == expected
@@ -215,3 +217,29 @@ def test_the_manager_is_shown_the_hop_first() -> None:
     evidence = f"[1:c11.4] {BRIDGE}\n{noise}\n[1:c19.18] {JOURNAL}"
     assert hop_first(JOURNAL_QUESTION, evidence).splitlines() == [f"[1:c19.18] {JOURNAL}", f"[1:c11.4] {BRIDGE}", noise]
     assert hop_first("Where is Oslo?", evidence) == evidence  # no anchor: as it was
+
+
+@pytest.mark.parametrize(
+    ("tag", "title", "pattern"), [(None, "WorkerQuotes", "^c[0-9]+"), (2, "TaggedQuotes", "^[0-9]+:c")]
+)
+def test_a_worker_asks_for_labels_of_the_form_it_was_shown(tag: int | None, title: str, pattern: str) -> None:
+    """One document's labels (``c3.1``) or a collection's (``2:c3.1``): the reply schema follows the passages."""
+    from doubles.chat import ScriptedChatModel, recording
+    from stores.labels import chunk_label
+    from stores.models import LLM, use_chat_model
+
+    chunk = chunk_label(19, tag)
+    sent: list[dict[str, object]] = []
+    reply = f'{{"quotes": ["{chunk}.1"], "missing": ""}}'
+    with use_chat_model(ScriptedChatModel(default=reply)), recording(sent):
+        result = worker_step(
+            LLM("worker", cache=False),
+            question=JOURNAL_QUESTION,
+            notes="",
+            passages=split_passages([(chunk, JOURNAL)]),
+            lang="en",
+        )
+    schema: Any = sent[0]["schema"]
+    assert schema["title"] == title and schema["properties"]["quotes"]["items"]["pattern"].startswith(pattern)
+    assert f"e.g. {chunk_label(3, tag)}.2" in schema["properties"]["quotes"]["description"]
+    assert list(quoted_sentences(result.notes)) == [f"{chunk}.1"]

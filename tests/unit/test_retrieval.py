@@ -121,3 +121,14 @@ def test_focus_snippet_keeps_the_matching_sentences_in_order() -> None:
     assert "Lunch" not in snippet and "…" in snippet
     assert focus_snippet("Short text.", "anything", 50) == "Short text."
     assert focus_snippet(text, "zebra", 12).startswith("The weather was mild.")
+
+
+def test_one_bm25_index_serves_chunks_and_passages() -> None:
+    from stores.ranking import bm25_index, bm25_scores
+
+    corpus = [["otter", "sleeps"], ["pump", "runs", "pump"], []]
+    index = bm25_index(corpus)
+    scores = bm25_scores(index, ["pump"], len(corpus))
+    assert scores.shape == (3,) and scores[1] > 0 and scores[0] == scores[2] == 0
+    assert not bm25_scores(index, [], 3).any()  # a query with no term scores nothing
+    assert bm25_index([[], []]) is None and not bm25_scores(None, ["pump"], 2).any()

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from doubles.chat import ScriptedChatModel
+from nodes.collection.sources import Sources
 from nodes.ingest import ingest
 from nodes.summarize.baselines import cite_chunk, group_notes, is_none
 from nodes.summarize.context import DEFAULT_EXPERTS
@@ -141,7 +142,7 @@ def test_usable_answers_dedupe_by_confidence_and_order_by_document() -> None:
         {"id": "d", "status": "not_found", "answer": "not found", "citations": [], "confidence": 0.0},
         {"id": "e", "status": "failed", "answer": "", "citations": [], "confidence": 0.0},
     ]
-    kept = usable_answers(answers, {"c1": 1, "c3": 3})
+    kept = usable_answers(answers)
     assert [a["id"] for a in kept] == ["c", "b"]
 
 
@@ -190,31 +191,36 @@ def test_factcheck_stats_share() -> None:
     assert factcheck_stats([])["supported_share"] is None
 
 
-def test_expert_answer_keeps_only_citations_of_retrieved_chunks() -> None:
+@pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
+def test_expert_answer_keeps_only_citations_of_retrieved_chunks(collection: bool) -> None:
     doc = ingest(str(FALCON))
-    reply = json.dumps({"answer": "The budget is 40,000 euros [c1] [c9].", "citations": ["c1"], "confidence": 0.9})
-    fake = ScriptedChatModel(default=reply)
+    others = [ingest(text="# Otters\n\nSea otters hold hands while they sleep.").doc_id] if collection else []
+    sources = Sources(get_store(), [*others, doc.doc_id])
+    cited, invented = sources.label(doc.doc_id, "c1"), sources.label(doc.doc_id, "c9")
+    assert cited == ("2:c1" if collection else "c1")
+    answer = f"The budget is 40,000 euros [{cited}] [{invented}]."
+    fake = ScriptedChatModel(default=json.dumps({"answer": answer, "citations": [cited], "confidence": 0.9}))
     with use_chat_model(fake), track_usage() as usage:
         result = answer_question(
             "What budget did the committee approve?",
             "fact",
             DEFAULT_EXPERTS["fact"],
-            store=get_store(),
-            doc_id=doc.doc_id,
+            sources=sources,
             llm=LLM("expert"),
             k=2,
         )
-    assert result["status"] == "answered" and result["citations"] == ["c1"]
-    assert "[c9]" not in result["answer"] and "[c1]" in result["answer"]
-    assert "c1" in result["chunks"] and len(result["chunks"]) == 2
+    assert result["status"] == "answered" and result["citations"] == [cited]
+    assert f"[{invented}]" not in result["answer"] and f"[{cited}]" in result["answer"]
+    assert cited in result["chunks"] and len(result["chunks"]) == 2
     prompt = str(fake.calls[0][-1].content)
-    assert "[c1] (Project Falcon > Budget)" in prompt and "Question: What budget" in prompt
+    named = "Project Falcon · " if collection else ""  # a collection's excerpt names its document
+    assert f"[{cited}] ({named}Project Falcon > Budget)" in prompt and "Question: What budget" in prompt
     assert usage["expert"]["calls"] == 1
 
 
 def test_expert_not_found_and_citations_outside_the_retrieved_chunks() -> None:
     doc = ingest(str(FALCON))
-    kwargs = {"store": get_store(), "doc_id": doc.doc_id, "llm": LLM("expert", max_retries=1)}
+    kwargs = {"sources": Sources(get_store(), [doc.doc_id]), "llm": LLM("expert", max_retries=1)}
     not_found = {"answer": "not found", "citations": ["c1"], "confidence": 0}
     with use_chat_model(ScriptedChatModel(default=json.dumps(not_found))):
         result = answer_question("Who won the 1998 world cup?", "fact", "facts", **kwargs)
@@ -253,13 +259,13 @@ def test_overview_of_a_document_without_headings_samples_its_chunks() -> None:
     text = "\n\n".join(f"Part {i} talks about topic number {i} in some detail. " * 6 for i in range(12))
     doc = ingest(text=text, chunk_size=80, chunk_overlap=0)
     info = get_document("default", doc.doc_id)
-    overview = build_overview(get_store(), info)
+    overview = build_overview(Sources(get_store(), [info.doc_id]))
     assert overview.startswith("Title: ") and f"Chunks: {info.chunks}" in overview
     shown = [line.split("]")[0][1:] for line in overview.splitlines() if line.startswith("[c")]
     assert shown[:2] == ["c0", "c1"] and len(shown) == 6
     assert int(shown[-1][1:]) >= info.chunks // 2
     falcon = ingest(str(FALCON))
-    with_sections = build_overview(get_store(), get_document("default", falcon.doc_id), "the budget")
+    with_sections = build_overview(Sources(get_store(), [falcon.doc_id]), "the budget")
     assert "Project Falcon > Budget [c1]" in with_sections and "40,000 euros" in with_sections
 
 
@@ -288,12 +294,11 @@ def test_uncited_sentences_get_citations_from_the_preferred_chunks() -> None:
 
     doc = ingest(str(FALCON))
     sentence = "The committee approved 40,000 euros and Alice Moreau leads the team."
-    overall = retrieve_citations(get_store(), doc.doc_id, sentence, 1)
-    preferred = retrieve_citations(get_store(), doc.doc_id, sentence, 1, prefer=["c2"])
+    sources = Sources(get_store(), [doc.doc_id])
+    overall = retrieve_citations(sources, sentence, 1)
+    preferred = retrieve_citations(sources, sentence, 1, prefer=["c2"])
     assert preferred == ["c2"] and len(overall) == 1
-    assert retrieve_citations(get_store(), doc.doc_id, sentence, 2, prefer=["c99"]) == retrieve_citations(
-        get_store(), doc.doc_id, sentence, 2
-    )
+    assert retrieve_citations(sources, sentence, 2, prefer=["c99"]) == retrieve_citations(sources, sentence, 2)
 
 
 def test_coverage_counts_content_words_of_the_source() -> None:
@@ -309,3 +314,20 @@ def test_coverage_counts_content_words_of_the_source() -> None:
     assert grounded_fix("The committee approved 40,000 euros [c1].", "The budget is 90,000 euros.", source)
     assert not grounded_fix("The budget is 90,000 euros.", "The budget is 90,000 euros [c1].", source)
     assert not grounded_fix("The draft summary is empty.", "x", source) and not grounded_fix("", "x", source)
+
+
+@pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
+def test_the_editor_reads_one_overview_of_its_sources(collection: bool) -> None:
+    """One document's overview shows its title and sections; a collection's its documents, labels tagged."""
+    from nodes.summarize.editing import overview_of
+
+    falcon = ingest(str(FALCON)).doc_id
+    others = [ingest(text="# Otters\n\nSea otters hold hands while they sleep.").doc_id] if collection else []
+    sources = Sources(get_store(), [*others, falcon])
+    overview = overview_of(sources, "the budget")
+    budget = sources.label(falcon, "c1")
+    assert f"[{budget}] " in overview and "40,000 euros" in overview
+    if collection:
+        assert overview.startswith("Collection: 2 documents") and "[1] Otters" in overview and "[2] Project" in overview
+    else:
+        assert overview.startswith("Title: Project Falcon") and "Project Falcon > Budget [c1]" in overview

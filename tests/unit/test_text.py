@@ -7,7 +7,6 @@ import pytest
 from stores.errors import InputError
 from stores.ranking import rrf_scores
 from stores.text import (
-    CITATION_TAG,
     STOPWORDS,
     check_name,
     content_words,
@@ -35,10 +34,6 @@ def test_overlap_is_the_share_of_words_found() -> None:
     assert overlap({"a", "b", "c", "d"}, {"a", "b", "x"}) == 0.5
     assert overlap(set(), {"a"}) == 0.0 and overlap(set(), {"a"}, empty=1.0) == 1.0
     assert jaccard({"a", "b", "c"}, {"b", "c", "d"}) == 0.5 and jaccard(set(), set()) == 0.0
-
-
-def test_citation_tags() -> None:
-    assert CITATION_TAG.findall("Yes [c1], and [c12]; not [3] or [o2].") == ["c1", "c12"]
 
 
 @pytest.mark.parametrize(

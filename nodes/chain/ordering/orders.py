@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -71,17 +72,21 @@ def _section_tree(
     raise ValueError('order "hybrid" needs a tree or embeddings')
 
 
-def _hybrid_order(
-    n: int,
-    sections: Sequence[str] | None,
-    tree: ChowLiuTree | None,
-    embeddings: np.ndarray | Sequence[np.ndarray] | None,
-    q: np.ndarray | None,
-    root: str | int,
-    children: str,
-    temperature: float | None,
-) -> list[int]:
+@dataclass(frozen=True)
+class _Walk:
+    """What a Chow-Liu traversal starts from: the tree (or the embeddings to build it), the query and the rules."""
+
+    tree: ChowLiuTree | None
+    embeddings: np.ndarray | Sequence[np.ndarray] | None
+    q: np.ndarray | None
+    root: str | int
+    children: str
+    temperature: float | None
+
+
+def _hybrid_order(n: int, sections: Sequence[str] | None, walk: _Walk) -> list[int]:
     """Chow-Liu BFS inside each section, sections in document order."""
+    tree, embeddings, q, root, children = walk.tree, walk.embeddings, walk.q, walk.root, walk.children
     if sections is None:
         raise ValueError('order "hybrid" needs sections (one label per chunk)')
     if not isinstance(root, str):
@@ -92,24 +97,16 @@ def _hybrid_order(
         raise ValueError(f"the tree covers {tree.n} chunks, expected {n}")
     out: list[int] = []
     for idx in _section_runs(sections, n):
-        sub = _section_tree(idx, tree, embeddings, temperature)
+        sub = _section_tree(idx, tree, embeddings, walk.temperature)
         q_sub = None if q is None else q[idx]
         start = choose_root(sub, strategy=root, query_sim=q_sub)
         out.extend(idx[traverse(sub, start, method="bfs", children=children, query_sim=q_sub)].tolist())
     return out
 
 
-def _chow_liu_order(
-    n: int,
-    method: str,
-    tree: ChowLiuTree | None,
-    embeddings: np.ndarray | Sequence[np.ndarray] | None,
-    q: np.ndarray | None,
-    root: str | int,
-    children: str,
-    temperature: float | None,
-) -> list[int]:
+def _chow_liu_order(n: int, method: str, walk: _Walk) -> list[int]:
     """Chow-Liu traversal of the whole document (building the tree from embeddings when needed)."""
+    tree, embeddings, q, root, temperature = walk.tree, walk.embeddings, walk.q, walk.root, walk.temperature
     if tree is None:
         if embeddings is None:
             raise ValueError("Chow-Liu orders need a tree or embeddings")
@@ -117,7 +114,7 @@ def _chow_liu_order(
     if tree.n != n:
         raise ValueError(f"the tree covers {tree.n} chunks, expected {n}")
     start = root if isinstance(root, int | np.integer) else choose_root(tree, strategy=root, query_sim=q)
-    return traverse(tree, int(start), method=method, children=children, query_sim=q)
+    return traverse(tree, int(start), method=method, children=walk.children, query_sim=q)
 
 
 def _best_first(
@@ -169,9 +166,9 @@ def order_chunks(
         if q is None:
             raise ValueError('order "relevance" needs query_sim')
         return [int(i) for i in np.argsort(-q, kind="stable")]
+    walk = _Walk(tree, embeddings, q, root, children, temperature)
     if order == "hybrid":
-        return _hybrid_order(n, sections, tree, embeddings, q, root, children, temperature)
+        return _hybrid_order(n, sections, walk)
     if order == "best-first":
         return _best_first(tree, embeddings, q, root, temperature)
-    method = "bfs" if order == "chow-liu-bfs" else "dfs"
-    return _chow_liu_order(n, method, tree, embeddings, q, root, children, temperature)
+    return _chow_liu_order(n, "bfs" if order == "chow-liu-bfs" else "dfs", walk)
