@@ -167,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="the result file (JSON)")
     p.add_argument("--journal", type=Path, help="every request and output in full, one JSON line each")
     args = p.parse_args(argv)
-    home = tempfile.mkdtemp(prefix="longdoc-identity-")
+    with tempfile.TemporaryDirectory(prefix="longdoc-identity-") as home:
+        return _check(args, home)
+
+
+def _check(args: argparse.Namespace, home: str) -> int:
+    """Run every workflow with ``home`` as the data directory and write the result (and the journal)."""
     os.environ.update(LONGDOC_HOME=home, LONGDOC_EMBEDDER="hash", LONGDOC_LLM_CACHE="0")
     reset_caches()  # nothing kept from another data directory of this process
     docs = documents(args.data, args.items)
