@@ -97,18 +97,8 @@ def cited_sources(
         cut = quote.split(" ")
         if len(cut) > QUOTE_WORDS:
             quote = " ".join(cut[:QUOTE_WORDS]) + " ..."
-        doc_id = found[0]
-        title = names.get(doc_id) or doc_id
-        out.append(
-            {
-                "doc_id": doc_id,
-                "title": title,
-                "chunk_id": label,
-                "label": f"{label}.{best + 1}",
-                "quote": quote,
-                "cited": cited,
-            }
-        )
+        cited_in = {"doc_id": found[0], "title": names.get(found[0]) or found[0], "chunk_id": label}
+        out.append({**cited_in, "label": f"{label}.{best + 1}", "quote": quote, "cited": cited})
     return out
 
 
@@ -192,6 +182,7 @@ def resolve_recall(
     recall_tokens: int,
     lang: str,
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> tuple[list[Piece], list[dict[str, Any]]]:
     """Load recalled ids as pieces; unknown ids become a note to the model.
 
@@ -203,7 +194,7 @@ def resolve_recall(
         chunk_ids = [i for i in ids if re.fullmatch(r"\d+:c\d+", i)]
     else:
         chunk_ids = [i for i in ids if re.fullmatch(r"c\d+", i) and int(i[1:]) < chunks]
-    hits = {h.chunk_id: h for h in Sources(chunk_store, doc_ids or [doc_id]).chunks(chunk_ids)}
+    hits = {h.chunk_id: h for h in Sources(chunk_store, doc_ids or [doc_id], tags).chunks(chunk_ids)}
     known = [i.id for i in offload_store.list(session)]
     pieces: list[Piece] = []
     report: list[dict[str, Any]] = []
@@ -226,12 +217,12 @@ def resolve_recall(
     return pieces, report
 
 
-def _canvas(ctx: OffloadContext, doc_ids: Sequence[str]) -> Canvas | None:
+def _canvas(ctx: OffloadContext, doc_ids: Sequence[str], tags: Mapping[str, int] | None) -> Canvas | None:
     if ctx.policy != "offload_canvas":
         return None
     store = get_store(ctx.namespace, ctx.embedder)
     if len(doc_ids) > 1:
-        return collection_canvas(Sources(store, doc_ids), ctx.canvas_max_nodes)
+        return collection_canvas(Sources(store, doc_ids, tags), ctx.canvas_max_nodes)
     return load_canvas(store, doc_ids[0])
 
 
@@ -240,9 +231,9 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     question, doc_id = state["question"], state["doc_id"]
-    collection = session_documents(state)
+    collection, tags = session_documents(state), state.get("tags")
     canvas_refs: list[dict[str, Any]] = []
-    drawn = _canvas(ctx, collection)
+    drawn = _canvas(ctx, collection, tags)
     if drawn is not None:
         ids = drawn.mermaid_ids()
         for node, score in touched_nodes(
@@ -260,6 +251,7 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
         min_details=ctx.min_details,
         canvas_refs=canvas_refs,
         doc_ids=collection,
+        tags=tags,
     )
     runtime.stream_writer(
         {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
@@ -287,14 +279,14 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question, doc_id = state.get("lang", "en"), state["question"], state["doc_id"]
-    collection = session_documents(state)
+    collection, tags = session_documents(state), state.get("tags")
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
     round_ = int(state.get("recall_round") or 0)
     can_recall = offloading and round_ == 0 and any(t.get("offload_id") for t in history)
 
     pieces: list[Piece] = []
-    drawn = _canvas(ctx, collection)
+    drawn = _canvas(ctx, collection, tags)
     if drawn is not None:
         pieces.append(Piece("canvas", "canvas", drawn.map_text(), "canvas"))
     if offloading:
@@ -306,7 +298,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         ctx.policy,
         ctx.keep_turns,
         lang,
-        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens, doc_ids=collection),
+        details_text=lambda ids: full_details(store, doc_id, ids, question, ctx.detail_tokens, collection, tags),
         relevant=_older_relevant(ctx, state) if offloading else (),
     )
     pieces += detail_pieces(
@@ -318,6 +310,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         lang,
         recallable=can_recall,
         doc_ids=collection,
+        tags=tags,
     )
     report: list[dict[str, Any]] = []
     if round_ and state.get("recall_ids"):
@@ -331,6 +324,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
             recall_tokens=ctx.recall_tokens,
             lang=lang,
             doc_ids=collection if len(collection) > 1 else (),
+            tags=tags,
         )
         shown = ", ".join(f"{r['id']}{'' if r['found'] else ' (unknown)'}" for r in report)
         runtime.stream_writer({"stage": "recall", "message": f"recall: {shown}"})
@@ -371,7 +365,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         update["answer"] = reply.answer.strip()
         return update
     update["answer"] = reply.answer.strip()
-    sources = Sources(store, collection)
+    sources = Sources(store, collection, tags)
     labels = sources.labels() if len(collection) > 1 else ()
     update["citations"] = citations_of(reply, int(state.get("chunks") or 0), labels)
     if update["citations"]:

@@ -214,7 +214,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     store = get_store(ctx.namespace, ctx.embedder)
     collection = session_documents(state)
     if len(collection) > 1:
-        made = collection_canvas(Sources(store, collection), ctx.canvas_max_nodes)
+        made = collection_canvas(Sources(store, collection, state.get("tags")), ctx.canvas_max_nodes)
         runtime.stream_writer({"stage": "canvas", "message": f"canvas: {len(made.spec.nodes)} nodes (documents)"})
         return {"canvas": {**made.summary(), "cached": True}}
     info = get_document(ctx.namespace, state["doc_id"])

@@ -7,7 +7,7 @@ and :func:`history_pieces` (per memory policy) turn what the session holds into 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import prompts
@@ -99,6 +99,7 @@ def detail_pieces(
     *,
     recallable: bool,
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> list[Piece]:
     """One piece per retrieved chunk, most relevant first: ``[c3] sentences nearest the question``.
 
@@ -107,7 +108,7 @@ def detail_pieces(
     A chunk longer than ``detail_tokens`` is shortened; its full text stays in the store under its
     chunk id, and with ``recallable`` the piece says how to recall it.
     """
-    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id]).chunks([r["chunk_id"] for r in refs])}
+    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id], tags).chunks([r["chunk_id"] for r in refs])}
     pieces = []
     for rank, ref in enumerate(refs):
         hit = hits.get(ref["chunk_id"])
@@ -137,11 +138,11 @@ def full_details(
     chunk_ids: list[str],
     question: str,
     detail_tokens: int,
-    *,
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> str:
     """The details an earlier turn saw, as they were shown (for verbatim history)."""
-    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id]).chunks(chunk_ids)}
+    hits = {h.chunk_id: h for h in Sources(store, doc_ids or [doc_id], tags).chunks(chunk_ids)}
     lines = []
     for cid in chunk_ids:
         if cid in hits:
@@ -162,6 +163,7 @@ def select_details(
     min_details: int,
     canvas_refs: Sequence[dict[str, Any]] = (),
     doc_ids: Sequence[str] = (),
+    tags: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Chunk refs ``{chunk_id, score, via}`` for this turn, at most ``k``.
 
@@ -172,7 +174,7 @@ def select_details(
     the collection (refs ``2:c3``).
     """
     pool = max(3 * k, 8)
-    sources = Sources(store, doc_ids or [doc_id])
+    sources = Sources(store, doc_ids or [doc_id], tags)
     fused = sources.search(question, k=pool)
     cosine = {h.chunk_id: h.score for h in sources.dense(question, pool)}
     relevant: list[dict[str, Any]] = []
