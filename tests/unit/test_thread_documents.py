@@ -176,6 +176,26 @@ def test_a_chat_turn_naming_another_file_answers_from_it(root: Path, surface: st
     assert all("board approved" in s["quote"] for s in sources[1])
 
 
+def test_a_file_dropped_into_a_langserve_chat_mid_conversation_is_read(root: Path) -> None:
+    from surfaces.serve import create_app
+
+    config = {"configurable": {"thread_id": "t-chat-dropped", **CONTEXT}}
+    dropped = {"type": "text-plain", "text": "Herons wade in shallow water.", "mime_type": "text/plain"}
+    words = {"type": "text", "text": "Where do herons wade?"}
+    turns = [
+        {"question": QUESTION, "path": "team/otters.md"},
+        {"messages": [{"type": "human", "content": [words, dropped]}]},
+    ]
+    with TestClient(create_app(chat_model=_model("chat"))) as client:
+        answers = [client.post("/chat/invoke", json={"input": t, "config": config}) for t in turns]
+    assert all(r.status_code == 200 for r in answers), answers[-1].text
+    out = answers[1].json()["output"]
+    herons = find_document("default", out["doc_id"])
+    assert herons is not None and out["turn"] == 2 and [d["tag"] for d in out["documents"]] == [2]
+    sources = out["messages"][-1]["additional_kwargs"]["longdoc"]["sources"]
+    assert sources and {s["doc_id"] for s in sources} == {herons.doc_id} and "Herons wade" in sources[0]["quote"]
+
+
 # --- the outputs of every surface ---------------------------------------------------------------------
 @pytest.mark.parametrize("naming", ["file", "folder"])
 @pytest.mark.parametrize("command", ["ask", "summarize", "chat"])
