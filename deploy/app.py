@@ -36,7 +36,9 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``, and a run makes at most ``LONGDOC_MAX_MODEL_CALLS``;
 - a ``/runs/wait`` or ``/runs/stream`` (unless ``on_disconnect: continue``) whose client leaves before the answer
-  starts no more model calls (:func:`stops_on_disconnect`).
+  starts no more model calls (:func:`stops_on_disconnect`);
+- after every run, once its thread is free, the earlier versions of files ingested again in its namespace are
+  removed with the threads and run records that read them, as on LangServe (:func:`retire_on_aegra`).
 
 The app also serves ``/mcp`` (:mod:`deploy.mcp`: the workflows as MCP tools) and ``/a2a/chat``
 (:mod:`deploy.a2a`: the chat as an A2A agent), whose calls are runs made through this guard with
@@ -50,8 +52,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -89,6 +92,8 @@ from surfaces.access import (
 from surfaces.disconnect import stopper, until_disconnect
 from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
+
+log = logging.getLogger(__name__)
 
 RUN_PATH = re.compile(r"^/threads/(?P<thread>[^/]+)/runs(?:/stream|/wait)?/?$")
 STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
@@ -325,6 +330,7 @@ class TenantGuard:
         except Refused as exc:
             await _answer(send, exc.status, str(exc))
             return
+        namespace = str(checked["context"]["namespace"])
         lock = ThreadLock(thread)
         try:
             await take_thread(lock, thread, checked)
@@ -353,10 +359,11 @@ class TenantGuard:
                     await self.app(scope, replay_body(payload, receive), answer)
             if held is not None:
                 await _answer_wait(held, send, thread, known)
-            released = await hold_until_done(lock, thread, known)
+            released = await hold_until_done(lock, thread, known, namespace)
         finally:
             if not released:
                 await anyio.to_thread.run_sync(lock.release)
+                await anyio.to_thread.run_sync(retire_on_aegra, namespace)
 
 
 def stops_on_disconnect(path: str, body: dict[str, Any]) -> bool:
@@ -448,11 +455,11 @@ _holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock hol
 """The tasks giving threads back when their runs end, referenced here so none is collected while it waits."""
 
 
-async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> bool:
+async def hold_until_done(lock: ThreadLock, thread: str, known: set[str], namespace: str) -> bool:
     """Keep ``thread`` taken while the run this request created still runs in this instance.
 
     That run is a background run, or a stream the caller left with ``on_disconnect: continue``. True when a task now
-    gives the lock back.
+    gives the lock back, and then removes the superseded documents of the run's ``namespace`` (:func:`retire_on_aegra`).
     """
     created = await anyio.to_thread.run_sync(thread_runs, thread) - known
     if not created:
@@ -468,6 +475,7 @@ async def hold_until_done(lock: ThreadLock, thread: str, known: set[str]) -> boo
             await asyncio.gather(*running, return_exceptions=True)
         finally:
             await anyio.to_thread.run_sync(lock.release)
+            await anyio.to_thread.run_sync(retire_on_aegra, namespace)
 
     holder = asyncio.create_task(release_after())
     _holders.put(id(holder), holder)
@@ -526,59 +534,91 @@ def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
     A thread goes with its checkpoints, chat items and owner record (:mod:`surfaces.retention`) and Aegra's own
     rows: the thread, its runs (which hold their inputs and outputs) and their stream events.
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    from surfaces.retention import (
-        Names,
-        NothingToForget,
-        Report,
-        compact,
-        drop_document,
-        forget_threads,
-        threads_held,
-        threads_where,
-    )
+    from surfaces.retention import NothingToForget
 
     if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
         raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
     name = tenant.name or "anonymous"
+    if request.get("doc_id"):
+        namespace = tenant.namespace_for(str(request.get("namespace") or ""))
+        return forget_document_on_aegra(namespace, str(request["doc_id"]), name)
+    with _aegra_database() as (conn, saver):
+        thread = str(request["thread_id"])
+        if (
+            conn.execute("SELECT 1 FROM thread WHERE thread_id = %s AND user_id = %s", (thread, name)).fetchone()
+            is None
+        ):
+            raise NothingToForget(f"no thread {thread[:80]!r} for this API key to forget")
+        return _forget_on_aegra(conn, saver, {thread: name}, "", "")
+
+
+def forget_document_on_aegra(namespace: str, doc_id: str, user: str | None = None) -> dict[str, Any]:
+    """Forget document ``doc_id`` of ``namespace`` with the threads that read it: ``user``'s, or every user's.
+
+    Every user's is how an earlier version of a file ingested again goes (:func:`retire_on_aegra`).
+    """
+    from stores.documents import doc_dir, find_document
+    from surfaces.retention import Names, NothingToForget, threads_where
+
+    mine, given = ("WHERE user_id = %s", (user,)) if user is not None else ("", ())
+    with _aegra_database() as (conn, saver):
+        doc_dir(namespace, doc_id)  # checks the id
+        info = find_document(namespace, doc_id)
+        if info is None:
+            raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+        names = Names.document(namespace, doc_id, info.source)
+        users = {str(t): str(u) for t, u in conn.execute(f"SELECT thread_id, user_id FROM thread {mine}", given)}
+        threads = threads_where(saver, names, users)
+        runs = conn.execute(f"SELECT thread_id, input, output FROM runs {mine}", given)
+        threads += [str(t) for t, asked, made in runs if str(t) in users and (names(asked) or names(made))]
+        return _forget_on_aegra(conn, saver, {t: users[t] for t in threads}, namespace, doc_id)
+
+
+@contextlib.contextmanager
+def _aegra_database() -> Iterator[tuple[Any, Any]]:
+    """A connection to the deployment's PostgreSQL and a checkpoint saver over it."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
     url = str(get_settings().postgres_url or "")
     if not url:
         raise InputError("forget on this deployment needs its PostgreSQL database (LONGDOC_POSTGRES_URL)")
     import psycopg
 
-    report = Report()
     with psycopg.connect(url, autocommit=True) as conn, PostgresSaver.from_conn_string(url) as saver:
-        own = [str(r[0]) for r in conn.execute("SELECT thread_id FROM thread WHERE user_id = %s", (name,))]
-        if request.get("thread_id"):
-            threads = [str(request["thread_id"])] if str(request["thread_id"]) in own else []
-            if not threads:
-                raise NothingToForget(f"no thread {str(request['thread_id'])[:80]!r} for this API key to forget")
-            namespace, doc_id = "", ""
-        else:
-            namespace, doc_id = tenant.namespace_for(str(request.get("namespace") or "")), str(request["doc_id"])
-            from stores.documents import doc_dir, find_document
+        yield conn, saver
 
-            doc_dir(namespace, doc_id)  # checks the id
-            info = find_document(namespace, doc_id)
-            if info is None:
-                raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
-            names = Names.document(namespace, doc_id, info.source)
-            threads = threads_where(saver, names, own)
-            runs = conn.execute("SELECT thread_id, input, output FROM runs WHERE user_id = %s", (name,))
-            threads += [str(t) for t, given, made in runs if str(t) in own and (names(given) or names(made))]
-            threads = list(dict.fromkeys(threads))
-        with threads_held(threads):
-            forget_threads(saver, threads, report)
-            for thread in threads:
-                _owners().forget(thread_key(name, thread))
-                conn.execute(
-                    "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = %s)", (thread,)
-                )
-                conn.execute("DELETE FROM thread WHERE thread_id = %s", (thread,))  # its runs go with it
-            if doc_id:
-                drop_document(namespace, doc_id, report)
+
+def _forget_on_aegra(conn: Any, saver: Any, threads: dict[str, str], namespace: str, doc_id: str) -> dict[str, Any]:
+    """Delete ``threads`` (id: user) with Aegra's rows of them, then document ``doc_id`` when given: the report."""
+    from surfaces.retention import Report, compact, drop_document, forget_threads, threads_held
+
+    report = Report()
+    with threads_held(threads):
+        forget_threads(saver, threads, report)
+        for thread, user in threads.items():
+            _owners().forget(thread_key(user, thread))
+            conn.execute(
+                "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = %s)", (thread,)
+            )
+            conn.execute("DELETE FROM thread WHERE thread_id = %s", (thread,))  # its runs go with it
+        if doc_id:
+            drop_document(namespace, doc_id, report)
     return compact(report)
+
+
+def retire_on_aegra(namespace: str) -> None:
+    """Remove the queued earlier versions of ``namespace``'s files (:mod:`surfaces.superseded`), Aegra's rows too.
+
+    With them go the threads and Aegra run records that read them, whoever's; one a run still holds stays queued for
+    the next run. Run after every run once its thread is free; a failure leaves the queue as it is (logged).
+    """
+    from surfaces.retention import forget_document
+    from surfaces.superseded import retire_superseded
+
+    try:
+        retire_superseded(namespace, forget_document_on_aegra if get_settings().postgres_url else forget_document)
+    except Exception:  # the run is answered already: the queue waits for the next one
+        log.warning("the superseded documents of %r stay queued", namespace, exc_info=True)
 
 
 @contextlib.asynccontextmanager

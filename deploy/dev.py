@@ -5,15 +5,17 @@ langgraph-api puts a custom app's routes ahead of its built-in ones, so these an
 (:mod:`deploy.mcp`, :mod:`deploy.a2a`), with JSON tool results, errors that give their reason and
 A2A streaming that the official SDK completes. Every call is a run made through the server's own
 API, as any client's. The app carries the dev server's guard (:class:`surfaces.studio.StudioGuard`), which
-langgraph-api runs before every route, its own included.
+langgraph-api runs before every route, its own included, and which removes the earlier versions of files ingested
+again after every run (:func:`retire_on_dev`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 from starlette.routing import Route
@@ -46,6 +48,47 @@ async def title_thread(thread_id: str, title: str) -> None:
         await threads.update(thread_id, metadata={"title": title})
 
 
-app = FastAPI(lifespan=lifespan, middleware=[Middleware(StudioGuard, titles=title_thread)])
+async def retire_on_dev(namespace: str) -> None:
+    """Remove the queued earlier versions of ``namespace``'s files (:mod:`surfaces.superseded`) after a run.
+
+    Each goes as ``longdoc forget --doc`` removes it, with the server's own threads whose state (any checkpoint)
+    read it, deleted through its API; one a busy thread read stays queued for the next run.
+    """
+    from surfaces.superseded import retire_superseded
+
+    await anyio.to_thread.run_sync(retire_superseded, namespace, _forget_on_dev)
+
+
+def _forget_on_dev(namespace: str, doc_id: str) -> dict[str, Any]:
+    """Forget document ``doc_id`` of ``namespace`` with the server's threads that read it (on a worker thread)."""
+    from stores.documents import find_document
+    from surfaces.retention import Names, NothingToForget, forget_document
+
+    info = find_document(namespace, doc_id)
+    if info is None:
+        raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+    anyio.from_thread.run(_drop_threads, Names.document(namespace, doc_id, info.source))
+    return forget_document(namespace, doc_id)
+
+
+async def _drop_threads(names: Callable[[Any], bool]) -> None:
+    """Delete the server's threads one of whose states ``names`` accepts; ThreadBusy when one of them is running."""
+    from stores.checkpoint import ThreadBusy, busy_message
+
+    threads, found, offset = _threads(), [], 0
+    while page := await threads.search(limit=100, offset=offset):
+        offset += len(page)
+        for thread in page:
+            history = await threads.get_history(thread["thread_id"], limit=1000)
+            if names(thread.get("values") or {}) or any(names(state["values"]) for state in history):
+                found.append(thread)
+    busy = [t["thread_id"] for t in found if t.get("status") == "busy"]
+    if busy:
+        raise ThreadBusy(busy_message(str(busy[0])))
+    for thread in found:
+        await threads.delete(thread["thread_id"])
+
+
+app = FastAPI(lifespan=lifespan, middleware=[Middleware(StudioGuard, titles=title_thread, after_run=retire_on_dev)])
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
 app.include_router(a2a.router)

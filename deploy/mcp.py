@@ -101,7 +101,7 @@ THREAD_ID: dict[str, Any] = {
     "type": "string",
     "description": "The conversation to go on with: the thread_id an earlier chat call returned (omit it to start "
     "a new conversation, naming its document by doc_id, or a collection by doc_ids, a folder path or "
-    "whole_namespace). Later turns name none: the conversation keeps its documents.",
+    "whole_namespace). A later turn naming none keeps the conversation's documents; one naming others reads those.",
     "examples": ["5f0c7c1e-2b8a-4a59-9a63-2f1d1a2b3c4d"],
     "minLength": 1,
     "maxLength": MAX_THREAD_ID_CHARS,

@@ -353,9 +353,9 @@ def _cmd_forget(args: argparse.Namespace) -> int:
 
 
 def _cmd_docs(args: argparse.Namespace) -> int:
-    from stores.documents import document_listing
+    from surfaces.listing import namespace_listing
 
-    rows = document_listing(args.namespace)
+    rows = namespace_listing(args.namespace)
     if args.json:
         print_json({"namespace": args.namespace, "documents": rows})
         return EXIT_OK

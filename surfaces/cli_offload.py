@@ -159,7 +159,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         started = bool(previous.get("turn"))
         if started and args.policy is None and previous.get("policy"):
             context["policy"] = previous["policy"]
-        # the first turn names the documents; the session stays bound to them
+        # the first turn names the documents; a resumed session goes on with them unless others are named
         documents = documents_request(args) if not started or args.path or args.doc_ids else {}
         if not args.quiet and not args.script:
             state = f"resuming session {session} at turn {previous['turn'] + 1}" if started else f"session {session}"

@@ -71,6 +71,9 @@ TITLE_CHARS = 80
 ThreadTitler = Callable[[str, str], Awaitable[None]]
 """Gives thread ``thread_id`` the title ``title`` unless it has one (``deploy.dev.title_thread``)."""
 
+RunDone = Callable[[str], Awaitable[None]]
+"""What follows a run answered in namespace ``namespace`` (``deploy.dev.retire_on_dev``)."""
+
 logger = logging.getLogger(__name__)
 
 _THREAD_RUN = re.compile(r"^/threads/([^/]+)/runs(?:/stream|/wait)?/?$")
@@ -138,10 +141,14 @@ def _loopback_address(address: str) -> bool:
 class StudioGuard:
     """Origin, host, operator-settings and file checks for every request of ``langgraph dev`` (the module)."""
 
-    def __init__(self, app: ASGIApp, titles: ThreadTitler | None = None) -> None:
-        """Guard ``app``; ``titles``, when given, names a thread by its first question (:func:`thread_title`)."""
+    def __init__(self, app: ASGIApp, titles: ThreadTitler | None = None, after_run: RunDone | None = None) -> None:
+        """Guard ``app``; ``titles``, when given, names a thread by its first question (:func:`thread_title`).
+
+        ``after_run``, when given, is called with the namespace of each run request once it is answered.
+        """
         self.app = app
         self.titles = titles
+        self.after_run = after_run
         self._files: IngestRoot | None = None
 
     @property
@@ -219,12 +226,16 @@ class StudioGuard:
                 await self.titles(*named)
             except Exception:  # a title is a courtesy: the turn goes on without one
                 logger.warning("could not title thread %s", named[0], exc_info=True)
-        if checked is body:
-            await self.app(scope, replay_body(raw, receive), send)
-            return
-        payload = json.dumps(checked).encode()
-        scope = with_length(scope, payload)
-        await self.app(scope, replay_body(payload, receive), send)
+        if checked is not body:
+            raw = json.dumps(checked).encode()
+            scope = with_length(scope, raw)
+        await self.app(scope, replay_body(raw, receive), send)
+        if self.after_run is not None and _RUNS.match(scope["path"]):
+            for namespace in sorted(run_namespaces(checked)):
+                try:
+                    await self.after_run(namespace)
+                except Exception:  # the run is answered: what follows it waits for the next one
+                    logger.warning("after the run in namespace %r", namespace, exc_info=True)
 
     def check(self, path: str, body: Any) -> Any:
         """``body`` with its file names resolved in the ingest root (the same object when nothing changed).
@@ -298,6 +309,19 @@ class StudioGuard:
                     f"{where} {', '.join(refused)} cannot be set by callers of this server: models, endpoints and "
                     "keys are the operator's (LONGDOC_* settings)"
                 )
+
+
+def run_namespaces(body: Any) -> set[str]:
+    """The namespaces the run requests of ``body`` (one, or a batch's list) name: context, configurable or input."""
+    out = set()
+    for run in body if isinstance(body, list) else [body]:
+        if not isinstance(run, dict):
+            continue
+        config = run["config"] if isinstance(run.get("config"), dict) else {}
+        parts = (run.get("context"), config.get("configurable"), run.get("input"))
+        named = [str(p["namespace"]) for p in parts if isinstance(p, dict) and p.get("namespace")]
+        out.add(named[0] if named else "default")
+    return out
 
 
 def thread_title(path: str, body: Any) -> tuple[str, str] | None:

@@ -21,7 +21,7 @@ exchange into a one-line conclusion and the facts to pin;
 
 Modules, in the order a turn meets them:
 
-- :mod:`nodes.offload.session`: ``begin`` (the turn checked, the session bound to its document), ``refuse``;
+- :mod:`nodes.offload.session`: ``begin`` (the turn checked, the session bound to the documents it names), ``refuse``;
 - :mod:`nodes.offload.canvas_writer`: the canvas writer (``canvas``), once per document;
   :mod:`nodes.offload.canvas`: the canvas as stored and read (``load_canvas``, ``touched_nodes``);
 - :mod:`nodes.offload.pieces`: the details chosen for a turn and the cuttable pieces of the

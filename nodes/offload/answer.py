@@ -219,7 +219,7 @@ def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str,
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     question = state["question"]
-    sources = Sources(store, session_documents(state))
+    sources = Sources(store, session_documents(state), state.get("tags"))
     canvas_refs: list[dict[str, Any]] = []
     drawn = _canvas(ctx, sources)
     if drawn is not None:
@@ -264,7 +264,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     lang, question = state.get("lang", "en"), state["question"]
-    sources = Sources(store, session_documents(state))
+    sources = Sources(store, session_documents(state), state.get("tags"))
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
     round_ = int(state.get("recall_round") or 0)

@@ -221,7 +221,7 @@ def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    sources = Sources(store, session_documents(state))
+    sources = Sources(store, session_documents(state), state.get("tags"))
     with track_usage() as usage, unstreamed():
         found = sources_canvas(sources, ctx.canvas_max_nodes)
         made, cached = (found, True) if found is not None else _drawn(ctx, state, store)

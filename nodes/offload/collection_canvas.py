@@ -5,13 +5,14 @@ document (``[2] Title``, pointing to its first chunk; past ``max_nodes`` documen
 and a ``+N more documents`` node), then, while nodes are left, the nodes of each document's own
 canvas when one was drawn before (:mod:`nodes.offload.canvas`), else its section titles, taken in
 turn from each document and joined to it. Node chunk ids are the collection's labels (``2:c3``).
-Kept per collection version (the documents and the index each publishes): in the process and in
+Kept per collection version (the documents and the index each publishes, and their tags): in the process and in
 the namespace's ``collections`` folder, each file with the ids of its documents, so forgetting one
 deletes the canvases that name it (:func:`forget_collection_canvases`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from itertools import zip_longest
@@ -38,6 +39,9 @@ def sources_canvas(sources: Sources, max_nodes: int) -> Canvas | None:
 def collection_canvas(sources: Sources, max_nodes: int) -> Canvas:
     """The canvas of ``sources``' collection (made once per collection version and node limit)."""
     version = collection_version(sources.store.namespace, sources.doc_ids)
+    tags = [m.tag for m in sources.members]
+    if tags != list(range(1, len(tags) + 1)):  # a thread's own tags, which its canvas names
+        version += "-" + hashlib.sha256(json.dumps(tags).encode()).hexdigest()[:8]
     key = (sources.store.collection_name, version, max_nodes)
     name = f"canvas-{sources.store.space}-{version}-{max_nodes}.json"
     path = namespace_dir(sources.store.namespace) / "collections" / name

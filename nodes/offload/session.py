@@ -1,4 +1,4 @@
-"""The start of a turn: ``begin`` checks it and binds the session to its document.
+"""The start of a turn: ``begin`` checks it and binds the session to the documents it names.
 
 A refused turn goes to ``refuse``, which raises the error once its input is out of the thread; a taken
 one goes on to the canvas writer (policy ``offload_canvas``, :mod:`nodes.offload.canvas_writer`) or to
@@ -19,12 +19,12 @@ import prompts
 from nodes.collection.resolve import (
     collection_version,
     members,
-    names_collection,
     resolve_documents,
     run_fields,
     source_field,
+    thread_tags,
 )
-from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source, resolve_document
+from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source
 from nodes.offload.chat import (
     DOCUMENT_BLOCKS,
     Attachment,
@@ -40,7 +40,7 @@ from nodes.offload.chat import (
     withdrawn,
 )
 from nodes.offload.context import OffloadContext, check_context
-from nodes.offload.state import OffloadState, session_context
+from nodes.offload.state import OffloadState, session_context, session_documents
 from stores.documents import get_document, index_identity
 from stores.errors import InputError
 from stores.files import IngestRoot
@@ -60,15 +60,18 @@ def _thread_id() -> str:
 
 
 def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Check the turn; on the first turn ingest the document and bind the session to it.
+    """Check the turn; bind the session to the documents it names (on the first turn, those it must name).
 
     The documents are named as in every workflow (:func:`nodes.collection.resolve.resolve_documents`):
     exactly one of ``doc_id``, ``path`` (a file or a folder), ``text``, ``doc_ids`` or ``whole_namespace``
-    on the first turn; later turns may omit them, and what they give must name the bound documents (and
-    namespace). A chat client's first turn may instead attach them to the message (file or text-plain
-    content blocks: :func:`nodes.offload.chat.attachments`, ingested into the session's namespace under the
-    usual bounds; several make a collection), name one in the context (``doc_id``), or name it in its
-    words, as an ingested document's id or as a file under ``LONGDOC_INGEST_ROOT``
+    on the first turn. A later turn that names none goes on with the session's documents; one that names
+    others rebinds the session to them: the conversation so far stays, and the turn's reading, canvas,
+    retrieval and citations are the new documents' (each keeps the thread's tag it got when first read,
+    :func:`nodes.collection.resolve.thread_tags`). The namespace stays the first turn's. A chat client may
+    instead attach documents to the message (file or text-plain content blocks:
+    :func:`nodes.offload.chat.attachments`, ingested into the session's namespace under the usual bounds;
+    several make a collection), on any turn, and on the first name one in the context (``doc_id``), or in
+    its words, as an ingested document's id or as a file under ``LONGDOC_INGEST_ROOT``
     (:func:`nodes.offload.chat.named_document`). A message with an attachment and no words asks for an
     overview.
 
@@ -239,21 +242,21 @@ def _bind(
     bound = dict(state.get("bound") or {})
     values = dict(state)
     asked, added = _turn_asked(state, attached)
-    own = [] if first else list(bound.get("doc_ids") or [bound["doc_id"]])
-    _name_attached(values, attached, first, own)
+    own = [] if first else session_documents(state)
+    if own and [values.get("doc_id")] == own:
+        values.pop("doc_id")  # the last turn's document, carried over in the thread
+    _name_attached(values, attached)
     if first and source_field(values) is None:
         named = {"doc_id": ctx.doc_id} if ctx.doc_id else {}
         values.update(named or named_document(asked, ctx.namespace, IngestRoot.from_env().resolve))
         if source_field(values) is None:
             raise NoDocument(ctx.namespace)
-    if not first:
-        if state.get("namespace") and state["namespace"] != ctx.namespace:
-            raise InputError(
-                f"this session is bound to namespace {ctx.namespace!r}; start a new session (thread) for another one"
-            )
-        if values.get("doc_id") == bound["doc_id"]:
-            values.pop("doc_id")  # the session's own document, carried over in the thread
-    doc_ids = _turn_documents(values, runtime, ctx, first, own, bound)
+    if not first and state.get("namespace") and state["namespace"] != ctx.namespace:
+        raise InputError(
+            f"this session is bound to namespace {ctx.namespace!r}; start a new session (thread) for another one"
+        )
+    doc_ids = _turn_documents(values, runtime, ctx, own, bound)
+    rebound = first or doc_ids != own
     doc_id = doc_ids[0]
     # The thread the server resolved names the session (on LangServe it is already the tenant's own:
     # surfaces.access.thread_key); a caller never chooses whose offloaded items a turn reads or writes.
@@ -264,17 +267,18 @@ def _bind(
     lang = Counter(i.language for i in infos).most_common(1)[0][0]
     question = " ".join(check_question(asked or prompts.render("offload/overview_question", lang)).split())
     index = index_identity(info) if len(doc_ids) == 1 else collection_version(ctx.namespace, doc_ids)
-    if not first and bound.get("index", index) != index:
+    if not rebound and bound.get("index", index) != index:
         what = f"document {doc_id!r} was" if len(doc_ids) == 1 else "a document of this session was"
         raise InputError(
             f"{what} indexed again with other chunk settings or another embedder since this "
             "session began, so the chunk ids its history cites name other text; start a new session (thread)"
         )
     store = get_store(ctx.namespace, ctx.embedder)
-    if first and len(doc_ids) == 1 and store.count(doc_id=doc_id, kind="chunk") == 0:
+    if rebound and len(doc_ids) == 1 and store.count(doc_id=doc_id, kind="chunk") == 0:
         raise InputError(
             f"document {doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
         )
+    tags = thread_tags(state.get("tags") or {}, doc_ids)
     pinned = dict(state.get("pinned") or {"goal": "", "facts": []})
     if state.get("goal"):
         pinned["goal"] = truncate_tokens(" ".join(str(state["goal"]).split()), 30)
@@ -284,7 +288,8 @@ def _bind(
         **run_fields(doc_ids),
         "goal": "",
         "collection": doc_ids,
-        "documents": [m.to_dict() for m in members(ctx.namespace, doc_ids)],
+        "tags": tags,
+        "documents": [m.to_dict() for m in members(ctx.namespace, doc_ids, tags)],
         "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,
@@ -310,6 +315,7 @@ def _bind(
     }
     if first:
         update["history"] = []
+    if rebound:  # the documents the session reads from this turn on: the conversation so far stays
         update["canvas"] = {}
         update["bound"] = {
             "doc_id": doc_id,
@@ -337,13 +343,9 @@ def _turn_asked(state: OffloadState, attached: list[str]) -> tuple[str, list[Any
     return asked, added
 
 
-def _name_attached(values: dict[str, Any], attached: list[str], first: bool, own: list[str]) -> None:
-    """Name the documents attached to the turn's message in ``values``; refused when they are not the session's."""
-    if attached and not first and not set(attached) <= set(own):
-        raise InputError(
-            "this conversation is about another document; start a new conversation (thread) to talk about a new one"
-        )
-    if attached and first:
+def _name_attached(values: dict[str, Any], attached: list[str]) -> None:
+    """Name the documents attached to the turn's message in ``values``: the documents the turn reads."""
+    if attached:
         given = source_field(values)
         if given not in (None, "doc_id") or values.get("doc_id") not in (None, "", *attached):
             raise InputError("the message attaches documents and the input names others; give one or the other")
@@ -355,27 +357,21 @@ def _turn_documents(
     values: dict[str, Any],
     runtime: Runtime[OffloadContext],
     ctx: OffloadContext,
-    first: bool,
     own: list[str],
     bound: dict[str, Any],
 ) -> list[str]:
-    """The documents the turn reads: those ``values`` name on a first turn, else the session's own (``own``)."""
-    if first or names_collection(values):
-        doc_ids = resolve_documents(values, ctx, status_progress(runtime.stream_writer))
-    else:
-        one = resolve_document(values, ctx, status_progress(runtime.stream_writer), required=False)
-        doc_ids = [one] if one else []
-    if not first:
-        if doc_ids and doc_ids != own:
-            if len(own) == 1 and len(doc_ids) == 1:
-                raise InputError("a session is bound to one document; start a new session (thread) for another one")
-            raise InputError("a session is bound to its documents; start a new session (thread) for other ones")
-        if ctx.policy != bound["policy"]:
-            raise InputError(
-                f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
-            )
-        doc_ids = own
-    return doc_ids
+    """The documents the turn reads: those ``values`` name, else the session's own (``own``, after its first turn).
+
+    A later turn that names documents (a ``doc_id``, a file or folder ``path``, a ``text``, ``doc_ids``,
+    ``whole_namespace`` or an attachment) rebinds the session to them.
+    """
+    if own and ctx.policy != bound["policy"]:
+        raise InputError(
+            f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
+        )
+    if own and source_field(values) is None:
+        return own
+    return resolve_documents(values, ctx, status_progress(runtime.stream_writer))
 
 
 def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["refuse", "canvas", "retrieve"]:

@@ -67,7 +67,7 @@ class OffloadInput(OffloadRequest):
     """One turn of a conversation about a document or a collection.
 
     The first turn names it (doc_id, text, an attached file, doc_ids or whole_namespace); later turns on the same
-    thread go on about it.
+    thread go on about it, or name other documents, which the conversation reads from then on.
     """
 
     doc_id: NotRequired[DocumentId]
@@ -132,10 +132,12 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     """Ids the model asked to recall this turn."""
     recall_round: int
     """Recall rounds used this turn (at most one)."""
+    tags: dict[str, int]
+    """The thread's tags: each document any of its turns read, and its tag (kept for the life of the thread)."""
     bound: dict[str, Any]
-    """What the session is bound to on its first turn: {doc_id, doc_ids (a collection's), session, policy,
-    namespace, index (the document's index identity, or the collection's version: its history cites chunk ids of
-    those indexes)}."""
+    """What the session is bound to: {doc_id, doc_ids (a collection's), session, policy, namespace, index (the
+    document's index identity, or the collection's version: its history cites chunk ids of those indexes)}; set on
+    the first turn, and on a turn that names other documents (the session, policy and namespace stay)."""
     refused: str
     """Why ``begin`` refused this turn's input (empty when it took it)."""
     notice: str

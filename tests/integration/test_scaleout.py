@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -67,8 +68,14 @@ def model() -> Iterator[tuple[Script, str]]:
 
 
 @pytest.fixture(scope="module")
-def cluster(model: tuple[Script, str]) -> Iterator[Deployment]:
-    with deployment(_env(model[1]), instances=2) as deploy:
+def ingest_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The instances' ``LONGDOC_INGEST_ROOT``."""
+    return tmp_path_factory.mktemp("root")
+
+
+@pytest.fixture(scope="module")
+def cluster(model: tuple[Script, str], ingest_root: Path) -> Iterator[Deployment]:
+    with deployment({**_env(model[1]), "LONGDOC_INGEST_ROOT": str(ingest_root)}, instances=2) as deploy:
         yield deploy
 
 
@@ -615,6 +622,30 @@ def test_forgetting_a_document_read_alone_or_in_a_collection_leaves_no_copy_in_p
             assert a.runs.wait(a.threads.create()["thread_id"], "chain", input={"question": "Who?", "doc_id": ids[0]})
     finally:
         script.writer = None
+
+
+def test_a_changed_file_supersedes_its_earlier_version_after_the_run_that_ingests_it(
+    cluster: Deployment, ingest_root: Path
+) -> None:
+    """The earlier version goes with the threads and run records that read it, and GET /documents no longer lists it."""
+    a, url = client(cluster.instances[0]), cluster.instances[0].url
+    note = ingest_root / "vault.md"
+    note.write_text("# Vault\n\nThe 7731-OSPREY-LOCK code opens the vault.\n", encoding="utf-8")
+    first = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"path": "vault.md"})
+    chat = a.threads.create()["thread_id"]
+    a.runs.wait(chat, "offload", input={"question": "What opens the vault?", "doc_id": first["doc_id"]})
+    assert _postgres_holding(cluster.postgres_url, "7731-OSPREY")
+    note.write_text("# Vault\n\nThe vault is empty now.\n", encoding="utf-8")
+    os.utime(note, ns=(note.stat().st_atime_ns, note.stat().st_mtime_ns + 10**9))
+    again = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"path": "vault.md"})
+    assert again["superseded"] == [first["doc_id"]], again
+    listed = httpx.get(f"{url}/documents", headers={"X-API-Key": "key-a"}, timeout=60).json()["documents"]
+    assert again["doc_id"] in {d["doc_id"] for d in listed} and first["doc_id"] not in {d["doc_id"] for d in listed}
+    deadline = time.monotonic() + 60  # removed once the run's thread is free, after its answer is sent
+    while _postgres_holding(cluster.postgres_url, "7731-OSPREY") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _postgres_holding(cluster.postgres_url, "7731-OSPREY") == []
+    assert httpx.get(f"{url}/threads/{chat}", headers={"X-API-Key": "key-a"}, timeout=60).status_code == 404
 
 
 def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(cluster: Deployment) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,16 @@ from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
 
 def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An ingest run; a file ingested again with other content supersedes its earlier version, which goes with the
+    server's thread that read it once a run is answered."""
     exe = shutil.which("langgraph", path=str(Path(sys.executable).parent))
     assert exe, "langgraph CLI is installed with the project"
     port = free_port()
     work = copy_project(tmp_path / "srv")
-    proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], server_env, cwd=work)
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {**server_env, "LONGDOC_INGEST_ROOT": str(root)}
+    proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], env, cwd=work)
     try:
         wait_http(f"http://127.0.0.1:{port}/ok", timeout=180, proc=proc)
     except (TimeoutError, RuntimeError):
@@ -33,6 +39,22 @@ def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path
     )
     assert run.status_code == 200, run.text
     assert run.json()["chunks"] == 1
+    url = f"http://127.0.0.1:{port}"
+    (root / "vault.md").write_text("# Vault\n\nThe 7731-OSPREY code opens it.\n", encoding="utf-8")
+    thread = httpx.post(f"{url}/threads", json={}, timeout=30).json()["thread_id"]
+    ingest = {"assistant_id": "ingest", "input": {"path": "vault.md"}}
+    first = httpx.post(f"{url}/threads/{thread}/runs/wait", json=ingest, timeout=120).json()
+    (root / "vault.md").write_text("# Vault\n\nThe vault is empty now.\n", encoding="utf-8")
+    again = httpx.post(f"{url}/runs/wait", json=ingest, timeout=120).json()
+    assert again["superseded"] == [first["doc_id"]], again
+    from stores.documents import find_document
+
+    deadline = time.monotonic() + 60  # removed after the answer is sent
+    while find_document("default", first["doc_id"]) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert find_document("default", first["doc_id"]) is None, log.read_text()[-3000:]
+    assert find_document("default", again["doc_id"]) is not None
+    assert httpx.get(f"{url}/threads/{thread}", timeout=30).status_code == 404
 
 
 def test_langserve_route_over_http(server_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]

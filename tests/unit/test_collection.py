@@ -225,7 +225,7 @@ def test_a_summary_of_a_folder_cites_document_and_sentence(tmp_path: Path) -> No
     assert any(c.startswith(f"{next(t for t, n in names.items() if n == 'Otters')}:") for c in cited)
 
 
-def test_chat_over_a_collection_cites_documents_and_stays_bound_to_them(docs: list[str]) -> None:
+def test_chat_over_a_collection_cites_documents_and_takes_other_ones_with_their_tags(docs: list[str]) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
     from doubles.replies import offload_chat_model
@@ -249,8 +249,20 @@ def test_chat_over_a_collection_cites_documents_and_stays_bound_to_them(docs: li
         assert first["canvas"]["source"] == "collection"
         second = chat.invoke({"question": "What did the board approve for batch 5?"}, config, context=context)
         assert second["turn"] == 2 and second["documents"] == first["documents"]
-        with pytest.raises(InputError, match="bound to its documents"):
-            chat.invoke({"question": "And the pumps?", "doc_ids": docs[:2]}, config, context=context)
+        # a turn naming other documents reads them, each with the tag the thread gave it
+        third = chat.invoke(
+            {"question": "How many urchins did otter 7 eat?", "doc_ids": docs[1:]}, config, context=context
+        )
+        assert third["turn"] == 3 and third["documents"] == first["documents"][1:]
+        assert third["citations"] and all(split_label(c)[0] in (2, 3) for c in third["citations"])
+        meta = third["messages"][-1].additional_kwargs["longdoc"]
+        assert [s["title"] for s in meta["sources"]] == [titles[split_label(c)[0]] for c in third["citations"]]
+        assert third["canvas"]["source"] == "collection" and third["canvas"]["id"] != first["canvas"]["id"]
+    from nodes.offload.collection_canvas import collection_canvas
+
+    drawn = collection_canvas(Sources(get_store(), docs[1:], chat.get_state(config).values["tags"]), 6)
+    assert drawn.record_id == third["canvas"]["id"]
+    assert [n.label for n in drawn.spec.nodes if n.kind == "section"] == [f"[2] {titles[2]}", f"[3] {titles[3]}"]
 
 
 def test_the_collection_canvas_puts_the_documents_on_top(docs: list[str]) -> None:

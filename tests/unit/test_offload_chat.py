@@ -412,19 +412,27 @@ def test_several_documents_attached_to_one_message_are_talked_about_as_a_collect
     assert again["turn"] == 2 and again["documents"] == out["documents"]
 
 
-def test_a_second_document_in_a_conversation_is_refused_in_the_chat(doc_id: str) -> None:
+def test_a_document_dropped_into_a_conversation_is_read(doc_id: str) -> None:
     compiled = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "two"}}
     other = {"type": "text-plain", "text": "Herons wade in shallow water.", "mime_type": "text/plain"}
     with use_chat_model(offload_chat_model()):
-        compiled.invoke(
+        first = compiled.invoke(
             {"messages": [HumanMessage("Who manages procurement?")]}, config, context={**BASE, "doc_id": doc_id}
         )
         out = compiled.invoke(
-            {"messages": [HumanMessage(content=[{"type": "text", "text": "And this?"}, other])]}, config, context=BASE
+            {"messages": [HumanMessage(content=[{"type": "text", "text": "Where do herons wade?"}, other])]},
+            config,
+            context=BASE,
         )
-    assert out["turn"] == 1 and "another document" in out["messages"][-1].content
+        again = compiled.invoke({"messages": [HumanMessage("And the herons?")]}, config, context=BASE)
+    herons = next(d.doc_id for d in list_documents("default") if d.doc_id != doc_id)
+    assert out["turn"] == 2 and out["doc_id"] == herons and out["documents"][0]["tag"] == 2
     assert "[attached attachment.txt: document " in out["messages"][-2].text
+    sources = out["messages"][-1].additional_kwargs["longdoc"]["sources"]
+    assert sources and {s["doc_id"] for s in sources} == {herons} and "Herons wade" in sources[0]["quote"]
+    assert len(out["messages"]) == len(first["messages"]) + 2  # the conversation so far stays
+    assert again["turn"] == 3 and again["documents"] == out["documents"]
 
 
 def test_a_turn_that_recalls_streams_one_message() -> None:

@@ -320,32 +320,34 @@ def test_bad_input_is_refused(doc_id: str, request_: dict[str, str], context: di
         graph.invoke(request, context=OffloadContext(**{**BASE, **context}))  # type: ignore[arg-type]
 
 
-def test_a_session_stays_on_its_document_and_policy(doc_id: str, tmp_path: Path) -> None:
+def test_a_session_keeps_its_policy_and_reads_the_documents_a_turn_names(doc_id: str, tmp_path: Path) -> None:
     other = tmp_path / "other.md"
     other.write_text("# Other\n\nA different document about tea.\n", encoding="utf-8")
     other_id = ingest(str(other)).doc_id
     compiled = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "bound"}}
+    context = {**BASE, "policy": "offload"}
     with use_chat_model(Model().chat):
-        compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "offload"})
-        with pytest.raises(InputError, match="bound to one document"):
-            compiled.invoke(
-                {"question": "Tea?", "doc_id": other_id}, config=config, context={**BASE, "policy": "offload"}
-            )
-        # the session is the thread: a session in the input is not the caller's to choose
-        out = compiled.invoke(
-            {"question": "Tea?", "session": "someone-else"}, config=config, context={**BASE, "policy": "offload"}
-        )
-        assert out["turn"] == 2 and out["session"] == "bound"
-        # the refused doc_id stays out of the thread: the next turn does not need it
-        out = compiled.invoke({"question": "Who?"}, config=config, context={**BASE, "policy": "offload"})
-        assert out["turn"] == 3 and out["doc_id"] == doc_id and out["session"] == "bound"
+        compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context=context)
+        with pytest.raises(InputError, match="not ingested"):
+            compiled.invoke({"question": "Tea?", "doc_id": "0123456789abcdef"}, config=config, context=context)
+        # the session is the thread: a session in the input is not the caller's to choose; the refused doc_id
+        # stays out of the thread, so the next turn goes on with the session's document
+        out = compiled.invoke({"question": "Tea?", "session": "someone-else"}, config=config, context=context)
+        assert out["turn"] == 2 and out["session"] == "bound" and out["doc_id"] == doc_id
+        out = compiled.invoke({"question": "Tea?", "doc_id": other_id}, config=config, context=context)
+        assert out["turn"] == 3 and out["doc_id"] == other_id and out["session"] == "bound"
+        assert [(d["tag"], d["doc_id"]) for d in out["documents"]] == [(2, other_id)]
+        assert len(compiled.get_state(config).values["history"]) == 3  # the conversation so far stays
+        assert [s["doc_id"] for s in out["sources"]] == [other_id] * len(out["sources"]) and out["sources"]
+        out = compiled.invoke({"question": "Who?"}, config=config, context=context)
+        assert out["turn"] == 4 and out["doc_id"] == other_id
         with pytest.raises(InputError, match="uses policy 'offload'"):
             compiled.invoke({"question": "Who?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "full"})
-        out = compiled.invoke(
-            {"question": "Budget?", "doc_id": doc_id}, config=config, context={**BASE, "policy": "offload"}
-        )
-    assert out["turn"] == 4 and compiled.get_state(config).values["refused"] == ""
+        out = compiled.invoke({"question": "Budget?", "doc_id": doc_id}, config=config, context=context)
+    state = compiled.get_state(config).values
+    assert out["turn"] == 5 and state["refused"] == "" and state["bound"]["doc_id"] == doc_id
+    assert [(d["tag"], d["doc_id"]) for d in out["documents"]] == [(1, doc_id)]  # a document keeps its tag
 
 
 def test_a_refused_first_turn_leaves_nothing_in_the_thread(doc_id: str, sample_markdown: Path) -> None:

@@ -52,6 +52,14 @@ def _held(home: Path) -> list[str]:
     return sorted({*_live_copies(home, "5521-KESTREL"), *_live_copies(home, TITLE)})
 
 
+def _offloaded() -> set[str]:
+    """The documents the store's offloaded chat turns are kept under."""
+    from stores.vectorstore import get_client
+
+    found = [c.get(where={"kind": "offload"}, include=["metadatas"]) for c in get_client().list_collections()]
+    return {str(m["doc_id"]) for f in found for m in f["metadatas"] or []}
+
+
 def _planted(home: Path, shape: str) -> list[str]:
     """Where the secret is before forget: every workflow's thread, and a collection's own caches."""
     held = _held(home)
@@ -80,6 +88,9 @@ def _run_served(client: Any, root: Path, shape: str, headers: dict[str, str]) ->
         ("offload", "web-chat", {"question": QUESTION}),
     ):
         sent = {"input": {**body, "path": named}, "config": {"configurable": {"thread_id": thread}}}
+        if route == "offload":  # the conversation is about another member first, then takes the named ones
+            first = {**sent, "input": {"question": "When does the clerk open?", "path": "team/a-harbour.md"}}
+            assert client.post("/offload/invoke", json=first, headers=headers).status_code == 200
         answer = client.post(f"/{route}/invoke", json=sent, headers=headers)
         assert answer.status_code == 200, answer.text
     more = {"input": {"question": "Who keeps the old ledgers?"}, "config": {"configurable": {"thread_id": "web-chat"}}}
@@ -117,6 +128,8 @@ def test_forget_leaves_no_copy_of_a_document_read_alone_or_in_a_collection(
             _run_served(client, root, shape, headers)
             doc_id = _forgotten_id()
             _planted(longdoc_home, shape)
+            harbour = next(d.doc_id for d in list_documents("default") if d.title == "Harbour Office")
+            assert _offloaded() == {harbour, doc_id if shape == "document" else harbour}  # the turns' documents
             answer = client.post("/forget", json={"doc_id": doc_id, "namespace": "default"}, headers=headers)
             assert answer.status_code == 200, answer.text
             report = answer.json()
@@ -127,7 +140,10 @@ def test_forget_leaves_no_copy_of_a_document_read_alone_or_in_a_collection(
     assert _held(longdoc_home) == []
     assert db_holds(longdoc_home, doc_id) == []
     kept = sorted(d.title for d in list_documents("default"))
-    assert kept == (["Depot", "Harbour Office"] if shape == "collection" else [])
+    assert kept == (
+        ["Depot", "Harbour Office"] if shape == "collection" else ["Harbour Office"] * (surface == "served")
+    )
+    assert _offloaded() == set()
 
 
 def test_a_thread_is_found_by_every_field_that_names_its_documents(

@@ -24,7 +24,9 @@ from stores.checkpoint import ThreadLock
 from stores.documents import list_documents
 from stores.models import use_chat_model
 from stores.vectorstore import get_client
+from surfaces.access import OPEN
 from surfaces.cli import main
+from surfaces.listing import served_listing
 from surfaces.retention import is_vector_index_file
 from surfaces.superseded import retire_superseded
 
@@ -121,6 +123,11 @@ def test_a_run_holding_the_earlier_version_keeps_it_until_it_ends(
         assert thread_rows(longdoc_home, "t1") > 0 and _records(old["archive.md"]) > 0  # nothing taken from it
         new = {d["source"]: d["doc_id"] for d in again["documents"]}
         assert set(resolve_documents({"whole_namespace": True}, Context())) == set(new.values())
+        # nor is it listed, by the command line or a server
+        assert main(["docs", "--json"]) == 0
+        assert sorted(d["doc_id"] for d in json.loads(capsys.readouterr().out)["documents"]) == sorted(new.values())
+        assert sorted(d["doc_id"] for d in served_listing(OPEN)["documents"]) == sorted(new.values())
+        assert main(["docs"]) == 0 and old["archive.md"] not in capsys.readouterr().out
     finally:
         lock.release()
     assert retire_superseded("default") == {"superseded": [old["archive.md"]], "kept": []}
@@ -177,3 +184,70 @@ def test_the_ingest_graph_takes_a_folder_as_the_command_line_does(
         "cached": True,
         "documents": [{**d, "cached": True} for d in out["documents"]],
     }
+
+
+class _DevThreads:
+    """The threads of a ``langgraph dev`` server as its SDK client shows them: the latest values, the history."""
+
+    def __init__(self, states: dict[str, list[dict[str, Any]]]) -> None:
+        self.states, self.status, self.deleted = states, dict.fromkeys(states, "idle"), []
+
+    async def search(self, limit: int = 10, offset: int = 0) -> list[dict[str, Any]]:
+        ids = [t for t in self.states if t not in self.deleted][offset : offset + limit]
+        return [{"thread_id": t, "values": self.states[t][-1], "status": self.status[t]} for t in ids]
+
+    async def get_history(self, thread_id: str, limit: int = 10) -> list[dict[str, Any]]:
+        return [{"values": values} for values in reversed(self.states[thread_id])][:limit]
+
+    async def delete(self, thread_id: str) -> None:
+        self.deleted.append(thread_id)
+
+
+def test_langgraph_dev_removes_the_earlier_version_after_a_run_with_the_threads_that_read_it(
+    folder: Path, longdoc_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from deploy import dev
+    from surfaces.studio import StudioGuard
+
+    path = folder / "archive.md"
+    old = graph.invoke({"path": str(path)})["doc_id"]
+    _edit(path, "# Archive\n\nNothing is kept in the vault.\n")
+    new = graph.invoke({"path": str(path)})["doc_id"]
+    # an earlier turn of t-old read the earlier version; t-new read only the new one
+    server = _DevThreads(
+        {"t-old": [{"doc_id": old}, {"doc_id": ""}], "t-new": [{"doc_id": new, "namespace": "default"}]}
+    )
+    monkeypatch.setattr(dev, "_threads", lambda: server)
+
+    def run() -> None:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        async def receive() -> Any:
+            body = {"assistant_id": "chat", "input": {"question": "Who?", "doc_id": new}}
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+        async def send(message: Any) -> None:
+            return None
+
+        headers = [(b"host", b"localhost:2024"), (b"content-type", b"application/json")]
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/threads/t-new/runs/wait",
+            "root_path": "",
+            "headers": headers,
+        }
+        asyncio.run(StudioGuard(app, after_run=dev.retire_on_dev)(scope, receive, send))
+
+    server.status["t-old"] = "busy"  # a run going on in the thread that read it: kept until it ends
+    run()
+    assert server.deleted == [] and superseded_documents("default") == [old] and _copies(longdoc_home, "4471-HERON")
+    server.status["t-old"] = "idle"
+    run()
+    assert server.deleted == ["t-old"] and superseded_documents("default") == []
+    assert [d.doc_id for d in list_documents("default")] == [new] and _copies(longdoc_home, "4471-HERON") == []

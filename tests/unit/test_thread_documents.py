@@ -98,7 +98,7 @@ def test_a_thread_takes_a_second_input_naming_its_documents_over_langserve(
     assert second.json()["output"]["documents"] == first.json()["output"]["documents"]
 
 
-@pytest.mark.parametrize("workflow", ["ask", "summarize"])
+@pytest.mark.parametrize("workflow", ["ask", "summarize", "chat"])
 def test_each_run_of_a_thread_reads_what_its_input_names_and_tags_stay(root: Path, workflow: str) -> None:
     graph = registry.compile_with(workflow, InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
@@ -127,7 +127,7 @@ def test_each_run_of_a_thread_reads_what_its_input_names_and_tags_stay(root: Pat
 
 
 @pytest.mark.parametrize("naming", ["file", "folder"])
-def test_a_chat_keeps_its_documents_across_turns_and_an_input_naming_them_again(root: Path, naming: str) -> None:
+def test_a_chat_keeps_its_documents_until_an_input_names_others(root: Path, naming: str) -> None:
     graph = registry.compile_with("chat", InMemorySaver())
     config = {"configurable": {"thread_id": "c1"}}
     path = str(root / ("team/otters.md" if naming == "file" else "team"))
@@ -135,13 +135,65 @@ def test_a_chat_keeps_its_documents_across_turns_and_an_input_naming_them_again(
     with use_chat_model(_model("chat")):
         for named in ({"path": path}, {"path": path}, {}):  # the third turn names nothing: the session's documents
             outs.append(graph.invoke({"question": QUESTION, **named}, config, context=CONTEXT))
-        with pytest.raises(InputError, match="bound to"):
-            graph.invoke({"question": QUESTION, "path": str(root / "notes")}, config, context=CONTEXT)
-    assert [o["turn"] for o in outs] == [1, 2, 3]
+        other = graph.invoke({"question": QUESTION, "path": str(root / "notes")}, config, context=CONTEXT)
+    assert [o["turn"] for o in outs] == [1, 2, 3] and other["turn"] == 4
+    assert [(d["title"], d["tag"]) for d in other["documents"]] == [("Budget", len(NAMINGS[naming]) + 1)]
     assert outs[0]["documents"] == outs[1]["documents"] == outs[2]["documents"]
     for out in outs:
         _check_documents(out, NAMINGS[naming], root)
         assert out["messages"][-1].additional_kwargs["longdoc"]["documents"] == outs[0]["documents"]
+
+
+@pytest.mark.parametrize("surface", ["langserve", "graph"])
+def test_a_chat_turn_naming_another_file_answers_from_it(root: Path, surface: str) -> None:
+    from surfaces.serve import create_app
+
+    turns = [
+        {"question": QUESTION, "path": "team/otters.md"},
+        {"question": "What did the board approve for batch 5?", "path": "notes/budget.md"},
+    ]
+    if surface == "langserve":
+        config = {"configurable": {"thread_id": "t-chat-two-files", **CONTEXT}}
+        with TestClient(create_app(chat_model=_model("chat"))) as client:
+            answers = [client.post("/chat/invoke", json={"input": t, "config": config}) for t in turns]
+        assert all(r.status_code == 200 for r in answers), answers[-1].text
+        outs = [r.json()["output"] for r in answers]
+        sources = [o["messages"][-1]["additional_kwargs"]["longdoc"]["sources"] for o in outs]
+    else:
+        graph = registry.compile_with("chat", InMemorySaver())
+        with use_chat_model(_model("chat")):
+            outs = [
+                graph.invoke(
+                    {**t, "path": str(root / t["path"])}, {"configurable": {"thread_id": "c2"}}, context=CONTEXT
+                )
+                for t in turns
+            ]
+        sources = [o["messages"][-1].additional_kwargs["longdoc"]["sources"] for o in outs]
+    otters, budget = (find_document("default", o["doc_id"]) for o in outs)
+    assert otters is not None and budget is not None and otters.title == "Otters" and budget.title == "Budget"
+    assert [d["tag"] for o in outs for d in o["documents"]] == [1, 2] and outs[1]["turn"] == 2
+    assert outs[1]["citations"] and {s["doc_id"] for s in sources[1]} == {budget.doc_id}
+    assert all("board approved" in s["quote"] for s in sources[1])
+
+
+def test_a_file_dropped_into_a_langserve_chat_mid_conversation_is_read(root: Path) -> None:
+    from surfaces.serve import create_app
+
+    config = {"configurable": {"thread_id": "t-chat-dropped", **CONTEXT}}
+    dropped = {"type": "text-plain", "text": "Herons wade in shallow water.", "mime_type": "text/plain"}
+    words = {"type": "text", "text": "Where do herons wade?"}
+    turns = [
+        {"question": QUESTION, "path": "team/otters.md"},
+        {"messages": [{"type": "human", "content": [words, dropped]}]},
+    ]
+    with TestClient(create_app(chat_model=_model("chat"))) as client:
+        answers = [client.post("/chat/invoke", json={"input": t, "config": config}) for t in turns]
+    assert all(r.status_code == 200 for r in answers), answers[-1].text
+    out = answers[1].json()["output"]
+    herons = find_document("default", out["doc_id"])
+    assert herons is not None and out["turn"] == 2 and [d["tag"] for d in out["documents"]] == [2]
+    sources = out["messages"][-1]["additional_kwargs"]["longdoc"]["sources"]
+    assert sources and {s["doc_id"] for s in sources} == {herons.doc_id} and "Herons wade" in sources[0]["quote"]
 
 
 # --- the outputs of every surface ---------------------------------------------------------------------
