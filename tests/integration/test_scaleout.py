@@ -231,7 +231,16 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
         )
         assert wrong.isError and "validation" in clients.text_of(wrong)
         assert malformed.isError and "does not match '^[0-9a-f]{16}$'" in clients.text_of(malformed)
-        assert set(chat.structuredContent) == {"answer", "sources", "citations", "turn", "doc_id", "thread_id"}
+        assert set(chat.structuredContent) == {
+            "answer",
+            "sources",
+            "citations",
+            "turn",
+            "doc_id",
+            "documents",
+            "thread_id",
+        }
+        assert [d["doc_id"] for d in chat.structuredContent["documents"]] == [doc_id]
         assert again.structuredContent["turn"] == 2  # the conversation went on by its thread_id
         assert again.structuredContent["thread_id"] == chat.structuredContent["thread_id"]
         assert doc_id in [d["doc_id"] for d in listed.structuredContent["documents"]]
