@@ -256,7 +256,7 @@ def documents_request(args: argparse.Namespace, **context: Any) -> dict[str, Any
     with progress(args.quiet, "ingest") as handle:
         docs = resolve_documents({**values, "namespace": args.namespace}, settings, handle)
     retire_superseded(args.namespace)
-    return {"doc_id": docs[0]} if len(docs) == 1 else {"doc_ids": docs}
+    return {"doc_ids": docs}  # a collection of one runs as its document
 
 
 def documents_legend(documents: list[dict[str, Any]], citations: list[str]) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from nodes.ingest import DOCUMENT_FIELDS, Progress, document_field, input_namespace, resolve_document
 from nodes.ingest_dir import ingest_file, ingest_folder, superseded_documents
-from stores.documents import find_document, get_document, index_identity, list_documents
+from stores.documents import cache_path, find_document, get_document, index_identity, list_documents, namespace_dir
 from stores.errors import InputError, TooLarge
 from stores.files import shown_source
 from stores.settings import get_settings
@@ -136,6 +136,24 @@ def collection_version(namespace: str, doc_ids: Sequence[str]) -> str:
     """A digest of the documents and the index each publishes: what per-collection caches are keyed by."""
     parts = [[d, index_identity(get_document(namespace, d))] for d in doc_ids]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def collections_dir(namespace: str) -> Path:
+    """The folder of ``namespace``'s per-collection caches (canvases, answers)."""
+    return namespace_dir(namespace) / "collections"
+
+
+def cache_file(namespace: str, doc_ids: Sequence[str], name: str) -> Path:
+    """Where a run over ``doc_ids`` keeps the cache file ``name`` (its folder created).
+
+    One document's: in its own cache folder, which goes with it; a collection's: in :func:`collections_dir`, its
+    entries naming their documents.
+    """
+    if len(doc_ids) == 1:
+        return cache_path(namespace, doc_ids[0], name)
+    folder = collections_dir(namespace)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
 
 
 def members(namespace: str, doc_ids: Sequence[str], tags: Mapping[str, int] | None = None) -> list[Member]:

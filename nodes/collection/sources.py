@@ -55,14 +55,21 @@ class Sources:
         return self.doc_ids[0]
 
     def version(self) -> str:
-        """What the run's chunks are as indexed: the document's index identity, or the collection's version and tags."""
+        """What the run's chunks are as indexed: the document's index identity, or the collection's version."""
         from nodes.collection.resolve import collection_version
         from stores.documents import get_document, index_identity
 
         if self.single:
             return index_identity(get_document(self.store.namespace, self.doc_id))
-        tags = ",".join(str(self._tags[d]) for d in self.doc_ids)
-        return f"{collection_version(self.store.namespace, self.doc_ids)}/{tags}"
+        return collection_version(self.store.namespace, self.doc_ids)
+
+    def tags(self) -> list[int]:
+        """The documents' tags, in the run's order (what its collection labels carry)."""
+        return [m.tag for m in self.members]
+
+    def described(self) -> str:
+        """How messages name the run's documents: the document's title (else its id), or how many they are."""
+        return repr(self.members[0].title or self.doc_id) if self.single else f"{len(self.doc_ids)} documents"
 
     def documents(self) -> list[dict[str, Any]]:
         """The run's documents as outputs list them (a one-document run's one, its tag in no label)."""

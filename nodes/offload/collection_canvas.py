@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from itertools import zip_longest
 
 from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_mermaid
-from nodes.collection.resolve import Member, collection_version
+from nodes.collection.resolve import Member, collection_version, collections_dir
 from nodes.collection.sources import Sources
 from nodes.offload.canvas import Canvas, load_canvas
 from stores.cache import ProcessCache
-from stores.documents import namespace_dir, write_atomic
+from stores.documents import write_atomic
 
 _made: ProcessCache[tuple[str, str, int], Canvas] = ProcessCache("collection canvases", 32)
 
@@ -39,12 +39,12 @@ def sources_canvas(sources: Sources, max_nodes: int) -> Canvas | None:
 def collection_canvas(sources: Sources, max_nodes: int) -> Canvas:
     """The canvas of ``sources``' collection (made once per collection version and node limit)."""
     version = collection_version(sources.store.namespace, sources.doc_ids)
-    tags = [m.tag for m in sources.members]
+    tags = sources.tags()
     if tags != list(range(1, len(tags) + 1)):  # a thread's own tags, which its canvas names
         version += "-" + hashlib.sha256(json.dumps(tags).encode()).hexdigest()[:8]
     key = (sources.store.collection_name, version, max_nodes)
     name = f"canvas-{sources.store.space}-{version}-{max_nodes}.json"
-    path = namespace_dir(sources.store.namespace) / "collections" / name
+    path = collections_dir(sources.store.namespace) / name
 
     def build() -> Canvas:
         if path.exists():
@@ -65,7 +65,7 @@ def forget_collection_canvases(namespace: str, doc_id: str) -> int:
     A file that does not list its documents (or cannot be read) goes too: it may name it.
     """
     gone = 0
-    for path in (namespace_dir(namespace) / "collections").glob("canvas-*.json"):
+    for path in collections_dir(namespace).glob("canvas-*.json"):
         try:
             members = json.loads(path.read_text(encoding="utf-8")).get("doc_ids")
         except (OSError, ValueError, AttributeError):

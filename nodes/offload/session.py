@@ -17,13 +17,12 @@ from langgraph.runtime import Runtime
 
 import prompts
 from nodes.collection.resolve import (
-    collection_version,
-    members,
     resolve_documents,
     run_fields,
     source_field,
     thread_tags,
 )
+from nodes.collection.sources import Sources
 from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source
 from nodes.offload.chat import (
     DOCUMENT_BLOCKS,
@@ -41,7 +40,7 @@ from nodes.offload.chat import (
 )
 from nodes.offload.context import OffloadContext, check_context
 from nodes.offload.state import OffloadState, session_context, session_documents
-from stores.documents import get_document, index_identity
+from stores.documents import get_document
 from stores.errors import InputError
 from stores.files import IngestRoot
 from stores.loaders import load_text
@@ -91,9 +90,8 @@ def begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, An
         return _begin(state, runtime)
     except InputError as exc:
         bound = state.get("bound") or {}
-        restored = {key: bound.get(key, "") for key in ("doc_id", "session", "namespace")}
-        if bound.get("doc_ids"):  # a collection's session: its documents are its ``documents``
-            restored["doc_id"] = ""
+        restored = {key: bound.get(key, "") for key in ("session", "namespace")}
+        restored["doc_id"] = run_fields(bound.get("doc_ids") or [bound.get("doc_id", "")])["doc_id"]
         cleared = {"path": "", "text": "", "doc_ids": [], "whole_namespace": False, "goal": "", "question": ""}
         reason = str(exc) or type(exc).__name__
         newest = pending(state.get("messages", []))
@@ -263,22 +261,22 @@ def _bind(
     session = bound.get("session") or _thread_id() or f"s-{uuid.uuid4().hex[:12]}"
     check_session(session)
     infos = [get_document(ctx.namespace, d) for d in doc_ids]
-    info = infos[0]
     lang = Counter(i.language for i in infos).most_common(1)[0][0]
     question = " ".join(check_question(asked or prompts.render("offload/overview_question", lang)).split())
-    index = index_identity(info) if len(doc_ids) == 1 else collection_version(ctx.namespace, doc_ids)
+    store = get_store(ctx.namespace, ctx.embedder)
+    tags = thread_tags(state.get("tags") or {}, doc_ids)
+    sources = Sources(store, doc_ids, tags)
+    index = sources.version()
     if not rebound and bound.get("index", index) != index:
-        what = f"document {doc_id!r} was" if len(doc_ids) == 1 else "a document of this session was"
         raise InputError(
-            f"{what} indexed again with other chunk settings or another embedder since this "
+            f"{sources.described()} was indexed again with other chunk settings or another embedder since this "
             "session began, so the chunk ids its history cites name other text; start a new session (thread)"
         )
-    store = get_store(ctx.namespace, ctx.embedder)
-    if rebound and len(doc_ids) == 1 and store.count(doc_id=doc_id, kind="chunk") == 0:
+    unindexed = [d for d in doc_ids if rebound and store.count(doc_id=d, kind="chunk") == 0]
+    if unindexed:
         raise InputError(
-            f"document {doc_id!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
+            f"document {unindexed[0]!r} has no chunks in the {store.space!r} vector space; ingest it with this embedder"
         )
-    tags = thread_tags(state.get("tags") or {}, doc_ids)
     pinned = dict(state.get("pinned") or {"goal": "", "facts": []})
     if state.get("goal"):
         pinned["goal"] = truncate_tokens(" ".join(str(state["goal"]).split()), 30)
@@ -289,7 +287,7 @@ def _bind(
         "goal": "",
         "collection": doc_ids,
         "tags": tags,
-        "documents": [m.to_dict() for m in members(ctx.namespace, doc_ids, tags)],
+        "documents": sources.documents(),
         "namespace": ctx.namespace,
         "session": session,
         "policy": ctx.policy,
@@ -319,14 +317,15 @@ def _bind(
         update["canvas"] = {}
         update["bound"] = {
             "doc_id": doc_id,
-            **({"doc_ids": doc_ids} if len(doc_ids) > 1 else {}),
+            "doc_ids": doc_ids,
             "session": session,
             "policy": ctx.policy,
             "namespace": ctx.namespace,
             "index": index,
         }
-    what = info.title or doc_id if len(doc_ids) == 1 else f"{len(doc_ids)} documents"
-    runtime.stream_writer({"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {what}"})
+    runtime.stream_writer(
+        {"stage": "turn", "message": f"turn {update['turn']} ({ctx.policy}) on {sources.described()}"}
+    )
     return update
 
 

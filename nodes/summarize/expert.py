@@ -24,12 +24,12 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
 import prompts
+from nodes.collection.resolve import cache_file, collections_dir
 from nodes.collection.sources import Sources
 from nodes.retrieval import Rerank, focus_snippet
 from nodes.summarize.context import SummarizeContext
 from nodes.summarize.state import ExpertTask, SummarizeState, run_context, run_doc_ids, run_documents, state_sources
 from stores.cache import ProcessCache
-from stores.documents import cache_path, namespace_dir
 from stores.errors import ModelError
 from stores.labels import CITED_GROUP, citations_in, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages, resolve_role
@@ -91,22 +91,13 @@ class AnswerCache:
         self.store: Any = _stores.get_or_build(path, lambda: _sqlite_cache(path), exclusive=True)
 
     @classmethod
-    def for_document(cls, namespace: str, doc_id: str) -> AnswerCache:
-        """The answer cache of ``doc_id``."""
-        return cls(cache_path(namespace, doc_id, "answers.sqlite"))
-
-    @classmethod
     def for_documents(cls, namespace: str, doc_ids: Sequence[str]) -> AnswerCache:
-        """The answer cache of a run over ``doc_ids``: the document's own, or the namespace's collection cache.
+        """The answer cache of a run over ``doc_ids`` (:func:`nodes.collection.resolve.cache_file`).
 
-        The collection cache's keys name the collection's version: another set of documents, or one re-indexed,
-        asks again. Its entries name their documents, so forgetting one deletes them (:meth:`forget_document`).
+        A collection's keys name its version: another set of documents, or one re-indexed, asks again. Its entries
+        name their documents, so forgetting one deletes them (:meth:`forget_document`).
         """
-        if len(doc_ids) == 1:
-            return cls.for_document(namespace, doc_ids[0])
-        folder = namespace_dir(namespace) / "collections"
-        folder.mkdir(parents=True, exist_ok=True)
-        return cls(folder / "answers.sqlite", doc_ids)
+        return cls(cache_file(namespace, doc_ids, "answers.sqlite"), doc_ids)
 
     @classmethod
     def forget_document(cls, namespace: str, doc_id: str) -> tuple[int, Path]:
@@ -114,7 +105,7 @@ class AnswerCache:
 
         An entry that does not name its documents goes too. A document's own cache goes with its folder.
         """
-        path = namespace_dir(namespace) / "collections" / "answers.sqlite"
+        path = collections_dir(namespace) / "answers.sqlite"
         if not path.exists():
             return 0, path
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as db, db:
@@ -299,6 +290,7 @@ def expert(state: ExpertTask, runtime: Runtime[SummarizeContext]) -> dict[str, A
         model=[spec.model, spec.base_url, spec.temperature],
         embedder=ctx.embedder,
         index=sources.version(),
+        tags=sources.tags(),
         prompts=expert_prompt_version(lang, ctx.expert_prompt),
     )
     hit = cache.get(key) if cache else None
