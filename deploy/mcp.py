@@ -34,7 +34,7 @@ import contextlib
 import copy
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -315,6 +315,10 @@ def progress_message(event: str, data: Any) -> str:
     return ""
 
 
+QUEUED: Literal["enqueue"] = "enqueue"
+"""How the tools' runs take their thread: they wait for a run holding it (the guard's ``multitask_strategy``)."""
+
+
 async def run_workflow(
     scope: Scope,
     headers: dict[str, str],
@@ -326,7 +330,9 @@ async def run_workflow(
     """Run ``assistant`` on ``thread`` (a new one when empty) with the caller's key: thread id, run id, output.
 
     With ``progress``, the run is streamed and ``progress`` awaited with what each step did. Raises
-    :class:`Refused` when the server refuses the run and :class:`Failed` when it fails.
+    :class:`Refused` when the server refuses the run and :class:`Failed` when it fails. The run waits for its thread
+    (``enqueue``) rather than being refused: a caller going on with a conversation may call again while the server
+    still frees the thread from the turn it has just answered.
     """
     from langgraph_sdk import get_client
 
@@ -338,7 +344,7 @@ async def run_workflow(
         if progress is not None:
             run_id, output = await stream_run(client, thread, assistant, value, progress)
             return thread, run_id, output
-        run = await client.runs.create(thread, assistant, input=value)
+        run = await client.runs.create(thread, assistant, input=value, multitask_strategy=QUEUED)
         run_id = run["run_id"]
         output = await client.runs.join(thread, run_id)
         done = await client.runs.get(thread, run_id)
@@ -361,7 +367,7 @@ async def stream_run(client: Any, thread: str, assistant: str, value: dict[str, 
     """Stream a run's steps on ``thread``, telling ``progress`` what each did: its run id and output."""
     run_id, output = "", None
     modes = ["updates", "custom", "values"]
-    async for part in client.runs.stream(thread, assistant, input=value, stream_mode=modes):
+    async for part in client.runs.stream(thread, assistant, input=value, stream_mode=modes, multitask_strategy=QUEUED):
         if part.event == "metadata":
             run_id = run_id or str((part.data or {}).get("run_id") or "")
         elif part.event == "values":

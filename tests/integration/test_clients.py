@@ -152,8 +152,10 @@ def test_the_mcp_client_lists_and_calls_the_workflows(server: dict[str, Any]) ->
     assert good.structuredContent == answer and "tree" not in answer
     assert bad.isError and clients.text_of(bad) == "ask failed: no document: give one of doc_id, path or text"
     turn = json.loads(clients.text_of(chat))
-    assert set(turn) == {"answer", "sources", "citations", "turn", "doc_id", "thread_id"} and turn["turn"] == 1
-    assert not again.isError and again.structuredContent["turn"] == 2  # the conversation went on
+    assert set(turn) == {"answer", "sources", "citations", "turn", "doc_id", "documents", "thread_id"}
+    assert turn["turn"] == 1 and [d["doc_id"] for d in turn["documents"]] == [doc_id]
+    assert not again.isError, clients.text_of(again)
+    assert again.structuredContent["turn"] == 2  # the conversation went on
     assert again.structuredContent["thread_id"] == turn["thread_id"]
     assert doc_id in [d["doc_id"] for d in listed.structuredContent["documents"]]
     assert stray.isError and clients.text_of(stray).startswith("ask does not take 'top_k'; its arguments: doc_id")

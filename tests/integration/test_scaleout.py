@@ -241,6 +241,7 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
             "thread_id",
         }
         assert [d["doc_id"] for d in chat.structuredContent["documents"]] == [doc_id]
+        assert not again.isError, clients.text_of(again)
         assert again.structuredContent["turn"] == 2  # the conversation went on by its thread_id
         assert again.structuredContent["thread_id"] == chat.structuredContent["thread_id"]
         assert doc_id in [d["doc_id"] for d in listed.structuredContent["documents"]]
