@@ -22,6 +22,7 @@ from langgraph_sdk import get_sync_client
 
 from deploy.cluster import Deployment, chroma_binary, deployment, postgres_bindir
 from deploy.demo import walkthrough
+from deploy.mcp import RESULT_FIELDS
 from doubles.endpoint import Script, create_app, running, workflow_replies
 from doubles.files import pdf_with_text
 from surfaces.registry import DESCRIPTIONS
@@ -231,15 +232,7 @@ def test_mcp_tools_on_every_instance_behind_the_tenant_keys(cluster: Deployment)
         )
         assert wrong.isError and "validation" in clients.text_of(wrong)
         assert malformed.isError and "does not match '^[0-9a-f]{16}$'" in clients.text_of(malformed)
-        assert set(chat.structuredContent) == {
-            "answer",
-            "sources",
-            "citations",
-            "turn",
-            "doc_id",
-            "documents",
-            "thread_id",
-        }
+        assert set(chat.structuredContent) == set(RESULT_FIELDS["chat"])  # every field its output schema declares
         assert [d["doc_id"] for d in chat.structuredContent["documents"]] == [doc_id]
         assert not again.isError, clients.text_of(again)
         assert again.structuredContent["turn"] == 2  # the conversation went on by its thread_id
