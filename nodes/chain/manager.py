@@ -17,7 +17,7 @@ import prompts
 from nodes.chain.context import ChainContext
 from nodes.chain.passages import hop_first
 from nodes.chain.state import ChainState
-from stores.labels import CITED, QUOTE_LINE
+from stores.labels import CITED, QUOTE_LINE, chunk_of
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words
 from stores.usage import merge_usage, track_usage, usage_totals
@@ -98,12 +98,12 @@ def valid_citations(answer: Answer, known: Sequence[str], notes: Sequence[str] =
     allowed = set(known)
     found: list[str] = []
     for ref in [*answer.evidence, *CITED.findall(answer.explanation)]:
-        cid = ref.strip().strip("[]").split(".")[0]
+        cid = chunk_of(ref.strip().strip("[]"))
         if cid in allowed and cid not in found:
             found.append(cid)
     if not found and not is_unknown(answer.answer):
         for label in quoted_labels(notes):
-            cid = label.split(".")[0]
+            cid = chunk_of(label)
             if cid in allowed and cid not in found:
                 found.append(cid)
     return found

@@ -23,7 +23,7 @@ from nodes.chain.planner import reading_for
 from nodes.chain.reading import nothing_missing
 from nodes.chain.state import ChainState
 from stores.errors import InputError
-from stores.labels import QUOTE_LINE, SCHEMA_SENTENCE, SCHEMA_TAGGED_SENTENCE, label_position, label_tag
+from stores.labels import QUOTE_LINE, SCHEMA_SENTENCE, SCHEMA_TAGGED_SENTENCE, chunk_of, label_position, label_tag
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words, count_tokens
 from stores.usage import track_usage
@@ -60,7 +60,7 @@ def worker(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]:
     read = list(state.get("read", []))
     read += [c for c in touched if c not in read]
     skipped = [c for c in state.get("skipped", []) if c not in touched]
-    quoted = {m.group(1).rsplit(".", 1)[0] for ln in result.notes.splitlines() if (m := QUOTE_LINE.match(ln))}
+    quoted = {chunk_of(m.group(1)) for ln in result.notes.splitlines() if (m := QUOTE_LINE.match(ln))}
     runtime.stream_writer(
         {
             "stage": "reading",

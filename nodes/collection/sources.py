@@ -10,7 +10,7 @@ from typing import Any
 
 from nodes.collection.resolve import members
 from stores.errors import InputError
-from stores.labels import TAG_STRIDE, chunk_label, label_tag, sentence_label, split_label, tagged
+from stores.labels import TAG_STRIDE, chunk_label, chunk_of, label_tag, sentence_label, split_label, tagged
 from stores.text import content_words
 from stores.vectorstore import Hit, VectorStore, get_store
 
@@ -111,7 +111,7 @@ class Sources:
         for label in labels:
             found = self.locate(label)
             if found is not None:
-                wanted.setdefault(found[0], []).append(found[1].split(".")[0])
+                wanted.setdefault(found[0], []).append(chunk_of(found[1]))
         got = {
             self.label(doc_id, h.chunk_id): self._relabel(h)
             for doc_id, ids in wanted.items()
