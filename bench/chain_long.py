@@ -20,7 +20,9 @@ Methods (one run of the chain graph each, or one reader call):
 - the model levers, each ``anytime`` with one change: ``anytime-worker05`` (the workers on the bundled 0.5B
   model, the manager on the 1.5B), ``anytime-draft`` (the 1.5B drafted by the 0.5B: speculative decoding),
   ``anytime-worker05-draft`` (both), ``anytime-reuse`` (the prompt cache also reuses shifted chunks of 256
-  tokens, ``LONGDOC_CACHE_REUSE``). They need the ``small-model`` extra (``anytime-reuse`` does not).
+  tokens, ``LONGDOC_CACHE_REUSE``). They need the ``small-model`` extra (``anytime-reuse`` does not);
+- ``anytime-one-batch``: fewer tokens read, the default chain with a budget of one batch (1,500 tokens: one
+  worker call, then the manager's).
 
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
@@ -74,6 +76,7 @@ METHODS = (
     "anytime-draft",
     "anytime-worker05-draft",
     "anytime-reuse",
+    "anytime-one-batch",
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
@@ -82,6 +85,7 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-draft": {"order": "best-first"},
     "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
     "anytime-reuse": {"order": "best-first"},
+    "anytime-one-batch": {"order": "best-first", "budget": 1500},
     "collection": {"order": "best-first"},
     "collection-s16": {"order": "best-first", "shortlist": 16},
     "collection-s64": {"order": "best-first", "shortlist": 64},

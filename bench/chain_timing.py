@@ -11,10 +11,13 @@ the name given by ``--run``: a killed run resumes, and a new name times a new si
 questions, it measures the bundled model's reading and writing speed on a fixed prompt, so that
 sittings on different machines can be compared.
 
-Reported per method: median, p90 and mean seconds (ingestion excluded), input and output tokens,
-the share of predictions equal to the answer-journal's prediction for the same question and setup
-(the runs are greedy: a difference means a different choice of passages, e.g. from embedder vectors
-that agree closely but not bit for bit), and the paired ratio of each method's seconds to the first method's.
+Reported per method: F1 and exact match, evidence recall (supporting paragraphs among the chunks
+read), median, p90 and mean seconds (ingestion excluded), the model server's own seconds spent
+reading prompts (prefill) and writing replies (llama.cpp's ``timings`` of every reply), input and
+output tokens, the share of predictions equal to the answer-journal's prediction for the same question
+and setup (the runs are greedy: a difference means a different choice of passages, e.g. from embedder
+vectors that agree closely but not bit for bit), and the paired ratio of each method's seconds to the
+first method's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +69,90 @@ def speed_probe(tokens: int = 2000, write: int = 40) -> dict[str, float]:
     }
 
 
+def _timings(body: bytes) -> dict[str, float] | None:
+    """llama.cpp's ``timings`` in a chat reply: a JSON body, or the last server-sent event that has them."""
+    import json as _json
+
+    events = [line[5:].strip() for line in body.splitlines() if line.startswith(b"data:")] or [body]
+    for event in reversed(events):
+        try:
+            data = _json.loads(event)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("timings"), dict):
+            t = data["timings"]
+            return {
+                "prompt_read": float(t.get("prompt_n", 0)),
+                "prompt_reused": float(t.get("cache_n", 0)),
+                "prompt_ms": float(t.get("prompt_ms", 0.0)),
+                "written": float(t.get("predicted_n", 0)),
+                "write_ms": float(t.get("predicted_ms", 0.0)),
+            }
+    return None
+
+
+@contextmanager
+def server_timings() -> Iterator[list[dict[str, float]]]:
+    """The model server's own timings of every chat reply received inside the block (llama.cpp's ``timings``:
+    prompt tokens read and reused, milliseconds reading and writing), streamed replies included."""
+    import httpx
+
+    calls: list[dict[str, float]] = []
+    real_send = httpx.Client.send
+
+    def keep(body: bytes) -> None:
+        found = _timings(body)
+        if found is not None:
+            calls.append(found)
+
+    class Tee(httpx.SyncByteStream):
+        """A streamed reply passed on unchanged, its bytes kept to read the timings at its end."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.seen = inner, bytearray()
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self.inner:
+                self.seen.extend(chunk)
+                yield chunk
+            keep(bytes(self.seen))
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def send(client: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        # The OpenAI client builds its own httpx client; its send is the one place every reply passes.
+        response = real_send(client, request, **kwargs)
+        if request.url.path.endswith("/chat/completions"):
+            if kwargs.get("stream"):
+                response.stream = Tee(response.stream)
+            else:
+                keep(response.content)
+        return response
+
+    httpx.Client.send = send  # type: ignore[method-assign,assignment]
+    try:
+        yield calls
+    finally:
+        httpx.Client.send = real_send  # type: ignore[method-assign]
+
+
+def server_totals(calls: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Sums of the server's timings over one question's replies, rounded."""
+    keys = ("prompt_read", "prompt_reused", "prompt_ms", "written", "write_ms")
+    return {"replies": len(calls), **{k: round(sum(c[k] for c in calls), 1) for k in keys}}
+
+
 def default_runner(embedder: str, budget: int) -> Runner:
-    """Run one method the way ``bench.chain`` does, without the response cache."""
+    """Run one method the way ``bench.chain`` does, without the response cache, with the server's timings."""
     from functools import partial
 
     from bench.chain_long import run_one, timed
 
     def run(method: str, doc_id: str, question: str) -> tuple[str, dict[str, Any], float]:
-        return timed(partial(run_one, method, doc_id, question, budget, embedder, cache=False))
+        with server_timings() as calls:
+            pred, info, seconds = timed(partial(run_one, method, doc_id, question, budget, embedder, cache=False))
+        return pred, {**info, "server": server_totals(calls)}, seconds
 
     return run
 
@@ -89,9 +169,11 @@ def run_timing(
     runner: Runner | None = None,
 ) -> list[dict[str, Any]]:
     """Time every method on every item (journalled under ``run``); rows carry the journalled answer's agreement."""
-    from bench.chain_long import NAMESPACE, as_text, journal_key, read_journal
+    from bench.chain_long import NAMESPACE, as_text, evidence_recall, journal_key, read_journal, supporting_chunks
+    from bench.metrics import exact_match, token_f1
     from nodes.ingest import ingest
     from stores.usage import usage_totals
+    from stores.vectorstore import get_store
 
     runner = runner or default_runner(embedder, budget)
     answers = read_journal(answers_path)
@@ -109,12 +191,20 @@ def run_timing(
                 pred, info, seconds = runner(method, doc_id, item.question)
                 totals = usage_totals(info.get("usage", {}))
                 logged = answers.get(answer_key)
+                chunks = [(h.chunk_id, h.text) for h in get_store(NAMESPACE, embedder).by_doc(doc_id)]
+                recall = evidence_recall(supporting_chunks(item.paragraphs, chunks), info.get("read", []))
                 row = {
                     "key": key,
                     "run": run,
                     "item": item.id,
                     "method": method,
                     "prediction": pred,
+                    "answers": item.answers,
+                    "f1": token_f1(pred, item.answers),
+                    "em": exact_match(pred, item.answers),
+                    "recall": recall,
+                    "read": info.get("read", []),
+                    "server": info.get("server"),
                     "same_as_journal": None if logged is None else logged["prediction"] == pred,
                     "input_tokens": totals["input"],
                     "output_tokens": totals["output"],
@@ -145,8 +235,23 @@ def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> 
         seconds = [r["seconds"] for r in mine]
         known = [r["same_as_journal"] for r in mine if r["same_as_journal"] is not None]
         ratios = [by[method][i]["seconds"] / by[methods[0]][i]["seconds"] for i in both]
+        recalls = [r["recall"] for r in mine if r.get("recall") is not None]
+        server = [r["server"] for r in mine if r.get("server")]
         out[method] = {
             "items": len(mine),
+            **({"f1": round(statistics.fmean(r["f1"] for r in mine), 3)} if all("f1" in r for r in mine) else {}),
+            **({"em": round(statistics.fmean(r["em"] for r in mine), 3)} if all("em" in r for r in mine) else {}),
+            **({"evidence_recall": round(statistics.fmean(recalls), 3)} if recalls else {}),
+            **(
+                {
+                    "median_read_s": round(statistics.median(s["prompt_ms"] for s in server) / 1000, 1),
+                    "median_write_s": round(statistics.median(s["write_ms"] for s in server) / 1000, 1),
+                    "prompt_tokens_read": round(statistics.fmean(s["prompt_read"] for s in server)),
+                    "prompt_tokens_reused": round(statistics.fmean(s["prompt_reused"] for s in server)),
+                }
+                if len(server) == len(mine)
+                else {}
+            ),
             "median_s": round(statistics.median(seconds), 1),
             "p90_s": round(float(np.percentile(seconds, 90)), 1),
             "mean_s": round(statistics.fmean(seconds), 1),

@@ -81,3 +81,72 @@ def test_the_summary_pairs_methods_on_the_questions_both_timed() -> None:
 def test_an_unknown_method_is_refused() -> None:
     with pytest.raises(SystemExit, match="unknown methods"):
         parse_args(["--data", "d", "--out", "o.json", "--run", "r", "--methods", "anytime,magic"])
+
+
+def test_rows_score_the_answer_and_the_evidence_read(tmp_path: Path) -> None:
+    runner = Runner()
+    rows = run_timing(
+        ITEMS,
+        ["anytime", "topk"],
+        tmp_path / "t.jsonl",
+        tmp_path / "a.jsonl",
+        run="one",
+        budget=3000,
+        embedder="hash",
+        runner=runner,
+    )
+    scored = {(r["item"], r["method"]): (r["f1"], r["em"]) for r in rows}
+    assert scored[("q0", "anytime")] == (1.0, 1.0) and scored[("q1", "topk")] == (0.0, 0.0)
+    summary = summarise_timing(rows, ["anytime", "topk"])
+    assert summary["anytime"]["f1"] == 1.0 and summary["topk"]["em"] == 0.0
+    assert "median_read_s" not in summary["anytime"]  # the scripted runs report no server timings
+
+
+def test_the_servers_own_reading_and_writing_times_are_summed_per_question() -> None:
+    import httpx
+
+    from bench.chain_timing import server_timings, server_totals
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        timings = {"prompt_n": 900, "cache_n": 100, "prompt_ms": 12000.0, "predicted_n": 20, "predicted_ms": 1500.0}
+        return httpx.Response(200, json={"choices": [], "timings": timings})
+
+    client = httpx.Client(transport=httpx.MockTransport(reply))
+    with server_timings() as calls:
+        for _ in range(2):
+            client.post("http://127.0.0.1:9/v1/chat/completions", json={})
+        client.post("http://127.0.0.1:9/v1/embeddings", json={})
+    client.post("http://127.0.0.1:9/v1/chat/completions", json={})  # after the block: not counted
+    totals = server_totals(calls)
+    assert totals == {
+        "replies": 2,
+        "prompt_read": 1800.0,
+        "prompt_reused": 200.0,
+        "prompt_ms": 24000.0,
+        "written": 40.0,
+        "write_ms": 3000.0,
+    }
+
+
+def test_a_streamed_reply_is_passed_on_whole_and_its_last_event_gives_the_timings() -> None:
+    import httpx
+
+    from bench.chain_timing import server_timings
+
+    events = [
+        b'data: {"choices": [{"delta": {"content": "Ri"}}]}\n\n',
+        b'data: {"choices": [{"delta": {"content": "ver"}}], "timings": {"prompt_n": 5, "prompt_ms": 70.0, '
+        b'"predicted_n": 2, "predicted_ms": 90.0}}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=httpx.ByteStream(b"".join(events)))
+
+    client = httpx.Client(transport=httpx.MockTransport(reply))
+    with server_timings() as calls:
+        request = client.build_request("POST", "http://127.0.0.1:9/v1/chat/completions", json={})
+        response = client.send(request, stream=True)
+        body = b"".join(response.iter_bytes())
+    assert body == b"".join(events)
+    assert calls == [{"prompt_read": 5.0, "prompt_reused": 0.0, "prompt_ms": 70.0, "written": 2.0, "write_ms": 90.0}]
