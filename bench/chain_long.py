@@ -16,7 +16,9 @@ Methods (one run of the chain graph each, or one reader call):
 - ``topk``: one reader call over the chunks most similar to the question within the same budget of
   chunk tokens (the retrieval baseline);
 - ``collection`` (``-s16``, ``-s64``: other shortlist sizes; ``-no-bridges``: bridges off), ``topk-collection``:
-  the question asked of every document of the data as one collection (:mod:`bench.collection`);
+  the question asked of every document of the data as one collection (:mod:`bench.collection`), read through a
+  shortlist whatever its size (``whole_max`` 0; the 100 documents of ``qa_long`` hold more than the 2,000 chunks
+  a run reads whole by default anyway);
 - the model levers, each ``anytime`` with one change: ``anytime-worker05`` (the workers on the bundled 0.5B
   model, the manager on the 1.5B), ``anytime-draft`` (the 1.5B drafted by the 0.5B: speculative decoding),
   ``anytime-worker05-draft`` (both), ``anytime-reuse`` (the prompt cache also reuses shifted chunks of 256
@@ -86,10 +88,10 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
     "anytime-reuse": {"order": "best-first"},
     "anytime-one-batch": {"order": "best-first", "budget": 1500},
-    "collection": {"order": "best-first"},
-    "collection-s16": {"order": "best-first", "shortlist": 16},
-    "collection-s64": {"order": "best-first", "shortlist": 64},
-    "collection-no-bridges": {"order": "best-first", "bridges": "never"},
+    "collection": {"order": "best-first", "whole_max": 0},
+    "collection-s16": {"order": "best-first", "shortlist": 16, "whole_max": 0},
+    "collection-s64": {"order": "best-first", "shortlist": 64, "whole_max": 0},
+    "collection-no-bridges": {"order": "best-first", "bridges": "never", "whole_max": 0},
     "anytime-relevance": {"order": "relevance"},
     "chow-liu-bfs": {"order": "chow-liu-bfs", "read_all": True},
     "original": {"order": "original", "read_all": True},

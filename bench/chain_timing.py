@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 
@@ -143,6 +144,26 @@ def server_totals(calls: Sequence[dict[str, float]]) -> dict[str, float]:
     return {"replies": len(calls), **{k: round(sum(c[k] for c in calls), 1) for k in keys}}
 
 
+def fresh_servers(method: str) -> None:
+    """Restart the bundled servers ``method`` uses and load their models before its clock starts.
+
+    llama.cpp keeps the prompts it read (on its slots and in host memory) and skips a prefix it has read before:
+    without a restart, a method whose first prompt another method sent just before (the one-batch reading's first
+    worker is the default's) would be timed without reading it.
+    """
+    from bench.chain_long import CHAIN_CONTEXT, METHOD_ENV
+    from stores import local_model
+    from stores.settings import get_settings
+
+    local_model.stop_server()
+    with patch.dict(os.environ, METHOD_ENV.get(method, {})):
+        settings = get_settings()
+        for role in ("worker", "manager"):
+            spec = settings.role(role)
+            if spec.base_url is None:  # a bundled model
+                local_model.ensure_server(CHAIN_CONTEXT.get(method, {}).get(f"{role}_model") or spec.model)
+
+
 def default_runner(embedder: str, budget: int) -> Runner:
     """Run one method the way ``bench.chain`` does, without the response cache, with the server's timings."""
     from functools import partial
@@ -150,6 +171,7 @@ def default_runner(embedder: str, budget: int) -> Runner:
     from bench.chain_long import run_one, timed
 
     def run(method: str, doc_id: str, question: str) -> tuple[str, dict[str, Any], float]:
+        fresh_servers(method)
         with server_timings() as calls:
             pred, info, seconds = timed(partial(run_one, method, doc_id, question, budget, embedder, cache=False))
         return pred, {**info, "server": server_totals(calls)}, seconds

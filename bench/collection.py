@@ -334,9 +334,7 @@ def design_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     from bench.long_text import NAMESPACE, as_text
     from bench.qa_data import load_qa_dir, split_items
     from nodes.chain.context import ChainContext
-    from nodes.chain.planner import reading_inputs
-    from nodes.chain.pool import pool_reading, shortlist
-    from nodes.chain.state import CHUNK_TOKENS
+    from nodes.chain.pool import run_reading, shortlist, whole_pool
     from stores.documents import list_documents
     from stores.text import content_hash
     from stores.vectorstore import get_store
@@ -355,16 +353,16 @@ def design_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         for size in args.sizes:
             begun = time.perf_counter()
             pool = shortlist(store, collection, item.question, size)
-            reading = pool_reading(
-                store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS, exact_max=ctx.exact_max
-            )
+            reading = run_reading(store, pool, ctx, collection)
             row[f"shortlist-{size}"] = design_figures(reading, item, ctx, begun)
         begun = time.perf_counter()
         best = shortlist(store, collection, item.question, 32)[0].split(":", 1)[0]
         row["routed_to_own"] = best == own
-        row["documents-first"] = design_figures(reading_inputs(store, best, ctx), item, ctx, begun)
+        row["documents-first"] = design_figures(
+            run_reading(store, whole_pool(store, [best]), ctx, [best]), item, ctx, begun
+        )
         begun = time.perf_counter()
-        row["own-document"] = design_figures(reading_inputs(store, own, ctx), item, ctx, begun)
+        row["own-document"] = design_figures(run_reading(store, whole_pool(store, [own]), ctx, [own]), item, ctx, begun)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
@@ -434,8 +432,7 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
     from bench.long_text import NAMESPACE
     from bench.qa_data import load_qa_dir, split_items
     from nodes.chain.context import ChainContext
-    from nodes.chain.pool import grown, pool_reading, shortlist
-    from nodes.chain.state import CHUNK_TOKENS
+    from nodes.chain.pool import grown, run_reading, shortlist
     from nodes.collection.index import published_indexes
     from nodes.ingest import ingest
     from stores.documents import list_documents
@@ -458,12 +455,12 @@ def scale_here(data: str, count: int, embedder: str, questions: int, phase: str,
         begun = time.perf_counter()
         indexes = published_indexes(NAMESPACE, collection)  # as the orderer reads them
         pool = shortlist(store, collection, item.question, size, indexes)
-        reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
+        reading = run_reading(store, pool, ctx, collection)
         two_batches(reading, item.question, ctx.batch_tokens, ctx.floor)
         planned = time.perf_counter() - begun
         missing = " ".join(p.title for p in item.paragraphs if p.supporting)
         pool = grown(pool, shortlist(store, collection, missing, size, indexes))
-        reading = pool_reading(store, pool, passage_tokens=ctx.passage_tokens, chunk_tokens=CHUNK_TOKENS)
+        reading = run_reading(store, pool, ctx, collection)
         two_batches(reading, f"{item.question} {missing}", ctx.batch_tokens, ctx.floor)
         plans.append({"first_batch_s": round(planned, 3), "question_s": round(time.perf_counter() - begun, 3)})
     out.update(

@@ -90,17 +90,23 @@ def documents(data: Path, items: int) -> list[tuple[str, str, str]]:
     return out
 
 
-def runs(docs: Sequence[tuple[str, str, str]]) -> Iterator[tuple[str, str, dict[str, Any], Any]]:
-    """``(name, workflow, input, context)`` of every run: each workflow over one document and over all."""
+def runs(
+    docs: Sequence[tuple[str, str, str]], ask: dict[str, Any] | None = None
+) -> Iterator[tuple[str, str, dict[str, Any], Any]]:
+    """``(name, workflow, input, context)`` of every run: each workflow over one document and over all.
+
+    ``ask``: settings added to every ask run's context (``--whole-max``).
+    """
     ids = [d for d, _, _ in docs]
     base = {"namespace": NAMESPACE, "embedder": "hash"}
+    asked = {**base, **(ask or {})}
     for n, (doc_id, question, _) in enumerate(docs):
         for which, named in (("one", {"doc_id": doc_id}), ("all", {"doc_ids": ids})):
-            yield f"ask/{which}/{n}", "chain", {"question": question, **named}, base
+            yield f"ask/{which}/{n}", "chain", {"question": question, **named}, asked
             if n == 0 and which == "all":
-                yield f"ask-s16/{which}/{n}", "chain", {"question": question, **named}, {**base, "shortlist": 16}
+                yield f"ask-s16/{which}/{n}", "chain", {"question": question, **named}, {**asked, "shortlist": 16}
             if n == 0 and which == "one":  # a fixed order, read to the end
-                fixed = {**base, "order": "chow-liu-bfs", "read_all": True, "roots": 2}
+                fixed = {**asked, "order": "chow-liu-bfs", "read_all": True, "roots": 2}
                 yield f"ask-chow-liu/{which}/{n}", "chain", {"question": question, **named}, fixed
             yield f"summarize/{which}/{n}", "summarize", {"query": question, "length": 80, **named}, base
             for policy in ("offload_canvas", "offload", "full"):
@@ -166,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--items", type=int, default=3, help="documents (half HotpotQA, half MuSiQue)")
     p.add_argument("--out", type=Path, required=True, help="the result file (JSON)")
     p.add_argument("--journal", type=Path, help="every request and output in full, one JSON line each")
+    p.add_argument(
+        "--whole-max",
+        type=int,
+        default=None,
+        help="ask runs: most chunks read whole (0: every ask run reads a shortlist; default: the graph's)",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="longdoc-identity-") as home:
         return _check(args, home)
@@ -178,7 +190,8 @@ def _check(args: argparse.Namespace, home: str) -> int:
     docs = documents(args.data, args.items)
     rows: dict[str, dict[str, Any]] = {}
     lines = []
-    for name, workflow, request, context in runs(docs):
+    ask = {} if args.whole_max is None else {"whole_max": args.whole_max}
+    for name, workflow, request, context in runs(docs, ask):
         sent: list[dict[str, Any]] = []
         with recording(sent):
             output = _steady(_plain(run(name, workflow, request, context), home))

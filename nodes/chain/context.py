@@ -15,10 +15,11 @@ from nodes.chain.reading import (
     DEFAULT_HOP,
     DEFAULT_PASSAGE,
     DEFAULT_SHORTLIST,
+    DEFAULT_WHOLE,
 )
 from nodes.context import Context, describe, prompt_field
 
-BRIDGES = ("collections", "always", "never")
+BRIDGES = ("shortlist", "always", "never")
 """When a run follows bridges (:func:`nodes.chain.passages.next_hop`, :func:`nodes.chain.passages.bridging`)."""
 
 
@@ -104,18 +105,26 @@ class ChainContext(Context):
     shortlist: int = field(
         default=DEFAULT_SHORTLIST,
         metadata=describe(
-            "Collections: chunks shortlisted across the documents for the question, and as many more for each "
-            "missing piece a worker names; only these are read.",
+            "Documents of more than whole_max chunks: chunks shortlisted across them for the question, and as many "
+            "more for each missing piece a worker names; only these are read.",
             min=1,
             max=2000,
         ),
     )
+    whole_max: int = field(
+        default=DEFAULT_WHOLE,
+        metadata=describe(
+            "Most chunks a run's documents may hold to be read whole (best-first over one tree of all their "
+            "chunks); more are read through a shortlist.",
+            min=0,
+        ),
+    )
     bridges: str = field(
-        default="collections",
+        default="shortlist",
         metadata=describe(
             "Follow the entity the best quote names: search and read for it beside the missing piece, and quote "
-            "the shown sentences that join it to what the question still lacks (in collection runs, always or "
-            "never).",
+            "the shown sentences that join it to what the question still lacks (when the run reads a shortlist, "
+            "always or never).",
             choices=BRIDGES,
         ),
     )
@@ -128,6 +137,7 @@ class ChainContext(Context):
     def bridges_on(self, state: Mapping[str, Any]) -> bool:
         """Whether the run of ``state`` follows bridges (:attr:`bridges`).
 
-        ``collections``: when the run reads a collection's shortlist (its ``pool``).
+        ``shortlist``: when the run reads a shortlist (documents of more than :attr:`whole_max` chunks), where the
+        entity a bridge names may be in a chunk not read in yet.
         """
-        return self.bridges == "always" or (self.bridges == "collections" and bool(state.get("pool")))
+        return self.bridges == "always" or (self.bridges == "shortlist" and bool(state.get("shortlisted")))

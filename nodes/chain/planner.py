@@ -16,55 +16,13 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from nodes.chain.context import ChainContext
-from nodes.chain.orderer import DocumentVectors, cached_tree, document_vectors, fresh_chain
-from nodes.chain.passages import PassageIndex, build_passage_index, next_hop, quoted_sentences
-from nodes.chain.pool import collection_reading, collection_tags, grown, pool_documents, shortlist, tree_edges
-from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, match, next_batch, next_in_plan, relevance
-from nodes.chain.state import CHUNK_TOKENS, ChainState
-from nodes.retrieval import index_key, lexical_index
-from stores.cache import ProcessCache
+from nodes.chain.orderer import fresh_chain
+from nodes.chain.passages import next_hop, quoted_sentences
+from nodes.chain.pool import Reading, collection_tags, grown, pool_documents, run_reading, shortlist, tree_edges
+from nodes.chain.reading import LEAST_BATCH, ReadingPolicy, chunk_bonus, next_batch, next_in_plan
+from nodes.chain.state import ChainState
 from stores.errors import InputError
-from stores.text import truncate_tokens
 from stores.vectorstore import get_store
-
-
-def _similarity(store: Any, matrix: np.ndarray, text: str) -> np.ndarray:
-    """Cosine similarity of every chunk to ``text`` (query vectors kept per process: a chain re-asks them)."""
-    q = _vectors.get_or_build(
-        (store.space, text), lambda: np.asarray(store.embedder.embed_query(text), dtype=np.float64)
-    )
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-    norms[norms == 0] = 1.0
-    return np.asarray((matrix @ q) / norms)
-
-
-_vectors: ProcessCache[tuple[str, str], np.ndarray] = ProcessCache("chain query vectors", 512)
-"""Query vectors by (vector space, text)."""
-
-
-@dataclass
-class Reading:
-    """What the planner reads a document with: its vectors, tree, BM25 index and passages."""
-
-    store: Any
-    doc: DocumentVectors
-    tree: Any
-    passages: PassageIndex
-
-    def chunk_match(self, text: str) -> np.ndarray:
-        """Standardised dense + BM25 match of every chunk to ``text``."""
-        lexical = lexical_index(self.store, self.doc.info.doc_id).scores(text)
-        return match(_similarity(self.store, self.doc.matrix, text), np.asarray(lexical, dtype=np.float64))
-
-    def passage_match(self, text: str) -> np.ndarray:
-        """Per passage: its chunk's standardised cosine to ``text`` averaged with its own standardised BM25 score."""
-        dense = _similarity(self.store, self.doc.matrix, text)[self.passages.chunks]
-        return match(dense, self.passages.lexical(text))
-
-    def relevance(self, state: ChainState, missing: str, *, passages: bool) -> np.ndarray:
-        """Relevance to the question and to what is missing (per passage, or per chunk)."""
-        score = self.passage_match if passages else self.chunk_match
-        return relevance(*(score(text) for text in (state["question"], missing) if text))
 
 
 def _choose(state: ChainState, ctx: ChainContext, chain: int, chain_state: dict[str, Any], reading: Reading) -> Choice:
@@ -169,40 +127,9 @@ class Choice:
     skipped: list[str] = field(default_factory=list)
 
 
-_readings: ProcessCache[tuple[Any, ...], Reading] = ProcessCache("chain reading inputs", 8)
-
-
-def reading_inputs(store: Any, doc_id: str, ctx: ChainContext) -> Reading:
-    """The document's vectors, Chow-Liu tree and passages, kept per process between the planner's steps.
-
-    Keyed by the chunk count and chunking of the document, so a re-ingest is seen.
-    """
-    count = store.count(doc_id=doc_id, kind="chunk")
-    key = (
-        *index_key(store, doc_id, count),
-        ctx.sharpen,
-        tuple(ctx.extra_embedders),
-        ctx.exact_max,
-        ctx.passage_tokens,
-    )
-
-    def build() -> Reading:
-        doc = document_vectors(store, doc_id)
-        tree, _ = cached_tree(
-            store, doc, temperature=ctx.sharpen or None, extra_embedders=ctx.extra_embedders, exact_max=ctx.exact_max
-        )
-        hits = lexical_index(store, doc_id).hits
-        chunks = [(h.chunk_id, truncate_tokens(h.text, CHUNK_TOKENS)) for h in hits]
-        return Reading(store, doc, tree, build_passage_index(chunks, ctx.passage_tokens))
-
-    return _readings.get_or_build(key, build)
-
-
-def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Any:
-    """What a run reads: its document's :class:`Reading`, or a collection's shortlist (:mod:`nodes.chain.pool`)."""
-    if state.get("pool"):
-        return collection_reading(store, state["pool"], ctx, state.get("tags"))
-    return reading_inputs(store, state["doc_id"], ctx)
+def reading_for(store: Any, state: ChainState, ctx: ChainContext) -> Reading:
+    """What a run reads: the :class:`~nodes.chain.pool.Reading` of the chunks of its ``pool``."""
+    return run_reading(store, state["pool"], ctx, state["collection"], state.get("tags"))
 
 
 def sought(state: ChainState, ctx: ChainContext, missing: str, evidence: str) -> str:
@@ -219,12 +146,13 @@ def sought(state: ChainState, ctx: ChainContext, missing: str, evidence: str) ->
 
 
 def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
-    """A collection run's shortlist grown for the missing piece the last worker named (once per piece).
+    """A shortlist grown for the missing piece the last worker named (once per piece).
 
-    The chunks most relevant to it join the shortlist, at its end. Empty for one document or nothing new.
+    The chunks most relevant to it join the shortlist, at its end. Empty when the run reads every chunk or nothing
+    is new.
     """
     missing = state.get("missing", "")
-    if not state.get("pool") or not missing or missing in state.get("expanded", []):
+    if not state.get("shortlisted") or not missing or missing in state.get("expanded", []):
         return {}
     query = sought(state, ctx, missing, state.get("current", ""))
     more = shortlist(store, state["collection"], query, ctx.shortlist, state.get("indexes") or None)
@@ -232,7 +160,7 @@ def _grown(store: Any, state: ChainState, ctx: ChainContext) -> dict[str, Any]:
     update: dict[str, Any] = {"expanded": [*state.get("expanded", []), missing]}
     if pool != state["pool"]:
         tags = collection_tags(state.get("tags") or {}, pool)
-        reading = collection_reading(store, pool, ctx, tags)
+        reading = run_reading(store, pool, ctx, state["collection"], tags)
         documents = pool_documents(store.namespace, pool, tags)
         update.update(
             pool=pool, chunk_ids=reading.doc.chunk_ids, documents=documents, tags=tags, tree=tree_edges(reading)
@@ -248,7 +176,7 @@ def planner(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     state = cast(ChainState, {**state, **growth})
     reading = reading_for(store, state, ctx)
     if reading.doc.chunk_ids != state["chunk_ids"]:
-        raise InputError(f"the chunks of {state['doc_id']!r} changed during the run; ask again")
+        raise InputError("the chunks of a document of the run changed during the run; ask again")
     chain = state["chain"]
     chain_state: dict[str, Any] = {k: state.get(k, v) for k, v in fresh_chain().items()}
     notes, stops = list(state.get("notes", [])), list(state.get("stops", []))

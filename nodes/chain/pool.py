@@ -1,18 +1,19 @@
-"""Reading a collection: a shortlist of chunks from every document, read best-first over one tree.
+"""The chunks a run reads: every chunk of its documents, or a shortlist of them, read best-first over one tree.
 
-A question over a collection does not read each document: it shortlists the chunks most relevant
-to the question across all of them (:class:`~nodes.collection.index.CollectionIndex`: the store's
-vector search over the collection's published indexes fused with BM25 summed from per-document term
-counts) and reads those as one document would be read. Only the shortlisted chunks are cut into
-passages, and one Chow-Liu tree is built over them (exact: a shortlist is small). When a worker
-names a missing piece, the chunks most relevant to it join the shortlist (at its end, so the
-passages already numbered keep their numbers). So the cost of an answer is the budget's, whatever
-the collection's size; only the shortlist's search grows with it.
+A run reads a set of one or more documents the same way. When they hold at most ``whole_max`` chunks (2,000 by
+default: as many as an exact tree is built over) it reads all of them (:func:`whole_pool`); a larger set is not
+read whole: the run shortlists the chunks most relevant to the question across all of them
+(:class:`~nodes.collection.index.CollectionIndex`: the store's vector search over the documents' published
+indexes fused with BM25 summed from per-document term counts), and when a worker names a missing piece the
+chunks most relevant to it join the shortlist (at its end, so the passages already numbered keep their numbers).
+So the cost of an answer is the budget's, whatever the documents' size; only the shortlist's search grows with it.
+Either way the chunks are cut into passages and one Chow-Liu tree is built over them (:class:`Reading`).
 
-Labels name the document with its tag: ``2:c12`` is chunk ``c12`` of the run's document 2, ``2:c12.3`` its
-sentence 3. A document keeps its tag for the life of a thread; a new one is tagged in order of first appearance in
-the shortlist (:func:`collection_tags`). A passage whose text an earlier shortlisted passage already holds (the
-same paragraph in two documents) is read once.
+In a run over several documents labels name the document with its tag: ``2:c12`` is chunk ``c12`` of the run's
+document 2, ``2:c12.3`` its sentence 3 (a run over one document writes ``c12``). A document keeps its tag for the
+life of a thread; a new one is tagged in order of first appearance among the chunks read
+(:func:`collection_tags`). A passage whose text a passage of another document already holds (the same paragraph
+in two documents) is read once.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from nodes.chain.ordering.tree import ChowLiuTree, build_tree
 from nodes.chain.passages import Passage, PassageIndex, indexed, split_passages
 from nodes.chain.reading import match, relevance
 from nodes.collection.index import collection_index, query_vector
-from nodes.collection.resolve import members, thread_tags
+from nodes.collection.resolve import label_tags, members, run_label, thread_tags
 from stores.cache import ProcessCache
+from stores.documents import get_document
 from stores.errors import InputError
-from stores.labels import chunk_label, tagged
+from stores.labels import chunk_label
 from stores.text import truncate_tokens
-from stores.vectorstore import Hit, VectorStore, chunk_record_id
+from stores.vectorstore import Hit, VectorStore, chunk_record_id, get_store
 
 
 @dataclass(frozen=True)
@@ -94,28 +96,25 @@ def collection_tags(known: Mapping[str, int], pool: Sequence[str]) -> dict[str, 
 
 
 @dataclass
-class PoolReading:
-    """What the planner reads a collection with: the shortlist's vectors, tree, passages and their BM25 index.
-
-    It has the interface of the planner's one-document reading.
-    """
+class Reading:
+    """What the planner reads a run's chunks with: their vectors, tree, passages and BM25 indexes."""
 
     store: Any
     doc: PoolVectors
     tree: ChowLiuTree
     passages: PassageIndex
     chunk_index: PassageIndex
-    """Each shortlisted chunk as one passage: the chunks' own BM25 scores (what fixed orders rank by)."""
+    """Each chunk as one passage: the chunks' own BM25 scores (what fixed orders rank by)."""
 
     def cosine(self, text: str) -> np.ndarray:
-        """Cosine similarity of every shortlisted chunk to ``text``."""
+        """Cosine similarity of every chunk to ``text``."""
         query = query_vector(self.store, text)
         norms = np.linalg.norm(self.doc.matrix, axis=1) * (np.linalg.norm(query) or 1.0)
         norms[norms == 0] = 1.0
         return np.asarray((self.doc.matrix @ query) / norms, dtype=np.float64)
 
     def chunk_match(self, text: str) -> np.ndarray:
-        """Standardised dense + BM25 match of every shortlisted chunk to ``text``."""
+        """Standardised dense + BM25 match of every chunk to ``text``."""
         return match(self.cosine(text), self.chunk_index.lexical(text))
 
     def passage_match(self, text: str) -> np.ndarray:
@@ -128,43 +127,76 @@ class PoolReading:
         return relevance(*(score(text) for text in (state["question"], missing) if text))
 
 
-_readings: ProcessCache[tuple[Any, ...], PoolReading] = ProcessCache("collection reading inputs", 8)
+_readings: ProcessCache[tuple[Any, ...], Reading] = ProcessCache("chain reading inputs", 8)
 
 
-def pool_reading(
+def whole_pool(store: VectorStore, documents: Sequence[str]) -> list[str]:
+    """Record ids of every chunk of ``documents``, document after document, each in position order."""
+    return [h.id for doc_id in documents for h in store.by_doc(doc_id)]
+
+
+def run_pool(
+    store: VectorStore, documents: Sequence[str], question: str, ctx: Any, indexes: Sequence[str]
+) -> tuple[list[str], bool]:
+    """The chunks a run starts reading (record ids) and whether they are a shortlist.
+
+    Every chunk of the documents, in order, when they hold at most ``ctx.whole_max`` chunks or ``read_all`` asks
+    for all; else the ``ctx.shortlist`` most relevant to the question (grown later for each missing piece).
+    """
+    held = sum(get_document(store.namespace, d).chunks for d in documents)
+    if ctx.read_all or held <= ctx.whole_max:
+        return whole_pool(store, documents), False
+    return shortlist(store, documents, question, ctx.shortlist, indexes), True
+
+
+def reading_of(
     store: VectorStore,
     pool: Sequence[str],
     *,
+    documents: Sequence[str],
+    tags: Mapping[str, int] | None = None,
     passage_tokens: int,
     chunk_tokens: int,
     sharpen: float = 0.0,
     exact_max: int = 2000,
-    tags: Mapping[str, int] | None = None,
-) -> PoolReading:
-    """The :class:`PoolReading` of the shortlist ``pool`` (record ids), kept per process between the planner's steps.
+    extra_embedders: Sequence[str] = (),
+) -> Reading:
+    """The :class:`Reading` of the chunks ``pool`` (record ids) of a run over ``documents``, kept per process.
 
+    The planner reads it at every step. Labels name the document by its tag in a run over several
+    (:func:`~nodes.collection.resolve.label_tags`).
     InputError when a chunk of it is gone (a document was re-ingested during the run).
     """
     tags = collection_tags(tags or {}, pool)
-    key = (store.collection_name, tuple(pool), passage_tokens, chunk_tokens, sharpen, exact_max, tuple(tags.items()))
+    shown = label_tags(documents, tags)
+    key = (
+        store.collection_name,
+        tuple(pool),
+        passage_tokens,
+        chunk_tokens,
+        sharpen,
+        exact_max,
+        tuple(extra_embedders),
+        tuple(shown.items()),
+    )
 
-    def build() -> PoolReading:
+    def build() -> Reading:
         hits = store.get(list(pool), with_embeddings=True)
         if len(hits) != len(pool):
-            raise InputError("the chunks of a document of the collection changed during the run; ask again")
-        labels = [tagged(tags[str(h.metadata["doc_id"])], h.chunk_id) for h in hits]
+            raise InputError("the chunks of a document of the run changed during the run; ask again")
+        labels = [run_label(shown, str(h.metadata["doc_id"]), h.chunk_id) for h in hits]
         texts = [truncate_tokens(h.text, chunk_tokens) for h in hits]
         previous = _previous_chunks(store, hits, chunk_tokens)
         passages: list[Passage] = []
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # passage text -> the document it was first read in
         for position, (hit, label, text) in enumerate(zip(hits, labels, texts, strict=True)):
             before = previous.get(hit.id)
             pair = [("prev", before), (label, text)] if before is not None else [(label, text)]
+            doc_id = str(hit.metadata["doc_id"])
             for p in split_passages(pair, passage_tokens):
                 key_text = " ".join(p.text.split()).lower()
-                if p.chunk_id != label or key_text in seen:
+                if p.chunk_id != label or seen.setdefault(key_text, doc_id) != doc_id:
                     continue
-                seen.add(key_text)
                 passages.append(Passage(position, label, p.first, p.sentences))
         matrix = np.asarray([h.embedding for h in hits], dtype=np.float32)
         doc = PoolVectors(
@@ -174,31 +206,60 @@ def pool_reading(
             matrix,
             [str(h.metadata["doc_id"]) for h in hits],
         )
-        tree = build_tree(matrix, temperature=sharpen or None, exact_max=exact_max)
+        matrices = [matrix, *(_extra_vectors(store, name, hits) for name in extra_embedders)]
+        tree = build_tree(matrices if len(matrices) > 1 else matrix, temperature=sharpen or None, exact_max=exact_max)
         whole = [Passage(i, label, 1, (text,)) for i, (label, text) in enumerate(zip(labels, texts, strict=True))]
-        return PoolReading(store, doc, tree, indexed(passages), indexed(whole))
+        return Reading(store, doc, tree, indexed(passages), indexed(whole))
 
     return _readings.get_or_build(key, build)
 
 
-def collection_reading(
-    store: VectorStore, pool: Sequence[str], ctx: Any, tags: Mapping[str, int] | None = None
-) -> PoolReading:
-    """:func:`pool_reading` with a run's settings (``ctx``: a ChainContext) and the thread's ``tags``."""
+def run_reading(
+    store: VectorStore, pool: Sequence[str], ctx: Any, documents: Sequence[str], tags: Mapping[str, int] | None = None
+) -> Reading:
+    """:func:`reading_of` with a run's settings (``ctx``: a ChainContext), documents and the thread's ``tags``."""
     from nodes.chain.state import CHUNK_TOKENS
 
-    return pool_reading(
+    return reading_of(
         store,
         pool,
+        documents=documents,
+        tags=tags,
         passage_tokens=ctx.passage_tokens,
         chunk_tokens=CHUNK_TOKENS,
         sharpen=ctx.sharpen,
         exact_max=ctx.exact_max,
-        tags=tags,
+        extra_embedders=ctx.extra_embedders,
     )
 
 
-def tree_edges(reading: PoolReading) -> list[list[Any]]:
+def _extra_vectors(store: VectorStore, embedder: str, hits: Sequence[Hit]) -> np.ndarray:
+    """Embeddings of the same chunks in another embedder's space (their documents indexed there on first use)."""
+    from nodes.ingest import index_document
+    from stores.documents import document_text
+    from stores.loaders import load_text
+
+    other = get_store(store.namespace, embedder)
+    for doc_id in dict.fromkeys(str(h.metadata["doc_id"]) for h in hits):
+        info = get_document(store.namespace, doc_id)
+        if other.count(doc_id=doc_id, kind="chunk") != info.chunks:
+            text = document_text(store.namespace, doc_id)
+            index_document(
+                load_text(text, title=info.title, source=info.source),
+                other,
+                chunk_size=info.chunk_size,
+                chunk_overlap=info.chunk_overlap,
+                record=False,
+            )
+    docs = dict.fromkeys(str(h.metadata["doc_id"]) for h in hits)
+    found = {(doc_id, h.chunk_id): h for doc_id in docs for h in other.by_doc(doc_id, with_embeddings=True)}
+    wanted = [(str(h.metadata["doc_id"]), h.chunk_id) for h in hits]
+    if any(key not in found for key in wanted):
+        raise InputError(f"the chunks of a document differ between embedders {store.space!r} and {embedder!r}")
+    return np.asarray([found[key].embedding for key in wanted], dtype=np.float32)
+
+
+def tree_edges(reading: Reading) -> list[list[Any]]:
     """The shortlist's tree as the output shows it: ``[label, label, weight]``."""
     ids = reading.doc.chunk_ids
     return [[ids[i], ids[j], round(w, 6)] for i, j, w in reading.tree.edges]
@@ -223,8 +284,6 @@ def _previous_chunks(store: VectorStore, hits: Sequence[Hit], chunk_tokens: int)
 def _language(store: VectorStore, doc_ids: Sequence[str]) -> str:
     """The most common language of ``doc_ids`` (the prompts')."""
     from collections import Counter
-
-    from stores.documents import get_document
 
     if not doc_ids:
         return "en"

@@ -49,6 +49,9 @@ LEAST_BATCH = 0.25
 reply would cost more than the text it reads."""
 DEFAULT_SHORTLIST = 32
 """Chunks of a collection shortlisted per query (the question, then each missing piece) by default."""
+DEFAULT_WHOLE = 2000
+"""Most chunks a run's documents hold to be read whole by default (as many as a tree is built exactly over);
+more are read through a shortlist of ``DEFAULT_SHORTLIST`` chunks."""
 DEFAULT_FLOOR = -0.5
 """Relevance (standard deviations from the document's mean) below which a chunk is skipped."""
 

@@ -113,13 +113,16 @@ class ChainState(ChainRequest, ChainOutput, total=False):
     language: str
     """Prompt language (the document's)."""
     collection: list[str]
-    """A collection run's documents (empty for one document); the input's doc_ids, whole_namespace and folder
-    path are cleared once resolved (:func:`nodes.collection.resolve.run_fields`)."""
+    """The run's documents (one or more); the input's doc_ids, whole_namespace and folder path are cleared once
+    resolved (:func:`nodes.collection.resolve.run_fields`)."""
     tags: dict[str, int]
     """The thread's tags: each document any of its runs read, and its tag (kept for the life of the thread)."""
     indexes: list[str]
-    """Per document of a collection run, the index its record published when the run began."""
+    """Per document of the run, the index its record published when the run began."""
     pool: list[str]
-    """A collection run's shortlist: store record ids of the chunks it reads, in the order they joined it."""
+    """Store record ids of the chunks the run reads: every chunk of its documents, or a shortlist, in the order
+    they joined it (:func:`nodes.chain.pool.run_pool`)."""
+    shortlisted: bool
+    """Whether ``pool`` is a shortlist (grown for each missing piece) rather than every chunk."""
     expanded: list[str]
     """The texts the shortlist was made or grown for (the question, then each missing piece)."""

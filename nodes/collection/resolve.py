@@ -14,6 +14,7 @@ from nodes.ingest_dir import ingest_file, ingest_folder, superseded_documents
 from stores.documents import cache_path, find_document, get_document, index_identity, list_documents, namespace_dir
 from stores.errors import InputError, TooLarge
 from stores.files import shown_source
+from stores.labels import tagged
 from stores.settings import get_settings
 from stores.vectorstore import VectorStore, get_store
 
@@ -172,6 +173,20 @@ def thread_tags(known: Mapping[str, int], doc_ids: Sequence[str]) -> dict[str, i
     for doc_id in doc_ids:
         tags.setdefault(doc_id, max(tags.values(), default=0) + 1)
     return tags
+
+
+def label_tags(doc_ids: Sequence[str], tags: Mapping[str, int]) -> dict[str, int]:
+    """The tag each document's labels carry in a run over ``doc_ids``.
+
+    Its thread tag (``2:c3``) when the run reads several documents; none when it reads one (``c3``: there is no
+    other document to tell it from).
+    """
+    return {doc_id: tags[doc_id] for doc_id in doc_ids if doc_id in tags} if len(doc_ids) > 1 else {}
+
+
+def run_label(shown: Mapping[str, int], doc_id: str, label: str) -> str:
+    """Chunk or sentence ``label`` of ``doc_id`` as a run writes it (``shown``: :func:`label_tags`)."""
+    return tagged(shown[doc_id], label) if doc_id in shown else label
 
 
 def run_documents(state: Mapping[str, Any], context: Any, progress: Progress | None = None) -> list[str]:

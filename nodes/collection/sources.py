@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodes.collection.resolve import members
+from nodes.collection.resolve import label_tags, members, run_label
 from stores.errors import InputError
 from stores.labels import TAG_STRIDE, chunk_label, chunk_of, label_tag, sentence_label, split_label, tagged
 from stores.text import content_words
@@ -47,6 +47,7 @@ class Sources:
         self.single = len(self.doc_ids) == 1
         self.members = members(store.namespace, self.doc_ids, tags)
         self._tags = {m.doc_id: m.tag for m in self.members}
+        self._shown = label_tags(self.doc_ids, self._tags)
         self._docs = {m.tag: m.doc_id for m in self.members}
 
     @property
@@ -81,7 +82,7 @@ class Sources:
 
     def label(self, doc_id: str, chunk_id: str) -> str:
         """The label of chunk (or sentence) ``chunk_id`` of ``doc_id`` in this run."""
-        return chunk_id if self.single else tagged(self._tags[doc_id], chunk_id)
+        return run_label(self._shown, doc_id, chunk_id)
 
     def locate(self, label: str) -> tuple[str, str] | None:
         """``(doc_id, chunk id)`` of a label of this run, None when it names no document of it."""

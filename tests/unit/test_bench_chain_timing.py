@@ -150,3 +150,21 @@ def test_a_streamed_reply_is_passed_on_whole_and_its_last_event_gives_the_timing
         body = b"".join(response.iter_bytes())
     assert body == b"".join(events)
     assert calls == [{"prompt_read": 5.0, "prompt_reused": 0.0, "prompt_ms": 70.0, "written": 2.0, "write_ms": 90.0}]
+
+
+def test_each_timed_run_starts_on_freshly_started_servers_of_the_models_it_uses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bench.chain_timing import fresh_servers
+    from stores import local_model
+    from stores.settings import BUNDLED_MODEL_NAME, SMALL_MODEL_NAME
+
+    events: list[str] = []
+    monkeypatch.setattr(local_model, "stop_server", lambda name=None: events.append("stop"))
+    monkeypatch.setattr(local_model, "ensure_server", lambda name=None: events.append(f"start {name}"))
+    monkeypatch.delenv("LONGDOC_BASE_URL", raising=False)
+    fresh_servers("anytime-worker05")
+    assert events == ["stop", f"start {SMALL_MODEL_NAME}", f"start {BUNDLED_MODEL_NAME}"]
+    events.clear()
+    fresh_servers("topk")
+    assert events == ["stop", f"start {BUNDLED_MODEL_NAME}", f"start {BUNDLED_MODEL_NAME}"]

@@ -371,34 +371,33 @@ def test_cli_ask_budget_flag(sample_markdown: Path, capsys: pytest.CaptureFixtur
 
 
 def test_the_planner_loads_the_document_once_per_process(falcon: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nodes.chain.planner as chain_graph
+    import nodes.chain.pool as pool
 
-    loads: list[str] = []
-    real = chain_graph.document_vectors
+    loads: list[int] = []
+    real = pool._previous_chunks
 
-    def counted(store: object, doc_id: str) -> object:
-        loads.append(doc_id)
-        return real(store, doc_id)  # type: ignore[arg-type]
+    def counted(store: Any, hits: Any, chunk_tokens: int) -> Any:
+        loads.append(len(hits))  # once per reading built
+        return real(store, hits, chunk_tokens)
 
-    monkeypatch.setattr(chain_graph, "document_vectors", counted)
-    monkeypatch.setattr(chain_nodes, "document_vectors", counted)  # the orderer's
+    monkeypatch.setattr(pool, "_previous_chunks", counted)
     with use_chat_model(fake()):
         out = graph.invoke({"question": "Who leads the team?", "doc_id": falcon}, context={"read_all": True})
         assert len(out["read"]) > 2
-        # once for the orderer, once for the planner's first step, none for the later steps
-        assert len(loads) == 2 and len(chain_graph._readings) == 1
+        # built by the orderer, read again by the planner's and workers' steps
+        assert len(loads) == 1 and len(pool._readings) == 1
         reset_caches()  # the one reset the tests use forgets the planner's reading inputs too
-        assert len(chain_graph._readings) == 0
+        assert len(pool._readings) == 0
         graph.invoke({"question": "Who leads the team?", "doc_id": falcon}, context={"read_all": True})
-        assert len(loads) == 4
+        assert len(loads) == 2
         graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context={"read_all": True})
-    assert len(loads) == 5
+    assert len(loads) == 2  # another question reads the same chunks: the same reading
 
 
 def test_the_planner_embeds_a_text_once_per_vector_space() -> None:
     import numpy as np
 
-    from nodes.chain.planner import _similarity
+    from nodes.chain.pool import PoolInfo, PoolVectors, Reading
 
     asked: list[str] = []
 
@@ -412,13 +411,15 @@ def test_the_planner_embeds_a_text_once_per_vector_space() -> None:
         embedder = Embedder()
 
     matrix = np.array([[1.0, 0.0], [0.0, 2.0]])
-    first = _similarity(Store(), matrix, "who leads")
-    again = _similarity(Store(), matrix, "who leads")
+    vectors = PoolVectors(PoolInfo("en"), ["c0", "c1"], ["", ""], matrix, ["d", "d"])
+    reading = Reading(Store(), vectors, tree=None, passages=None, chunk_index=None)  # type: ignore[arg-type]
+    first = reading.cosine("who leads")
+    again = reading.cosine("who leads")
     assert asked == ["who leads"] and first.tolist() == again.tolist() == [1.0, 0.0]
     Store.space = "other-space"
-    _similarity(Store(), matrix, "who leads")
+    reading.cosine("who leads")
     assert asked == ["who leads", "who leads"]
     reset_caches()
     Store.space = "test-space"
-    _similarity(Store(), matrix, "who leads")
+    reading.cosine("who leads")
     assert len(asked) == 3

@@ -340,7 +340,7 @@ def test_the_scale_out_app_lists_only_the_callers_documents(monkeypatch: pytest.
 
 # --- the chain's shortlist over a collection -----------------------------------------------------------
 def test_a_shortlist_reads_a_repeated_paragraph_once_and_keeps_its_numbers_when_it_grows(tmp_path: Path) -> None:
-    from nodes.chain.pool import grown, pool_documents, pool_reading, pool_tags, shortlist
+    from nodes.chain.pool import grown, pool_documents, pool_tags, reading_of, shortlist
 
     shared = "The shared paragraph says that the well pump of Nakuru runs on solar power."
     texts = {
@@ -355,7 +355,7 @@ def test_a_shortlist_reads_a_repeated_paragraph_once_and_keeps_its_numbers_when_
     store = get_store()
     pool = shortlist(store, docs, "Nakuru well pump solar power", 2)
     assert len(pool) == 2 and set(pool_tags(pool)) == set(docs)
-    reading = pool_reading(store, pool, passage_tokens=200, chunk_tokens=1200)
+    reading = reading_of(store, pool, documents=docs, passage_tokens=200, chunk_tokens=1200)
     texts_read = [p.text for p in reading.passages.passages]
     assert sum(shared in t for t in texts_read) == 1  # the paragraph both documents hold is read once
     assert all(label.split(":")[0] in ("1", "2") for label in reading.doc.chunk_ids)
@@ -364,7 +364,7 @@ def test_a_shortlist_reads_a_repeated_paragraph_once_and_keeps_its_numbers_when_
     assert [d["tag"] for d in documents] == [1, 2] and {d["title"] for d in documents} == {"Alpha", "Beta"}
     assert grown(pool, [pool[1], "x:y:c0"]) == [*pool, "x:y:c0"]
     with pytest.raises(InputError, match="changed during the run"):
-        pool_reading(store, [*pool, f"{docs[0]}:gone:c9"], passage_tokens=200, chunk_tokens=1200)
+        reading_of(store, [*pool, f"{docs[0]}:gone:c9"], documents=docs, passage_tokens=200, chunk_tokens=1200)
 
 
 def test_the_shortlist_grows_for_the_missing_piece_and_the_entity_the_best_quote_names(
@@ -378,6 +378,7 @@ def test_the_shortlist_grows_for_the_missing_piece_and_the_entity_the_best_quote
     state: Any = {
         "question": "Who directed the film shot in Leland, North Carolina in 1986?",
         "pool": ["d1:i:c0"],
+        "shortlisted": True,
         "collection": ["d1", "d2"],
         "missing": "the director of that film",
         "current": '[1:c0.4] The film "Maximum Overdrive" was shot in Leland in 1986.\n[1:c0.5] Leland is small.',
@@ -388,10 +389,11 @@ def test_the_shortlist_grows_for_the_missing_piece_and_the_entity_the_best_quote
     assert asked[-1] == "the director of that film"
     assert planner._grown(get_store(), {**state, "expanded": [state["missing"]]}, ChainContext()) == {}
     assert len(asked) == 2  # a piece already searched for is not searched again
-    one_document = {**state, "pool": []}
-    assert planner.sought(one_document, ChainContext(), "the director", state["current"]) == "the director"
+    whole = {**state, "shortlisted": False}  # a run that reads every chunk: nothing to grow, no bridge by default
+    assert planner._grown(get_store(), {**whole, "missing": "the producer"}, ChainContext()) == {}
+    assert planner.sought(whole, ChainContext(), "the director", state["current"]) == "the director"
     always = ChainContext(bridges="always")
-    assert planner.sought(one_document, always, "the director", state["current"]) == "the director maximum overdrive"
+    assert planner.sought(whole, always, "the director", state["current"]) == "the director maximum overdrive"
     assert planner.sought(state, ChainContext(), "", state["current"]) == ""  # nothing missing: the question alone
 
 
@@ -407,7 +409,9 @@ def _chain_model(manager_evidence: str) -> Any:
     return ScriptedChatModel(rules=[("manager of a chain", manager)], default=worker)
 
 
-def test_ask_reads_a_collection_within_the_budget_and_names_each_document(docs: list[str]) -> None:
+def test_ask_reads_a_shortlist_of_a_large_collection_within_the_budget_and_names_each_document(
+    docs: list[str],
+) -> None:
     from graphs.chain.graph import graph
     from nodes.chain.context import ChainContext
     from stores.models import use_chat_model
@@ -417,8 +421,9 @@ def test_ask_reads_a_collection_within_the_budget_and_names_each_document(docs: 
     with use_chat_model(model):
         out = graph.invoke(
             {"question": "How many urchins did sea otter 7 eat?", "doc_ids": docs},
-            context=ChainContext(shortlist=4, chunk_size=120, chunk_overlap=20),
+            context=ChainContext(shortlist=4, whole_max=4, chunk_size=120, chunk_overlap=20),
         )
+    assert len(out["tree"]) + 1 < sum(len(get_store().by_doc(d)) for d in docs)  # a tree over a shortlist
     titles = {d["tag"]: d["title"] for d in out["documents"]}
     assert titles[1] == "Otters"  # tags follow the shortlist: the question's best matches come first
     assert out["citations"] == ["1:c1"] and out["answer"] == "7 urchins"
@@ -449,13 +454,45 @@ def test_a_collection_of_one_runs_as_its_document(docs: list[str]) -> None:
     }
 
 
+def test_a_small_collection_is_read_whole_as_one_document_is(docs: list[str]) -> None:
+    from graphs.chain.graph import graph
+    from nodes.chain.context import ChainContext
+    from stores.models import use_chat_model
+
+    model = _chain_model("2:c1.3")
+    with use_chat_model(model):
+        out = graph.invoke(
+            {"question": "How many urchins did sea otter 7 eat?", "doc_ids": docs},
+            context=ChainContext(chunk_size=120, chunk_overlap=20),
+        )
+    every = [h.chunk_id for d in docs for h in get_store().by_doc(d)]
+    assert len(out["tree"]) == len(every) - 1  # one tree over every chunk of the documents
+    assert [d["doc_id"] for d in out["documents"]] == docs and [d["tag"] for d in out["documents"]] == [1, 2, 3]
+    assert out["citations"] == ["2:c1"] and out["answer"] == "7 urchins" and out["doc_id"] == ""
+    assert out["tree"] and {split_label(a)[0] for a, _, _ in out["tree"]} == {1, 2, 3}  # one tree over all of them
+    workers = [c for c in model.calls if "manager of a chain" not in str(c[0].content)]
+    assert "[2:c1.3] Sea otter 7 ate 7 urchins" in str(workers[0][-1].content)
+
+
 @pytest.mark.parametrize("context", [{"order": "original"}, {"read_all": True}])
-def test_a_collection_is_read_best_first_within_the_budget(docs: list[str], context: dict[str, Any]) -> None:
+def test_a_fixed_order_reads_a_collection_read_whole_and_a_shortlist_is_read_best_first(
+    docs: list[str], context: dict[str, Any]
+) -> None:
     from graphs.chain.graph import graph
     from stores.models import use_chat_model
 
-    with use_chat_model(_chain_model("1:c1.3")), pytest.raises(InputError, match="read best-first"):
-        graph.invoke({"question": "What did the board approve?", "doc_ids": docs}, context=context)
+    with use_chat_model(_chain_model("1:c1.3")):
+        out = graph.invoke({"question": "What did the board approve?", "doc_ids": docs}, context=context)
+    read_docs = {split_label(c)[0] for chain in out["order"] for c in chain}
+    assert read_docs == {1, 2, 3} if context.get("read_all") else read_docs <= {1, 2, 3}
+    if context.get("order") == "original":  # the documents' order, each in its own order
+        order = out["order"][0]
+        assert order == sorted(order, key=lambda c: (split_label(c)[0], int(split_label(c)[1][1:])))
+    if not context.get("read_all"):  # a shortlist cannot be read in a fixed order
+        with use_chat_model(_chain_model("1:c1.3")), pytest.raises(InputError, match="read best-first"):
+            graph.invoke(
+                {"question": "What did the board approve?", "doc_ids": docs}, context={**context, "whole_max": 4}
+            )
 
 
 def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -464,7 +501,7 @@ def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pyt
     folder = tmp_path / "reports"
     write_docs(folder)
     page = tmp_path / "tree.html"
-    with use_chat_model(_chain_model("1:c1.3")):
+    with use_chat_model(_chain_model("2:c1.3")):
         assert (
             main(
                 [
@@ -482,14 +519,14 @@ def test_ask_on_the_command_line_names_the_documents(tmp_path: Path, capsys: pyt
             == 0
         )
     text = capsys.readouterr().out
-    assert "citations: 1:c1" in text and "documents:\n  [1] Otters (" in text and "otters.md)" in text
+    assert "citations: 2:c1" in text and "documents:\n  [2] Otters (" in text and "otters.md)" in text
     drawn = page.read_text(encoding="utf-8")
     # the tree's nodes show their chunks' words (":" written as Mermaid's #58;) and name their document on hover
-    assert "1#58;c1 · Sea otter" in drawn and "&quot;1:c1 · Otters" in drawn
-    with use_chat_model(_chain_model("1:c1.3")):
+    assert "2#58;c1 · Sea otter" in drawn and "&quot;2:c1 · Otters" in drawn
+    with use_chat_model(_chain_model("2:c1.3")):
         assert main(["ask", "How many urchins did sea otter 7 eat?", "--json", "--chunk-size", "120"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["citations"] == ["1:c1"] and {d["title"] for d in out["documents"]} >= {"Otters"}
+    assert out["citations"] == ["2:c1"] and {d["title"] for d in out["documents"]} >= {"Otters"}
 
 
 def test_the_scale_out_guard_keeps_a_folder_inside_the_ingest_root(tmp_path: Path) -> None:
