@@ -27,7 +27,7 @@ from nodes.summarize.length import length_bounds, length_units, tokens_for, unit
 from nodes.summarize.sentences import coverage
 from stores.documents import get_document
 from stores.errors import InputError
-from stores.labels import LABEL, citations_in, label_position
+from stores.labels import LABEL, chunk_label, citations_in, label_position
 from stores.models import LLM, messages
 from stores.text import jaccard, split_sentences, truncate_tokens
 from stores.vectorstore import Hit
@@ -90,9 +90,9 @@ def overview_of(
     A line counting documents and chunks (with how a label names a document's chunk where labels carry tags),
     then each of the first ``max_documents`` documents: its name, chunk count and labels, and its headings with the
     label of the chunk each starts at (``max_sections`` headings shared among the documents). Then the openings of
-    up to ``samples`` documents spread over the run, taken in turn (at least their first two chunks, in
-    ``2 * lead_tokens`` tokens shared among them), a few chunks spread over each of those that has no headings, and
-    in query mode the chunks best matching the query.
+    up to ``samples`` documents spread over the run (their first chunks taken in turn: one per document, at least
+    two, sharing ``2 * lead_tokens`` tokens), ``samples`` chunks spread over those of them without headings, and in
+    query mode the chunks best matching the query.
     """
     members = sources.members
     shown = members[:max_documents]
@@ -101,7 +101,7 @@ def overview_of(
     header = f"Documents: {len(members)} ({sum(m.chunks for m in members)} chunks)"
     example = shown[-1].doc_id
     if sources.tag(example) is not None:
-        header += f"; [{sources.label(example, 'c3')}] is chunk c3 of document {sources.tag(example)}"
+        header += f"; [{sources.label(example, chunk_label(3))}] is chunk c3 of document {sources.tag(example)}"
     lines = [header]
     for m in shown:
         lines += _document_lines(sources, m.doc_id, chunks[m.doc_id], max_sections // len(shown))
@@ -126,7 +126,7 @@ def overview_of(
     for doc_id, hit, tokens in leads:
         lines.append(f"[{sources.label(doc_id, hit.chunk_id)}] {truncate_tokens(' '.join(hit.text.split()), tokens)}")
     if query.strip():
-        seen = {sources.label(doc_id, hit.chunk_id) for doc_id, hit, _ in leads}
+        seen = {sources.label(doc_id, hit.chunk_id) for doc_id, hit in openings}
         for hit in sources.search(query, 3):
             if hit.chunk_id not in seen:
                 lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
@@ -135,8 +135,8 @@ def overview_of(
 
 def _document_lines(sources: Sources, doc_id: str, chunks: Sequence[Hit], max_sections: int) -> list[str]:
     """A document of the overview: its name, chunks and labels, then up to ``max_sections`` of its headings."""
-    last = sources.label(doc_id, f"c{max(len(chunks) - 1, 0)}")
-    lines = [f"Document: {sources.heading(doc_id)}; {len(chunks)} chunks ({sources.label(doc_id, 'c0')} to {last})"]
+    first, last = sources.label(doc_id, chunk_label(0)), sources.label(doc_id, chunk_label(max(len(chunks) - 1, 0)))
+    lines = [f"Document: {sources.heading(doc_id)}; {len(chunks)} chunks ({first} to {last})"]
     sections = get_document(sources.store.namespace, doc_id).sections
     if sections and max_sections > 0:
         first_chunk: dict[str, str] = {}
