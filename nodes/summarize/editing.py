@@ -121,8 +121,9 @@ def overview_of(
     }
     spread = {doc_id: rest for doc_id, rest in rests.items() if rest}
     for doc_id, rest in spread.items():
-        per = max(1, samples // len(spread))
-        leads += [(doc_id, hit, lead_tokens // 2) for hit in rest[:: max(1, len(rest) // per)][:per]]
+        per = min(len(rest), max(1, samples // len(spread)))
+        middles = [(2 * i + 1) * len(rest) // (2 * per) for i in range(per)]  # of ``per`` equal runs of the rest
+        leads += [(doc_id, rest[i], lead_tokens // 2) for i in middles]
     for doc_id, hit, tokens in leads:
         lines.append(f"[{sources.label(doc_id, hit.chunk_id)}] {truncate_tokens(' '.join(hit.text.split()), tokens)}")
     if query.strip():
