@@ -84,6 +84,20 @@ class Sources:
         """The label of chunk (or sentence) ``chunk_id`` of ``doc_id`` in this run."""
         return run_label(self._shown, doc_id, chunk_id)
 
+    def tag(self, doc_id: str) -> int | None:
+        """The tag ``doc_id``'s labels carry in this run (``2`` of ``2:c3``).
+
+        None in a one-document run, whose labels carry none: there is no other document to tell it from. What
+        lists the run's documents (the summary overview, the session canvas) shows a tag only where labels carry it.
+        """
+        return label_tag(self.label(doc_id, chunk_label(0)))
+
+    def heading(self, doc_id: str) -> str:
+        """How lists name ``doc_id``: its title or file name, after its tag when labels carry one (``[2] Title``)."""
+        name = next(m.name for m in self.members if m.doc_id == doc_id)
+        tag = self.tag(doc_id)
+        return name if tag is None else f"[{tag}] {name}"
+
     def locate(self, label: str) -> tuple[str, str] | None:
         """``(doc_id, chunk id)`` of a label of this run, None when it names no document of it."""
         try:

@@ -24,6 +24,7 @@ Modules, in the order a turn meets them:
 - :mod:`nodes.offload.session`: ``begin`` (the turn checked, the session bound to the documents it names), ``refuse``;
 - :mod:`nodes.offload.canvas_writer`: the canvas writer (``canvas``), once per document;
   :mod:`nodes.offload.canvas`: the canvas as stored and read (``load_canvas``, ``touched_nodes``);
+  :mod:`nodes.offload.collection_canvas`: the session's canvas composed from its documents' (``session_canvas``);
 - :mod:`nodes.offload.pieces`: the details chosen for a turn and the cuttable pieces of the
   working memory (pinned state, history per policy, details);
 - :mod:`nodes.offload.memory`: the memory policies, ``Piece`` and ``Memory``, and

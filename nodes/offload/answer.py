@@ -21,7 +21,7 @@ import prompts
 from nodes.collection.sources import Sources, chunk_sentences
 from nodes.offload.canvas import Canvas, mermaid_key, touched_nodes
 from nodes.offload.chat import answer_message, render_sources
-from nodes.offload.collection_canvas import sources_canvas
+from nodes.offload.collection_canvas import session_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
 from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
@@ -211,7 +211,7 @@ def resolve_recall(
 
 
 def _canvas(ctx: OffloadContext, sources: Sources) -> Canvas | None:
-    return sources_canvas(sources, ctx.canvas_max_nodes) if ctx.policy == "offload_canvas" else None
+    return session_canvas(sources, ctx.canvas_max_nodes) if ctx.policy == "offload_canvas" else None
 
 
 def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:

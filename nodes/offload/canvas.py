@@ -42,8 +42,8 @@ class Canvas:
     spec: CanvasSpec
     mermaid: str
     source: str
-    """``llm`` (the model's structure), ``outline`` (the fallback from section titles) or ``collection`` (a
-    collection's documents over their own nodes, :mod:`nodes.offload.collection_canvas`)."""
+    """``llm`` (the model's structure), ``outline`` (the fallback from section titles) or ``collection`` (a session's
+    documents composed, each over its own nodes, :mod:`nodes.offload.collection_canvas`)."""
     error: str = ""
     """Why the outline fallback was used (empty for an ``llm`` canvas)."""
     max_nodes: int = MAX_NODES

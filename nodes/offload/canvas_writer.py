@@ -21,7 +21,7 @@ import prompts
 from nodes.canvas_render import MAX_NODES, CanvasEdge, CanvasNode, CanvasSpec, outline_spec, render_mermaid
 from nodes.collection.sources import Sources
 from nodes.offload.canvas import Canvas, load_canvas, mermaid_key, save_canvas
-from nodes.offload.collection_canvas import sources_canvas
+from nodes.offload.collection_canvas import session_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.cache import lru_cache
@@ -199,37 +199,38 @@ def ensure_canvas(
     return canvas, False
 
 
-def _drawn(ctx: OffloadContext, state: OffloadState, store: VectorStore) -> tuple[Canvas, bool]:
-    """The session's document's canvas, drawn by the canvas writer now (none was found)."""
-    return ensure_canvas(
-        store,
-        get_document(ctx.namespace, state["doc_id"]),
-        llm_for("offloader", ctx, model=ctx.canvas_model),
-        max_nodes=ctx.canvas_max_nodes,
-        input_tokens=ctx.canvas_input_tokens,
-        max_tokens=ctx.canvas_max_tokens,
-        lang=state.get("lang"),
-        system_prompt=ctx.canvas_prompt,
-        refresh=True,
-    )
-
-
 def canvas(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Load the document's canvas, or have the canvas writer make it (cached per document).
+    """Compose the session's canvas from its documents' (:func:`session_canvas`), cached per document.
 
-    A collection's canvas is its documents over their own nodes, made without a model call.
+    A document whose part is the whole map gets its canvas drawn here by the canvas writer when it has none.
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
     sources = Sources(store, session_documents(state), state.get("tags"))
+    drew: list[Canvas] = []
+
+    def draw(doc_id: str) -> Canvas:
+        made, _ = ensure_canvas(
+            store,
+            get_document(ctx.namespace, doc_id),
+            llm_for("offloader", ctx, model=ctx.canvas_model),
+            max_nodes=ctx.canvas_max_nodes,
+            input_tokens=ctx.canvas_input_tokens,
+            max_tokens=ctx.canvas_max_tokens,
+            lang=state.get("lang"),
+            system_prompt=ctx.canvas_prompt,
+            refresh=True,  # the session found none
+        )
+        drew.append(made)
+        return made
+
     with track_usage() as usage, unstreamed():
-        found = sources_canvas(sources, ctx.canvas_max_nodes)
-        made, cached = (found, True) if found is not None else _drawn(ctx, state, store)
-    if made.source == "collection":
-        runtime.stream_writer({"stage": "canvas", "message": f"canvas: {len(made.spec.nodes)} nodes (documents)"})
-        return {"canvas": {**made.summary(), "cached": True}}
-    summary = {**made.summary(), "cached": cached}
-    how = "cached" if cached else ("outline fallback: " + made.error[:120] if made.error else "drawn by the model")
+        made = session_canvas(sources, ctx.canvas_max_nodes, draw)
+    summary = {**made.summary(), "cached": not drew}
+    error = next((c.error for c in drew if c.error), "")
+    how = "drawn by the model" if drew else "cached"
+    if error:
+        how = "outline fallback: " + error[:120]
     runtime.stream_writer({"stage": "canvas", "message": f"canvas: {summary['nodes']} nodes ({how})"})
     calls = list(state.get("calls", []))
     if usage:

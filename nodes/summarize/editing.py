@@ -1,6 +1,6 @@
 """The editor agent: overview, stepwise questions, merging answers into the draft, final polish.
 
-The editor never reads the whole document. It starts from an overview built from the document's
+The editor never reads the documents whole. It starts from an overview built from their
 headings and first chunks, asks the experts concrete questions each round (schema-enforced JSON),
 merges their cited answers into a short draft while judging completeness, accuracy and
 coherence, and finally polishes the draft to the requested length, format and language. Its
@@ -13,20 +13,21 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
+from itertools import zip_longest
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
 import prompts
 from nodes.collection.sources import Sources
-from nodes.retrieval import focus_snippet, hybrid_search
+from nodes.retrieval import focus_snippet
 from nodes.route.entry import route_to_expert
 from nodes.summarize.expert import focus_text, language_name, placeholder, question_key
 from nodes.summarize.length import length_bounds, length_units, tokens_for, unit_name
 from nodes.summarize.sentences import coverage
 from stores.documents import get_document
 from stores.errors import InputError
-from stores.labels import LABEL, citations_in, label_position
+from stores.labels import LABEL, chunk_label, citations_in, label_position
 from stores.models import LLM, messages
 from stores.text import jaccard, split_sentences, truncate_tokens
 from stores.vectorstore import Hit
@@ -75,66 +76,77 @@ def check_request(length: int, fmt: str, language: str, method: str) -> None:
 
 
 # --- overview -------------------------------------------------------------------------------
-def build_overview(sources: Sources, query: str = "", *, max_sections: int = 15, lead_tokens: int = 60) -> str:
-    """One document's structure from its headings and first chunks (plus query hits in query mode).
+def overview_of(
+    sources: Sources,
+    query: str = "",
+    *,
+    max_documents: int = 15,
+    max_sections: int = 15,
+    lead_tokens: int = 60,
+    samples: int = 4,
+) -> str:
+    """The structure of the run's documents the editor starts from, in the run's labels (``c3``, or ``2:c3``).
 
-    A document without headings gets the openings of a few chunks spread over it instead.
+    A line counting documents and chunks (with how a label names a document's chunk where labels carry tags),
+    then each of the first ``max_documents`` documents: its name, chunk count and labels, and its headings with the
+    label of the chunk each starts at (``max_sections`` headings shared among the documents). Then the openings of
+    up to ``samples`` documents spread over the run (their first chunks taken in turn: one per document, at least
+    two, sharing ``2 * lead_tokens`` tokens), ``samples`` chunks spread over those of them without headings, and in
+    query mode the chunks best matching the query.
     """
-    store, info, samples = sources.store, get_document(sources.store.namespace, sources.doc_id), 4
-    chunks = store.by_doc(info.doc_id)
-    lines = [f"Title: {info.title}", f"Chunks: {len(chunks)} (c0 to c{max(len(chunks) - 1, 0)})"]
-    if info.sections:
-        shown = info.sections[:max_sections]
-        more = f" (+{len(info.sections) - len(shown)} more)" if len(info.sections) > len(shown) else ""
-        first_chunk: dict[str, str] = {}
-        for hit in chunks:
-            first_chunk.setdefault(hit.section, hit.chunk_id)
-        sections = "; ".join(f"{s} [{first_chunk[s]}]" if s in first_chunk else s for s in shown)
-        lines.append(f"Sections: {sections}{more}")
-    for hit in chunks[:2]:
-        lines.append(f"[{hit.chunk_id}] {truncate_tokens(' '.join(hit.text.split()), lead_tokens)}")
-    if len(info.sections) <= 1 and len(chunks) > 2:
-        rest = chunks[2:]
-        step = max(1, len(rest) // samples)
-        for hit in rest[::step][:samples]:
-            lines.append(f"[{hit.chunk_id}] {truncate_tokens(' '.join(hit.text.split()), lead_tokens // 2)}")
-    if query.strip() and chunks:
-        for hit in hybrid_search(store, info.doc_id, query, 3):
-            if hit.chunk_id not in {c.chunk_id for c in chunks[:2]}:
+    members = sources.members
+    shown = members[:max_documents]
+    sampled = members[:: max(1, len(members) // samples)][:samples]
+    chunks = {m.doc_id: sources.store.by_doc(m.doc_id) for m in [*shown, *sampled]}
+    header = f"Documents: {len(members)} ({sum(m.chunks for m in members)} chunks)"
+    example = shown[-1].doc_id
+    if sources.tag(example) is not None:
+        header += f"; [{sources.label(example, chunk_label(3))}] is chunk c3 of document {sources.tag(example)}"
+    lines = [header]
+    for m in shown:
+        lines += _document_lines(sources, m.doc_id, chunks[m.doc_id], max_sections // len(shown))
+    if len(members) > len(shown):
+        lines.append(f"(+{len(members) - len(shown)} more documents)")
+    openings = [
+        (m.doc_id, hit)
+        for row in zip_longest(*(chunks[m.doc_id][:2] for m in sampled))
+        for m, hit in zip(sampled, row, strict=True)
+        if hit is not None
+    ][: max(2, len(sampled))]
+    leads = [(doc_id, hit, 2 * lead_tokens // len(openings)) for doc_id, hit in openings]
+    rests = {  # the chunks after the openings of each document that has no headings
+        m.doc_id: chunks[m.doc_id][sum(doc_id == m.doc_id for doc_id, _ in openings) :]
+        for m in sampled
+        if len(get_document(sources.store.namespace, m.doc_id).sections) <= 1
+    }
+    spread = {doc_id: rest for doc_id, rest in rests.items() if rest}
+    for doc_id, rest in spread.items():
+        per = min(len(rest), max(1, samples // len(spread)))
+        middles = [(2 * i + 1) * len(rest) // (2 * per) for i in range(per)]  # of ``per`` equal runs of the rest
+        leads += [(doc_id, rest[i], lead_tokens // 2) for i in middles]
+    for doc_id, hit, tokens in leads:
+        lines.append(f"[{sources.label(doc_id, hit.chunk_id)}] {truncate_tokens(' '.join(hit.text.split()), tokens)}")
+    if query.strip():
+        seen = {sources.label(doc_id, hit.chunk_id) for doc_id, hit in openings}
+        for hit in sources.search(query, 3):
+            if hit.chunk_id not in seen:
                 lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
     return "\n".join(lines)
 
 
-def overview_of(sources: Sources, query: str = "") -> str:
-    """The overview the editor reads: one document's structure (:func:`build_overview`), or a collection's."""
-    if sources.single:
-        return build_overview(sources, query)
-    return collection_overview(sources, query)
-
-
-def collection_overview(
-    sources: Sources, query: str = "", *, max_documents: int = 15, lead_tokens: int = 60, samples: int = 4
-) -> str:
-    """A collection's structure: its documents, the openings of a few of them, and the chunks best matching the query.
-
-    Each document is shown with its tag, title and chunks; chunks are labelled ``2:c3`` (chunk c3 of document 2).
-    """
-    members = sources.members
-    shown = members[:max_documents]
-    more = f" (+{len(members) - len(shown)} more)" if len(members) > len(shown) else ""
-    lines = [
-        f"Collection: {len(members)} documents, {sum(m.chunks for m in members)} chunks; [2:c3] is chunk c3 of "
-        "document 2",
-        "Documents: " + "; ".join(f"[{m.tag}] {m.name} ({m.chunks} chunks)" for m in shown) + more,
-    ]
-    step = max(1, len(members) // samples)
-    for m in members[::step][:samples]:
-        for lead in sources.chunks([sources.label(m.doc_id, "c0")]):
-            lines.append(f"[{lead.chunk_id}] {truncate_tokens(' '.join(lead.text.split()), lead_tokens // 2)}")
-    if query.strip():
-        for hit in sources.search(query, 3):
-            lines.append(f"[{hit.chunk_id}] {focus_snippet(' '.join(hit.text.split()), query, lead_tokens)}")
-    return "\n".join(lines)
+def _document_lines(sources: Sources, doc_id: str, chunks: Sequence[Hit], max_sections: int) -> list[str]:
+    """A document of the overview: its name, chunks and labels, then up to ``max_sections`` of its headings."""
+    first, last = sources.label(doc_id, chunk_label(0)), sources.label(doc_id, chunk_label(max(len(chunks) - 1, 0)))
+    lines = [f"Document: {sources.heading(doc_id)}; {len(chunks)} chunks ({first} to {last})"]
+    sections = get_document(sources.store.namespace, doc_id).sections
+    if sections and max_sections > 0:
+        first_chunk: dict[str, str] = {}
+        for hit in chunks:
+            first_chunk.setdefault(hit.section, sources.label(doc_id, hit.chunk_id))
+        listed = "; ".join(f"{s} [{first_chunk[s]}]" if s in first_chunk else s for s in sections[:max_sections])
+        more = f" (+{len(sections) - max_sections} more)" if len(sections) > max_sections else ""
+        lines.append(f"Sections: {listed}{more}")
+    return lines
 
 
 # --- questions ------------------------------------------------------------------------------

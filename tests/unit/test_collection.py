@@ -258,26 +258,73 @@ def test_chat_over_a_collection_cites_documents_and_takes_other_ones_with_their_
         meta = third["messages"][-1].additional_kwargs["longdoc"]
         assert [s["title"] for s in meta["sources"]] == [titles[split_label(c)[0]] for c in third["citations"]]
         assert third["canvas"]["source"] == "collection" and third["canvas"]["id"] != first["canvas"]["id"]
-    from nodes.offload.collection_canvas import collection_canvas
+    from nodes.offload.collection_canvas import session_canvas
 
-    drawn = collection_canvas(Sources(get_store(), docs[1:], chat.get_state(config).values["tags"]), 6)
+    drawn = session_canvas(Sources(get_store(), docs[1:], chat.get_state(config).values["tags"]), 6)
     assert drawn.record_id == third["canvas"]["id"]
     assert [n.label for n in drawn.spec.nodes if n.kind == "section"] == [f"[2] {titles[2]}", f"[3] {titles[3]}"]
 
 
 def test_the_collection_canvas_puts_the_documents_on_top(docs: list[str]) -> None:
-    from nodes.offload.collection_canvas import collection_canvas
+    from nodes.offload.collection_canvas import session_canvas
 
     sources = Sources(get_store(), docs)
-    canvas = collection_canvas(sources, 6)
+    canvas = session_canvas(sources, 6)
     top = [n for n in canvas.spec.nodes if n.kind == "section"]
     assert [n.label for n in top] == ["[1] Pumps", "[2] Otters", "[3] Budget"]
     children = [n for n in canvas.spec.nodes if n.kind != "section"]
     assert len(canvas.spec.nodes) == 6 and len(children) == 3
     assert {e.source for e in canvas.spec.edges} == {"d1", "d2", "d3"}  # one section of each document first
     assert all(sources.locate(c) is not None for n in canvas.spec.nodes for c in n.chunk_ids)
-    small = collection_canvas(sources, 2)
+    small = session_canvas(sources, 2)
     assert [n.label for n in small.spec.nodes] == ["[1] Pumps", "+2 more documents"]
+
+
+def _drawn_canvas(doc_id: str) -> Any:
+    """A model-drawn canvas of ``doc_id`` (two nodes and a relation), stored as the canvas writer stores one."""
+    from nodes.canvas_render import CanvasEdge, CanvasNode, CanvasSpec, render_mermaid
+    from nodes.offload.canvas import Canvas, save_canvas
+    from stores.documents import index_identity
+
+    nodes = [
+        CanvasNode(id="n1", label="Solar pump", kind="entity", chunk_ids=["c0"]),
+        CanvasNode(id="n2", label="Drip lines", kind="entity", chunk_ids=["c0"]),
+    ]
+    spec = CanvasSpec(title="Pumps", nodes=nodes, edges=[CanvasEdge(source="n1", target="n2", label="feeds")])
+    info = get_document("default", doc_id)
+    canvas = Canvas(doc_id, "Pumps", spec, render_mermaid(spec), "llm", index=index_identity(info))
+    save_canvas(get_store(), canvas)
+    return canvas
+
+
+@pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
+def test_a_session_canvas_composes_its_documents_drawn_canvases(docs: list[str], collection: bool) -> None:
+    """Drawn nodes keep their relations; a document is headed where labels carry its tag; no part goes undrawn."""
+    from nodes.offload.collection_canvas import session_canvas
+
+    sources = Sources(get_store(), docs if collection else docs[:1])
+    asked: list[str] = []
+
+    def draw(doc_id: str) -> Any:
+        asked.append(doc_id)
+        return _drawn_canvas(doc_id)
+
+    before = session_canvas(sources, 8)
+    made = session_canvas(sources, 8, draw)
+    assert asked == ([] if collection else docs[:1])  # only a part that is the whole map is worth a drawing
+    assert (before is None) != collection
+    drawn = _drawn_canvas(docs[0])
+    made = session_canvas(sources, 8)
+    assert made is not None
+    if not collection:  # the document's own canvas, as the model drew it
+        assert made.spec == drawn.spec and made.map_text() == drawn.map_text() and made.source == "llm"
+        return
+    labels = {n.id: n.label for n in made.spec.nodes}
+    assert labels["d1"] == "[1] Pumps" and labels["d1-n1"] == "Solar pump" and labels["d2"] == "[2] Otters"
+    assert next(n for n in made.spec.nodes if n.id == "d1-n1").chunk_ids == ["1:c0"]
+    relations = {(e.source, e.target, e.label) for e in made.spec.edges}
+    assert {("d1", "d1-n1", ""), ("d1-n1", "d1-n2", "feeds")} <= relations
+    assert "-> " in made.map_text() and ": feeds" in made.map_text() and made.source == "collection"
 
 
 # --- tenants ------------------------------------------------------------------------------------------

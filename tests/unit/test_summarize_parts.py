@@ -252,21 +252,23 @@ def test_map_reduce_helpers() -> None:
     assert sum(len(g) for g in groups) == len(notes)
 
 
-def test_overview_of_a_document_without_headings_samples_its_chunks() -> None:
-    from nodes.summarize.editing import build_overview
+@pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
+def test_the_overview_samples_documents_without_headings(collection: bool) -> None:
+    from nodes.summarize.editing import overview_of
     from stores.documents import get_document
 
     text = "\n\n".join(f"Part {i} talks about topic number {i} in some detail. " * 6 for i in range(12))
     doc = ingest(text=text, chunk_size=80, chunk_overlap=0)
+    others = [ingest(text="# Otters\n\nSea otters hold hands while they sleep.").doc_id] if collection else []
     info = get_document("default", doc.doc_id)
-    overview = build_overview(Sources(get_store(), [info.doc_id]))
-    assert overview.startswith("Title: ") and f"Chunks: {info.chunks}" in overview
-    shown = [line.split("]")[0][1:] for line in overview.splitlines() if line.startswith("[c")]
-    assert shown[:2] == ["c0", "c1"] and len(shown) == 6
-    assert int(shown[-1][1:]) >= info.chunks // 2
-    falcon = ingest(str(FALCON))
-    with_sections = build_overview(Sources(get_store(), [falcon.doc_id]), "the budget")
-    assert "Project Falcon > Budget [c1]" in with_sections and "40,000 euros" in with_sections
+    sources = Sources(get_store(), [*others, info.doc_id])
+    overview = overview_of(sources)
+    first = sources.label(info.doc_id, "c0")
+    assert f"{info.chunks} chunks ({first} to {sources.label(info.doc_id, f'c{info.chunks - 1}')})" in overview
+    led = [sources.locate(line[1:].split("]")[0]) for line in overview.splitlines() if line.startswith("[")]
+    shown = [found[1] for found in led if found is not None and found[0] == info.doc_id]
+    assert shown[0] == "c0" and int(shown[-1][1:]) >= info.chunks // 2  # its opening, then chunks spread over it
+    assert len(shown) == (2 if not collection else 1) + 4  # the openings share the lead budget with the otters
 
 
 def test_expert_prompt_version_tracks_the_prompts() -> None:
@@ -318,7 +320,7 @@ def test_coverage_counts_content_words_of_the_source() -> None:
 
 @pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
 def test_the_editor_reads_one_overview_of_its_sources(collection: bool) -> None:
-    """One document's overview shows its title and sections; a collection's its documents, labels tagged."""
+    """Each document with its name, chunks and headings in the run's labels; query hits over all of them."""
     from nodes.summarize.editing import overview_of
 
     falcon = ingest(str(FALCON)).doc_id
@@ -327,7 +329,23 @@ def test_the_editor_reads_one_overview_of_its_sources(collection: bool) -> None:
     overview = overview_of(sources, "the budget")
     budget = sources.label(falcon, "c1")
     assert f"[{budget}] " in overview and "40,000 euros" in overview
+    assert f"Project Falcon > Budget [{budget}]" in overview  # the heading, with the label of its first chunk
+    assert overview.startswith(f"Documents: {len(others) + 1} (")
+    assert f"Document: {sources.heading(falcon)}; " in overview
     if collection:
-        assert overview.startswith("Collection: 2 documents") and "[1] Otters" in overview and "[2] Project" in overview
+        assert "[2:c3] is chunk c3 of document 2" in overview
+        assert "Document: [1] Otters; 1 chunks (1:c0 to 1:c0)" in overview
+        assert "Sea otters hold hands" in overview  # the opening of each document
     else:
-        assert overview.startswith("Title: Project Falcon") and "Project Falcon > Budget [c1]" in overview
+        assert "Document: Project Falcon; " in overview and "is chunk c3" not in overview and ":c" not in overview
+
+
+def test_the_overview_of_a_big_collection_stays_bounded() -> None:
+    from nodes.summarize.editing import overview_of
+
+    docs = [ingest(text=f"# Note {i}\n\nNote {i} records reading number {i} of the gauge.").doc_id for i in range(18)]
+    sources = Sources(get_store(), docs)
+    overview = overview_of(sources, "gauge reading")
+    assert sum(line.startswith("Document: ") for line in overview.splitlines()) == 15
+    assert "(+3 more documents)" in overview and "Documents: 18 (" in overview
+    assert len([line for line in overview.splitlines() if line.startswith("[")]) <= 4 + 3
