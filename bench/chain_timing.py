@@ -110,16 +110,22 @@ def server_timings() -> Iterator[list[dict[str, float]]]:
         """A streamed reply passed on unchanged, its bytes kept to read the timings at its end."""
 
         def __init__(self, inner: Any) -> None:
-            self.inner, self.seen = inner, bytearray()
+            self.inner, self.seen, self.kept = inner, bytearray(), False
 
         def __iter__(self) -> Iterator[bytes]:
             for chunk in self.inner:
                 self.seen.extend(chunk)
                 yield chunk
-            keep(bytes(self.seen))
+            self.done()
 
-        def close(self) -> None:
+        def close(self) -> None:  # the OpenAI client closes the reply at "[DONE]" without reading on
+            self.done()
             self.inner.close()
+
+        def done(self) -> None:
+            if not self.kept:
+                self.kept = True
+                keep(bytes(self.seen))
 
     def send(client: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
         # The OpenAI client builds its own httpx client; its send is the one place every reply passes.

@@ -148,7 +148,13 @@ def test_a_streamed_reply_is_passed_on_whole_and_its_last_event_gives_the_timing
         request = client.build_request("POST", "http://127.0.0.1:9/v1/chat/completions", json={})
         response = client.send(request, stream=True)
         body = b"".join(response.iter_bytes())
-    assert body == b"".join(events)
+        early = client.send(request, stream=True)  # read up to the timings, then closed, as the OpenAI client does
+        for chunk in early.iter_raw(chunk_size=len(events[0]) + len(events[1])):
+            if b"timings" in chunk:
+                break
+        early.close()
+    assert body == b"".join(events) and len(calls) == 2 and calls[0] == calls[1]
+    calls.pop()
     assert calls == [{"prompt_read": 5.0, "prompt_reused": 0.0, "prompt_ms": 70.0, "written": 2.0, "write_ms": 90.0}]
 
 
