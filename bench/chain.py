@@ -288,10 +288,10 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         summarise,
         with_evidence,
     )
-    from nodes.chain.reading import DEFAULT_BUDGET
+    from nodes.chain.context import ChainContext
 
     methods = chosen(args.methods, METHODS, "methods")
-    budget = args.budget  # None: each chain's default (one batch, or two through a shortlist); top-k's 3,000
+    budget = args.budget if args.budget is not None else ChainContext().budget
     items = split_items(datasets, args.long_split)
     pool = [item for data in datasets.values() for item in data]
     journal = cache_dir.parent / "chain_long_journal.jsonl"
@@ -302,7 +302,7 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
     if args.long_ordering:
         ordering = {
             **ordering_recall(items, embedder=args.embedder),
-            "passages": passage_recall(items, budget or DEFAULT_BUDGET, embedder=args.embedder),
+            "passages": passage_recall(items, budget, embedder=args.embedder),
         }
     current = {m: setup_version(m, collection_ids(pool)) for m in METHODS}
     logged = read_journal(journal).values()

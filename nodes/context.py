@@ -247,7 +247,7 @@ def validate(ctx: Context) -> None:
         if choices is not None and value not in choices:
             raise InputError(f"unknown {f.name} {value!r}; choose one of {', '.join(choices)}")
         low, high = meta.get("min"), meta.get("max")
-        if (low is None and high is None) or (value is None and f.default is None):  # unset: the default's rule
+        if low is None and high is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(f"{f.name} must be a number, got {value!r}")

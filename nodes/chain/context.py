@@ -16,7 +16,6 @@ from nodes.chain.reading import (
     DEFAULT_PASSAGE,
     DEFAULT_SHORTLIST,
     DEFAULT_WHOLE,
-    chain_budget,
 )
 from nodes.context import Context, describe, prompt_field
 
@@ -31,12 +30,10 @@ class ChainContext(Context):
     order: str = field(
         default="best-first", metadata=describe(f"Chunk order: one of {', '.join(ORDERS)}.", choices=ORDERS)
     )
-    budget: int | None = field(
-        default=None,
+    budget: int = field(
+        default=DEFAULT_BUDGET,
         metadata=describe(
-            "Tokens of document text each chain may read (0 = no limit); then the manager answers. Default: one "
-            f"batch when best-first reads every chunk, {DEFAULT_BUDGET} through a shortlist or in a fixed order.",
-            min=0,
+            "Tokens of document text each chain may read (0 = no limit); then the manager answers.", min=0
         ),
     )
     batch_tokens: int = field(
@@ -136,15 +133,6 @@ class ChainContext(Context):
     )
     worker_prompt: str = prompt_field("chain/worker", "workers")
     manager_prompt: str = prompt_field("chain/manager", "manager")
-
-    def budget_of(self, state: Mapping[str, Any]) -> int:
-        """Tokens of text each chain of the run of ``state`` may read (:func:`nodes.chain.reading.chain_budget`)."""
-        return chain_budget(
-            self.budget,
-            best_first=self.order == "best-first",
-            shortlisted=bool(state.get("shortlisted")),
-            batch_tokens=self.batch_tokens,
-        )
 
     def bridges_on(self, state: Mapping[str, Any]) -> bool:
         """Whether the run of ``state`` follows bridges (:attr:`bridges`).

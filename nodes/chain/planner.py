@@ -48,8 +48,7 @@ def _choose(state: ChainState, ctx: ChainContext, chain: int, chain_state: dict[
         return Choice([], "end", skipped)
     batch = [i for i in passages.of_chunk(nxt) if i not in set(chain_state["taken"])]
     cost = sum(passages.tokens[i] for i in batch)
-    budget = ctx.budget_of(state)
-    if budget and not ctx.read_all and read and chain_state["spent"] + cost > budget:
+    if ctx.budget and not ctx.read_all and read and chain_state["spent"] + cost > ctx.budget:
         return Choice([], "budget", skipped)
     return Choice(batch, None, skipped)
 
@@ -77,8 +76,7 @@ def _best_first(
         start = state["chunk_ids"].index(plan[0])
         scores = np.where(passages.chunks == start, scores + 10.0, scores)
     room = ctx.batch_tokens
-    budget = ctx.budget_of(state)
-    limit = budget + chain_state["extended"] if budget and not ctx.read_all else 0
+    limit = ctx.budget + chain_state["extended"] if ctx.budget and not ctx.read_all else 0
     reason = "budget" if not chain_state["extended"] else "hop-budget"
     if limit:
         left = limit - chain_state["spent"]

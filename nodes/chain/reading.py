@@ -36,11 +36,9 @@ from nodes.chain.ordering.tree import ChowLiuTree
 STOP_REASONS = ("complete", "budget", "hop-budget", "end")
 
 DEFAULT_BUDGET = 3000
-"""Tokens of document text a chain reads at most by default through a shortlist, or in a fixed order: two
-best-first batches, the second reading the chunks the first worker's missing piece brought into the shortlist.
-A best-first run over every chunk reads one batch by default (:func:`chain_budget`)."""
+"""Tokens of document text a chain reads at most by default (about three 900-token chunks)."""
 DEFAULT_BATCH = 1500
-"""Tokens of passages one best-first worker reads by default."""
+"""Tokens of passages one best-first worker reads by default (two workers fill the default budget)."""
 DEFAULT_PASSAGE = 200
 """Most tokens of one passage by default (about one paragraph)."""
 DEFAULT_HOP = 0
@@ -64,18 +62,6 @@ _NOTHING = re.compile(
     r"(the )?(question|notes?) (is|are) (fully )?answered|all (facts|information) (found|present|known))\W*$",
     re.IGNORECASE,
 )
-
-
-def chain_budget(budget: int | None, *, best_first: bool, shortlisted: bool, batch_tokens: int) -> int:
-    """Tokens of document text a chain may read (0: no limit): ``budget`` when set.
-
-    By default one batch when best-first reading chooses from every chunk of the run's documents (a second batch
-    changed no answer on the tuning split and doubled the time: docs/benchmarks/chain.md), else
-    :data:`DEFAULT_BUDGET` (a shortlist's second batch reads what the missing piece brought in).
-    """
-    if budget is not None:
-        return budget
-    return batch_tokens if best_first and not shortlisted else DEFAULT_BUDGET
 
 
 def nothing_missing(missing: str) -> bool:

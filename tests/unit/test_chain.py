@@ -339,7 +339,6 @@ def test_best_first_follows_what_the_quotes_say_is_missing(falcon: str) -> None:
     reply = quoting([("procurement", ""), ("euros", "who manages procurement")], otherwise="who manages procurement")
     model = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=reply)
     context = {"floor": -9.0, "confirm": 0, "batch_tokens": 20, "passage_tokens": 20, "tree_weight": 0.0}
-    context["budget"] = 3000  # batches of 20 tokens: more than the default's one
     with use_chat_model(model):
         out = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context=context)
     first, second = (shown_sentences(call) for call in model.calls[:2])
@@ -424,21 +423,3 @@ def test_the_planner_embeds_a_text_once_per_vector_space() -> None:
     Store.space = "test-space"
     reading.cosine("who leads")
     assert len(asked) == 3
-
-
-def test_best_first_over_every_chunk_reads_one_batch_unless_a_budget_is_given(falcon: str) -> None:
-    from nodes.chain.reading import DEFAULT_BUDGET, chain_budget
-
-    never_done = ScriptedChatModel(rules=[("manager of a chain", MANAGER)], default=quoting([("", "more")]))
-    context: dict[str, Any] = {"batch_tokens": 40, "passage_tokens": 20, "floor": -9.0}
-    with use_chat_model(never_done):
-        one = graph.invoke({"question": "What budget was approved?", "doc_id": falcon}, context=context)
-        more = graph.invoke(
-            {"question": "What budget was approved?", "doc_id": falcon}, context={**context, "budget": 120}
-        )
-    assert one["usage"]["worker"]["calls"] == 1 and one["stopped"] == "budget"
-    assert more["usage"]["worker"]["calls"] == 3  # 120 tokens: three batches of 40
-    assert chain_budget(None, best_first=True, shortlisted=False, batch_tokens=1500) == 1500
-    assert chain_budget(None, best_first=True, shortlisted=True, batch_tokens=1500) == DEFAULT_BUDGET
-    assert chain_budget(None, best_first=False, shortlisted=False, batch_tokens=1500) == DEFAULT_BUDGET
-    assert chain_budget(0, best_first=True, shortlisted=False, batch_tokens=1500) == 0

@@ -461,7 +461,6 @@ def test_ask_reads_a_shortlist_of_a_large_collection_within_the_budget_and_names
 ) -> None:
     from graphs.chain.graph import graph
     from nodes.chain.context import ChainContext
-    from nodes.chain.reading import DEFAULT_BUDGET
     from stores.models import use_chat_model
     from stores.text import count_tokens
 
@@ -481,7 +480,7 @@ def test_ask_reads_a_shortlist_of_a_large_collection_within_the_budget_and_names
     # the first worker named a missing piece: the budget's chunks joined the shortlist and the second worker read them
     assert "Budget" in titles.values() and "board approved" in str(workers[1][-1].content)
     shown = sum(count_tokens(str(c[-1].content).split("Passages:")[-1]) for c in workers)
-    assert shown <= DEFAULT_BUDGET + 200  # the budget bounds what is read, whatever the collection's size
+    assert shown <= ChainContext().budget + 200  # the budget bounds what is read, whatever the collection's size
     assert out["tree"] and all(split_label(a)[0] and split_label(b)[0] for a, b, _ in out["tree"])
 
 
