@@ -49,7 +49,8 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
     documents = run_documents(state, ctx, runtime.stream_writer)
     store = get_store(namespace, ctx.embedder)
     indexes = published_indexes(namespace, documents)
-    pool, shortlisted = run_pool(store, documents, question, ctx, indexes)
+    held = sum(get_document(namespace, d).chunks for d in documents)
+    pool, shortlisted = run_pool(store, documents, question, ctx, indexes, held)
     if shortlisted and ctx.order != "best-first":
         raise InputError(
             f"documents of more than {ctx.whole_max} chunks are read best-first within the budget through a "
@@ -66,7 +67,6 @@ def orderer(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         plan = [[ids[r]] for r in starts] or [[]]
     else:
         plan = [[ids[i] for i in o] for o in plan_orders(ctx, tree=reading.tree, doc=reading.doc, query_sim=sims)]
-    held = sum(get_document(namespace, d).chunks for d in documents)
     runtime.stream_writer(
         {"stage": "ordered", "message": f"{ctx.order}: {len(ids)} of {held} chunks (documents: {len(documents)})"}
     )

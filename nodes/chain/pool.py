@@ -136,14 +136,14 @@ def whole_pool(store: VectorStore, documents: Sequence[str]) -> list[str]:
 
 
 def run_pool(
-    store: VectorStore, documents: Sequence[str], question: str, ctx: Any, indexes: Sequence[str]
+    store: VectorStore, documents: Sequence[str], question: str, ctx: Any, indexes: Sequence[str], held: int
 ) -> tuple[list[str], bool]:
     """The chunks a run starts reading (record ids) and whether they are a shortlist.
 
-    Every chunk of the documents, in order, when they hold at most ``ctx.whole_max`` chunks or ``read_all`` asks
-    for all; else the ``ctx.shortlist`` most relevant to the question (grown later for each missing piece).
+    Every chunk of the documents (``held`` in all), in order, when they hold at most ``ctx.whole_max`` chunks or
+    ``read_all`` asks for all; else the ``ctx.shortlist`` most relevant to the question (grown later for each
+    missing piece).
     """
-    held = sum(get_document(store.namespace, d).chunks for d in documents)
     if ctx.read_all or held <= ctx.whole_max:
         return whole_pool(store, documents), False
     return shortlist(store, documents, question, ctx.shortlist, indexes), True
