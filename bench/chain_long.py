@@ -24,7 +24,9 @@ Methods (one run of the chain graph each, or one reader call):
   ``anytime-worker05-draft`` (both), ``anytime-reuse`` (the prompt cache also reuses shifted chunks of 256
   tokens, ``LONGDOC_CACHE_REUSE``). They need the ``small-model`` extra (``anytime-reuse`` does not);
 - ``anytime-one-batch``: fewer tokens read, the default chain with a budget of one batch (1,500 tokens: one
-  worker call, then the manager's).
+  worker call, then the manager's);
+- ``anytime-confirm0``: stop when the evidence is complete, the default chain that stops after the first worker
+  that quotes and names nothing missing (``confirm`` 0; the default waits for a second such worker).
 
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
@@ -79,6 +81,7 @@ METHODS = (
     "anytime-worker05-draft",
     "anytime-reuse",
     "anytime-one-batch",
+    "anytime-confirm0",
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
@@ -88,6 +91,7 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
     "anytime-reuse": {"order": "best-first"},
     "anytime-one-batch": {"order": "best-first", "budget": 1500},
+    "anytime-confirm0": {"order": "best-first", "confirm": 0},
     "collection": {"order": "best-first", "whole_max": 0},
     "collection-s16": {"order": "best-first", "shortlist": 16, "whole_max": 0},
     "collection-s64": {"order": "best-first", "shortlist": 64, "whole_max": 0},

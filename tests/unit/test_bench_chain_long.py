@@ -168,6 +168,20 @@ def test_bench_long_part_writes_the_report(tmp_path: Path, monkeypatch: pytest.M
     assert changed["re-asked"]["f1"] == 0.0 and changed["journalled"]["f1"] == 1.0
     with use_chat_model(model):
         assert chain_manager.main(args)["answers"] == changed and model.calls == []  # read back from its journal
+    # the quotes laid out hop first are journalled apart from the same manager's answers on them as they were
+    with use_chat_model(scripted(answer_with="unknown")):
+        hop_first = chain_manager.main([*args, "--bridges", "always"])
+    assert hop_first["notes"]["bridges"] == "always" and hop_first["answers"]["re-asked"]["items"] == 2
+    # and so is another manager prompt, given as a file
+    other = tmp_path / "manager.txt"
+    other.write_text("You are the manager of a chain of readers. Answer in one word, in JSON. $reconcile", "utf-8")
+    asked = scripted(answer_with="unknown")
+    with use_chat_model(asked):
+        with_prompt = chain_manager.main([*args, "--manager-prompt", str(other)])
+    assert with_prompt["notes"]["manager_prompt"] == str(other)
+    assert len(asked.calls) == 2 and all("Answer in one word, in JSON." in str(call[0].content) for call in asked.calls)
+    keys = [json.loads(line)["key"] for line in (tmp_path / "manager_journal.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 8
     with pytest.raises(SystemExit, match="unknown methods"):
         bench_main(["--data", str(data), "--out", str(out), "--parts", "long", "--methods", "magic"])
 
