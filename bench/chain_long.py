@@ -26,7 +26,9 @@ Methods (one run of the chain graph each, or one reader call):
 - ``anytime-one-batch``: fewer tokens read, the default chain with a budget of one batch (1,500 tokens: one
   worker call, then the manager's);
 - ``anytime-confirm0``: stop when the evidence is complete, the default chain that stops after the first worker
-  that quotes and names nothing missing (``confirm`` 0; the default waits for a second such worker).
+  that quotes and names nothing missing (``confirm`` 0; the default waits for a second such worker);
+- ``anytime-half-batches``: two hops in one batch's tokens, the default chain with two batches of 750 tokens
+  (``budget`` 1,500, ``batch_tokens`` 750): the second worker reads for what the first named as missing.
 
 Per method: exact match and token F1, tokens (input + output) and LLM calls per question, chunks
 read (share of the document), recall of the supporting paragraphs among the chunks read (for
@@ -82,6 +84,7 @@ METHODS = (
     "anytime-reuse",
     "anytime-one-batch",
     "anytime-confirm0",
+    "anytime-half-batches",
 )
 CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime": {"order": "best-first"},
@@ -92,6 +95,7 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-reuse": {"order": "best-first"},
     "anytime-one-batch": {"order": "best-first", "budget": 1500},
     "anytime-confirm0": {"order": "best-first", "confirm": 0},
+    "anytime-half-batches": {"order": "best-first", "budget": 1500, "batch_tokens": 750},
     "collection": {"order": "best-first", "whole_max": 0},
     "collection-s16": {"order": "best-first", "shortlist": 16, "whole_max": 0},
     "collection-s64": {"order": "best-first", "shortlist": 64, "whole_max": 0},
