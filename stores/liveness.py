@@ -48,15 +48,16 @@ class ServerStalled(BaseException):
     """
 
 
-def native_cpu() -> dict[int, int]:
-    """CPU clock ticks used so far by each thread of this process that Python did not start (llama.cpp's).
+def native_cpu(pid: int | None = None) -> dict[int, int]:
+    """CPU clock ticks used so far by each thread of llama.cpp.
 
-    Read from ``/proc/self/task``; empty where there is none (the evidence is then the server's counters).
+    Those of this process that Python did not start, or every thread of the server process ``pid``. Read from
+    ``/proc/<pid>/task``; empty where there is none (the evidence is then the server's counters).
     """
-    tasks = Path("/proc/self/task")
+    tasks = Path(f"/proc/{pid or 'self'}/task")
     if not tasks.is_dir():
         return {}
-    own = {thread.native_id for thread in threading.enumerate()}
+    own = {thread.native_id for thread in threading.enumerate()} if pid is None else set()
     ticks: dict[int, int] = {}
     for entry in os.scandir(tasks):
         tid = int(entry.name)
@@ -103,8 +104,8 @@ class Watch:
     _slots: str | None = None
 
     def __post_init__(self) -> None:
-        # Only a server running in this process has threads here to look at (none without /proc).
-        self._cpu = native_cpu() if self.server.handle is not None else {}
+        # A running server's threads are looked at: this process's, or its own process's (none without /proc).
+        self._cpu = native_cpu(self.server.pid) if self.server.handle is not None else {}
 
     @property
     def origin(self) -> str:
@@ -189,7 +190,7 @@ class Watch:
         return ""
 
     def _cpu_moved(self) -> bool:
-        before, self._cpu = self._cpu, native_cpu()
+        before, self._cpu = self._cpu, native_cpu(self.server.pid)
         return any(ticks > before.get(tid, ticks) for tid, ticks in self._cpu.items())
 
     def _slots_now(self) -> str | None:

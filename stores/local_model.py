@@ -31,6 +31,7 @@ import httpx
 from stores.cache import ProcessCache
 from stores.errors import InputError, ModelError
 from stores.extras import EXTRAS, MissingExtra, missing_module, require_extra
+from stores.reader import NativeServer, choose, server_options, start, stop
 from stores.settings import BUNDLED_MODEL_NAME, ROLES, SMALL_MODEL_NAME, get_settings
 
 
@@ -205,10 +206,17 @@ class LocalServer:
     n_parallel: int = 1
     draft: str | None = None
     """The bundled model drafting its tokens (speculative decoding), if any."""
+    backend: str = "xllamacpp"
+    """The llama.cpp build serving it (:mod:`stores.reader`): ``native`` (a child process) or ``xllamacpp``."""
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.slots = threading.BoundedSemaphore(max(1, self.n_parallel))
+
+    @property
+    def pid(self) -> int | None:
+        """The process the server runs in when it is a child of this one (None: in this process)."""
+        return self.handle.pid if isinstance(self.handle, NativeServer) else None
 
     @property
     def base_url(self) -> str:
@@ -216,10 +224,17 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
 
-def _wait_ready(port: int, timeout: float = 120.0) -> None:
+def wait_ready(port: int, handle: Any = None, timeout: float = 120.0) -> None:
+    """Wait until the server on ``port`` answers ``/health`` (a child server that ended is an error at once).
+
+    Raises:
+        ModelError: it did not become ready within ``timeout`` seconds, or its process ended.
+    """
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
+        if isinstance(handle, NativeServer) and handle.exited() is not None:
+            raise ModelError(f"the bundled model server exited with {handle.exited()} while starting: {handle.tail()}")
         try:
             response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2.0)
             if response.status_code == 200:
@@ -231,57 +246,35 @@ def _wait_ready(port: int, timeout: float = 120.0) -> None:
 
 
 def _start(model: BundledModel, draft: BundledModel | None) -> LocalServer:
-    import xllamacpp
-
     settings = get_settings()
+    choice = choose()
     path = model_path(settings.cache_dir, model)
-    port = free_port()
-    params = xllamacpp.CommonParams()
-    params.model.path = str(path)
-    params.model_alias = {model.name}  # a set of names in xllamacpp (a string would be a set of its letters)
-    params.hostnames = ["127.0.0.1"]
-    params.port = port
-    params.n_ctx = settings.n_ctx * max(1, settings.n_parallel)
-    params.n_parallel = max(1, settings.n_parallel)
-    # Streamed requests with ``return_progress`` get a progress report per batch of prompt
-    # tokens read: batches of LONGDOC_N_BATCH (512, one micro-batch: the same arithmetic as
-    # llama.cpp's 2048 default) keep those reports a few seconds apart on a CPU. No SSE pings:
-    # the HTTP layer would send them even when the model makes no progress.
-    params.n_batch = settings.n_batch
-    params.n_ubatch = min(512, settings.n_batch)
-    params.sse_ping_interval = -1
-    # A prompt that starts like one the server read before (on its slot, or kept in host memory)
-    # skips the shared prefix; LONGDOC_CACHE_REUSE > 0 also reuses shifted chunks of that size.
-    params.cache_prompt = True
-    params.n_cache_reuse = settings.cache_reuse
-    for cpu in (params.cpuparams, params.cpuparams_batch):
-        cpu.n_threads = settings.n_threads
-    if draft is not None:  # speculative decoding: the draft proposes tokens, the model checks them in one batch
-        params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
-        params.speculative.draft.mparams.path = str(model_path(settings.cache_dir, draft))
-        params.speculative.draft.n_max = settings.draft_tokens
-        for cpu in (params.speculative.draft.cpuparams, params.speculative.draft.cpuparams_batch):
-            cpu.n_threads = settings.n_threads
-    params.verbosity = -1
-    params.warmup = False
-    handle = xllamacpp.Server(params)
-    _wait_ready(port)
+    drafting = model_path(settings.cache_dir, draft) if draft is not None else None
+    options = server_options(model.name, path, free_port(), drafting)
+    handle = start(choice, options, settings.cache_dir / "logs" / f"llama-server-{os.getpid()}-{options.port}.log")
+    try:
+        wait_ready(options.port, handle)
+    except BaseException:
+        stop(handle)
+        raise
     atexit.register(stop_server)
     return LocalServer(
         handle=handle,
-        port=port,
+        port=options.port,
         model=model.name,
         path=path,
         n_ctx=settings.n_ctx,
-        n_parallel=max(1, settings.n_parallel),
+        n_parallel=options.n_parallel,
         draft=draft.name if draft else None,
+        backend=choice.backend,
     )
 
 
 def _stop(server: LocalServer) -> None:
     handle = server.handle
     server.handle = None
-    del handle  # xllamacpp stops the server when its last reference goes
+    stop(handle)  # a child server ends; xllamacpp stops its server when its last reference goes
+    del handle
 
 
 BUNDLED = BUNDLED_MODEL_NAME

@@ -165,6 +165,8 @@ class Settings(_Environment):
     cache_reuse: int = 0
     """Smallest chunk of a cached prompt the bundled server reuses after a shift (``LONGDOC_CACHE_REUSE``; 0: prefix
     only)."""
+    reader: str = "auto"
+    """The llama.cpp build serving the bundled models (``LONGDOC_READER``: auto, native, xllamacpp; stores.reader)."""
     bundled_stall: float = BUNDLED_STALL
     """Seconds a bundled-server request may make no progress at all before it fails (``LONGDOC_BUNDLED_STALL``)."""
     bundled_check: float = BUNDLED_CHECK
@@ -239,7 +241,7 @@ class Settings(_Environment):
     def _user_path(cls, path: Path) -> Path:
         return path.expanduser()
 
-    @field_validator("embedder", "e5_runtime")
+    @field_validator("embedder", "e5_runtime", "reader")
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.lower()

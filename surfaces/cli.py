@@ -310,6 +310,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 def describe_models() -> dict[str, Any]:
     """Which chat model (per role) and embedder are active, and where they live."""
+    from stores import reader
     from stores.embedders import describe_embedder
     from stores.local_model import bundled_file, bundled_where
     from stores.settings import ROLES, get_settings
@@ -327,6 +328,7 @@ def describe_models() -> dict[str, Any]:
         "draft": {"model": settings.draft_model, "file": bundled_file(settings.draft_model)}
         if settings.draft_model
         else None,
+        "reader": reader.describe() if any(spec.base_url is None for spec in map(settings.role, ROLES)) else None,
         "embedder": describe_embedder(),
         "data_home": str(settings.home),
         "model_cache": str(settings.cache_dir),
@@ -416,6 +418,9 @@ def _cmd_models(args: argparse.Namespace) -> int:
             print(f"  {role:<10} {spec['model']}  ->  {spec['endpoint']}")
     if info["draft"]:
         print(f"  draft      {info['draft']['model']}  ({info['draft']['file']}), for speculative decoding")
+    if info["reader"]:
+        built = info["reader"]
+        print(f"reader       {built['backend']}: {built['reason']}\n             {built['system_info']}")
     emb = info["embedder"]
     print(f"embedder     {emb['name']}: {emb['model']}  ({emb['where']})")
     print(f"data home    {info['data_home']}")

@@ -110,7 +110,8 @@ def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     FakeServer.started = []
     monkeypatch.setattr(xllamacpp, "Server", FakeServer)
-    monkeypatch.setattr(local_model, "_wait_ready", lambda port: None)
+    monkeypatch.setattr(local_model, "wait_ready", lambda port, handle=None: None)
+    monkeypatch.setenv("LONGDOC_READER", "xllamacpp")
     monkeypatch.setattr(local_model, "free_port", itertools.count(40001).__next__)
     monkeypatch.setattr(local_model, "model_path", lambda cache_dir=None, model=DEFAULT_MODEL: tmp_path / model.file)
     for name in ("LONGDOC_WORKER_MODEL", "LONGDOC_MANAGER_MODEL", "LONGDOC_DRAFT_MODEL"):

@@ -664,11 +664,11 @@ def test_a_bundled_server_whose_threads_keep_computing_in_silence_is_waited_for(
     assert server is not None
     server.handle = object()  # running in this process: its threads are looked at
     ticks = itertools.count()
-    monkeypatch.setattr(liveness, "native_cpu", lambda: {4242: next(ticks)})
+    monkeypatch.setattr(liveness, "native_cpu", lambda pid=None: {4242: next(ticks)})
     bundled.prompt_seconds = 4 * STALL
     assert LLM("worker").text(messages("s", "hello")) == fake_endpoint.TEXT_REPLY
     assert len(bundled.requests) == 1
-    monkeypatch.setattr(liveness, "native_cpu", lambda: {4242: 7})  # the threads stop working: a stall
+    monkeypatch.setattr(liveness, "native_cpu", lambda pid=None: {4242: 7})  # the threads stop working: a stall
     with pytest.raises(ModelError, match="made no progress"):
         LLM("worker").text(messages("s", "hello again"))
 
