@@ -305,9 +305,11 @@ def leave_failures(part: dict[str, Any]) -> list[str]:
     """What in the leave suite falls short: each case that did not hold, with what it measured."""
     if not part:
         return []
+    if not part.get("cases"):
+        return ["leave: no case ran"]
     short = [
         f"{r['case']} ({', '.join(f'{k} {v}' for k, v in r.items() if k not in ('case', 'held'))})"
         for r in part.get("rows", [])
         if not r["held"]
     ]
-    return [f"leave: did not hold: {'; '.join(short)}"] if short or not part.get("cases") else []
+    return [f"leave: did not hold: {'; '.join(short)}"] if short else []
