@@ -36,7 +36,8 @@ LangServe app applies:
 - as on LangServe, bodies over ``LONGDOC_MAX_REQUEST_BYTES`` are refused (413) and every model
   call of a run has the deadline of ``LONGDOC_RUN_TIMEOUT``, and a run makes at most ``LONGDOC_MAX_MODEL_CALLS``;
 - a ``/runs/wait`` or ``/runs/stream`` (unless ``on_disconnect: continue``) whose client leaves before the answer
-  starts no more model calls (:func:`stops_on_disconnect`);
+  starts no more model calls (:func:`surfaces.disconnect.stops_on_disconnect`), nor does an MCP tool call or an A2A
+  message (:class:`surfaces.disconnect.CallerWatch`);
 - after every run, once its thread is free, the earlier versions of files ingested again in its namespace are
   removed with the threads and run records that read them, as on LangServe (:func:`retire_on_aegra`).
 
@@ -89,7 +90,7 @@ from surfaces.access import (
     thread_key,
     with_length,
 )
-from surfaces.disconnect import stopper, until_disconnect
+from surfaces.disconnect import CallerWatch, stopper, stops_on_disconnect, until_disconnect
 from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
 
@@ -366,20 +367,6 @@ class TenantGuard:
                 await anyio.to_thread.run_sync(retire_on_aegra, namespace)
 
 
-def stops_on_disconnect(path: str, body: dict[str, Any]) -> bool:
-    """Whether the run a request creates stops when its client leaves before the answer.
-
-    A ``/runs/wait`` does, and a ``/runs/stream`` unless it asks ``on_disconnect: continue``: Aegra cancels the
-    stream's run task then, and its steps on worker threads start no more model calls
-    (:func:`surfaces.disconnect.until_disconnect`); Aegra 0.6 cancels nothing for a wait. A background run
-    (``POST /threads/{id}/runs``) goes on without its client.
-    """
-    kind = path.rstrip("/").rsplit("/", 1)[-1]
-    if kind == "wait":
-        return True
-    return kind == "stream" and str(body.get("on_disconnect") or "cancel").lower() != "continue"
-
-
 MULTITASK = ("reject", "enqueue")
 """The ``multitask_strategy`` values served: a run on a busy thread is refused (409), or waits for its turn."""
 
@@ -646,6 +633,7 @@ async def documents(request: Request) -> JSONResponse:
 
 
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
+app.add_middleware(CallerWatch)  # inside the guard: the MCP and A2A runs of a caller who leaves stop
 app.add_middleware(TenantGuard)
 
 

@@ -6,7 +6,9 @@ langgraph-api puts a custom app's routes ahead of its built-in ones, so these an
 A2A streaming that the official SDK completes. Every call is a run made through the server's own
 API, as any client's. The app carries the dev server's guard (:class:`surfaces.studio.StudioGuard`), which
 langgraph-api runs before every route, its own included, and which removes the earlier versions of files ingested
-again after every run (:func:`retire_on_dev`).
+again after every run (:func:`retire_on_dev`); behind it, a run request's client leaving stops the run
+(:class:`surfaces.dev_runs.RunWatch`), and an MCP or A2A caller leaving stops the run of its call
+(:class:`surfaces.disconnect.CallerWatch`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from starlette.routing import Route
 
 from deploy import a2a, mcp
 from stores.cache import lru_cache
+from surfaces.dev_runs import RunWatch
+from surfaces.disconnect import CallerWatch
 from surfaces.studio import StudioGuard
 
 
@@ -89,6 +93,13 @@ async def _drop_threads(names: Callable[[Any], bool]) -> None:
         await threads.delete(thread["thread_id"])
 
 
-app = FastAPI(lifespan=lifespan, middleware=[Middleware(StudioGuard, titles=title_thread, after_run=retire_on_dev)])
+app = FastAPI(
+    lifespan=lifespan,
+    middleware=[
+        Middleware(StudioGuard, titles=title_thread, after_run=retire_on_dev),
+        Middleware(RunWatch),  # after the guard: runs of requests it let through, whose clients leave, stop
+        Middleware(CallerWatch),
+    ],
+)
 app.router.routes.append(Route("/mcp", endpoint=mcp.route, methods=["GET", "POST", "DELETE"]))
 app.include_router(a2a.router)

@@ -49,6 +49,7 @@ from stores.errors import InputError
 from stores.files import IngestRoot
 from stores.status import progress_line
 from surfaces.access import MAX_THREAD_ID_CHARS, max_request_bytes, presented_key, read_body, replay_body
+from surfaces.disconnect import while_caller_stays
 from surfaces.registry import DESCRIPTIONS, WORKFLOWS
 
 RUN_TIMEOUT = 900.0
@@ -329,28 +330,23 @@ async def run_workflow(
 ) -> tuple[str, str, Any]:
     """Run ``assistant`` on ``thread`` (a new one when empty) with the caller's key: thread id, run id, output.
 
-    With ``progress``, the run is streamed and ``progress`` awaited with what each step did. Raises
-    :class:`Refused` when the server refuses the run and :class:`Failed` when it fails. The run waits for its thread
-    (``enqueue``) rather than being refused: a caller going on with a conversation may call again while the server
-    still frees the thread from the turn it has just answered.
+    The run is streamed (``on_disconnect: cancel``), and with ``progress`` each step's news is awaited on it. When
+    the caller leaves, the stream is closed and the server stops the run
+    (:func:`surfaces.disconnect.while_caller_stays`).
+    Raises :class:`Refused` when the server refuses the run and :class:`Failed` when it fails. The run waits for its
+    thread (``enqueue``) rather than being refused: a caller going on with a conversation may call again while the
+    server still frees the thread from the turn it has just answered.
     """
     from langgraph_sdk import get_client
 
     client = get_client(url=own_url(scope), api_key=presented_key(headers) or None, timeout=RUN_TIMEOUT)
-    run_id = ""
     try:
         if not thread:
             thread = (await client.threads.create())["thread_id"]
-        if progress is not None:
-            run_id, output = await stream_run(client, thread, assistant, value, progress)
-            return thread, run_id, output
-        run = await client.runs.create(thread, assistant, input=value, multitask_strategy=QUEUED)
-        run_id = run["run_id"]
-        output = await client.runs.join(thread, run_id)
-        done = await client.runs.get(thread, run_id)
+        run_id, output = await while_caller_stays(lambda: stream_run(client, thread, assistant, value, progress))
     except httpx.HTTPStatusError as exc:
         raise Refused(exc.response.status_code, reason(exc.response), thread) from None
-    why = failure(output, dict(done))
+    why = failure(output, {})
     if why is not None:
         raise Failed(IngestRoot.from_env().scrub(why), thread, run_id)
     return thread, run_id, output
@@ -363,18 +359,22 @@ def run_failed(data: Any, thread: str, run_id: str) -> Failed:
     return Failed(IngestRoot.from_env().scrub(why), thread, run_id)
 
 
-async def stream_run(client: Any, thread: str, assistant: str, value: dict[str, Any], progress: Progress) -> Any:
-    """Stream a run's steps on ``thread``, telling ``progress`` what each did: its run id and output."""
+async def stream_run(
+    client: Any, thread: str, assistant: str, value: dict[str, Any], progress: Progress | None = None
+) -> Any:
+    """Stream a run on ``thread``, telling ``progress`` (when given) what each step did: its run id and output."""
     run_id, output = "", None
-    modes = ["updates", "custom", "values"]
-    async for part in client.runs.stream(thread, assistant, input=value, stream_mode=modes, multitask_strategy=QUEUED):
+    modes = ["values"] if progress is None else ["updates", "custom", "values"]
+    async for part in client.runs.stream(
+        thread, assistant, input=value, stream_mode=modes, multitask_strategy=QUEUED, on_disconnect="cancel"
+    ):
         if part.event == "metadata":
             run_id = run_id or str((part.data or {}).get("run_id") or "")
         elif part.event == "values":
             output = part.data
         elif part.event == "error":
             raise run_failed(part.data, thread, run_id)
-        else:
+        elif progress is not None:
             said = progress_message(part.event, part.data)
             if said:
                 await progress(said)

@@ -190,6 +190,8 @@ class Settings(_Environment):
     dev_origins: str | None = None
     """Web origins ``langgraph dev`` answers besides LangGraph Studio (``LONGDOC_DEV_ORIGINS``, comma-separated;
     unset: every loopback origin, ``http://localhost:3000`` say, of a request that reaches it on loopback)."""
+    dev_clients: str | None = None
+    """Peer addresses or networks besides loopback that ``langgraph dev`` answers (``LONGDOC_DEV_CLIENTS``)."""
     max_bytes: int = 200 * 1024 * 1024
     max_request_bytes: int = 20 * 1024 * 1024
     e5_runtime: str = "auto"

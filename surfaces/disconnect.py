@@ -1,4 +1,4 @@
-"""A served request whose caller leaves before its answer stops its run's model calls (LangServe and Aegra).
+"""A served request whose caller leaves before its answer stops its run's model calls, on every server.
 
 The engines cancel a run's asyncio task when a streaming client disconnects (LangServe through
 ``sse_starlette``, Aegra's ``/runs/stream`` with ``on_disconnect: cancel``, its default), but the steps
@@ -7,16 +7,26 @@ Aegra's ``/runs/wait``) is not cancelled at all. :func:`until_disconnect` watche
 the whole request and, when the caller leaves before the response is complete, stops the request's
 :class:`stores.usage.CallBudget`: no model call of the run starts after that, on any thread, and the
 run ends at its next one (:class:`stores.usage.RunStopped`).
+
+The MCP and A2A routes run each call as a run of the server's own API, over a loopback request of their own
+(:mod:`deploy.mcp`). :class:`CallerWatch` watches their caller's connection, and :func:`while_caller_stays`
+cancels that loopback request when the caller leaves: the server then sees the run's own client leave, and
+stops it as above.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextvars
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from stores.usage import CallBudget, max_model_calls, run_budget
+from stores.usage import CallBudget, RunStopped, max_model_calls, run_budget
+
+T = TypeVar("T")
 
 LEFT = "the client disconnected before the answer: its run was stopped"
 """What a run stopped because its caller left says (in the server's log; the caller is gone)."""
@@ -85,3 +95,91 @@ class DisconnectMiddleware:
             return
         with run_budget(max_model_calls()) as budget:
             await until_disconnect(self.app, scope, receive, send, stopper(budget))
+
+
+def stops_on_disconnect(path: str, body: Any) -> bool:
+    """Whether the run a request creates stops when its client leaves before the answer.
+
+    A ``/runs/wait`` does, and a ``/runs/stream`` unless it asks ``on_disconnect: continue`` (with or without a
+    thread). A background run (``POST /threads/{id}/runs``) goes on without its client.
+    """
+    kind = path.rstrip("/").rsplit("/", 1)[-1]
+    if kind == "wait":
+        return True
+    on_disconnect = body.get("on_disconnect") if isinstance(body, dict) else None
+    return kind == "stream" and str(on_disconnect or "cancel").lower() != "continue"
+
+
+class Departure:
+    """The caller of a request leaving before its answer, and what is to happen then."""
+
+    def __init__(self) -> None:
+        self.left = False
+        self._then: list[Callable[[], object]] = []
+
+    def leave(self) -> None:
+        """The caller has left: do what was asked (:meth:`then`)."""
+        self.left = True
+        for action in self._then:
+            action()
+
+    def then(self, action: Callable[[], object]) -> None:
+        """Call ``action`` when the caller leaves (at once if it has)."""
+        if self.left:
+            action()
+        else:
+            self._then.append(action)
+
+
+_departure: contextvars.ContextVar[Departure | None] = contextvars.ContextVar("departure", default=None)
+"""The current MCP or A2A request's caller (None outside one)."""
+
+CANCELLED_ROUTES = ("/a2a/",)
+"""Routes whose whole answer is cancelled when their caller leaves (an A2A turn, streamed or not)."""
+
+TOLD_ROUTES = ("/mcp",)
+"""Routes told that their caller left (:func:`while_caller_stays`): the MCP SDK answers each call on a task of its
+own, which must end for the request to end."""
+
+
+class CallerWatch:
+    """The MCP and A2A routes: a POST's caller leaving before its answer stops the runs it started.
+
+    The connection is watched for the whole request (:func:`until_disconnect`); when the caller leaves, an A2A
+    request is cancelled, with the loopback request of its run, and an MCP call's loopback request is cancelled
+    through :func:`while_caller_stays`. A guard in front has read and bounded the body (``receive`` hands it over
+    whole).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Watch a POST to a watched route; pass every other request on as it is."""
+        path = str(scope.get("path", "")) if scope["type"] == "http" else ""
+        if scope["type"] != "http" or scope["method"] != "POST" or not path.startswith(CANCELLED_ROUTES + TOLD_ROUTES):
+            await self.app(scope, receive, send)
+            return
+        departure = Departure()
+        token = _departure.set(departure)
+        try:
+            with anyio.CancelScope() as cancel:
+                if path.startswith(CANCELLED_ROUTES):
+                    departure.then(cancel.cancel)
+                await until_disconnect(self.app, scope, receive, send, departure.leave)
+        finally:
+            _departure.reset(token)
+
+
+async def while_caller_stays(work: Callable[[], Awaitable[T]]) -> T:
+    """``work()``, cancelled when the caller of the current MCP or A2A request leaves (:class:`RunStopped` then).
+
+    Cancelling it closes the loopback request it made, so the server stops that run's model calls.
+    """
+    departure = _departure.get()
+    if departure is None:
+        return await work()
+    with anyio.CancelScope() as cancel:
+        departure.then(cancel.cancel)
+        return await work()
+    raise RunStopped(LEFT)

@@ -7,10 +7,12 @@ a URL of its choosing with the operator's key. ``langgraph.json`` narrows CORS t
 webhooks off; this middleware, which the server runs before every route (its own and ``/mcp``, ``/a2a``),
 keeps the rest of what the other servers keep:
 
-- a request must name a loopback host (``localhost``, ``127.0.0.1``, ``[::1]``: a DNS-rebinding page names
-  its own) and, when it comes from a browser, LangGraph Studio (:data:`STUDIO_ORIGIN`), the server's own
-  pages or a page of this machine: a loopback origin (``http://localhost:3000``, where Agent Chat UI runs)
-  when the request reached the server on a loopback address, or the origins ``LONGDOC_DEV_ORIGINS`` lists
+- a request must come from this machine, judged by its connection's peer address, not by its headers (a loopback
+  address, or one ``LONGDOC_DEV_CLIENTS`` lists: :mod:`surfaces.loopback`), must name a loopback host
+  (``localhost``, ``127.0.0.1``, ``[::1]``: a DNS-rebinding page names its own) and, when it comes from a
+  browser, LangGraph Studio (:data:`STUDIO_ORIGIN`), the server's own pages or a page of this machine: a
+  loopback origin (``http://localhost:3000``, where Agent Chat UI runs) when the request reached the server on
+  a loopback address, or the origins ``LONGDOC_DEV_ORIGINS`` lists
   in their place; any other origin, or a cross-site fetch from one, is refused (403) before any work,
   preflights included; the command line, the SDK and a web app's server-side proxy send no ``Origin`` and pass.
   CORS for the pages of this machine is answered here (``langgraph.json`` allows Studio's origin only);
@@ -29,7 +31,6 @@ keeps the rest of what the other servers keep:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import re
@@ -56,11 +57,10 @@ from surfaces.access import (
     replay_body,
     with_length,
 )
+from surfaces.loopback import LOOPBACK_HOSTS, answered_peer, host_name, loopback_address
 
 STUDIO_ORIGIN = "https://smith.langchain.com"
 """LangGraph Studio's origin: the one web page allowed to call the dev server."""
-
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
 LOOPBACK_ROOT = "/noauth"
 """``root_path`` of the server's in-process requests (its MCP and A2A tools run their graphs through them)."""
@@ -83,13 +83,6 @@ _STATE = re.compile(r"^/threads/[^/]+/state/?$")
 _THREADS = re.compile(r"^/threads/?$")
 
 
-def _host(value: str) -> str:
-    """The host of a ``Host`` header (``[::1]:2025`` -> ``[::1]``)."""
-    if value.startswith("["):
-        return value.split("]", 1)[0] + "]"
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
 EXPOSED_HEADERS = ("x-pagination-total", "x-pagination-next", "content-location")
 """Response headers a page may read (as ``langgraph.json`` exposes them to Studio): the SDK pages thread lists."""
 
@@ -99,7 +92,7 @@ def allowed_origin(origin: str, host: str) -> bool:
     if origin == STUDIO_ORIGIN:
         return True
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and parts.netloc == host and _host(host) in LOOPBACK_HOSTS
+    return parts.scheme in ("http", "https") and parts.netloc == host and host_name(host) in LOOPBACK_HOSTS
 
 
 def loopback_origin(origin: str) -> bool:
@@ -125,17 +118,7 @@ def local_origin(origin: str, server: Any) -> bool:
     if listed is not None:
         return origin in {o.strip().rstrip("/") for o in listed.split(",") if o.strip()}
     address = str(server[0]) if isinstance(server, list | tuple) and server else ""
-    return loopback_origin(origin) and _loopback_address(address)
-
-
-def _loopback_address(address: str) -> bool:
-    """127.0.0.0/8, ::1 or an IPv4-mapped loopback address (an ASGI server's own address)."""
-    try:
-        ip = ipaddress.ip_address(address.strip("[]"))
-    except ValueError:
-        return address == "localhost"
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+    return loopback_origin(origin) and loopback_address(address)
 
 
 class StudioGuard:
@@ -166,7 +149,10 @@ class StudioGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if scope.get("root_path") != LOOPBACK_ROOT:  # the server's own in-process calls come from checked ones
             host = headers.get("host", "")
-            if _host(host) not in LOOPBACK_HOSTS:
+            if not answered_peer(scope.get("client")):  # the connection's peer, not a header, says where it is from
+                await _answer(send, 403, "this development server answers this machine only (LONGDOC_DEV_CLIENTS)")
+                return
+            if host_name(host) not in LOOPBACK_HOSTS:
                 await _answer(send, 403, "this development server answers requests for localhost only")
                 return
             origin = headers.get("origin", "")

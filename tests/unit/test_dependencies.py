@@ -38,11 +38,13 @@ SOURCE_ONLY = ("bench", "doubles", "tests")
 
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "surfaces.serve": ("serve",),
-    "surfaces.disconnect": ("serve", "scaleout"),
+    "surfaces.disconnect": ("serve", "studio", "scaleout"),
     "surfaces.studio": ("studio",),
+    "surfaces.dev_runs": ("studio",),
     "deploy.*": ("scaleout",),
     "deploy": ("studio", "scaleout"),
     "deploy.dev": ("studio",),
+    "deploy.dev_graphs": ("studio",),
     "deploy.mcp": ("studio", "scaleout"),
     "deploy.a2a": ("studio", "scaleout"),
     "deploy.served": ("studio", "scaleout"),

@@ -97,10 +97,18 @@ def test_langgraph_json_and_aegra_serve_the_registered_workflows() -> None:
     root = SNAPSHOTS.parents[2]
     graphs = json.loads((root / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
     assert set(graphs) == set(WORKFLOWS) | set(ALIASES)
+    import asyncio
+
+    from deploy import dev_graphs
+
     for name, spec in graphs.items():
         path, attribute = spec["path"].split(":")
         module = Path(path).with_suffix("").as_posix().removeprefix("./").replace("/", ".")
-        assert module == WORKFLOWS[canonical(name)] and attribute == "graph" and (root / path).is_file()
+        assert module == "deploy.dev_graphs" and attribute == name and (root / path).is_file()
+        # each a factory (bounded per run) of the workflow's graph
+        workflow = importlib.import_module(WORKFLOWS[canonical(name)]).graph
+        assert asyncio.run(_made(getattr(dev_graphs, name), {"configurable": {"run_id": "r1"}})) is workflow
+        assert asyncio.run(_made(getattr(dev_graphs, name), {})) is workflow
         # langgraph-api makes the description the assistant's, which its MCP tools and A2A cards show
         if name in WORKFLOWS:
             assert spec["description"] == DESCRIPTIONS[name]
@@ -110,3 +118,9 @@ def test_langgraph_json_and_aegra_serve_the_registered_workflows() -> None:
     assert set(aegra) == set(WORKFLOWS) | set(ALIASES)
     for name in WORKFLOWS:  # a graph's name is the tool name langgraph-api derives
         assert importlib.import_module(WORKFLOWS[name]).graph.name == name
+
+
+async def _made(factory: Any, config: Any) -> Any:
+    """The graph a ``langgraph.json`` factory gives for ``config``."""
+    async with factory(config) as graph:
+        return graph

@@ -78,6 +78,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     spent = {"settings_tried": 1, "refused": 1, "oversized_requests": 0, "slowest_refusal_seconds": 0.1}
     monkeypatch.setattr(reliability, "budgets", lambda: spent)
     monkeypatch.setattr(reliability, "work_bounds", lambda folder: {})
+    monkeypatch.setattr(reliability, "leave", lambda folder: held)
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
@@ -96,6 +97,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "dev_server",
         "work_bounds",
         "door",
+        "leave",
         "seconds",
     }
     assert all({"seconds", "memory_mb"} <= set(part) for part in report.values() if isinstance(part, dict))
@@ -222,3 +224,13 @@ def test_a_door_that_does_not_hold_is_a_failure() -> None:
     assert reliability.failures({"door": {"cases": 2, "held": 1, "rows": rows}}) == [
         "door: did not hold: 2 MB HTML page"
     ]
+
+
+def test_a_leave_case_that_does_not_hold_fails_the_reliability_benchmark() -> None:
+    held = {"case": "dev /mcp summarize", "calls_before_leaving": 1, "calls_after_leaving": 0, "held": True}
+    assert reliability.failures({"leave": {"cases": 1, "held": 1, "rows": [held]}}) == []
+    late = {**held, "calls_after_leaving": 3, "held": False}
+    assert reliability.failures({"leave": {"cases": 1, "held": 0, "rows": [late]}}) == [
+        "leave: did not hold: dev /mcp summarize (calls_before_leaving 1, calls_after_leaving 3)"
+    ]
+    assert reliability.failures({"leave": {"cases": 0, "held": 0, "rows": []}}) == ["leave: no case ran"]

@@ -25,12 +25,13 @@ def _call(
     root_path: str = "",
     extra: dict[str, str | None] | None = None,
     server: tuple[str, int] | None = None,
+    client: tuple[str, int] | None = ("127.0.0.1", 50000),
     answered: dict[str, Any] | None = None,
 ) -> tuple[int, Any]:
     """One request through the guard: its status and the body the app behind it got (None when it got none).
 
-    ``server``: the address the request reached (ASGI ``server``); ``answered`` gets the response's headers
-    and the request headers the app saw.
+    ``server``: the address the request reached (ASGI ``server``); ``client``: the peer of its connection (ASGI
+    ``client``; loopback unless given); ``answered`` gets the response's headers and the request headers the app saw.
     """
     seen: dict[str, Any] = {}
 
@@ -65,6 +66,7 @@ def _call(
         "root_path": root_path,
         "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
         **({"server": server} if server else {}),
+        **({"client": client} if client else {}),
     }
     asyncio.run(StudioGuard(app)(scope, receive, send))
     if answered is not None:
@@ -200,6 +202,38 @@ def test_foreign_pages_stay_refused_whatever_the_server_listens_on() -> None:
     assert _call("POST", "/runs/wait", RUN, origin=UI, server=("0.0.0.0", 2025))[0] == 403
 
 
+def test_a_peer_on_the_network_is_refused_whatever_host_it_names() -> None:
+    """The peer address of the connection says where a request comes from: ``Host: localhost`` from another
+    machine (the server listening on 0.0.0.0) is refused before any work, CORS preflights and MCP calls included."""
+    away = ("203.0.113.7", 41000)  # an address of the network, never connected to: the ASGI scope names it
+    everywhere = ("0.0.0.0", 2025)
+    for host in ("localhost:2025", "127.0.0.1:2025", "[::1]:2025"):
+        assert _call("POST", "/runs/wait", RUN, host=host, client=away, server=everywhere) == (403, "not reached")
+        assert _call("GET", "/threads/search", host=host, client=away) == (403, "not reached")
+        assert _call("POST", "/runs/wait", RUN, host=host, client=("127.0.0.1", 41000), server=everywhere)[0] == 200
+    assert _call("POST", "/runs/wait", RUN, client=("::ffff:203.0.113.7", 41000)) == (403, "not reached")
+    assert _call("OPTIONS", "/runs/wait", origin=STUDIO_ORIGIN, client=away) == (403, "not reached")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": {}}}
+    assert _call("POST", "/mcp", call, client=away) == (403, "not reached")
+    assert _call("POST", "/runs/wait", RUN, client=None) == (403, "not reached")  # no peer address: nothing says
+    assert _call("POST", "/runs/wait", RUN, client=("::1", 41000))[0] == 200
+    assert _call("POST", "/runs/wait", RUN, client=("::ffff:127.0.0.1", 41000))[0] == 200
+
+
+def test_the_operator_can_name_the_peers_of_other_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stores.errors import InputError
+
+    monkeypatch.setenv("LONGDOC_DEV_CLIENTS", "172.17.0.1, 192.168.1.0/24")  # a container's host, a network
+    assert _call("POST", "/runs/wait", RUN, client=("172.17.0.1", 41000))[0] == 200
+    assert _call("POST", "/runs/wait", RUN, client=("192.168.1.30", 41000))[0] == 200
+    assert _call("POST", "/runs/wait", RUN, client=("192.168.2.30", 41000)) == (403, "not reached")
+    # a named peer still names this machine as its host (a rebound name stays refused)
+    assert _call("POST", "/runs/wait", RUN, client=("172.17.0.1", 41000), host="evil.example:2025")[0] == 403
+    monkeypatch.setenv("LONGDOC_DEV_CLIENTS", "172.17.0.300")
+    with pytest.raises(InputError, match="LONGDOC_DEV_CLIENTS"):
+        _call("POST", "/runs/wait", RUN, client=("172.17.0.1", 41000))
+
+
 def test_the_origins_of_this_machine_can_be_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGDOC_DEV_ORIGINS", "http://localhost:3000, http://devbox.lan:3000/")
     away = ("10.0.0.2", 2025)  # in a container, say: the request reaches the server on another address
@@ -257,6 +291,7 @@ def test_a_chat_thread_is_titled_by_its_first_question() -> None:
             "path": path,
             "root_path": "",
             "headers": [(b"host", LOCAL.encode()), (b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 50000),
         }
         asyncio.run(StudioGuard(app, titles=titles)(scope, receive, send))
         return len(seen)
@@ -307,6 +342,7 @@ def test_a_chat_thread_is_titled_by_its_first_question() -> None:
         "path": "/threads/t5/runs/stream",
         "root_path": "",
         "headers": [(b"host", LOCAL.encode()), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
     }
     asyncio.run(StudioGuard(app, titles=broken)(scope, receive, send))
     assert statuses == [200]

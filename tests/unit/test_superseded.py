@@ -241,6 +241,7 @@ def test_langgraph_dev_removes_the_earlier_version_after_a_run_with_the_threads_
             "path": "/threads/t-new/runs/wait",
             "root_path": "",
             "headers": headers,
+            "client": ("127.0.0.1", 50000),
         }
         asyncio.run(StudioGuard(app, after_run=dev.retire_on_dev)(scope, receive, send))
 
