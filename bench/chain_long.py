@@ -93,6 +93,7 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-draft": {"order": "best-first"},
     "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
     "anytime-reuse": {"order": "best-first"},
+    "anytime-xllamacpp": {"order": "best-first"},
     "anytime-one-batch": {"order": "best-first", "budget": 1500},
     "anytime-confirm0": {"order": "best-first", "confirm": 0},
     "anytime-half-batches": {"order": "best-first", "budget": 1500, "batch_tokens": 750},
@@ -110,6 +111,7 @@ METHOD_ENV: dict[str, dict[str, str]] = {
     "anytime-draft": {"LONGDOC_DRAFT_MODEL": SMALL_MODEL_NAME},
     "anytime-worker05-draft": {"LONGDOC_DRAFT_MODEL": SMALL_MODEL_NAME},
     "anytime-reuse": {"LONGDOC_CACHE_REUSE": "256"},
+    "anytime-xllamacpp": {"LONGDOC_READER": "xllamacpp"},
 }
 """Settings of the model layer a method runs under: ``LONGDOC_*`` variables set around each of its runs."""
 
@@ -131,6 +133,8 @@ def model_setup(method: str) -> dict[str, Any]:
         setup["draft"] = [settings.draft_model, settings.draft_tokens]
     if settings.cache_reuse:
         setup["cache_reuse"] = settings.cache_reuse
+    if settings.reader != "auto":
+        setup["reader"] = settings.reader
     return setup
 
 

@@ -285,10 +285,14 @@ servers: ProcessCache[str, LocalServer] = ProcessCache("bundled model servers", 
 
 
 def server_key(model: BundledModel, draft: BundledModel | None) -> str:
-    """The key of ``model``'s server under the settings that start it differently: its draft, its chunk reuse."""
+    """The key of ``model``'s server under the settings that start it differently.
+
+    Its draft, its chunk reuse, the build ``LONGDOC_READER`` names.
+    """
     settings = get_settings()
     tuned = [f"draft={draft.name}:{settings.draft_tokens}"] if draft else []
     tuned += [f"reuse={settings.cache_reuse}"] if settings.cache_reuse else []
+    tuned += [f"reader={settings.reader}"] if settings.reader != "auto" else []
     return "|".join([model.name, *tuned])
 
 

@@ -155,7 +155,7 @@ def native_args(binary: Path, options: ServerOptions) -> list[str]:
     args += ["--parallel", str(options.n_parallel), "--batch-size", str(options.n_batch)]
     args += ["--ubatch-size", str(options.n_ubatch), "--threads", str(options.threads)]
     args += ["--threads-batch", str(options.threads), "--cache-reuse", str(options.cache_reuse), "--no-warmup"]
-    args += ["--no-webui", "--flash-attn", {True: "on", False: "off", None: "auto"}[options.flash_attn]]
+    args += ["--no-ui", "--flash-attn", {True: "on", False: "off", None: "auto"}[options.flash_attn]]
     if options.draft is not None:
         args += ["--model-draft", str(options.draft), "--draft-max", str(options.draft_tokens)]
         args += ["--threads-draft", str(options.threads), "--threads-batch-draft", str(options.threads)]
