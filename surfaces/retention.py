@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodes.owners import drop_owners
 from stores.checkpoint import ThreadBusy, ThreadLock, busy_message, open_checkpointer, thread_lock_path
 from stores.documents import doc_dir, find_document, list_documents, lock_dir, namespace_dir
 from stores.errors import InputError
@@ -118,7 +119,7 @@ def threads_held(threads: Iterable[str]) -> Iterator[None]:
 
 def _thread_exists(saver: Any, thread: str, owners: ThreadOwners) -> bool:
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    return saver.get_tuple(config) is not None or owners.owner(thread) is not None
+    return saver.get_tuple(config) is not None or owners.owner(thread) is not None or owners.buried(thread)
 
 
 def forget_threads(saver: Any, threads: Iterable[str], report: Report) -> None:
@@ -245,6 +246,7 @@ def drop_document(namespace: str, doc_id: str, report: Report) -> None:
     report.answers += answers
     if answers:
         report.caches.append(cache)
+    drop_owners(namespace, doc_id)
     lock = lock_dir(namespace) / f"{doc_id}.lock"
     if lock.exists():
         lock.unlink(missing_ok=True)
@@ -279,9 +281,12 @@ def forget_thread(thread_id: str, tenant: str | None = None) -> dict[str, Any]:
 
 
 def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> dict[str, Any]:
-    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it.
+    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it, whoever's.
 
-    Only tenant ``tenant``'s threads when it is given: a server's tenant deletes its own.
+    In a namespace several tenants share, their threads that read it go too (their checkpoints hold its text):
+    each served thread of another tenant (every tenant's, for the operator) is left a record that answers its
+    next request with 410 saying why (:meth:`ThreadOwners.bury`). With ``tenant`` (a server's caller) the report
+    names that tenant's threads and counts the others' (``others``).
     """
     namespace = check_namespace(namespace)
     doc_dir(namespace, doc_id)  # checks the id
@@ -292,11 +297,33 @@ def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> d
     owners = ThreadOwners()
     with open_checkpointer() as saver:
         threads = threads_where(saver, Names.document(namespace, doc_id, info.source))
-        if tenant is not None:
-            threads = [t for t in threads if (owners.owner(t) or ("", ""))[0] == tenant]
+        others = [t for t in threads if (owners.owner(t) or (tenant, ""))[0] != tenant]
         with threads_held(threads):
             forget_threads(saver, threads, report)
             drop_document(namespace, doc_id, report)
+    reason = f"document {doc_id!r} of namespace {namespace!r}, which this thread read, was forgotten with it"
+    for thread in others:  # served threads of other tenants: their next request is told why
+        owners.bury(thread, reason)
+    done = compact(report)
+    if tenant is None:
+        return done
+    mine = [t for t in done["threads"] if t.startswith(thread_key(tenant, ""))]
+    return {**done, "threads": mine, "others": len(done["threads"]) - len(mine)}
+
+
+def drop_superseded(namespace: str, doc_id: str) -> dict[str, Any]:
+    """Delete document ``doc_id``, an earlier version of a file of ``namespace``, keeping the threads that read it.
+
+    Their next run that reads it is told the current version (:func:`nodes.owners.check_current`, 410); one whose
+    run is still going keeps the version queued (:class:`~stores.checkpoint.ThreadBusy`) until it ends.
+    """
+    info = find_document(namespace, doc_id)
+    if info is None:
+        raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+    report = Report()
+    names = Names.document(namespace, doc_id, info.source)
+    with open_checkpointer() as saver, threads_held(threads_where(saver, names)):
+        drop_document(namespace, doc_id, report)
     return compact(report)
 
 
@@ -415,6 +442,7 @@ __all__ = [
     "Report",
     "compact",
     "drop_document",
+    "drop_superseded",
     "forget_document",
     "forget_for_tenant",
     "forget_namespace",
