@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.options import chosen
+from bench.reliability_owners import owners, owners_failures
 from doubles.chat import ScriptedChatModel
 from doubles.files import docx_bomb, pdf_with_text
 from stores.documents import write_atomic
@@ -1580,6 +1581,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "dev_server": dev_server,
         "work_bounds": work_bounds,
         "door": lambda _tmp: door(),
+        "owners": owners,
     }
     wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
@@ -1644,6 +1646,7 @@ def failures(report: dict[str, Any]) -> list[str]:
         *_input_failures(report),
         *_service_failures(report),
         *_bound_failures(report.get("work_bounds", {})),
+        *owners_failures(report.get("owners", {})),
     ]
 
 
