@@ -188,6 +188,8 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
         namespace = tenant.namespace_for(asked.pop() if asked else "")
         name = tenant.name or "anonymous"
         owner = _aegra_owner(thread_id)
+        if owner == "":  # no such thread: one deleted with a document another user forgot says so (410)
+            _owners().refuse_buried(thread_key(name, thread_id))
         if owner is not None and owner != name:
             raise thread_not_found(thread_id)
         _owners().claim(thread_key(name, thread_id), name, namespace)

@@ -664,14 +664,9 @@ class ThreadOwners:
 
         The LangServe app claims tenant-scoped ids (:func:`thread_key`), which no other tenant can name.
         """
+        self.refuse_buried(thread_id)
         mark = "%s" if self.url is not None else "?"
         with self._db() as db:
-            gone = db.execute(f"SELECT reason FROM {self.table}_gone WHERE thread_id = {mark}", (thread_id,)).fetchone()
-            if gone is not None:
-                raise Gone(
-                    f"thread {thread_id[-80:].split(':', 1)[-1]!r} was deleted: {gone[0]}; forget it "
-                    "(POST /forget with its thread_id) to use its id again"
-                )
             db.execute(
                 f"INSERT INTO {self.table} VALUES ({mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
                 (thread_id, tenant, namespace),
@@ -717,12 +712,21 @@ class ThreadOwners:
                 (thread_id, reason),
             )
 
-    def buried(self, thread_id: str) -> bool:
-        """Whether ``thread_id`` was deleted by someone else and not forgotten by its owner since."""
+    def buried(self, thread_id: str) -> str | None:
+        """Why ``thread_id`` was deleted by someone else (None: it was not, or its owner forgot it since)."""
         mark = "%s" if self.url is not None else "?"
         with self._db() as db:
-            row = db.execute(f"SELECT 1 FROM {self.table}_gone WHERE thread_id = {mark}", (thread_id,)).fetchone()
-        return row is not None
+            row = db.execute(f"SELECT reason FROM {self.table}_gone WHERE thread_id = {mark}", (thread_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def refuse_buried(self, thread_id: str) -> None:
+        """:class:`Gone` (410) saying why, when ``thread_id`` was deleted by someone else."""
+        reason = self.buried(thread_id)
+        if reason is not None:
+            raise Gone(
+                f"thread {thread_id[-80:].split(':', 1)[-1]!r} was deleted: {reason}; forget it "
+                "(POST /forget with its thread_id) to use its id again"
+            )
 
     def in_namespace(self, namespace: str) -> list[str]:
         """Ids of the threads bound to ``namespace``."""

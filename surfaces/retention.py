@@ -119,7 +119,8 @@ def threads_held(threads: Iterable[str]) -> Iterator[None]:
 
 def _thread_exists(saver: Any, thread: str, owners: ThreadOwners) -> bool:
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    return saver.get_tuple(config) is not None or owners.owner(thread) is not None or owners.buried(thread)
+    found = saver.get_tuple(config) is not None or owners.owner(thread) is not None
+    return found or owners.buried(thread) is not None
 
 
 def forget_threads(saver: Any, threads: Iterable[str], report: Report) -> None:
