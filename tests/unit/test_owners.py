@@ -196,3 +196,19 @@ def test_the_earlier_versions_wait_for_every_run_reading_the_namespace() -> None
     other.join()
     with alone("shared") as free:
         assert free is True
+
+
+def test_the_command_line_keeps_an_earlier_version_while_a_run_reads_the_namespace(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from surfaces.cli import main
+
+    (root / "plan.md").write_text(PLAN, encoding="utf-8")
+    assert main(["ingest", str(root / "plan.md"), "-q", "--json"]) == 0
+    old = json.loads(capsys.readouterr().out)["doc_id"]
+    _edit(root / "plan.md", "# Plan\n\nAda Park manages procurement now.\n")
+    with reading("default"):  # a run of another process or thread reading the namespace
+        assert main(["ingest", str(root / "plan.md"), "-q", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["superseded"] == [] and out["kept"] == [old] and find_document("default", old) is not None
+    assert retire_superseded("default") == {"superseded": [old], "kept": []}
