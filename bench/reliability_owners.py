@@ -35,6 +35,7 @@ from langchain_core.messages import BaseMessage
 from doubles.chat import ScriptedChatModel
 from doubles.checkpoint_checks import db_holds, thread_rows
 from doubles.replies import workflow_reply
+from doubles.tenants import invoke
 
 B, C = {"X-API-Key": "b-key"}, {"X-API-Key": "c-key"}
 KEYS = {"b": {"key": "b-key", "namespaces": ["shared"]}, "c": {"key": "c-key", "namespaces": ["shared"]}}
@@ -81,14 +82,6 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
     if old:
         os.utime(path, ns=(old + 10**9, old + 10**9))
-
-
-def invoke(client: Any, route: str, headers: dict[str, str], value: dict[str, Any], thread: str = "") -> Any:
-    """``/<route>/invoke`` of ``value`` in namespace ``shared`` as ``headers``' tenant, on ``thread`` when given."""
-    body: dict[str, Any] = {"input": {"namespace": "shared", **value}}
-    if thread:
-        body["config"] = {"configurable": {"thread_id": thread}}
-    return client.post(f"/{route}/invoke", json=body, headers=headers)
 
 
 def _doc(reply: Any) -> str:

@@ -19,10 +19,10 @@ import pytest
 from fastapi.testclient import TestClient
 from langchain_core.messages import BaseMessage
 
-from bench.reliability_owners import invoke
 from doubles.chat import ScriptedChatModel
 from doubles.checkpoint_checks import db_holds, thread_rows
 from doubles.replies import workflow_reply
+from doubles.tenants import invoke
 from graphs.ingest import graph
 from stores.documents import find_document
 from stores.offload import get_offload_store
