@@ -84,8 +84,11 @@ class Report:
         }
 
 
-def _delete_records(collection: Any, where: dict[str, Any], report: Report) -> None:
-    ids = list(collection.get(where=where, include=[])["ids"])
+def _delete_records(collection: Any, where: dict[str, Any], report: Report, turns: bool = True) -> None:
+    """Delete the records ``where`` selects into ``report``; ``turns=False`` leaves chat sessions' offloaded turns."""
+    got = collection.get(where=where, include=[] if turns else ["metadatas"])
+    metas = got.get("metadatas") or [{}] * len(got["ids"])
+    ids = [i for i, meta in zip(got["ids"], metas, strict=True) if turns or (meta or {}).get("kind") != "offload"]
     if ids:
         collection.delete(ids=ids)
         report.records += len(ids)
@@ -231,10 +234,13 @@ def threads_where(
     return list(found)
 
 
-def drop_document(namespace: str, doc_id: str, report: Report) -> None:
-    """Delete document ``doc_id`` of ``namespace`` (records, shared files, folder, lock file) into ``report``."""
+def drop_document(namespace: str, doc_id: str, report: Report, turns: bool = True) -> None:
+    """Delete document ``doc_id`` of ``namespace`` (records, shared files, folder, lock file) into ``report``.
+
+    ``turns=False`` keeps the chat turns offloaded under it: their threads stay (:func:`drop_superseded`).
+    """
     for collection in namespace_collections(namespace):
-        _delete_records(collection, {"doc_id": doc_id}, report)
+        _delete_records(collection, {"doc_id": doc_id}, report, turns)
     shared = shared_files(namespace)
     if shared is not None:
         _delete_records(shared.collection, {"folder": doc_id}, report)
@@ -315,8 +321,9 @@ def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> d
 def drop_superseded(namespace: str, doc_id: str) -> dict[str, Any]:
     """Delete document ``doc_id``, an earlier version of a file of ``namespace``, keeping the threads that read it.
 
-    Their next run that reads it is told the current version (:func:`nodes.owners.check_current`, 410); one whose
-    run is still going keeps the version queued (:class:`~stores.checkpoint.ThreadBusy`) until it ends.
+    They are kept whole, with the chat turns offloaded under it. Their next run that reads it is told the current
+    version (:func:`nodes.owners.check_current`, 410); one whose run is still going keeps the version queued
+    (:class:`~stores.checkpoint.ThreadBusy`) until it ends.
     """
     info = find_document(namespace, doc_id)
     if info is None:
@@ -324,7 +331,7 @@ def drop_superseded(namespace: str, doc_id: str) -> dict[str, Any]:
     report = Report()
     names = Names.document(namespace, doc_id, info.source)
     with open_checkpointer() as saver, threads_held(threads_where(saver, names)):
-        drop_document(namespace, doc_id, report)
+        drop_document(namespace, doc_id, report, turns=False)
     return compact(report)
 
 
@@ -359,8 +366,8 @@ def forget_for_tenant(tenant: Tenant, request: dict[str, Any], owners: ThreadOwn
     """A server caller's forget: its own thread, or a document of one of its namespaces.
 
     The request is ``{"thread_id": ID}`` (its own thread of that id) or ``{"doc_id": ID, "namespace": NS}`` (a
-    document of one of its namespaces, with its own threads that name it). Thread ids in the report are the ones
-    the caller knows.
+    document of one of its namespaces, with every thread that read it, the other tenants' counted in the report's
+    ``others``: :func:`forget_document`). Thread ids in the report are the ones the caller knows.
     """
     if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
         raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")

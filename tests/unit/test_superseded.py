@@ -25,6 +25,7 @@ from stores.checkpoint import ThreadLock
 from stores.documents import list_documents
 from stores.errors import Gone
 from stores.models import use_chat_model
+from stores.offload import get_offload_store
 from stores.vectorstore import get_client
 from surfaces.access import OPEN
 from surfaces.cli import main
@@ -46,8 +47,11 @@ def _copies(home: Path, needle: str) -> list[str]:
 
 
 def _records(doc_id: str) -> int:
-    """Records of ``doc_id`` in every collection of the store."""
-    return sum(len(c.get(where={"doc_id": doc_id}, include=[])["ids"]) for c in get_client().list_collections())
+    """Records of ``doc_id`` in every collection of the store, but the chat turns offloaded under it."""
+    return sum(
+        sum((meta or {}).get("kind") != "offload" for meta in c.get(where={"doc_id": doc_id})["metadatas"])
+        for c in get_client().list_collections()
+    )
 
 
 def _edit(path: Path, text: str) -> None:
@@ -90,6 +94,7 @@ def test_an_edited_file_supersedes_its_earlier_version_everywhere(
     assert sorted(d.doc_id for d in list_documents("default")) == sorted(new.values())
     assert set(resolve_documents({"whole_namespace": True}, Context())) == set(new.values())
     assert _records(old["archive.md"]) == 0 and thread_rows(longdoc_home, "t1") > 0
+    assert get_offload_store("default").list("t1")  # the thread kept whole, its offloaded turns too
     assert _copies(longdoc_home, "4471-HERON") == []
     assert _copies(longdoc_home, "vault is empty")  # the new version is there
     # a third ingest of the unchanged folder supersedes nothing
