@@ -1,8 +1,9 @@
 """A file ingested again with other content supersedes its earlier version; the ingest graph takes a folder.
 
 The earlier version leaves the index and the store (records, canvas, files), so a sentence removed from the file is
-found nowhere under ``LONGDOC_HOME`` but in the checkpoints of the threads that read it, which stay: their next run
-reading it is told the current version (410), and naming that version goes on. A run that still holds it keeps it
+found nowhere under ``LONGDOC_HOME`` but, where they quote it, in the checkpoints and offloaded turns of the threads
+that read it, which stay: their next run reading it is told the current version (410), and naming that version goes
+on. A run that still holds it keeps it
 until it ends. The command line, the ingest graph and the workflows ingest a folder through the same code.
 """
 
