@@ -15,7 +15,8 @@ version (:func:`nodes.owners.check_current`); naming the new version goes on in 
 The command line retires a namespace's queue after every ingest and every command that ingests a ``path``, the
 LangServe app after every run, the Aegra deployment (:func:`deploy.app.retire_on_aegra`) after every run once its
 thread is free, and ``langgraph dev`` (:mod:`deploy.dev`) after every run it answers. Nothing is removed while a run
-reads the namespace: served runs, stateless ones included, hold it (:func:`stores.readers.reading`) and the removal
+reads the namespace: LangServe and Aegra runs, stateless ones included, command-line runs and the ``langgraph dev``
+runs a request waits for hold it (:func:`stores.readers.reading`) and the removal
 waits for none of them (the versions stay queued, ``kept``, for the next retirement); a checkpointed run still going
 on a thread that read the earlier version keeps it too (its thread is busy). Meanwhile no workflow reads a queued
 version as part of its namespace (``whole_namespace`` leaves the queue out) and no listing shows it

@@ -27,6 +27,7 @@ from stores.documents import list_documents
 from stores.errors import Gone
 from stores.models import use_chat_model
 from stores.offload import get_offload_store
+from stores.readers import alone
 from stores.vectorstore import get_client
 from surfaces.access import OPEN
 from surfaces.cli import main
@@ -235,8 +236,12 @@ def test_langgraph_dev_removes_the_earlier_version_after_a_run_keeping_the_threa
     )
     monkeypatch.setattr(dev, "_threads", lambda: server)
 
+    read: list[bool] = []  # whether the namespace was held while each run was answered
+
     def run() -> None:
         async def app(scope: Any, receive: Any, send: Any) -> None:
+            with alone("default") as free:
+                read.append(not free)
             await receive()
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b"{}"})
@@ -265,3 +270,4 @@ def test_langgraph_dev_removes_the_earlier_version_after_a_run_keeping_the_threa
     run()
     assert server.deleted == [] and superseded_documents("default") == []
     assert [d.doc_id for d in list_documents("default")] == [new] and _copies(longdoc_home, "4471-HERON") == []
+    assert read == [True, True]
