@@ -151,7 +151,7 @@ class Manifest:
         """Record the file's ingest with its stamp (one row written); the id of the version it supersedes, if any.
 
         The superseded id is queued (table ``superseded``) and recorded as replaced by the new one (``replaced``,
-        :mod:`nodes.owners`); a version ingested again leaves the queue.
+        :mod:`nodes.owners`); a version ingested again leaves the queue and is current again.
         """
         stamp, key = self.stamp(path), str(path.resolve())
         values = (key, stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks)
@@ -161,6 +161,7 @@ class Manifest:
                 return None  # recorded as it is: nothing written
             self.db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", values)
             self.db.execute("DELETE FROM superseded WHERE doc_id = ?", (result.doc_id,))
+            self.db.execute("DELETE FROM replaced WHERE doc_id = ?", (result.doc_id,))
             old = str(row[3]) if row is not None and row[3] and row[3] != result.doc_id else None
             if old is not None:
                 self.db.execute("INSERT OR IGNORE INTO superseded VALUES (?)", (old,))
