@@ -88,6 +88,7 @@ from typing import Any
 
 from bench.options import chosen
 from bench.reliability_leave import leave, leave_failures
+from bench.reliability_owners import owners, owners_failures
 from doubles.chat import ScriptedChatModel
 from doubles.files import docx_bomb, pdf_with_text
 from stores.documents import write_atomic
@@ -1582,6 +1583,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "work_bounds": work_bounds,
         "door": lambda _tmp: door(),
         "leave": leave,
+        "owners": owners,
     }
     wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
@@ -1647,6 +1649,7 @@ def failures(report: dict[str, Any]) -> list[str]:
         *_service_failures(report),
         *_bound_failures(report.get("work_bounds", {})),
         *leave_failures(report.get("leave", {})),
+        *owners_failures(report.get("owners", {})),
     ]
 
 

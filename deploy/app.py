@@ -71,8 +71,9 @@ from nodes.inputs import check_workflow_input
 from stores.cache import ProcessCache, lru_cache
 from stores.checkpoint import ThreadLock, busy_message
 from stores.deadlines import DEFAULT_RUN_TIMEOUT, run_deadline, run_timeout
-from stores.errors import InputError, TooLarge, raised_status
+from stores.errors import Gone, InputError, TooLarge, raised_status
 from stores.files import IngestRoot
+from stores.readers import reading
 from stores.settings import get_settings
 from stores.usage import max_model_calls, run_budget
 from surfaces.access import (
@@ -188,6 +189,8 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
         namespace = tenant.namespace_for(asked.pop() if asked else "")
         name = tenant.name or "anonymous"
         owner = _aegra_owner(thread_id)
+        if owner == "":  # no such thread: one deleted with a document another user forgot says so (410)
+            _owners().refuse_buried(thread_key(name, thread_id))
         if owner is not None and owner != name:
             raise thread_not_found(thread_id)
         _owners().claim(thread_key(name, thread_id), name, namespace)
@@ -199,7 +202,7 @@ def check_run(body: dict[str, Any], thread_id: str, tenant: Tenant, files: Inges
     except TooLarge as exc:
         raise Refused(413, files.scrub(str(exc))) from None
     except InputError as exc:
-        raise Refused(400, files.scrub(str(exc))) from None
+        raise Refused(exc.status if exc.status == Gone.status else 400, files.scrub(str(exc))) from None
     out = {**body, "config": config, "context": {**context, "namespace": namespace}}
     if "input" in body:
         out["input"] = value
@@ -332,7 +335,7 @@ class TenantGuard:
             await _answer(send, exc.status, str(exc))
             return
         namespace = str(checked["context"]["namespace"])
-        lock = ThreadLock(thread)
+        lock = RunHold(thread, namespace)
         try:
             await take_thread(lock, thread, checked)
         except Refused as exc:
@@ -371,7 +374,32 @@ MULTITASK = ("reject", "enqueue")
 """The ``multitask_strategy`` values served: a run on a busy thread is refused (409), or waits for its turn."""
 
 
-async def take_thread(lock: ThreadLock, thread: str, body: dict[str, Any]) -> None:
+class RunHold:
+    """What a run holds from its start to its end: its thread, and its namespace as one of the runs reading it.
+
+    The thread: one run at a time (:class:`stores.checkpoint.ThreadLock`); the namespace: the earlier versions of
+    its changed files stay until no run reads it (:func:`stores.readers.reading`).
+    """
+
+    def __init__(self, thread: str, namespace: str) -> None:
+        self.thread = ThreadLock(thread)
+        self.namespace = namespace
+        self._reading = contextlib.ExitStack()
+
+    def acquire(self, wait: float = 0.0) -> bool:
+        """Take the thread (waiting up to ``wait`` seconds) and then the namespace; False when the thread is busy."""
+        if not self.thread.acquire(wait):
+            return False
+        self._reading.enter_context(reading(self.namespace))
+        return True
+
+    def release(self) -> None:
+        """Give the namespace and the thread back."""
+        self._reading.close()
+        self.thread.release()
+
+
+async def take_thread(lock: RunHold, thread: str, body: dict[str, Any]) -> None:
     """Take ``thread`` for the run ``body`` asks for; :class:`Refused` 409 while another run holds it.
 
     Aegra 0.6 takes ``multitask_strategy`` and ignores it, so two runs on one thread would both write turn 2:
@@ -442,7 +470,7 @@ _holders: ProcessCache[int, asyncio.Task[None]] = ProcessCache("running lock hol
 """The tasks giving threads back when their runs end, referenced here so none is collected while it waits."""
 
 
-async def hold_until_done(lock: ThreadLock, thread: str, known: set[str], namespace: str) -> bool:
+async def hold_until_done(lock: RunHold, thread: str, known: set[str], namespace: str) -> bool:
     """Keep ``thread`` taken while the run this request created still runs in this instance.
 
     That run is a background run, or a stream the caller left with ``on_disconnect: continue``. True when a task now
@@ -515,8 +543,9 @@ def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
     """A tenant's forget on the deployment: a thread it created, or a document of one of its namespaces.
 
     The request is ``{"thread_id": ID}`` (a thread it created) or ``{"doc_id": ID, "namespace": NS}`` (a document of
-    one of its namespaces, with its own threads that read it, alone or in a collection: any of their checkpoints or
-    run records names it, :class:`surfaces.retention.Names`).
+    one of its namespaces, with every thread that read it, alone or in a collection, whoever's: any of their
+    checkpoints or run records names it, :class:`surfaces.retention.Names`; another user's thread answers its next
+    run with 410 saying why).
 
     A thread goes with its checkpoints, chat items and owner record (:mod:`surfaces.retention`) and Aegra's own
     rows: the thread, its runs (which hold their inputs and outputs) and their stream events.
@@ -540,25 +569,34 @@ def forget_on_aegra(tenant: Tenant, request: Any) -> dict[str, Any]:
 
 
 def forget_document_on_aegra(namespace: str, doc_id: str, user: str | None = None) -> dict[str, Any]:
-    """Forget document ``doc_id`` of ``namespace`` with the threads that read it: ``user``'s, or every user's.
+    """Forget document ``doc_id`` of ``namespace`` with every user's threads that read it.
 
-    Every user's is how an earlier version of a file ingested again goes (:func:`retire_on_aegra`).
+    Their checkpoints and run records hold its text. ``user`` (the caller): the report names its threads and counts
+    the others' (``others``), and each of the others' is left a record that answers its next run with 410.
     """
     from stores.documents import doc_dir, find_document
     from surfaces.retention import Names, NothingToForget, threads_where
 
-    mine, given = ("WHERE user_id = %s", (user,)) if user is not None else ("", ())
     with _aegra_database() as (conn, saver):
         doc_dir(namespace, doc_id)  # checks the id
         info = find_document(namespace, doc_id)
         if info is None:
             raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
         names = Names.document(namespace, doc_id, info.source)
-        users = {str(t): str(u) for t, u in conn.execute(f"SELECT thread_id, user_id FROM thread {mine}", given)}
+        users = {str(t): str(u) for t, u in conn.execute("SELECT thread_id, user_id FROM thread")}
         threads = threads_where(saver, names, users)
-        runs = conn.execute(f"SELECT thread_id, input, output FROM runs {mine}", given)
+        runs = conn.execute("SELECT thread_id, input, output FROM runs")
         threads += [str(t) for t, asked, made in runs if str(t) in users and (names(asked) or names(made))]
-        return _forget_on_aegra(conn, saver, {t: users[t] for t in threads}, namespace, doc_id)
+        found = {t: users[t] for t in threads}
+        report = _forget_on_aegra(conn, saver, found, namespace, doc_id)
+    if user is None:
+        return report
+    reason = f"document {doc_id!r} of namespace {namespace!r}, which this thread read, was forgotten with it"
+    for thread, owner in found.items():
+        if owner != user:
+            _owners().bury(thread_key(owner, thread), reason)
+    mine = [t for t in report["threads"] if found.get(t) == user]
+    return {**report, "threads": mine, "others": len(report["threads"]) - len(mine)}
 
 
 @contextlib.contextmanager
@@ -594,16 +632,16 @@ def _forget_on_aegra(conn: Any, saver: Any, threads: dict[str, str], namespace: 
 
 
 def retire_on_aegra(namespace: str) -> None:
-    """Remove the queued earlier versions of ``namespace``'s files (:mod:`surfaces.superseded`), Aegra's rows too.
+    """Remove the queued earlier versions of ``namespace``'s files (:mod:`surfaces.superseded`).
 
-    With them go the threads and Aegra run records that read them, whoever's; one a run still holds stays queued for
-    the next run. Run after every run once its thread is free; a failure leaves the queue as it is (logged).
+    The threads and Aegra run records that read them stay (their next run is told the current version); while a
+    run reads the namespace they stay queued for the next run. Run after every run once its thread is free; a
+    failure leaves the queue as it is (logged).
     """
-    from surfaces.retention import forget_document
     from surfaces.superseded import retire_superseded
 
     try:
-        retire_superseded(namespace, forget_document_on_aegra if get_settings().postgres_url else forget_document)
+        retire_superseded(namespace)
     except Exception:  # the run is answered already: the queue waits for the next one
         log.warning("the superseded documents of %r stay queued", namespace, exc_info=True)
 

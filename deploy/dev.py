@@ -55,42 +55,39 @@ async def title_thread(thread_id: str, title: str) -> None:
 async def retire_on_dev(namespace: str) -> None:
     """Remove the queued earlier versions of ``namespace``'s files (:mod:`surfaces.superseded`) after a run.
 
-    Each goes as ``longdoc forget --doc`` removes it, with the server's own threads whose state (any checkpoint)
-    read it, deleted through its API; one a busy thread read stays queued for the next run.
+    The server's threads that read one stay (their next run is told the current version); one a running thread
+    read stays queued for the next run.
     """
     from surfaces.superseded import retire_superseded
 
-    await anyio.to_thread.run_sync(retire_superseded, namespace, _forget_on_dev)
+    await anyio.to_thread.run_sync(retire_superseded, namespace, _drop_on_dev)
 
 
-def _forget_on_dev(namespace: str, doc_id: str) -> dict[str, Any]:
-    """Forget document ``doc_id`` of ``namespace`` with the server's threads that read it (on a worker thread)."""
+def _drop_on_dev(namespace: str, doc_id: str) -> dict[str, Any]:
+    """Remove document ``doc_id`` of ``namespace`` unless a running thread of the server read it (a worker thread)."""
     from stores.documents import find_document
-    from surfaces.retention import Names, NothingToForget, forget_document
+    from surfaces.retention import Names, NothingToForget, drop_superseded
 
     info = find_document(namespace, doc_id)
     if info is None:
         raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
-    anyio.from_thread.run(_drop_threads, Names.document(namespace, doc_id, info.source))
-    return forget_document(namespace, doc_id)
+    anyio.from_thread.run(_refuse_busy, Names.document(namespace, doc_id, info.source))
+    return drop_superseded(namespace, doc_id)
 
 
-async def _drop_threads(names: Callable[[Any], bool]) -> None:
-    """Delete the server's threads one of whose states ``names`` accepts; ThreadBusy when one of them is running."""
+async def _refuse_busy(names: Callable[[Any], bool]) -> None:
+    """ThreadBusy when a running thread of the server has a state (any checkpoint) ``names`` accepts."""
     from stores.checkpoint import ThreadBusy, busy_message
 
-    threads, found, offset = _threads(), [], 0
+    threads, offset = _threads(), 0
     while page := await threads.search(limit=100, offset=offset):
         offset += len(page)
         for thread in page:
+            if thread.get("status") != "busy":
+                continue
             history = await threads.get_history(thread["thread_id"], limit=1000)
             if names(thread.get("values") or {}) or any(names(state["values"]) for state in history):
-                found.append(thread)
-    busy = [t["thread_id"] for t in found if t.get("status") == "busy"]
-    if busy:
-        raise ThreadBusy(busy_message(str(busy[0])))
-    for thread in found:
-        await threads.delete(thread["thread_id"])
+                raise ThreadBusy(busy_message(str(thread["thread_id"])))
 
 
 app = FastAPI(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nodes.owners import record_upload
 from stores.chunking import Chunk, chunk_text, effective_overlap
 from stores.documents import (
     DocumentInfo,
@@ -284,14 +285,13 @@ def ingest(
 def index_for_context(
     doc: LoadedDocument, namespace: str, context: Any, progress: Progress | None = None
 ) -> IngestResult:
-    """Index ``doc`` into ``namespace`` with a run context's embedder and chunking."""
-    return index_document(
-        doc,
-        get_store(namespace, context.embedder),
-        chunk_size=context.chunk_size,
-        chunk_overlap=context.chunk_overlap,
-        progress=progress,
+    """Index uploaded ``doc`` into ``namespace`` with a run context's embedder and chunking; the upload owns it."""
+    store = get_store(namespace, context.embedder)
+    done = index_document(
+        doc, store, chunk_size=context.chunk_size, chunk_overlap=context.chunk_overlap, progress=progress
     )
+    record_upload(store, done.doc_id)
+    return done
 
 
 def input_namespace(values: Mapping[str, Any], context: Any) -> str:

@@ -6,9 +6,10 @@ manifest per (namespace, vector space), an SQLite table under ``LONGDOC_HOME/man
 each file's size, modification time and document id, one row written as each file is done; a file
 whose size and time are unchanged and whose document is still fully indexed is skipped without being
 read. A file ingested again with other content supersedes its earlier version: the old document's id
-is queued in the manifest (``superseded``) until no file of the namespace names it any more, and then
-it is removed with every thread that read it (:func:`superseded_documents`, removed by
-:mod:`surfaces.superseded`); a queued id is never read as part of a namespace meanwhile. A run cut
+is queued in the manifest (``superseded``) until nothing owns it any more (no file of the namespace
+names it, nobody uploaded its content: :mod:`nodes.owners`), and then the document is removed
+(:func:`superseded_documents`, removed by :mod:`surfaces.superseded`); a queued id is never read as part
+of a namespace meanwhile. A run cut
 short resumes: finished files are skipped, and the file it stopped in keeps the chunks it had written
 (:func:`nodes.ingest.embed_records`). A file that cannot be read is reported and the others go on.
 
@@ -22,7 +23,6 @@ import contextlib
 import json
 import os
 import queue
-import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from nodes.ingest import IngestResult, Progress, index_document, is_indexed, read_source
+from nodes.owners import manifest_path, manifests, open_manifest, owned_ids
 from stores.errors import InputError, TooLarge
 from stores.loaders import SUPPORTED, LoadedDocument, load_path
 from stores.settings import get_settings
-from stores.vectorstore import VectorStore, get_store, namespace_collections
+from stores.vectorstore import VectorStore, get_store
 
 PREFETCH = 2
 """Files parsed ahead of the one being embedded (bounded, so a directory of large PDFs stays in memory bounds)."""
@@ -102,17 +103,9 @@ class Manifest:
     """
 
     def __init__(self, store: VectorStore) -> None:
-        folder = get_settings().home / "manifests"
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{store.collection_name}.sqlite"
-        self.db = sqlite3.connect(self.path, timeout=30)
-        with self.db:
-            self.db.execute(
-                "CREATE TABLE IF NOT EXISTS files "
-                "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, doc_id TEXT, chunks INTEGER)"
-            )
-            self.db.execute("CREATE TABLE IF NOT EXISTS superseded (doc_id TEXT PRIMARY KEY)")
-        self._take_over(folder / f"{store.collection_name}.json")
+        self.path = manifest_path(store)
+        self.db = open_manifest(self.path)
+        self._take_over(self.path.with_suffix(".json"))
 
     def _take_over(self, old: Path) -> None:
         """Move the entries of an earlier version's JSON manifest into the table, then remove the file."""
@@ -157,7 +150,8 @@ class Manifest:
     def record(self, path: Path, result: IngestResult) -> str | None:
         """Record the file's ingest with its stamp (one row written); the id of the version it supersedes, if any.
 
-        The superseded id is queued (table ``superseded``); a version ingested again leaves the queue.
+        The superseded id is queued (table ``superseded``) and recorded as replaced by the new one (``replaced``,
+        :mod:`nodes.owners`); a version ingested again leaves the queue and is current again.
         """
         stamp, key = self.stamp(path), str(path.resolve())
         values = (key, stamp["size"], stamp["mtime_ns"], result.doc_id, result.chunks)
@@ -167,41 +161,34 @@ class Manifest:
                 return None  # recorded as it is: nothing written
             self.db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", values)
             self.db.execute("DELETE FROM superseded WHERE doc_id = ?", (result.doc_id,))
+            self.db.execute("DELETE FROM replaced WHERE doc_id = ?", (result.doc_id,))
             old = str(row[3]) if row is not None and row[3] and row[3] != result.doc_id else None
             if old is not None:
                 self.db.execute("INSERT OR IGNORE INTO superseded VALUES (?)", (old,))
+                self.db.execute("INSERT OR REPLACE INTO replaced VALUES (?, ?, ?)", (old, key, result.doc_id))
         return old
 
 
-def namespace_manifests(namespace: str) -> list[Path]:
-    """The manifest files of ``namespace``: one per embedder's collection that has one."""
-    folder = get_settings().home / "manifests"
-    if not any(folder.glob("*.sqlite")):  # nothing ingested from a file yet: the store is not even opened
-        return []
-    return [p for c in namespace_collections(namespace) if (p := folder / f"{c.name}.sqlite").exists()]
-
-
 def superseded_documents(namespace: str) -> list[str]:
-    """Ids of earlier versions of files in ``namespace`` that no file of any of its manifests names now.
+    """Ids of earlier versions of files in ``namespace`` that nothing owns now (:mod:`nodes.owners`).
 
-    The documents to remove (:mod:`surfaces.superseded`), and to leave out of a namespace's reading meanwhile.
+    No file of any of its manifests names them and none was uploaded (as text or bytes, whatever its
+    content's source was). The documents to remove (:mod:`surfaces.superseded`), and to leave out of a
+    namespace's reading meanwhile.
     """
     queued: set[str] = set()
-    named: set[str] = set()
-    for path in namespace_manifests(namespace):
-        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
-            with contextlib.suppress(sqlite3.OperationalError):  # a manifest of an earlier version: no queue
-                queued |= {str(row[0]) for row in db.execute("SELECT doc_id FROM superseded")}
-            named |= {str(row[0]) for row in db.execute("SELECT DISTINCT doc_id FROM files")}
-    return sorted(queued - named)
+    with manifests(namespace) as each:
+        for db in each:
+            queued |= {str(row[0]) for row in db.execute("SELECT doc_id FROM superseded")}
+    named, uploaded = owned_ids(namespace)
+    return sorted(queued - named - uploaded)
 
 
 def settle_superseded(namespace: str, doc_ids: Iterable[str]) -> None:
     """Take ``doc_ids`` off the superseded queues of ``namespace``'s manifests (removed, or gone already)."""
     drop = [(d,) for d in doc_ids]
-    for path in namespace_manifests(namespace):
-        db = sqlite3.connect(path, timeout=30)
-        with contextlib.closing(db), db, contextlib.suppress(sqlite3.OperationalError):
+    with manifests(namespace) as each:
+        for db in each:
             db.executemany("DELETE FROM superseded WHERE doc_id = ?", drop)
 
 

@@ -44,6 +44,15 @@ class TooLarge(InputError):
     status = 413
 
 
+class Gone(InputError):
+    """What the input names was there and has been removed: HTTP 410, the message saying what changed.
+
+    A document replaced by a newer version of its file, a thread deleted with a document it read.
+    """
+
+    status = 410
+
+
 class ModelError(RuntimeError):
     """The chat model could not be reached or kept answering badly after retries."""
 

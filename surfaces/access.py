@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from stores.cache import lru_cache
-from stores.errors import InputError
+from stores.errors import Gone, InputError
 from stores.extras import require_postgres
 from stores.files import IngestRoot
 from stores.settings import get_settings
@@ -642,6 +642,9 @@ class ThreadOwners:
                 f"CREATE TABLE IF NOT EXISTS {self.table} (thread_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
                 "namespace TEXT NOT NULL)"
             )
+            db.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table}_gone (thread_id TEXT PRIMARY KEY, reason TEXT NOT NULL)"
+            )
 
     @contextlib.contextmanager
     def _db(self) -> Any:
@@ -661,6 +664,7 @@ class ThreadOwners:
 
         The LangServe app claims tenant-scoped ids (:func:`thread_key`), which no other tenant can name.
         """
+        self.refuse_buried(thread_id)
         mark = "%s" if self.url is not None else "?"
         with self._db() as db:
             db.execute(
@@ -692,10 +696,37 @@ class ThreadOwners:
         return [str(r[0]) for r in rows if re.fullmatch(r"t[0-9a-f]{12}:", str(r[0])[:14])]
 
     def forget(self, thread_id: str) -> None:
-        """Drop the owner record of ``thread_id`` (the thread is being deleted)."""
+        """Drop the owner record of ``thread_id`` (the thread is being deleted), and the record of why it went."""
         mark = "%s" if self.url is not None else "?"
         with self._db() as db:
             db.execute(f"DELETE FROM {self.table} WHERE thread_id = {mark}", (thread_id,))
+            db.execute(f"DELETE FROM {self.table}_gone WHERE thread_id = {mark}", (thread_id,))
+
+    def bury(self, thread_id: str, reason: str) -> None:
+        """Record why ``thread_id`` was deleted by someone else: its next claim is :class:`Gone` (410) saying so."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            db.execute(
+                f"INSERT INTO {self.table}_gone VALUES ({mark}, {mark}) ON CONFLICT (thread_id) DO UPDATE "
+                "SET reason = excluded.reason",
+                (thread_id, reason),
+            )
+
+    def buried(self, thread_id: str) -> str | None:
+        """Why ``thread_id`` was deleted by someone else (None: it was not, or its owner forgot it since)."""
+        mark = "%s" if self.url is not None else "?"
+        with self._db() as db:
+            row = db.execute(f"SELECT reason FROM {self.table}_gone WHERE thread_id = {mark}", (thread_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def refuse_buried(self, thread_id: str) -> None:
+        """:class:`Gone` (410) saying why, when ``thread_id`` was deleted by someone else."""
+        reason = self.buried(thread_id)
+        if reason is not None:
+            raise Gone(
+                f"thread {thread_id[-80:].split(':', 1)[-1]!r} was deleted: {reason}; forget it "
+                "(POST /forget with its thread_id) to use its id again"
+            )
 
     def in_namespace(self, namespace: str) -> list[str]:
         """Ids of the threads bound to ``namespace``."""

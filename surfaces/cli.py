@@ -169,19 +169,27 @@ def run_graph(
     config: dict[str, Any] | None = None,
     printer: AnswerPrinter | None = None,
 ) -> dict[str, Any]:
-    """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values."""
+    """Stream ``graph``: custom events to ``on_event``, model tokens to ``printer``; return the final values.
+
+    The run holds its namespace as a reader (:func:`stores.readers.reading`): no earlier version of a changed file
+    is removed under it by another process.
+    """
+    from stores.readers import reading
     from stores.settings import run_config
 
     final: dict[str, Any] = {}
     modes = ["custom", "values", "messages"] if printer is not None else ["custom", "values"]
-    for mode, chunk in graph.stream(graph_input, config=run_config(config), context=context, stream_mode=modes):
-        if mode == "custom":
-            on_event(chunk)
-        elif mode == "messages":
-            assert printer is not None
-            printer.on_message(*chunk)
-        else:
-            final = chunk
+    given = graph_input if isinstance(graph_input, dict) else {}  # None: a resumed run
+    namespace = str(given.get("namespace") or context.get("namespace") or "default")
+    with reading(namespace):
+        for mode, chunk in graph.stream(graph_input, config=run_config(config), context=context, stream_mode=modes):
+            if mode == "custom":
+                on_event(chunk)
+            elif mode == "messages":
+                assert printer is not None
+                printer.on_message(*chunk)
+            else:
+                final = chunk
     return final
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodes.owners import drop_owners
 from stores.checkpoint import ThreadBusy, ThreadLock, busy_message, open_checkpointer, thread_lock_path
 from stores.documents import doc_dir, find_document, list_documents, lock_dir, namespace_dir
 from stores.errors import InputError
@@ -83,8 +84,11 @@ class Report:
         }
 
 
-def _delete_records(collection: Any, where: dict[str, Any], report: Report) -> None:
-    ids = list(collection.get(where=where, include=[])["ids"])
+def _delete_records(collection: Any, where: dict[str, Any], report: Report, turns: bool = True) -> None:
+    """Delete the records ``where`` selects into ``report``; ``turns=False`` leaves chat sessions' offloaded turns."""
+    got = collection.get(where=where, include=[] if turns else ["metadatas"])
+    metas = got.get("metadatas") or [{}] * len(got["ids"])
+    ids = [i for i, meta in zip(got["ids"], metas, strict=True) if turns or (meta or {}).get("kind") != "offload"]
     if ids:
         collection.delete(ids=ids)
         report.records += len(ids)
@@ -118,7 +122,8 @@ def threads_held(threads: Iterable[str]) -> Iterator[None]:
 
 def _thread_exists(saver: Any, thread: str, owners: ThreadOwners) -> bool:
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    return saver.get_tuple(config) is not None or owners.owner(thread) is not None
+    found = saver.get_tuple(config) is not None or owners.owner(thread) is not None
+    return found or owners.buried(thread) is not None
 
 
 def forget_threads(saver: Any, threads: Iterable[str], report: Report) -> None:
@@ -229,10 +234,13 @@ def threads_where(
     return list(found)
 
 
-def drop_document(namespace: str, doc_id: str, report: Report) -> None:
-    """Delete document ``doc_id`` of ``namespace`` (records, shared files, folder, lock file) into ``report``."""
+def drop_document(namespace: str, doc_id: str, report: Report, turns: bool = True) -> None:
+    """Delete document ``doc_id`` of ``namespace`` (records, shared files, folder, lock file) into ``report``.
+
+    ``turns=False`` keeps the chat turns offloaded under it: their threads stay (:func:`drop_superseded`).
+    """
     for collection in namespace_collections(namespace):
-        _delete_records(collection, {"doc_id": doc_id}, report)
+        _delete_records(collection, {"doc_id": doc_id}, report, turns)
     shared = shared_files(namespace)
     if shared is not None:
         _delete_records(shared.collection, {"folder": doc_id}, report)
@@ -245,6 +253,7 @@ def drop_document(namespace: str, doc_id: str, report: Report) -> None:
     report.answers += answers
     if answers:
         report.caches.append(cache)
+    drop_owners(namespace, doc_id)
     lock = lock_dir(namespace) / f"{doc_id}.lock"
     if lock.exists():
         lock.unlink(missing_ok=True)
@@ -279,9 +288,12 @@ def forget_thread(thread_id: str, tenant: str | None = None) -> dict[str, Any]:
 
 
 def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> dict[str, Any]:
-    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it.
+    """Delete document ``doc_id`` of ``namespace``, and every thread whose checkpoints name it, whoever's.
 
-    Only tenant ``tenant``'s threads when it is given: a server's tenant deletes its own.
+    In a namespace several tenants share, their threads that read it go too (their checkpoints hold its text):
+    each served thread of another tenant (every tenant's, for the operator) is left a record that answers its
+    next request with 410 saying why (:meth:`ThreadOwners.bury`). With ``tenant`` (a server's caller) the report
+    names that tenant's threads and counts the others' (``others``).
     """
     namespace = check_namespace(namespace)
     doc_dir(namespace, doc_id)  # checks the id
@@ -292,11 +304,34 @@ def forget_document(namespace: str, doc_id: str, tenant: str | None = None) -> d
     owners = ThreadOwners()
     with open_checkpointer() as saver:
         threads = threads_where(saver, Names.document(namespace, doc_id, info.source))
-        if tenant is not None:
-            threads = [t for t in threads if (owners.owner(t) or ("", ""))[0] == tenant]
+        others = [t for t in threads if (owners.owner(t) or (tenant, ""))[0] != tenant]
         with threads_held(threads):
             forget_threads(saver, threads, report)
             drop_document(namespace, doc_id, report)
+    reason = f"document {doc_id!r} of namespace {namespace!r}, which this thread read, was forgotten with it"
+    for thread in others:  # served threads of other tenants: their next request is told why
+        owners.bury(thread, reason)
+    done = compact(report)
+    if tenant is None:
+        return done
+    mine = [t for t in done["threads"] if t.startswith(thread_key(tenant, ""))]
+    return {**done, "threads": mine, "others": len(done["threads"]) - len(mine)}
+
+
+def drop_superseded(namespace: str, doc_id: str) -> dict[str, Any]:
+    """Delete document ``doc_id``, an earlier version of a file of ``namespace``, keeping the threads that read it.
+
+    They are kept whole, with the chat turns offloaded under it. Their next run that reads it is told the current
+    version (:func:`nodes.owners.check_current`, 410); one whose run is still going keeps the version queued
+    (:class:`~stores.checkpoint.ThreadBusy`) until it ends.
+    """
+    info = find_document(namespace, doc_id)
+    if info is None:
+        raise NothingToForget(f"no document {doc_id!r} in namespace {namespace!r} to forget")
+    report = Report()
+    names = Names.document(namespace, doc_id, info.source)
+    with open_checkpointer() as saver, threads_held(threads_where(saver, names)):
+        drop_document(namespace, doc_id, report, turns=False)
     return compact(report)
 
 
@@ -331,8 +366,8 @@ def forget_for_tenant(tenant: Tenant, request: dict[str, Any], owners: ThreadOwn
     """A server caller's forget: its own thread, or a document of one of its namespaces.
 
     The request is ``{"thread_id": ID}`` (its own thread of that id) or ``{"doc_id": ID, "namespace": NS}`` (a
-    document of one of its namespaces, with its own threads that name it). Thread ids in the report are the ones
-    the caller knows.
+    document of one of its namespaces, with every thread that read it, the other tenants' counted in the report's
+    ``others``: :func:`forget_document`). Thread ids in the report are the ones the caller knows.
     """
     if not isinstance(request, dict) or sum(bool(request.get(k)) for k in ("thread_id", "doc_id")) != 1:
         raise InputError("send {'thread_id': ID} or {'doc_id': ID, 'namespace': NS}")
@@ -415,6 +450,7 @@ __all__ = [
     "Report",
     "compact",
     "drop_document",
+    "drop_superseded",
     "forget_document",
     "forget_for_tenant",
     "forget_namespace",

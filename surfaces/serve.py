@@ -65,6 +65,7 @@ from stores.checkpoint import ThreadBusy, ThreadLock, athread_lock, busy_message
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout
 from stores.models import ChatFactory, use_chat_model
+from stores.readers import reading
 from stores.settings import get_settings, run_config
 from surfaces import registry, resume
 from surfaces.access import (
@@ -457,11 +458,14 @@ class ServedGraph(RunnableBinding[Any, Any]):
     def _one_run(self, config: RunnableConfig) -> Iterator[None]:
         """Hold the run's thread while it plans and runs (:func:`stores.checkpoint.thread_lock`).
 
-        A second run on a busy thread is refused (409) instead of writing the same turn beside the first. Once the
-        thread is given back, the earlier versions of the files the run ingested again are removed (:meth:`_retire`).
+        A second run on a busy thread is refused (409) instead of writing the same turn beside the first. The run,
+        with or without a thread, holds its namespace as a reader (:func:`stores.readers.reading`), so no earlier
+        version it reads is removed under it. Once both are given back, the earlier versions of the files ingested
+        again are removed (:meth:`_retire`).
         """
         try:
-            with thread_lock(self._thread(config)) if self._checkpointed(config) else contextlib.nullcontext():
+            thread = thread_lock(self._thread(config)) if self._checkpointed(config) else contextlib.nullcontext()
+            with thread, reading(self._namespace(config)):
                 yield
         finally:
             self._retire(config)
@@ -471,7 +475,9 @@ class ServedGraph(RunnableBinding[Any, Any]):
         """:meth:`_one_run` for asyncio callers."""
         try:
             async with athread_lock(self._thread(config)) if self._checkpointed(config) else contextlib.nullcontext():
-                yield
+                with contextlib.ExitStack() as held:
+                    await anyio.to_thread.run_sync(held.enter_context, reading(self._namespace(config)))
+                    yield
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._retire, config)
@@ -480,15 +486,20 @@ class ServedGraph(RunnableBinding[Any, Any]):
     def _thread(config: RunnableConfig) -> str:
         return str((config.get("configurable") or {}).get("thread_id") or "")
 
+    def _namespace(self, config: RunnableConfig) -> str:
+        """The namespace the run reads: its context's, else its config's."""
+        context = self._context(config, {}).get("context")
+        namespace = getattr(context, "namespace", None) or (config.get("configurable") or {}).get("namespace")
+        return str(namespace or "default")
+
     def _retire(self, config: RunnableConfig) -> None:
         """Remove the earlier versions of files ingested again in the run's namespace (:mod:`surfaces.superseded`).
 
         One a run still holds stays queued for the next run; a failure here leaves the queue as it is.
         """
-        context = self._context(config, {}).get("context")
-        namespace = getattr(context, "namespace", None) or (config.get("configurable") or {}).get("namespace")
+        namespace = self._namespace(config)
         try:
-            retire_superseded(str(namespace or "default"))
+            retire_superseded(namespace)
         except (InputError, OSError, sqlite3.Error):
             log.warning("the superseded documents of %r stay queued", namespace, exc_info=True)
 

@@ -31,6 +31,7 @@ keeps the rest of what the other servers keep:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -44,6 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stores.errors import InputError
 from stores.files import IngestRoot
+from stores.readers import reading
 from stores.settings import get_settings
 from surfaces.access import (
     FILE_INPUTS,
@@ -215,8 +217,21 @@ class StudioGuard:
         if checked is not body:
             raw = json.dumps(checked).encode()
             scope = with_length(scope, raw)
-        await self.app(scope, replay_body(raw, receive), send)
-        if self.after_run is not None and _RUNS.match(scope["path"]):
+        await self._pass_on(scope, receive, send, raw, checked)
+
+    async def _pass_on(self, scope: Scope, receive: Receive, send: Send, raw: bytes, checked: Any) -> None:
+        """Pass the checked request on; a run answered in it holds its namespaces as a reader meanwhile.
+
+        Then ``after_run`` is called with each of them (:func:`stores.readers.reading`: no earlier version of a
+        changed file is removed under a run answered in the request, with or without a thread).
+        """
+        runs = bool(_RUNS.match(scope["path"]))
+        with contextlib.ExitStack() as held:
+            for namespace in sorted(run_namespaces(checked)) if runs else []:
+                with contextlib.suppress(InputError):  # not a namespace: the run itself refuses it
+                    await anyio.to_thread.run_sync(held.enter_context, reading(namespace))
+            await self.app(scope, replay_body(raw, receive), send)
+        if self.after_run is not None and runs:
             for namespace in sorted(run_namespaces(checked)):
                 try:
                     await self.after_run(namespace)

@@ -11,6 +11,7 @@ from typing import Any
 
 from nodes.ingest import DOCUMENT_FIELDS, Progress, document_field, input_namespace, resolve_document
 from nodes.ingest_dir import ingest_file, ingest_folder, superseded_documents
+from nodes.owners import check_current
 from stores.documents import cache_path, find_document, get_document, index_identity, list_documents, namespace_dir
 from stores.errors import InputError, TooLarge
 from stores.files import shown_source
@@ -71,13 +72,16 @@ def resolve_documents(values: Mapping[str, Any], context: Any, progress: Progres
     taken (files that cannot be read are reported as progress messages; links leading out of the
     folder are left out, so a folder inside a server's ingest root reads nothing outside it); a file ``path`` is
     ingested and recorded in the manifest (:func:`nodes.ingest_dir.ingest_file`). Anything else is one
-    document (:func:`nodes.ingest.resolve_document`).
+    document (:func:`nodes.ingest.resolve_document`). A named earlier version of a file, removed since, is
+    :class:`~stores.errors.Gone` naming the current one (:func:`nodes.owners.check_current`).
     """
     name = source_field(values)
     namespace = input_namespace(values, context)
     store = get_store(namespace, context.embedder)
     if name == "doc_ids":
         return _listed(values["doc_ids"], namespace, store)
+    if name == "doc_id":
+        check_current(namespace, [str(values["doc_id"])])
     if name == "whole_namespace":
         if values["whole_namespace"] is not True:
             raise InputError("whole_namespace takes true (every document of the namespace) or is left out")
@@ -108,6 +112,7 @@ def _listed(given: Any, namespace: str, store: VectorStore) -> list[str]:
     docs = _bounded(list(dict.fromkeys(d.strip() for d in given if d.strip())))
     if not docs:
         raise InputError("doc_ids is empty: name at least one document")
+    check_current(namespace, docs)
     unknown = [d for d in docs if find_document(namespace, d) is None]
     if unknown:
         shown = ", ".join(repr(d) for d in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")

@@ -40,8 +40,9 @@ from nodes.offload.chat import (
 )
 from nodes.offload.context import OffloadContext, check_context
 from nodes.offload.state import OffloadState, session_context, session_documents
+from nodes.owners import check_current
 from stores.documents import get_document
-from stores.errors import InputError
+from stores.errors import Gone, InputError, raised_status
 from stores.files import IngestRoot
 from stores.loaders import load_text
 from stores.offload import check_session
@@ -126,7 +127,8 @@ def refuse(state: OffloadState) -> dict[str, Any]:
     """
     notice = state.get("notice")
     if not notice:
-        raise InputError(state["refused"])
+        reason = state["refused"]
+        raise (Gone if raised_status(reason) == Gone.status else InputError)(reason)
     needs = "document" if state["refused"] == NO_DOCUMENT else ""
     message = notice_message(notice, state["refused"], needs)
     return {"messages": [message], "answer": notice, "citations": [], "notice": ""}
@@ -369,6 +371,7 @@ def _turn_documents(
             f"this session uses policy {bound['policy']!r}; start a new session (thread) for {ctx.policy!r}"
         )
     if own and source_field(values) is None:
+        check_current(ctx.namespace, own)
         return own
     return resolve_documents(values, ctx, status_progress(runtime.stream_writer))
 

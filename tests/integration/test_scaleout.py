@@ -30,7 +30,12 @@ from tests.integration import clients
 
 ROOT = Path(__file__).resolve().parents[2]
 FALCON = (ROOT / "notebooks" / "data" / "falcon.md").read_text(encoding="utf-8")
-KEYS = {"team-a": "key-a", "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-archive"]}}
+KEYS = {
+    "team-a": "key-a",
+    "team-b": {"key": "key-b", "namespaces": ["team-b", "team-b-archive"]},
+    "team-c": {"key": "key-c", "namespaces": ["shared"]},
+    "team-d": {"key": "key-d", "namespaces": ["shared"]},
+}
 MAX_BYTES = 100_000
 """The instances' ``LONGDOC_MAX_BYTES``: over the documents of these tests, under the files sent to be refused."""
 
@@ -627,28 +632,94 @@ def test_forgetting_a_document_read_alone_or_in_a_collection_leaves_no_copy_in_p
         script.writer = None
 
 
+def _edit(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with a later modification time (a file system with coarse times sees the edit)."""
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+
+
+def _until_removed(url: str, key: str, doc_id: str) -> httpx.Response:
+    """A run naming ``doc_id`` on a new thread, repeated until the earlier version is removed (410) or 60 s pass.
+
+    It is removed once the run that ingested the new version has given its thread back, after its answer is sent.
+    """
+    headers, deadline = {"X-API-Key": key}, time.monotonic() + 60
+    while True:
+        thread = httpx.post(f"{url}/threads", json={}, headers=headers, timeout=60).json()["thread_id"]
+        body = {"assistant_id": "chain", "input": {"question": "Who?", "doc_id": doc_id}}
+        probe = httpx.post(f"{url}/threads/{thread}/runs/wait", json=body, headers=headers, timeout=120)
+        if probe.status_code != 200 or time.monotonic() > deadline:
+            return probe
+        time.sleep(0.5)
+
+
 def test_a_changed_file_supersedes_its_earlier_version_after_the_run_that_ingests_it(
     cluster: Deployment, ingest_root: Path
 ) -> None:
-    """The earlier version goes with the threads and run records that read it, and GET /documents no longer lists it."""
+    """The earlier version goes, GET /documents no longer lists it, and the thread that read it is told the current
+    version (410) and goes on with it."""
     a, url = client(cluster.instances[0]), cluster.instances[0].url
     note = ingest_root / "vault.md"
     note.write_text("# Vault\n\nThe 7731-OSPREY-LOCK code opens the vault.\n", encoding="utf-8")
     first = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"path": "vault.md"})
     chat = a.threads.create()["thread_id"]
     a.runs.wait(chat, "offload", input={"question": "What opens the vault?", "doc_id": first["doc_id"]})
-    assert _postgres_holding(cluster.postgres_url, "7731-OSPREY")
-    note.write_text("# Vault\n\nThe vault is empty now.\n", encoding="utf-8")
-    os.utime(note, ns=(note.stat().st_atime_ns, note.stat().st_mtime_ns + 10**9))
+    _edit(note, "# Vault\n\nThe vault is empty now.\n")
     again = a.runs.wait(a.threads.create()["thread_id"], "ingest", input={"path": "vault.md"})
     assert again["superseded"] == [first["doc_id"]], again
     listed = httpx.get(f"{url}/documents", headers={"X-API-Key": "key-a"}, timeout=60).json()["documents"]
     assert again["doc_id"] in {d["doc_id"] for d in listed} and first["doc_id"] not in {d["doc_id"] for d in listed}
-    deadline = time.monotonic() + 60  # removed once the run's thread is free, after its answer is sent
-    while _postgres_holding(cluster.postgres_url, "7731-OSPREY") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _postgres_holding(cluster.postgres_url, "7731-OSPREY") == []
-    assert httpx.get(f"{url}/threads/{chat}", headers={"X-API-Key": "key-a"}, timeout=60).status_code == 404
+    probe = _until_removed(url, "key-a", first["doc_id"])
+    assert probe.status_code == 410 and again["doc_id"] in probe.text, probe.text
+    assert httpx.get(f"{url}/threads/{chat}", headers={"X-API-Key": "key-a"}, timeout=60).status_code == 200
+    with pytest.raises(httpx.HTTPStatusError) as told:
+        a.runs.wait(chat, "offload", input={"question": "And now?"})
+    assert told.value.response.status_code == 410 and "'vault.md'" in told.value.response.text
+    named = a.runs.wait(chat, "offload", input={"question": "And now?", "doc_id": again["doc_id"]})
+    assert named["doc_id"] == again["doc_id"] and named["answer"]
+
+
+def test_a_text_upload_and_its_threads_outlive_another_tenants_supersede(
+    cluster: Deployment, ingest_root: Path
+) -> None:
+    """Tenants c and d share a namespace: d's text upload has the content of c's file, which changes."""
+    c, d = client(cluster.instances[0], "key-c"), client(cluster.instances[0], "key-d")
+    plan, url = "# Plan\n\nBob Chen manages procurement. Field trials start in June.\n", cluster.instances[0].url
+    (ingest_root / "shared-plan.md").write_text(plan, encoding="utf-8")
+    filed = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"path": "shared-plan.md"})["doc_id"]
+    uploaded = d.runs.wait(d.threads.create()["thread_id"], "ingest", input={"text": plan})["doc_id"]
+    assert uploaded == filed
+    chat = d.threads.create()["thread_id"]
+    d.runs.wait(chat, "offload", input={"question": "Who manages procurement?", "doc_id": uploaded})
+    _edit(ingest_root / "shared-plan.md", "# Plan\n\nAda Park manages procurement now.\n")
+    again = c.runs.wait(c.threads.create()["thread_id"], "ingest", input={"path": "shared-plan.md"})
+    assert again["superseded"] == [filed], again
+    listed = httpx.get(f"{url}/documents", headers={"X-API-Key": "key-d"}, timeout=60).json()["documents"]
+    assert uploaded in {doc["doc_id"] for doc in listed}  # the upload owns it: not queued for removal
+    turn = d.runs.wait(chat, "offload", input={"question": "When do the trials start?"})
+    assert turn["doc_id"] == uploaded and turn["turn"] == 2
+
+
+def test_a_forget_in_a_shared_namespace_removes_every_tenants_threads(cluster: Deployment) -> None:
+    """d forgets a document c's thread read too: no copy in PostgreSQL, and c's thread says why (410)."""
+    c, d = client(cluster.instances[0], "key-c"), client(cluster.instances[0], "key-d")
+    text = "# Ledger\n\nThe 4419-PLOVER-GATE code opens the shared store.\n"
+    doc = d.runs.wait(d.threads.create()["thread_id"], "ingest", input={"text": text})["doc_id"]
+    threads = {}
+    for name, tenant in (("d", d), ("c", c)):
+        threads[name] = tenant.threads.create()["thread_id"]
+        tenant.runs.wait(threads[name], "offload", input={"question": "Which code opens the store?", "doc_id": doc})
+    assert _postgres_holding(cluster.postgres_url, "4419-PLOVER")
+    gone = httpx.post(
+        f"{cluster.instances[0].url}/forget", json={"doc_id": doc}, headers={"X-API-Key": "key-d"}, timeout=120
+    )
+    assert gone.status_code == 200, gone.text
+    assert _postgres_holding(cluster.postgres_url, "4419-PLOVER") == []
+    assert threads["d"] in gone.json()["threads"] and threads["c"] not in gone.json()["threads"]
+    assert gone.json()["others"] == 1
+    with pytest.raises(httpx.HTTPStatusError) as told:
+        c.runs.wait(threads["c"], "offload", input={"question": "And the store?"})
+    assert told.value.response.status_code == 410 and "forgotten" in told.value.response.text
 
 
 def test_a_failing_stream_ends_with_an_error_event_and_a_whole_body(cluster: Deployment) -> None:

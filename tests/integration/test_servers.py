@@ -16,8 +16,8 @@ from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
 
 
 def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """An ingest run; a file ingested again with other content supersedes its earlier version, which goes with the
-    server's thread that read it once a run is answered."""
+    """An ingest run; a file ingested again with other content supersedes its earlier version, which goes once a run
+    is answered, the server's thread that read it kept; an earlier version whose content was uploaded too stays."""
     exe = shutil.which("langgraph", path=str(Path(sys.executable).parent))
     assert exe, "langgraph CLI is installed with the project"
     port = free_port()
@@ -41,10 +41,18 @@ def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path
     assert run.json()["chunks"] == 1
     url = f"http://127.0.0.1:{port}"
     (root / "vault.md").write_text("# Vault\n\nThe 7731-OSPREY code opens it.\n", encoding="utf-8")
+    plan = "# Plan\n\nBob Chen manages procurement.\n"
+    (root / "plan.md").write_text(plan, encoding="utf-8")
     thread = httpx.post(f"{url}/threads", json={}, timeout=30).json()["thread_id"]
     ingest = {"assistant_id": "ingest", "input": {"path": "vault.md"}}
     first = httpx.post(f"{url}/threads/{thread}/runs/wait", json=ingest, timeout=120).json()
+    planned = httpx.post(f"{url}/runs/wait", json={**ingest, "input": {"path": "plan.md"}}, timeout=120).json()
+    uploaded = httpx.post(f"{url}/runs/wait", json={**ingest, "input": {"text": plan}}, timeout=120).json()
+    assert uploaded["doc_id"] == planned["doc_id"]  # one content, one document, owned by the upload too
+    (root / "plan.md").write_text("# Plan\n\nAda Park manages procurement now.\n", encoding="utf-8")
     (root / "vault.md").write_text("# Vault\n\nThe vault is empty now.\n", encoding="utf-8")
+    replanned = httpx.post(f"{url}/runs/wait", json={**ingest, "input": {"path": "plan.md"}}, timeout=120).json()
+    assert replanned["superseded"] == [planned["doc_id"]], replanned
     again = httpx.post(f"{url}/runs/wait", json=ingest, timeout=120).json()
     assert again["superseded"] == [first["doc_id"]], again
     from stores.documents import find_document
@@ -54,7 +62,8 @@ def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path
         time.sleep(0.5)
     assert find_document("default", first["doc_id"]) is None, log.read_text()[-3000:]
     assert find_document("default", again["doc_id"]) is not None
-    assert httpx.get(f"{url}/threads/{thread}", timeout=30).status_code == 404
+    assert find_document("default", planned["doc_id"]) is not None  # the pass that removed the vault's kept it
+    assert httpx.get(f"{url}/threads/{thread}", timeout=30).status_code == 200
 
 
 def test_langserve_route_over_http(server_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import reliability
+from bench import reliability, reliability_owners
 
 
 def test_interrupted_chat_turns_resume_cleanly_without_repeated_calls() -> None:
@@ -79,6 +79,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     monkeypatch.setattr(reliability, "budgets", lambda: spent)
     monkeypatch.setattr(reliability, "work_bounds", lambda folder: {})
     monkeypatch.setattr(reliability, "leave", lambda folder: held)
+    monkeypatch.setattr(reliability, "owners", lambda folder: held)
     out = tmp_path / "reliability.json"
     assert reliability.main(["--out", str(out), "--interruptions", "1", "--kills", "1", "--concurrency", "2"]) == 0
     import json
@@ -98,6 +99,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "work_bounds",
         "door",
         "leave",
+        "owners",
         "seconds",
     }
     assert all({"seconds", "memory_mb"} <= set(part) for part in report.values() if isinstance(part, dict))
@@ -234,3 +236,24 @@ def test_a_leave_case_that_does_not_hold_fails_the_reliability_benchmark() -> No
         "leave: did not hold: dev /mcp summarize (calls_before_leaving 1, calls_after_leaving 3)"
     ]
     assert reliability.failures({"leave": {"cases": 0, "held": 0, "rows": []}}) == ["leave: no case ran"]
+
+
+def test_the_owners_suite_holds(tmp_path: Path) -> None:
+    out = reliability_owners.owners(tmp_path)
+    assert out["cases"] == 4 and out["held"] == 4, [r for r in out["rows"] if not r["held"]]
+    by_case = {r["case"].split(",")[0]: r for r in out["rows"]}
+    assert all(r.get("documents_lost", 0) == 0 and r.get("threads_lost", 0) == 0 for r in out["rows"])
+    run = by_case["a run across another tenant's supersede"]
+    assert run["stateless_run"] == 200 and run["next_turn"] == 410
+    forget = by_case["a forget in a shared namespace leaves no tenant's copy and tells the other tenant's thread"]
+    assert forget["checkpoint_rows_holding_before"] > 0 == forget["checkpoint_rows_holding"]
+    assert reliability_owners.owners_failures(out) == []
+
+
+def test_an_owners_case_that_does_not_hold_fails_the_benchmark() -> None:
+    short = {"cases": 2, "held": 1, "rows": [{"case": "kept", "held": True}, {"case": "lost", "held": False}]}
+    assert reliability.failures({"owners": short}) == ["owners: did not hold: lost"]
+    assert reliability.failures({"owners": {"cases": 0, "held": 0, "rows": []}}) == [
+        "owners: did not hold: no case ran"
+    ]
+    assert reliability.failures({}) == []

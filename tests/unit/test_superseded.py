@@ -1,8 +1,10 @@
 """A file ingested again with other content supersedes its earlier version; the ingest graph takes a folder.
 
-The earlier version leaves the index and the store (records, canvas, files, threads that read it), so a sentence
-removed from the file is found nowhere under ``LONGDOC_HOME``; a run that still holds it keeps it until it ends.
-The command line, the ingest graph and the workflows ingest a folder through the same code.
+The earlier version leaves the index and the store (records, canvas, files), so a sentence removed from the file is
+found nowhere under ``LONGDOC_HOME`` but, where they quote it, in the checkpoints and offloaded turns of the threads
+that read it, which stay: their next run reading it is told the current version (410), and naming that version goes
+on. A run that still holds it keeps it
+until it ends. The command line, the ingest graph and the workflows ingest a folder through the same code.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from nodes.context import Context
 from nodes.ingest_dir import superseded_documents
 from stores.checkpoint import ThreadLock
 from stores.documents import list_documents
+from stores.errors import Gone
 from stores.models import use_chat_model
+from stores.offload import get_offload_store
+from stores.readers import alone
 from stores.vectorstore import get_client
 from surfaces.access import OPEN
 from surfaces.cli import main
@@ -44,8 +49,11 @@ def _copies(home: Path, needle: str) -> list[str]:
 
 
 def _records(doc_id: str) -> int:
-    """Records of ``doc_id`` in every collection of the store."""
-    return sum(len(c.get(where={"doc_id": doc_id}, include=[])["ids"]) for c in get_client().list_collections())
+    """Records of ``doc_id`` in every collection of the store, but the chat turns offloaded under it."""
+    return sum(
+        sum((meta or {}).get("kind") != "offload" for meta in c.get(where={"doc_id": doc_id})["metadatas"])
+        for c in get_client().list_collections()
+    )
 
 
 def _edit(path: Path, text: str) -> None:
@@ -84,14 +92,21 @@ def test_an_edited_file_supersedes_its_earlier_version_everywhere(
     new = {d["source"]: d["doc_id"] for d in again["documents"]}
     assert again["superseded"] == [old["archive.md"]] and new["archive.md"] != old["archive.md"]
     assert new["sub/pumps.txt"] == old["sub/pumps.txt"]
-    # one document per file, the earlier version gone from the index, the store and the threads that read it
+    # one document per file, the earlier version gone from the index and the store; its thread kept
     assert sorted(d.doc_id for d in list_documents("default")) == sorted(new.values())
     assert set(resolve_documents({"whole_namespace": True}, Context())) == set(new.values())
-    assert _records(old["archive.md"]) == 0 and thread_rows(longdoc_home, "t1") == 0
+    assert _records(old["archive.md"]) == 0 and thread_rows(longdoc_home, "t1") > 0
+    assert get_offload_store("default").list("t1")  # the thread kept whole, its offloaded turns too
     assert _copies(longdoc_home, "4471-HERON") == []
     assert _copies(longdoc_home, "vault is empty")  # the new version is there
     # a third ingest of the unchanged folder supersedes nothing
     assert _ingest(folder, capsys)["superseded"] == []
+    # the thread's next turn is told what changed, and goes on with the current version
+    with use_chat_model(offload_chat_model()):
+        with pytest.raises(Gone, match=f"'archive.md'.*{new['archive.md']}"):
+            served("chat").invoke({"question": "And now?"}, config("t1"))
+        out = served("chat").invoke({"question": "And now?", "doc_id": new["archive.md"]}, config("t1"))
+    assert out["doc_id"] == new["archive.md"] and out["answer"]
 
 
 def test_a_file_named_alone_supersedes_its_earlier_version(folder: Path, longdoc_home: Path) -> None:
@@ -131,7 +146,7 @@ def test_a_run_holding_the_earlier_version_keeps_it_until_it_ends(
     finally:
         lock.release()
     assert retire_superseded("default") == {"superseded": [old["archive.md"]], "kept": []}
-    assert thread_rows(longdoc_home, "t1") == 0 and _copies(longdoc_home, "4471-HERON") == []
+    assert thread_rows(longdoc_home, "t1") > 0 and _records(old["archive.md"]) == 0
 
 
 def test_a_served_workflow_over_an_edited_folder_removes_the_earlier_version(
@@ -203,7 +218,7 @@ class _DevThreads:
         self.deleted.append(thread_id)
 
 
-def test_langgraph_dev_removes_the_earlier_version_after_a_run_with_the_threads_that_read_it(
+def test_langgraph_dev_removes_the_earlier_version_after_a_run_keeping_the_threads_that_read_it(
     folder: Path, longdoc_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import asyncio
@@ -221,8 +236,12 @@ def test_langgraph_dev_removes_the_earlier_version_after_a_run_with_the_threads_
     )
     monkeypatch.setattr(dev, "_threads", lambda: server)
 
+    read: list[bool] = []  # whether the namespace was held while each run was answered
+
     def run() -> None:
         async def app(scope: Any, receive: Any, send: Any) -> None:
+            with alone("default") as free:
+                read.append(not free)
             await receive()
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b"{}"})
@@ -250,5 +269,6 @@ def test_langgraph_dev_removes_the_earlier_version_after_a_run_with_the_threads_
     assert server.deleted == [] and superseded_documents("default") == [old] and _copies(longdoc_home, "4471-HERON")
     server.status["t-old"] = "idle"
     run()
-    assert server.deleted == ["t-old"] and superseded_documents("default") == []
+    assert server.deleted == [] and superseded_documents("default") == []
     assert [d.doc_id for d in list_documents("default")] == [new] and _copies(longdoc_home, "4471-HERON") == []
+    assert read == [True, True]
