@@ -89,7 +89,9 @@ from surfaces.access import (
     thread_key,
     with_length,
 )
+from surfaces.assistant_settings import AssistantGuard
 from surfaces.disconnect import stopper, until_disconnect
+from surfaces.doors import quiet_answered_errors
 from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
 
@@ -623,7 +625,8 @@ def retire_on_aegra(namespace: str) -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-    """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own)."""
+    """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own); answered errors logged as one line."""
+    quiet_answered_errors()
     async with mcp.route.running():
         yield
 
@@ -646,6 +649,7 @@ async def documents(request: Request) -> JSONResponse:
 
 
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
+app.add_middleware(AssistantGuard)  # inside the tenant guard: the key and the body are checked first
 app.add_middleware(TenantGuard)
 
 

@@ -22,12 +22,17 @@ from starlette.routing import Route
 
 from deploy import a2a, mcp
 from stores.cache import lru_cache
+from surfaces.doors import quiet_answered_errors
 from surfaces.studio import StudioGuard
 
 
 @contextlib.asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-    """Serve ``/mcp`` while the server runs (langgraph-api runs this lifespan with its own)."""
+    """Serve ``/mcp`` while the server runs (langgraph-api runs this lifespan with its own).
+
+    Errors the client was answered with are logged as one line (:func:`surfaces.doors.quiet_answered_errors`).
+    """
+    quiet_answered_errors()
     async with mcp.route.running():
         yield
 
