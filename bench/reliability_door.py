@@ -218,7 +218,9 @@ def dev_rows(folder: Path, timeout: float = 180) -> list[dict[str, Any]]:
 
 
 def _dev_malformed(http: Any) -> dict[str, Any]:
-    """Every malformed body on every route: a 400 whose ``detail`` gives a reason."""
+    """Every malformed body on every route: a 400 whose ``detail`` gives a reason (status 0: no answer)."""
+    import httpx
+
     thread = http.post("/threads", json={}).json()["thread_id"]
     assistant = http.post("/assistants/search", json={"graph_id": "chat", "limit": 1}).json()[0]["assistant_id"]
     unclear: list[str] = []
@@ -226,7 +228,12 @@ def _dev_malformed(http: Any) -> dict[str, Any]:
     for method, route in DEV_ROUTES:
         path = route.format(thread=thread, assistant=assistant)
         for name, raw in NOT_JSON.items():
-            reply = http.request(method, path, content=raw, headers={"content-type": "application/json"})
+            try:
+                reply = http.request(method, path, content=raw, headers={"content-type": "application/json"})
+            except httpx.HTTPError as exc:  # the server dropped the connection: no answer at all
+                statuses[0] = statuses.get(0, 0) + 1
+                unclear.append(f"{method} {route} {name}: {type(exc).__name__}")
+                continue
             statuses[reply.status_code] = statuses.get(reply.status_code, 0) + 1
             if reply.status_code != 400 or not _said(reply).strip() or "Internal Server Error" in reply.text:
                 unclear.append(f"{method} {route} {name}: {reply.status_code}")

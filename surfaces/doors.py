@@ -37,8 +37,8 @@ def parse_body(raw: bytes) -> Any:
 
 
 def log_failure(logger: logging.Logger, what: str, exc: BaseException, status: int, reason: str) -> None:
-    """Log a failed request: one warning line with the answer it got (``status`` under 500), else with its traceback."""
-    if status < 500:
+    """Log a failed request: one warning line with the answer it got, or its traceback when that was a bare 500."""
+    if status != 500:
         logger.warning("%s: answered %d: %s", what, status, reason)
     else:
         logger.error(what, exc_info=exc)
