@@ -2,10 +2,10 @@
 
 ``langgraph dev`` and Aegra store an assistant's ``config`` and ``context`` as sent and a run ignores what its
 workflow does not read, so a misspelt setting (``chunksize``) would be kept and silently do nothing. An assistant
-created or updated with a key its workflow does not take is refused (400) with the keys named: on ``langgraph dev``
-by its guard (:class:`surfaces.studio.StudioGuard`), against the fields of the workflow's context; on Aegra by
-:class:`AssistantGuard`, against the settings it serves (:func:`surfaces.access.served_fields`). An update that
-names no graph is held to the keys some workflow takes.
+created or updated with a key its workflow's context does not have is refused (400) with the keys named: on
+``langgraph dev`` by its guard (:class:`surfaces.studio.StudioGuard`, which refuses the operator's settings too),
+on Aegra by :class:`AssistantGuard`, ahead of Aegra's own refusal of any assistant a tenant makes (403: its
+assistants are the operator's). An update that names no graph is held to the keys some workflow reads.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stores.errors import InputError
-from surfaces.access import max_request_bytes, read_body, replay_body, served_fields
+from surfaces.access import max_request_bytes, read_body, replay_body
 from surfaces.registry import ALIASES, WORKFLOWS, canonical, context_schema
 
 ASSISTANT_PATH = re.compile(r"^/assistants(?:/(?!search/?$|count/?$)[^/]+)?/?$")
@@ -74,12 +74,12 @@ def check_assistant(body: Any, allowed: Allowed) -> None:
 
 
 class AssistantGuard:
-    """Aegra's door for assistants: a create or update with a setting the workflow does not serve is a 400.
+    """Aegra's door for assistants: a create or update with a key its workflow does not read is a 400.
 
     Runs inside :class:`deploy.app.TenantGuard`, which has checked the key and the body (size, JSON) already.
     """
 
-    def __init__(self, app: ASGIApp, allowed: Allowed = served_fields) -> None:
+    def __init__(self, app: ASGIApp, allowed: Allowed = context_fields) -> None:
         """Guard ``app``, holding assistants to the keys ``allowed`` gives each workflow."""
         self.app = app
         self.allowed = allowed

@@ -339,7 +339,7 @@ def test_a_message_over_the_attachment_bounds_is_a_413_before_any_document_is_re
     assert answer.status_code == 413 and list_documents("team-b") == []
 
 
-def test_an_assistant_with_a_setting_its_workflow_does_not_serve_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_assistant_with_a_setting_its_workflow_does_not_read_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
     from surfaces.assistant_settings import AssistantGuard
 
     monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps(KEYS))
@@ -355,7 +355,7 @@ def test_an_assistant_with_a_setting_its_workflow_does_not_serve_is_a_400(monkey
     key = {"X-API-Key": "key-a"}
     for method, path, body in (
         ("POST", "/assistants", {"graph_id": "chat", "context": {"chunksize": 300}}),
-        ("POST", "/assistants", {"graph_id": "chat", "config": {"configurable": {"model": "other"}}}),
+        ("POST", "/assistants", {"graph_id": "chat", "config": {"configurable": {"modle": "other"}}}),
         ("PATCH", "/assistants/a1", {"graph_id": "ask", "context": {"keep_turns": 2}}),
     ):
         refused = http.request(method, path, json=body, headers=key)
@@ -363,8 +363,8 @@ def test_an_assistant_with_a_setting_its_workflow_does_not_serve_is_a_400(monkey
         said = refused.json()
         assert said["error"] == "refused" and f"{body['graph_id']} does not take " in said["message"], said
     assert made == []
-    kept = {"graph_id": "chat", "context": {"keep_turns": 2, "namespace": "team-a"}}
-    assert http.post("/assistants", json=kept, headers=key).status_code == 200 and made == [kept]
+    kept = {"graph_id": "chat", "context": {"keep_turns": 2, "namespace": "team-a", "model": "other"}}
+    assert http.post("/assistants", json=kept, headers=key).status_code == 200 and made == [kept]  # Aegra says 403
     keyring.cache_clear()
 
 
