@@ -2,7 +2,7 @@
 
     python -m bench.reliability --out bench/results/reliability.json [--interruptions 12] [--kills 12]
         [--concurrency 40] [--suites faults,interruptions,kills,bad_inputs,concurrency,index,retention,tenants,
-        budgets,dev_server,work_bounds,door]
+        budgets,dev_server,work_bounds,door,door_limits]
 
 Everything runs in a scratch ``LONGDOC_HOME`` with scripted models and the scripted endpoint of
 ``doubles.endpoint`` on loopback (no weights, no network), through the LangServe app, ``langgraph dev``
@@ -62,7 +62,9 @@ its start and at its peak (``memory_mb``, sampled every 0.1 s while it runs):
   host and Studio, and asked to move the endpoint or read files outside the ingest root
   (:func:`dev_server`);
 * ``work_bounds``: map-reduce over a namespace of 53 documents, a run past its bound on model calls, a
-  served run whose client leaves half-way and a folder of 12,000 files (:func:`work_bounds`).
+  served run whose client leaves half-way and a folder of 12,000 files (:func:`work_bounds`);
+* ``door_limits``: attachments per message, another tenant's wait during an upload, malformed JSON on
+  ``langgraph dev`` and its log (:mod:`bench.reliability_door`).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.options import chosen
+from bench.reliability_door import door_limits
 from bench.reliability_leave import leave, leave_failures
 from bench.reliability_owners import owners, owners_failures
 from doubles.chat import ScriptedChatModel
@@ -1584,6 +1587,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "door": lambda _tmp: door(),
         "leave": leave,
         "owners": owners,
+        "door_limits": door_limits,
     }
     wanted = chosen(args.suites, suites, "suites") if getattr(args, "suites", "") else list(suites)
     report: dict[str, Any] = {}
@@ -1702,7 +1706,7 @@ def _input_failures(report: dict[str, Any]) -> list[str]:
 def _service_failures(report: dict[str, Any]) -> list[str]:
     """What in the tenants, dev server, budgets and retention suites of ``report`` falls short."""
     found = []
-    for name in ("tenants", "dev_server", "door"):
+    for name in ("tenants", "dev_server", "door", "door_limits"):
         part = report.get(name, {})
         if part and (part.get("held", 0) < part.get("cases", 0) or not part.get("cases")):
             short = [r["case"] for r in part.get("rows", []) if not r["held"]] or [part.get("error", "no case ran")]

@@ -91,7 +91,9 @@ from surfaces.access import (
     thread_key,
     with_length,
 )
+from surfaces.assistant_settings import AssistantGuard
 from surfaces.disconnect import CallerWatch, stopper, stops_on_disconnect, until_disconnect
+from surfaces.doors import quiet_answered_errors
 from surfaces.registry import WORKFLOWS
 from surfaces.resume import plan
 
@@ -648,7 +650,8 @@ def retire_on_aegra(namespace: str) -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-    """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own)."""
+    """Serve ``/mcp`` while the app runs (Aegra runs this lifespan with its own); answered errors logged as one line."""
+    quiet_answered_errors()
     async with mcp.route.running():
         yield
 
@@ -671,7 +674,8 @@ async def documents(request: Request) -> JSONResponse:
 
 
 app = FastAPI(title="longdoc on Aegra", lifespan=lifespan)
-app.add_middleware(CallerWatch)  # inside the guard: the MCP and A2A runs of a caller who leaves stop
+app.add_middleware(CallerWatch)  # inside the guards: the MCP and A2A runs of a caller who leaves stop
+app.add_middleware(AssistantGuard)  # inside the tenant guard: the key and the body are checked first
 app.add_middleware(TenantGuard)
 
 

@@ -26,12 +26,17 @@ from deploy import a2a, mcp
 from stores.cache import lru_cache
 from surfaces.dev_runs import RunWatch
 from surfaces.disconnect import CallerWatch
+from surfaces.doors import quiet_answered_errors
 from surfaces.studio import StudioGuard
 
 
 @contextlib.asynccontextmanager
 async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-    """Serve ``/mcp`` while the server runs (langgraph-api runs this lifespan with its own)."""
+    """Serve ``/mcp`` while the server runs (langgraph-api runs this lifespan with its own).
+
+    Errors the client was answered with are logged as one line (:func:`surfaces.doors.quiet_answered_errors`).
+    """
+    quiet_answered_errors()
     async with mcp.route.running():
         yield
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodes.ingest import check_input_sizes
-from stores.errors import InputError
+from stores.errors import InputError, TooLarge
 from stores.questions import check_question
+from stores.settings import get_settings
 
 ASK, CHAT = frozenset({"ask", "chain"}), frozenset({"chat", "offload"})
 """A workflow's names (its former graph id too)."""
@@ -67,6 +68,7 @@ def _check_chat(values: Mapping[str, Any]) -> None:
     if question not in (None, ""):
         check_question(question)
     messages = values.get("messages")
+    check_attachments(messages)
     if messages is None:
         if not question:
             raise InputError("no question: send it as a new human message in messages, or as question")
@@ -77,6 +79,40 @@ def _check_chat(values: Mapping[str, Any]) -> None:
         raise InputError(f"messages: not chat messages ({str(exc).splitlines()[0][:200]})") from None
     if not question and not any(isinstance(m, HumanMessage) and m.text.strip() for m in read):
         raise InputError("no question: send it as a new human message in messages, or as question")
+
+
+def check_attachments(messages: Any) -> None:
+    """TooLarge when one of chat ``messages`` attaches more documents, or more bytes of them, than a message may.
+
+    ``LONGDOC_MAX_ATTACHMENTS`` documents and ``LONGDOC_MAX_ATTACHMENT_BYTES`` bytes as sent (base64, or a
+    ``text-plain`` block's text) per message: counted before any is read, so a refused message ingests nothing.
+    """
+    from nodes.offload.chat import DOCUMENT_BLOCKS
+
+    settings = get_settings()
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", None)
+        blocks = (
+            [b for b in content if isinstance(b, Mapping) and b.get("type") in DOCUMENT_BLOCKS]
+            if isinstance(content, list)
+            else []
+        )
+        if len(blocks) > settings.max_attachments:
+            raise TooLarge(
+                f"a chat message may attach at most {settings.max_attachments} documents (LONGDOC_MAX_ATTACHMENTS); "
+                f"this one attaches {len(blocks)}"
+            )
+        size = sum(_attached_bytes(b) for b in blocks)
+        if size > settings.max_attachment_bytes:
+            raise TooLarge(
+                f"the documents attached to a chat message may hold {settings.max_attachment_bytes} bytes in all "
+                f"(LONGDOC_MAX_ATTACHMENT_BYTES); this one attaches {size}"
+            )
+
+
+def _attached_bytes(block: Mapping[str, Any]) -> int:
+    """The bytes a document block carries as sent: its base64 data and its text."""
+    return sum(len(v.encode("utf-8")) for k in ("base64", "data", "text") if isinstance(v := block.get(k), str))
 
 
 def _check_summary(values: Mapping[str, Any]) -> None:

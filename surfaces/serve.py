@@ -82,6 +82,7 @@ from surfaces.access import (
     thread_key,
 )
 from surfaces.disconnect import DisconnectMiddleware
+from surfaces.doors import log_failure
 from surfaces.resume import aforget_refused, forget_refused
 from surfaces.retention import forget_for_tenant
 from surfaces.superseded import retire_superseded
@@ -213,8 +214,8 @@ class StreamErrorMiddleware:
         except BaseException as failure:  # a started stream is finished with an error event, not dropped
             if not (state["started"] and state["stream"]) or state["done"]:
                 raise
-            log.error("a streamed run failed after its response started", exc_info=failure)
             status, text = error_reply(_leaf(failure), self.access.files)
+            log_failure(log, "a streamed run failed after its response started", failure, status, text)
             event = f"event: error\r\ndata: {json.dumps({'status_code': status, 'message': text})}\r\n\r\n"
             await send({"type": "http.response.body", "body": event.encode(), "more_body": False})
 
@@ -433,6 +434,10 @@ class ServedGraph(RunnableBinding[Any, Any]):
                 value = detach_uploads(value, schema.from_mapping(configurable))
         return value, cast(RunnableConfig, run_config({**base, "configurable": configurable}))
 
+    async def _aprepare(self, value: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig]:
+        """:meth:`_prepare` on a worker thread: ingesting a chat message's documents never holds the event loop."""
+        return await anyio.to_thread.run_sync(self._prepare, value, config)
+
     @staticmethod
     def _own_threads(configs: list[RunnableConfig]) -> list[RunnableConfig]:
         ids = [str((c.get("configurable") or {}).get("thread_id") or "") for c in configs]
@@ -540,7 +545,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
-        value, config = self._prepare(input, config)
+        value, config = await self._aprepare(input, config)
         async with self._aone_run(config):
             value, config = await self._aplan(value, config)
             async with _deadline(), self._aforget(config):
@@ -556,7 +561,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
-        value, config = self._prepare(input, config)
+        value, config = await self._aprepare(input, config)
         async with self._aone_run(config):
             value, config = await self._aplan(value, config)
             async with _deadline(), self._aforget(config):
@@ -565,7 +570,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
 
     async def astream_log(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
-        value, config = self._prepare(input, config)
+        value, config = await self._aprepare(input, config)
         async with self._aone_run(config):
             value, config = await self._aplan(value, config)
             async with _deadline(), self._aforget(config):
@@ -574,7 +579,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
 
     async def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
-        value, config = self._prepare(input, config)
+        value, config = await self._aprepare(input, config)
         async with self._aone_run(config):
             value, config = await self._aplan(value, config)
             async with _deadline(), self._aforget(config):
@@ -607,7 +612,7 @@ class ServedGraph(RunnableBinding[Any, Any]):
         self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
     ) -> list[Any]:
         """Run the graph as :meth:`invoke` does: with the served checks, the resume plan and the run's deadline."""
-        values, configs = self._prepare_all(inputs, config)
+        values, configs = await anyio.to_thread.run_sync(self._prepare_all, inputs, config)
         run = super().ainvoke
 
         async def one(value: Any, config: RunnableConfig) -> Any:

@@ -18,11 +18,15 @@ keeps the rest of what the other servers keep:
   CORS for the pages of this machine is answered here (``langgraph.json`` allows Studio's origin only);
 - a run, an assistant or a state update never sets the operator's settings (model names, endpoints,
   keys, temperatures, embedder, LLM cache: :func:`surfaces.access.operator_fields`) in its ``context`` or
-  ``configurable`` (400);
+  ``configurable`` (400), and an assistant no key its workflow does not read (400,
+  :mod:`surfaces.assistant_settings`);
+- a chat message attaches at most ``LONGDOC_MAX_ATTACHMENTS`` documents of ``LONGDOC_MAX_ATTACHMENT_BYTES``
+  in all (413, before any is read: :func:`nodes.inputs.check_attachments`);
 - a server file named in an input (``path``, ``registry_path``) is resolved inside ``LONGDOC_INGEST_ROOT``
   and refused without one, and a chat ``session`` is refused, as on LangServe and Aegra; the MCP and A2A
   routes run their tools through the server's own loopback requests, which pass here too;
-- bodies are JSON, bounded and checked as on the other servers (:func:`surfaces.access.read_json_body`);
+- bodies are JSON, bounded and checked as on the other servers (:func:`surfaces.access.read_json_body`; one
+  that does not parse is a 400 with the parser's reason, :func:`surfaces.doors.parse_body`);
   a body sent without a type of its own (Agent Chat UI's server-side proxy forwards bodies as strings,
   with no ``Content-Type`` or the ``text/plain`` ``fetch`` gives them) is taken when it parses as JSON,
   and passed on as ``application/json``. A browser labels a page's cross-origin request with its
@@ -43,6 +47,7 @@ import anyio
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nodes.inputs import check_attachments
 from stores.errors import InputError
 from stores.files import IngestRoot
 from stores.readers import reading
@@ -59,6 +64,8 @@ from surfaces.access import (
     replay_body,
     with_length,
 )
+from surfaces.assistant_settings import ASSISTANT_PATH, check_assistant, context_fields
+from surfaces.doors import parse_body
 from surfaces.loopback import LOOPBACK_HOSTS, answered_peer, host_name, loopback_address
 
 STUDIO_ORIGIN = "https://smith.langchain.com"
@@ -190,7 +197,7 @@ class StudioGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             raw = await read_json_body(headers, receive, untyped=True)
-            body = json.loads(raw or b"{}")
+            body = parse_body(raw)
         except Refused as exc:
             await _answer(send, exc.status, str(exc))
             return
@@ -206,7 +213,7 @@ class StudioGuard:
             if rpc is not None:  # a tool's refusal, as MCP and A2A callers read one
                 await _answer_rpc(send, rpc, message, body.get("id"))
             else:
-                await _answer(send, 400, message)
+                await _answer(send, exc.status, message)
             return
         named = thread_title(scope["path"], checked) if self.titles is not None else None
         if named is not None and self.titles is not None:
@@ -262,6 +269,8 @@ class StudioGuard:
             return {**body, "params": {**params, "message": {**message, "parts": parts}}} if parts else body
         if _ASSISTANTS.match(path) and isinstance(body, dict):
             self._settings(body)
+            if ASSISTANT_PATH.match(path):
+                check_assistant(body, context_fields)
             return body
         if _STATE.match(path) and isinstance(body, dict) and body.get("values") is not None:
             return {**body, "values": self._value(body["values"])}
@@ -293,6 +302,7 @@ class StudioGuard:
         if not isinstance(value, dict):
             return value
         refuse_server_inputs(value)
+        check_attachments(value.get("messages"))
         named = {key: self.files.resolve(str(value[key])) for key in FILE_INPUTS if value.get(key)}
         return {**value, **named} if named else value
 
@@ -373,24 +383,15 @@ async def _answer_rpc(send: Send, kind: str, message: str, request_id: Any = Non
         result = {"result": {"content": [{"type": "text", "text": message}], "isError": True}}
     else:
         result = {"error": {"code": -32602, "message": message}}
-    body = json.dumps({"jsonrpc": "2.0", "id": request_id, **result}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await _send_json(send, 200, {"jsonrpc": "2.0", "id": request_id, **result})
 
 
 async def _answer(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"detail": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
+    await _send_json(send, status, {"detail": message})
+
+
+async def _send_json(send: Send, status: int, value: Any) -> None:
+    body = json.dumps(value).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -24,6 +24,7 @@ from nodes.collection.resolve import (
 )
 from nodes.collection.sources import Sources
 from nodes.ingest import IngestResult, in_namespace, index_for_context, read_source
+from nodes.inputs import check_attachments
 from nodes.offload.chat import (
     DOCUMENT_BLOCKS,
     Attachment,
@@ -145,6 +146,7 @@ def take_attachments(state: OffloadState, ctx: OffloadContext, writer: Any) -> t
     blocks = attachments(message)
     if message is None or not blocks:
         return [], {}
+    check_attachments([message])
     ids: list[str] = []
     notes: dict[int, str] = {}
     for position, block in blocks:
@@ -189,6 +191,7 @@ def detach_uploads(values: Any, context: Any, strict: bool = False) -> Any:
     """
     if not isinstance(values, Mapping) or not isinstance(values.get("messages"), list):
         return values
+    check_attachments(values["messages"])
     ctx = in_namespace(context, values)
     messages = []
     for message in values["messages"]:

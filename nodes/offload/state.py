@@ -67,7 +67,8 @@ class OffloadInput(OffloadRequest):
     """One turn of a conversation about a document or a collection.
 
     The first turn names it (doc_id, text, an attached file, doc_ids or whole_namespace); later turns on the same
-    thread go on about it, or name other documents, which the conversation reads from then on.
+    thread go on about it, or name other documents in the input or attach them (a later message's words never
+    rebind), which the conversation reads from then on.
     """
 
     doc_id: NotRequired[DocumentId]

@@ -435,6 +435,29 @@ def test_a_document_dropped_into_a_conversation_is_read(doc_id: str) -> None:
     assert again["turn"] == 3 and again["documents"] == out["documents"]
 
 
+def test_a_later_message_naming_another_document_in_its_words_stays_on_the_sessions_documents(
+    doc_id: str, sample_markdown: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONGDOC_INGEST_ROOT", str(sample_markdown.parent))
+    other = ingest(text="Herons wade in shallow water.").doc_id
+    compiled = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "words"}}
+    with use_chat_model(offload_chat_model()):
+        first = compiled.invoke(
+            {"messages": [HumanMessage(f"In {other}: where do herons wade?")]}, config, context=BASE
+        )
+        by_id = compiled.invoke({"messages": [HumanMessage(f"Does {doc_id} say more?")]}, config, context=BASE)
+        by_name = compiled.invoke({"messages": [HumanMessage("What does sample.md say?")]}, config, context=BASE)
+        by_input = compiled.invoke(
+            {"messages": [HumanMessage("And the budget?")], "doc_id": doc_id}, config, context=BASE
+        )
+    assert first["doc_id"] == by_id["doc_id"] == by_name["doc_id"] == other and by_name["turn"] == 3
+    assert by_input["doc_id"] == doc_id and by_input["turn"] == 4  # the input's fields rebind
+    # What the client guide says of it.
+    guide = " ".join((Path(__file__).parents[2] / "docs" / "clients.md").read_text(encoding="utf-8").split())
+    assert "A later message's words never rebind" in guide and "reads them from then on" not in guide
+
+
 def test_a_turn_that_recalls_streams_one_message() -> None:
     asked: list[int] = []
 

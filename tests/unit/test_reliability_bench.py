@@ -75,6 +75,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
     monkeypatch.setattr(reliability, "tenants", lambda: held)
     monkeypatch.setattr(reliability, "dev_server", lambda folder: held)
     monkeypatch.setattr(reliability, "door", lambda: held)
+    monkeypatch.setattr(reliability, "door_limits", lambda folder: held)
     spent = {"settings_tried": 1, "refused": 1, "oversized_requests": 0, "slowest_refusal_seconds": 0.1}
     monkeypatch.setattr(reliability, "budgets", lambda: spent)
     monkeypatch.setattr(reliability, "work_bounds", lambda folder: {})
@@ -100,6 +101,7 @@ def test_main_writes_the_report(tmp_path: Path, monkeypatch) -> None:  # type: i
         "door",
         "leave",
         "owners",
+        "door_limits",
         "seconds",
     }
     assert all({"seconds", "memory_mb"} <= set(part) for part in report.values() if isinstance(part, dict))

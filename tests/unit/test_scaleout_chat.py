@@ -322,6 +322,52 @@ def test_a_refused_attachment_is_a_4xx_with_its_reason_before_any_run(
     assert ok == 200 and first["turn"] == 1
 
 
+@pytest.mark.parametrize(
+    ("env", "said"), [("LONGDOC_MAX_ATTACHMENTS", "this one attaches 3"), ("LONGDOC_MAX_ATTACHMENT_BYTES", "")]
+)
+def test_a_message_over_the_attachment_bounds_is_a_413_before_any_document_is_read(
+    aegra: tuple[TestClient, Runs], monkeypatch: pytest.MonkeyPatch, env: str, said: str
+) -> None:
+    monkeypatch.setenv(env, "2" if env == "LONGDOC_MAX_ATTACHMENTS" else str(2 * len(LINE)))
+    http, runs = aegra
+    notes = [{"type": "text-plain", "text": f"{LINE} {i}", "mime_type": "text/plain"} for i in range(3)]
+    got, out = turn(http, "t-many", [WORDS, *notes])
+    assert got == 413 and env in out["message"] and said in out["message"], out
+    assert runs.records == [] and list_documents("team-b") == []
+    update = {"assistant_id": "chat", "command": {"update": {"messages": [{"type": "human", "content": notes}]}}}
+    answer = http.post("/threads/t-many/runs/wait", json=update, headers={"X-API-Key": "key-b"})
+    assert answer.status_code == 413 and list_documents("team-b") == []
+
+
+def test_an_assistant_with_a_setting_its_workflow_does_not_read_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
+    from surfaces.assistant_settings import AssistantGuard
+
+    monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps(KEYS))
+    keyring.cache_clear()
+    made: list[Any] = []
+
+    async def aegra(scope: Any, receive: Any, send: Any) -> None:
+        made.append(json.loads((await receive())["body"]))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    http = TestClient(door.TenantGuard(AssistantGuard(aegra)))
+    key = {"X-API-Key": "key-a"}
+    for method, path, body in (
+        ("POST", "/assistants", {"graph_id": "chat", "context": {"chunksize": 300}}),
+        ("POST", "/assistants", {"graph_id": "chat", "config": {"configurable": {"modle": "other"}}}),
+        ("PATCH", "/assistants/a1", {"graph_id": "ask", "context": {"keep_turns": 2}}),
+    ):
+        refused = http.request(method, path, json=body, headers=key)
+        assert refused.status_code == 400, body
+        said = refused.json()
+        assert said["error"] == "refused" and f"{body['graph_id']} does not take " in said["message"], said
+    assert made == []
+    kept = {"graph_id": "chat", "context": {"keep_turns": 2, "namespace": "team-a", "model": "other"}}
+    assert http.post("/assistants", json=kept, headers=key).status_code == 200 and made == [kept]  # Aegra says 403
+    keyring.cache_clear()
+
+
 def test_a_file_in_a_state_update_is_ingested_at_the_door_too(aegra: tuple[TestClient, Runs]) -> None:
     http, runs = aegra
     block = {"type": "file", "base64": _b64(LINE.encode()), "mime_type": "text/csv", "extras": {"filename": "s.csv"}}

@@ -346,3 +346,62 @@ def test_a_chat_thread_is_titled_by_its_first_question() -> None:
     }
     asyncio.run(StudioGuard(app, titles=broken)(scope, receive, send))
     assert statuses == [200]
+
+
+@pytest.mark.parametrize("raw", [b'{"a": }', b'{"a": 01}', b'{"a": "\x00"}', b'{"a": 1'])
+@pytest.mark.parametrize("path", ["/runs/wait", "/threads", "/assistants", "/assistants/search", "/mcp", "/a2a/chat"])
+def test_a_body_that_is_not_json_is_a_400_with_the_reason_on_every_route(raw: bytes, path: str) -> None:
+    assert _call("POST", path, raw) == (400, "not reached")
+    assert _refusal("POST", path, raw).startswith("the request body is not JSON: ")
+
+
+def test_an_assistant_is_refused_a_setting_its_workflow_does_not_read() -> None:
+    for method, path, body in (
+        ("POST", "/assistants", {"graph_id": "chat", "context": {"chunksize": 300}}),
+        ("POST", "/assistants", {"graph_id": "offload", "config": {"configurable": {"keep_turn": 2}}}),
+        ("PATCH", "/assistants/a1", {"graph_id": "ask", "context": {"keep_turns": 2}}),  # chat's, not ask's
+        ("PATCH", "/assistants/a1", {"context": {"no_such_setting": 1}}),
+        ("POST", "/assistants", {"graph_id": "chat", "config": {"recursion_limt": 5}}),
+    ):
+        assert _call(method, path, body) == (400, "not reached"), body
+    reasons = _refusal("POST", "/assistants", {"graph_id": "chat", "context": {"chunksize": 300, "bogus": 1}})
+    assert "chat does not take context keys 'bogus', 'chunksize'" in reasons
+    for method, path, body in (
+        ("POST", "/assistants", {"graph_id": "chat", "context": {"keep_turns": 2, "chunk_size": 300}}),
+        ("POST", "/assistants", {"graph_id": "ask", "config": {"configurable": {"budget": 900}, "tags": ["x"]}}),
+        ("PATCH", "/assistants/a1", {"context": {"keep_turns": 2}}),  # some workflow reads it
+        ("POST", "/assistants/search", {"graph_id": "chat", "limit": 5}),
+    ):
+        assert _call(method, path, body)[0] == 200, body
+
+
+def test_a_chat_message_attaching_too_many_documents_is_a_413(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGDOC_MAX_ATTACHMENTS", "1")
+    block = {"type": "text-plain", "text": "Herons wade.", "mime_type": "text/plain"}
+    message = {"type": "human", "content": [{"type": "text", "text": "Where?"}, block, block]}
+    run = {"assistant_id": "chat", "input": {"messages": [message]}}
+    assert _call("POST", "/threads/t1/runs/stream", run) == (413, "not reached")
+    assert "LONGDOC_MAX_ATTACHMENTS" in _refusal("POST", "/runs/wait", run)
+    message["content"] = message["content"][:2]
+    assert _call("POST", "/threads/t1/runs/stream", run)[0] == 200
+
+
+def _refusal(method: str, path: str, body: Any) -> str:
+    """The reason the guard answers a request it refuses with."""
+    said: list[bytes] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("refused requests reach no route")
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            said.append(message["body"])
+
+    async def receive() -> Any:
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return {"type": "http.request", "body": payload, "more_body": False}
+
+    headers = [(b"host", LOCAL.encode()), (b"content-type", b"application/json")]
+    scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": headers}
+    asyncio.run(StudioGuard(app)(scope, receive, send))
+    return str(json.loads(b"".join(said))["detail"])
