@@ -3,12 +3,13 @@
     python -m bench.reader --data ../shared/data/qa_long --split 0:3 --rounds 3 \\
         --candidates xllamacpp,native,native-q8_0,native-q4_0 --run 2026-12-07 --out bench/results/reader.json
 
-Every candidate is a llama.cpp server (:mod:`stores.reader`) started once with its build, model file and settings,
+Every candidate is a llama.cpp server (:mod:`stores.llama_server`) started once with its build, model file and settings,
 all of them loaded at once and asked one after the other: each round sends every passage to every candidate in
 turn, the candidates' order reversed every other round, so a machine that slows down or speeds up during the run
 weighs on all of them alike. A passage is ~1,500 tokens of a long dev document (``--passage-chars`` characters from
 the item's own paragraphs, the question after them), sent with ``cache_prompt`` off so nothing is read from the
-prompt cache, greedy, ``--write`` tokens at most. The rates are llama.cpp's own ``timings`` of each reply
+prompt cache, greedy, ``--write`` tokens written (the end of the reply ignored, so each writing rate rests on as
+many tokens). The rates are llama.cpp's own ``timings`` of each reply
 (``prompt_per_second``, ``predicted_per_second``); reported per candidate as the median over passages and rounds,
 with the ratio to the first candidate computed passage by passage, the share of the machine's int8 peak
 (``--peak-gflops``, measured by ``bench.limit``: 2 FLOPs per weight per token, the model's
@@ -66,8 +67,8 @@ CANDIDATES = {
 
 def derived_file(layout: str) -> Path:
     """The shipped model in ``layout`` (Q8_0, Q4_0): made once with the native build's ``llama-quantize``."""
+    from stores.llama_server import native_binary
     from stores.local_model import model_path
-    from stores.reader import native_binary
 
     shipped = model_path()
     if layout == "Q4_K_M":
@@ -99,8 +100,8 @@ def passages(items: list[QAItem], chars: int) -> list[dict[str, str]]:
 @contextmanager
 def serving(name: str, candidate: Candidate, logs: Path) -> Iterator[tuple[str, str]]:
     """Start ``candidate``'s server; yield its base URL and the instruction sets it reports; stop it after."""
+    from stores.llama_server import Choice, choose, server_options, start, stop, system_info
     from stores.local_model import DEFAULT_MODEL, free_port, wait_ready
-    from stores.reader import Choice, choose, server_options, start, stop, system_info
 
     choice = choose() if candidate.backend == "native" else Choice("xllamacpp", "benchmark candidate")
     if choice.backend != candidate.backend:
@@ -133,6 +134,7 @@ def ask(base: str, passage: dict[str, str], write: int) -> dict[str, Any]:
         "max_tokens": write,
         "temperature": 0,
         "cache_prompt": False,
+        "ignore_eos": True,  # llama.cpp: write all ``write`` tokens, so the writing rate rests on as many
     }
     reply = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=600).json()
     timings = reply["timings"]
@@ -141,7 +143,7 @@ def ask(base: str, passage: dict[str, str], write: int) -> dict[str, Any]:
         "read_tps": timings["prompt_per_second"],
         "written_tokens": timings["predicted_n"],
         "write_tps": timings["predicted_per_second"],
-        "reply": reply["choices"][0]["message"]["content"],
+        "reply": reply["choices"][0]["message"]["content"][:200],
     }
 
 

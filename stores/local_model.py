@@ -31,7 +31,7 @@ import httpx
 from stores.cache import ProcessCache
 from stores.errors import InputError, ModelError
 from stores.extras import EXTRAS, MissingExtra, missing_module, require_extra
-from stores.reader import NativeServer, choose, server_options, start, stop
+from stores.llama_server import NativeServer, choose, server_options, start, stop
 from stores.settings import BUNDLED_MODEL_NAME, ROLES, SMALL_MODEL_NAME, get_settings
 
 
@@ -207,7 +207,7 @@ class LocalServer:
     draft: str | None = None
     """The bundled model drafting its tokens (speculative decoding), if any."""
     backend: str = "xllamacpp"
-    """The llama.cpp build serving it (:mod:`stores.reader`): ``native`` (a child process) or ``xllamacpp``."""
+    """The llama.cpp build serving it (:mod:`stores.llama_server`): ``native`` (a child process) or ``xllamacpp``."""
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

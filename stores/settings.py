@@ -166,7 +166,7 @@ class Settings(_Environment):
     """Smallest chunk of a cached prompt the bundled server reuses after a shift (``LONGDOC_CACHE_REUSE``; 0: prefix
     only)."""
     reader: str = "auto"
-    """The llama.cpp build serving the bundled models (``LONGDOC_READER``: auto, native, xllamacpp; stores.reader)."""
+    """The llama.cpp build serving the bundled models (``LONGDOC_READER``: auto, native, xllamacpp)."""
     bundled_stall: float = BUNDLED_STALL
     """Seconds a bundled-server request may make no progress at all before it fails (``LONGDOC_BUNDLED_STALL``)."""
     bundled_check: float = BUNDLED_CHECK

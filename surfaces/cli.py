@@ -318,7 +318,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 def describe_models() -> dict[str, Any]:
     """Which chat model (per role) and embedder are active, and where they live."""
-    from stores import reader
+    from stores import llama_server as reader
     from stores.embedders import describe_embedder
     from stores.local_model import bundled_file, bundled_where
     from stores.settings import ROLES, get_settings

@@ -29,8 +29,8 @@ from surfaces.disconnect import LEFT, stops_on_disconnect, until_disconnect
 RUN_REQUEST = re.compile(r"^(?:/threads/[^/]+)?/runs/(?:wait|stream)/?$")
 """A request that creates a run and answers with it: its client waits for the answer."""
 
-_running: dict[str, CallBudget] = {}
-"""The budgets of the runs executing in this process, by run id (opened and read on the event loop's thread)."""
+_running: ProcessCache[str, CallBudget] = ProcessCache("running dev runs", maxsize=4096)
+"""The budgets of the runs executing in this process, by run id."""
 
 _stopped: ProcessCache[str, str] = ProcessCache("stopped dev runs", maxsize=4096)
 """Why each run stopped by its client leaving was stopped, by run id (a run that has not started yet, or runs again
@@ -47,12 +47,12 @@ def run_bounded(run_id: str) -> Iterator[CallBudget]:
         reason = _stopped.get(run_id)
         if reason:
             budget.stop(reason)
-        _running[run_id] = budget
+        _running.put(run_id, budget)
         try:
             yield budget
         finally:
             if _running.get(run_id) is budget:
-                del _running[run_id]
+                _running.pop(run_id)
 
 
 def stop_run(run_id: str, reason: str = LEFT) -> None:

@@ -45,15 +45,16 @@ def listed_clients() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         raise InputError(f"LONGDOC_DEV_CLIENTS: {exc}") from None
 
 
-def answered_peer(client: Any) -> bool:
+def answered_peer(client: Any, server: Any = None) -> bool:
     """Whether the dev server answers a request whose connection's peer is ``client`` (ASGI ``(host, port)``).
 
     A loopback address is this machine; another address is answered only when ``LONGDOC_DEV_CLIENTS`` lists it. A
-    request without a peer address is not answered: nothing says where it comes from.
+    request without a peer address is answered only on a unix socket (ASGI ``server`` a path or none, as uvicorn
+    gives it there), which only this machine's processes reach; on a network socket nothing says where it is from.
     """
     address = str(client[0]) if isinstance(client, list | tuple) and client else ""
     if not address:
-        return False
+        return server is None or (isinstance(server, list | tuple) and len(server) == 2 and server[1] is None)
     if loopback_address(address):
         return True
     try:

@@ -158,7 +158,7 @@ class StudioGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if scope.get("root_path") != LOOPBACK_ROOT:  # the server's own in-process calls come from checked ones
             host = headers.get("host", "")
-            if not answered_peer(scope.get("client")):  # the connection's peer, not a header, says where it is from
+            if not answered_peer(scope.get("client"), scope.get("server")):  # the peer, not a header, says where
                 await _answer(send, 403, "this development server answers this machine only (LONGDOC_DEV_CLIENTS)")
                 return
             if host_name(host) not in LOOPBACK_HOSTS:

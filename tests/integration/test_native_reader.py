@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stores import reader
+from stores import llama_server as reader
 from stores.local_model import ensure_server, running_server
 
 pytestmark = pytest.mark.skipif(reader.native_binary() is None, reason="no llama.cpp build for this CPU installed")

@@ -41,6 +41,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "surfaces.disconnect": ("serve", "studio", "scaleout"),
     "surfaces.studio": ("studio",),
     "surfaces.dev_runs": ("studio",),
+    "surfaces.assistant_settings": ("studio", "scaleout"),
     "deploy.*": ("scaleout",),
     "deploy": ("studio", "scaleout"),
     "deploy.dev": ("studio",),

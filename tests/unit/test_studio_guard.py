@@ -215,7 +215,8 @@ def test_a_peer_on_the_network_is_refused_whatever_host_it_names() -> None:
     assert _call("OPTIONS", "/runs/wait", origin=STUDIO_ORIGIN, client=away) == (403, "not reached")
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": {}}}
     assert _call("POST", "/mcp", call, client=away) == (403, "not reached")
-    assert _call("POST", "/runs/wait", RUN, client=None) == (403, "not reached")  # no peer address: nothing says
+    assert _call("POST", "/runs/wait", RUN, client=None, server=("127.0.0.1", 2025)) == (403, "not reached")
+    assert _call("POST", "/runs/wait", RUN, client=None)[0] == 200  # a unix socket: no address on either side
     assert _call("POST", "/runs/wait", RUN, client=("::1", 41000))[0] == 200
     assert _call("POST", "/runs/wait", RUN, client=("::ffff:127.0.0.1", 41000))[0] == 200
 
@@ -403,5 +404,6 @@ def _refusal(method: str, path: str, body: Any) -> str:
 
     headers = [(b"host", LOCAL.encode()), (b"content-type", b"application/json")]
     scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": headers}
+    scope["client"] = ("127.0.0.1", 50000)
     asyncio.run(StudioGuard(app)(scope, receive, send))
     return str(json.loads(b"".join(said))["detail"])

@@ -9,10 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stores import local_model, reader
+from stores import llama_server as reader
+from stores import local_model
 from stores.errors import InputError, ModelError
+from stores.llama_server import Choice, ServerOptions, choose, native_args, server_options
 from stores.local_model import DEFAULT_MODEL
-from stores.reader import Choice, ServerOptions, choose, native_args, server_options
 
 # A stand-in for llama-server: answers --version, or serves /health on the --port it is given; SERVER_FAILS=1
 # makes it exit at start-up.
