@@ -7,7 +7,8 @@
 For every query and embedder: whether the default (``longdoc route`` without options) has a gold agent in its
 top 5, and the best rank of a gold agent in each list the fusion reads (the agents by vector, the tools by vector
 walked to their owners, BM25 over agents and over tools), so a miss says whether the agent or the tool list lost
-it. Queries holding CJK characters are counted apart (the Chinese queries of the set). The registry is embedded
+it; ``partly_routed`` lists the queries that need several servers and got only some of them into the top 5.
+Queries holding CJK characters are counted apart (the Chinese queries of the set). The registry is embedded
 once per embedder (kept in the store, namespace ``bench-route``, shared with :mod:`bench.route`).
 """
 
@@ -60,6 +61,7 @@ def per_query(queries: Sequence[Query], registry: Any, store: Any) -> list[dict[
                 "query": query.query[:160],
                 "cjk": bool(CJK.search(query.query)),
                 "default_hit@5": any(agent_gains(agents[:5], query.gold_servers)),
+                "recall@5": round(sum(agent_gains(agents[:5], query.gold_servers)) / len(query.gold_servers), 3),
                 "gold": sorted({s for servers in query.gold_servers for s in servers}),
                 "top5": agents[:5],
                 "embed_ms": round(ms, 1),
@@ -86,6 +88,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "queries": len(rows),
         "default_hits@5": len(rows) - len(misses),
+        "agent_recall@5": round(sum(r["recall@5"] for r in rows) / len(rows), 4),
+        "partly_routed": [r["id"] for r in rows if r["default_hit@5"] and r["recall@5"] < 1],
         "misses": [r["id"] for r in misses],
         "list_top5_all": {k: in_top5(k, rows) for k in kinds},
         "list_top5_among_misses": {k: in_top5(k, misses) for k in kinds},
