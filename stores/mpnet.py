@@ -7,7 +7,8 @@ renames the folder into place atomically, as :func:`stores.local_model.model_pat
 calls find the folder and its marker and read nothing. :class:`MpnetEmbeddings` loads it offline with
 sentence-transformers on the first embedding (torch, CPU) and returns L2-normalised vectors.
 
-The model is English only: the router's default, not the documents' (Chinese text stays with multilingual-e5).
+The model reads English only; the router can take it alone (``LONGDOC_ROUTE_EMBEDDER=mpnet``) while documents,
+Chinese among them, stay with multilingual-e5. It is not the router's default (docs/benchmarks/route.md).
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ class Settings(_Environment):
     route_profile: str | None = None
     route_retrieval: str | None = None
     route_embedder: str | None = None
-    """The router's embedder (``LONGDOC_ROUTE_EMBEDDER``; unset: :func:`stores.embedders.route_embedder` chooses)."""
+    """The route workflow's embedder (``LONGDOC_ROUTE_EMBEDDER``; unset: ``LONGDOC_EMBEDDER``)."""
     route_expand: bool = False
     route_decompose: bool = False
     ingest_root: str | None = None
