@@ -436,6 +436,16 @@ def _sweep(queries: Sequence[Query], texts: list[str], cands: Any, registry: Any
     return rows
 
 
+def embed_timed(store: Any, texts: Sequence[str]) -> tuple[list[list[float]], list[float]]:
+    """Each text embedded as a query by the store's embedder, one call each, and each call's milliseconds."""
+    vectors, embed_ms = [], []
+    for text in texts:
+        start = time.perf_counter()
+        vectors.append(list(store.embedder.embed_query(text)))
+        embed_ms.append((time.perf_counter() - start) * 1000)
+    return vectors, embed_ms
+
+
 def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, sweep: bool) -> dict[str, Any]:
     """Accuracy of every method (one candidate pass, re-fused per method), its latency, and throughput.
 
@@ -447,11 +457,7 @@ def evaluate_methods(queries: Sequence[Query], registry: Any, store: Any, *, swe
     from nodes.route.indexes import StoreIndex, gather_candidates
 
     texts = [q.query for q in queries]
-    vectors, embed_ms = [], []
-    for text in texts:
-        start = time.perf_counter()
-        vectors.append(store.embedder.embed_query(text))
-        embed_ms.append((time.perf_counter() - start) * 1000)
+    vectors, embed_ms = embed_timed(store, texts)
     full = _full_settings()
     cands = gather_candidates(
         texts,

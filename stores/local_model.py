@@ -107,6 +107,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def join_parts(parts: list[Path], target: Path) -> tuple[int, str]:
+    """Write the files ``parts`` one after another into ``target``; the bytes written and their sha256."""
+    digest = hashlib.sha256()
+    size = 0
+    with target.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as fh:
+                for block in iter(functools.partial(fh.read, 1 << 22), b""):
+                    digest.update(block)
+                    size += len(block)
+                    out.write(block)
+    return size, digest.hexdigest()
+
+
 def model_path(cache_dir: Path | None = None, model: BundledModel = DEFAULT_MODEL) -> Path:
     """Return the assembled GGUF file of ``model``, joining its parts into ``cache_dir`` the first time."""
     if model.extra:  # asked for while its extra is not installed: refused, even if a file was joined before
@@ -122,20 +136,12 @@ def model_path(cache_dir: Path | None = None, model: BundledModel = DEFAULT_MODE
         marker.write_text(model.sha256)
         return target
     tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
-    digest = hashlib.sha256()
-    size = 0
     try:
-        with tmp.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as fh:
-                    for block in iter(functools.partial(fh.read, 1 << 22), b""):
-                        digest.update(block)
-                        size += len(block)
-                        out.write(block)
-        if size != model.size or digest.hexdigest() != model.sha256:
+        size, sha256 = join_parts(parts, tmp)
+        if size != model.size or sha256 != model.sha256:
             packages = model.parts[0].rsplit("_", 1)[0].replace("_", "-")
             raise ModelError(
-                f"the assembled model {model.name} is corrupt (size {size}, sha256 {digest.hexdigest()}); "
+                f"the assembled model {model.name} is corrupt (size {size}, sha256 {sha256}); "
                 f"reinstall the {packages} packages"
             )
         os.replace(tmp, target)

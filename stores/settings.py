@@ -184,6 +184,8 @@ class Settings(_Environment):
     route_registry: str | None = None
     route_profile: str | None = None
     route_retrieval: str | None = None
+    route_embedder: str | None = None
+    """The route workflow's embedder (``LONGDOC_ROUTE_EMBEDDER``; unset: ``LONGDOC_EMBEDDER``)."""
     route_expand: bool = False
     route_decompose: bool = False
     ingest_root: str | None = None

