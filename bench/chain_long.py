@@ -93,7 +93,7 @@ CHAIN_CONTEXT: dict[str, dict[str, Any]] = {
     "anytime-draft": {"order": "best-first"},
     "anytime-worker05-draft": {"order": "best-first", "worker_model": SMALL_MODEL_NAME},
     "anytime-reuse": {"order": "best-first"},
-    "anytime-xllamacpp": {"order": "best-first"},
+    "anytime-native": {"order": "best-first"},
     "anytime-one-batch": {"order": "best-first", "budget": 1500},
     "anytime-confirm0": {"order": "best-first", "confirm": 0},
     "anytime-half-batches": {"order": "best-first", "budget": 1500, "batch_tokens": 750},
@@ -111,7 +111,7 @@ METHOD_ENV: dict[str, dict[str, str]] = {
     "anytime-draft": {"LONGDOC_DRAFT_MODEL": SMALL_MODEL_NAME},
     "anytime-worker05-draft": {"LONGDOC_DRAFT_MODEL": SMALL_MODEL_NAME},
     "anytime-reuse": {"LONGDOC_CACHE_REUSE": "256"},
-    "anytime-xllamacpp": {"LONGDOC_READER": "xllamacpp"},
+    "anytime-native": {"LONGDOC_READER": "native"},
 }
 """Settings of the model layer a method runs under: ``LONGDOC_*`` variables set around each of its runs."""
 
@@ -133,7 +133,7 @@ def model_setup(method: str) -> dict[str, Any]:
         setup["draft"] = [settings.draft_model, settings.draft_tokens]
     if settings.cache_reuse:
         setup["cache_reuse"] = settings.cache_reuse
-    if settings.reader != "auto":
+    if settings.reader != "xllamacpp":
         setup["reader"] = settings.reader
     return setup
 

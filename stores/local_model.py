@@ -298,7 +298,7 @@ def server_key(model: BundledModel, draft: BundledModel | None) -> str:
     settings = get_settings()
     tuned = [f"draft={draft.name}:{settings.draft_tokens}"] if draft else []
     tuned += [f"reuse={settings.cache_reuse}"] if settings.cache_reuse else []
-    tuned += [f"reader={settings.reader}"] if settings.reader != "auto" else []
+    tuned += [f"reader={settings.reader}"] if settings.reader != "xllamacpp" else []
     return "|".join([model.name, *tuned])
 
 

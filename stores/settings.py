@@ -165,7 +165,7 @@ class Settings(_Environment):
     cache_reuse: int = 0
     """Smallest chunk of a cached prompt the bundled server reuses after a shift (``LONGDOC_CACHE_REUSE``; 0: prefix
     only)."""
-    reader: str = "auto"
+    reader: str = "xllamacpp"
     """The llama.cpp build serving the bundled models (``LONGDOC_READER``: auto, native, xllamacpp)."""
     bundled_stall: float = BUNDLED_STALL
     """Seconds a bundled-server request may make no progress at all before it fails (``LONGDOC_BUNDLED_STALL``)."""

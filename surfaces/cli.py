@@ -50,12 +50,12 @@ endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in
 """
 
 
-def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
-    """Flags every workflow command shares."""
+def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True, context: type[Context] = Context) -> None:
+    """Flags every workflow command shares (``--embedder`` as ``context`` describes it)."""
     if namespace:
         context_option(parser, Context, "namespace", "--namespace", "-n", default="default")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    context_option(parser, Context, "embedder")
+    context_option(parser, context, "embedder")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
 
 

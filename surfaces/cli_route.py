@@ -98,5 +98,5 @@ def register(subparsers: Any) -> None:
     for name in ("k", "profile", "retrieval", "rrf_k", "aggregate", "fusion", "index", "expand", "decompose"):
         context_option(p, RouteContext, name)
     context_option(p, RouteContext, "top_tools", "--tools")
-    add_common(p)
+    add_common(p, context=RouteContext)
     p.set_defaults(func=_cmd_route)

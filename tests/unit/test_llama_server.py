@@ -89,7 +89,7 @@ def test_the_native_server_gets_the_settings_xllamacpp_gets(monkeypatch: pytest.
     assert flags["--model"] == "/models/m.gguf" and flags["--alias"] == "m" and flags["--host"] == "127.0.0.1"
     assert flags["--port"] == "4321" and flags["--ctx-size"] == str(4096 * 2) and flags["--parallel"] == "2"
     assert flags["--threads"] == flags["--threads-batch"] == "3" and flags["--cache-reuse"] == "256"
-    assert args[args.index("--model-draft") + 1] == "/models/d.gguf"
+    assert args[args.index("--spec-draft-model") + 1] == "/models/d.gguf" and "draft-simple" in args
     params = reader.xllamacpp_params(options)
     assert (params.n_ctx, params.n_parallel, params.n_cache_reuse, params.port) == (8192, 2, 256, 4321)
     assert params.cpuparams.n_threads == 3 and params.speculative.draft.mparams.path == "/models/d.gguf"
