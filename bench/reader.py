@@ -100,12 +100,13 @@ def passages(items: list[QAItem], chars: int) -> list[dict[str, str]]:
 @contextmanager
 def serving(name: str, candidate: Candidate, logs: Path) -> Iterator[tuple[str, str]]:
     """Start ``candidate``'s server; yield its base URL and the instruction sets it reports; stop it after."""
-    from stores.llama_server import Choice, choose, server_options, start, stop, system_info
+    from stores.llama_server import INSTALL_HINT, Choice, native_binary, server_options, start, stop, system_info
     from stores.local_model import DEFAULT_MODEL, free_port, wait_ready
 
-    choice = choose() if candidate.backend == "native" else Choice("xllamacpp", "benchmark candidate")
-    if choice.backend != candidate.backend:
-        raise SystemExit(f"{name}: the {candidate.backend} build is not available ({choice.reason})")
+    binary = native_binary() if candidate.backend == "native" else None
+    if candidate.backend == "native" and binary is None:
+        raise SystemExit(f"{name}: no llama.cpp build for this CPU is installed; {INSTALL_HINT}")
+    choice = Choice(candidate.backend, "benchmark candidate", binary)
     options = server_options(DEFAULT_MODEL.name, derived_file(candidate.layout), free_port())
     options = replace(
         options,
