@@ -10,7 +10,7 @@ Two builds of llama.cpp's OpenAI-compatible server can serve a bundled model, be
 
 ``LONGDOC_READER`` chooses: ``xllamacpp`` (the default) keeps the prebuilt wheel; ``auto`` serves the native build
 when it is installed and starts on this CPU, else xllamacpp; ``native`` insists on it (an error naming the install
-command without it). The native build reads 1.25x faster here, but its greedy replies can differ from the wheel's, and
+command without it). The native build reads 1.31x faster here, but its greedy replies can differ from the wheel's, and
 the demo question lost half its answer on it: it is not the default. :func:`choose` says which build serves and why
 (``longdoc models`` shows it); ``bench.reader`` measures them side by side (docs/benchmarks/reader.md).
 """
