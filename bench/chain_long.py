@@ -22,7 +22,8 @@ Methods (one run of the chain graph each, or one reader call):
 - the model levers, each ``anytime`` with one change: ``anytime-worker05`` (the workers on the bundled 0.5B
   model, the manager on the 1.5B), ``anytime-draft`` (the 1.5B drafted by the 0.5B: speculative decoding),
   ``anytime-worker05-draft`` (both), ``anytime-reuse`` (the prompt cache also reuses shifted chunks of 256
-  tokens, ``LONGDOC_CACHE_REUSE``). They need the ``small-model`` extra (``anytime-reuse`` does not);
+  tokens, ``LONGDOC_CACHE_REUSE``), ``anytime-native`` (served by the llama.cpp build for this CPU,
+  ``LONGDOC_READER=native``: ``make fast-reader``). The first three need the ``small-model`` extra;
 - ``anytime-one-batch``: fewer tokens read, the default chain with a budget of one batch (1,500 tokens: one
   worker call, then the manager's);
 - ``anytime-confirm0``: stop when the evidence is complete, the default chain that stops after the first worker
@@ -82,6 +83,7 @@ METHODS = (
     "anytime-draft",
     "anytime-worker05-draft",
     "anytime-reuse",
+    "anytime-native",
     "anytime-one-batch",
     "anytime-confirm0",
     "anytime-half-batches",
