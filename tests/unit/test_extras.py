@@ -6,10 +6,12 @@ and ``importlib.util.find_spec`` report it missing, as for a package that was ne
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
 
 import deploy.cluster
 import graphs.ingest
@@ -28,8 +30,12 @@ def hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
         monkeypatch.setitem(__import__("sys").modules, module, None)
 
 
-def test_every_extra_is_installed_in_the_development_environment() -> None:
-    for extra in EXTRAS:
+def test_every_extra_of_all_is_installed_in_the_development_environment() -> None:
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (everything,) = project["optional-dependencies"]["all"]
+    in_all = Requirement(everything).extras
+    assert in_all and in_all <= set(EXTRAS)
+    for extra in in_all:
         require_extra(extra, f"the {extra} features")
 
 
