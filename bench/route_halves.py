@@ -12,12 +12,15 @@ own weight from :data:`WEIGHTS`, chosen by coordinate ascent from the default on
 list, the value with the best mean agent Recall@5 on that half (ties keep the current value), in passes until no
 weight changes. The halves are the queries in file order: the first ``--tune`` (22 by default) and the rest. The
 chosen weights then score the other half; the halves then swap, so every query is scored once by weights that
-never saw it (``held_out_all``). Calls no model: the registry is embedded once per embedder (kept in the store).
+never saw it (``held_out_all``). ``--seeds`` repeats this on seeded shuffles of the queries (halves of the same
+sizes), since file order need not mix easy and hard queries evenly. Calls no model: the registry is embedded once
+per embedder (kept in the store).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -115,9 +118,22 @@ def split_halves(n: int, tune: int) -> tuple[list[int], list[int]]:
 
 
 def halves(
-    per_query: Sequence[Lists], queries: Sequence[Query], names: Sequence[str], graph: Any, tune: int
+    per_query: Sequence[Lists],
+    queries: Sequence[Query],
+    names: Sequence[str],
+    graph: Any,
+    tune: int,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """Tune on each half, score on the other; the default's figures on the same halves beside them."""
+    """Tune on each half, score on the other; the default's figures on the same halves beside them.
+
+    The halves are the first ``tune`` queries in file order and the rest, or with ``seed`` the same sizes dealt
+    from a seeded shuffle (query numbers in the labels are then positions in the shuffled order).
+    """
+    if seed is not None:
+        order = list(range(len(queries)))
+        random.Random(seed).shuffle(order)
+        per_query, queries = [per_query[i] for i in order], [queries[i] for i in order]
     golds = [q.gold_servers for q in queries]
     first, second = split_halves(len(queries), tune)
     start = {name: DEFAULT_WEIGHTS.get(name, 0.0) for name in names}
@@ -143,6 +159,7 @@ def halves(
     everyone = list(range(len(queries)))
     return {
         "lists": list(names),
+        "seed": seed,
         "default_all": round(mean_recall(per_query, golds, everyone, start, graph), 4),
         "held_out_all": round(sum(held.values()) / len(held), 4),
         "runs": runs,
@@ -150,9 +167,17 @@ def halves(
 
 
 def run(
-    servers: Path, queries_path: Path, *, primary: str, seconds: Sequence[str], tune: int, namespace: str
+    servers: Path,
+    queries_path: Path,
+    *,
+    primary: str,
+    seconds: Sequence[str],
+    tune: int,
+    namespace: str,
+    seeds: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """The halves for the primary embedder alone, then with each further embedder's vector lists added."""
+    """The halves for the primary embedder alone, then with each further embedder's vector lists added; in file
+    order (``runs``) and, for each of ``seeds``, in a seeded shuffle (``shuffled``)."""
     from nodes.route.fusion import graph_of
     from nodes.route.indexes import StoreIndex, gather_candidates
     from nodes.route.manifest import register
@@ -194,6 +219,7 @@ def run(
             },
         },
         "runs": {},
+        "shuffled": {},
     }
     combos: list[tuple[str, list[str]]] = [(primary, [])]
     combos += [(f"{primary}+{name}", [name]) for name in seconds]
@@ -203,11 +229,13 @@ def run(
         per_query = [query_lists(base[i], {n: other[n][1][i] for n in extra}) for i in range(len(queries))]
         names = list(BASE_LISTS) + [f"{n}:{kind}" for n in extra for kind in ("agents", "tools")]
         out["runs"][label] = halves(per_query, queries, names, graph, tune)
-        res = out["runs"][label]
-        print(
-            f"{label:28} default {res['default_all']:.3f}  held-out (both halves) {res['held_out_all']:.3f}",
-            file=sys.stderr,
-        )
+        out["shuffled"][label] = [halves(per_query, queries, names, graph, tune, seed) for seed in seeds]
+        for res in (out["runs"][label], *out["shuffled"][label]):
+            print(
+                f"{label:28} seed {res['seed']}: default {res['default_all']:.3f}  "
+                f"held-out (both halves) {res['held_out_all']:.3f}",
+                file=sys.stderr,
+            )
     return out
 
 
@@ -217,10 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--second", default="", help="comma-separated embedders whose vector lists are added")
     parser.add_argument("--tune", type=int, default=22, help="queries in the first half, in file order (default 22)")
     parser.add_argument("--namespace", default="bench-route", help="store namespace (default: bench-route)")
+    parser.add_argument(
+        "--seeds", default="", help="comma-separated seeds: also split seeded shuffles of the queries (default none)"
+    )
     args = parser.parse_args(argv)
     seconds = [s for s in args.second.split(",") if s]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
     results = run(
-        args.servers, args.queries, primary=args.primary, seconds=seconds, tune=args.tune, namespace=args.namespace
+        args.servers,
+        args.queries,
+        primary=args.primary,
+        seconds=seconds,
+        tune=args.tune,
+        namespace=args.namespace,
+        seeds=seeds,
     )
     from stores.documents import write_atomic
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -75,3 +76,21 @@ def test_the_halves_are_checked() -> None:
     assert split_halves(5, 2) == ([0, 1], [2, 3, 4])
     with pytest.raises(ValueError, match="--tune"):
         split_halves(5, 5)
+
+
+def test_a_seed_deals_the_halves_from_a_shuffle_of_the_same_queries() -> None:
+    graph = _graph()
+    queries = [Query(f"q{i}", "x", [("t", frozenset({g}))]) for i, g in enumerate("ACDEAC")]
+    per_query = [_lists(g) for g in "ACDEAC"]
+    per_query[0]["agents"] = [_agents("B", "C", "D", "E", "F", "G")]  # no list holds query 0's gold agent
+    names = ["agents", "tools", "bm25_agents", "bm25_tools", "entities"]
+    plain = halves(per_query, queries, names, graph, tune=3)
+    shuffled = halves(per_query, queries, names, graph, tune=3, seed=1)
+    assert shuffled["seed"] == 1 and plain["seed"] is None
+    assert shuffled["held_out_all"] == plain["held_out_all"] == round(5 / 6, 4)
+    order = list(range(6))
+    random.Random(1).shuffle(order)
+    in_first = order.index(0) < 3
+    scored = {r["scored_on"]: r["held_out_half"] for r in shuffled["runs"]}
+    assert scored == {"queries 1-3": 0.6667 if in_first else 1.0, "queries 4-6": 1.0 if in_first else 0.6667}
+    assert {r["scored_on"]: r["held_out_half"] for r in plain["runs"]} == {"queries 1-3": 0.6667, "queries 4-6": 1.0}
