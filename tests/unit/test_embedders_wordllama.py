@@ -35,3 +35,12 @@ def test_the_shipped_vectors_load_offline_and_rank_a_paraphrase_first() -> None:
     short = WordLlamaEmbeddings(dim=64).embed_query("save this note into a file")
     assert len(short) == 64
     assert describe_embedder("wordllama")["where"].endswith("weights")
+
+
+@pytest.mark.skipif(not installed("wordllama"), reason="the wordllama extra is not installed")
+def test_no_window_cuts_a_long_text() -> None:
+    from stores.wordllama_embed import WordLlamaEmbeddings
+
+    filler = "the report covers the quarter in detail. " * 400  # about 3,200 tokens
+    a, b = WordLlamaEmbeddings().embed_documents([filler + "weather forecast", filler + "currency exchange"])
+    assert a != b  # a window would have cut both at the same token: equal vectors
