@@ -189,7 +189,6 @@ STEPS = {
 """What a run has done when a node of its graph finishes: the progress notifications' words."""
 
 
-
 def product_version() -> str:
     """The installed longdoc's version, which MCP clients are told (``0+unknown`` in a tree not installed)."""
     try:

@@ -24,6 +24,7 @@ from surfaces.cli import (
     add_documents_options,
     documents_legend,
     documents_request,
+    plain,
     print_json,
     progress,
     run_graph,
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "summarize",
         help="summarize with an editor agent that questions expert agents, then fact-checks",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_documents_options(p)
