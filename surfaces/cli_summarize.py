@@ -90,7 +90,7 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
             if graph_input is None and not args.quiet:
                 print(f"resuming the unfinished run of thread {args.thread_id}", file=sys.stderr)
             with forget_refused(checkpointed, config):
-                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
+                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=dict(config))
 
 
 def json_result(out: dict[str, Any]) -> dict[str, Any]:
