@@ -638,19 +638,38 @@ def test_a_long_prompt_on_the_bundled_server_outlasts_the_read_timeout_while_it_
     )
 
 
+@pytest.fixture
+def looks(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """The bundled request's watch counts time in looks at the server: one check interval each, however long a
+    busy machine makes it (so the stall limit is 12 looks that find no progress, not 0.6 s of wall clock)."""
+    from stores import liveness
+
+    clock = FakeClock()
+    silent = liveness.Watch.silent
+
+    def looked(watch: liveness.Watch) -> None:
+        clock.advance(watch.check)
+        silent(watch)
+
+    monkeypatch.setattr(liveness, "time", clock)
+    monkeypatch.setattr(liveness.Watch, "silent", looked)
+    return clock
+
+
 def test_a_bundled_server_whose_counters_move_while_its_reply_is_silent_is_waited_for(
-    bundled: fake_endpoint.Script,
+    bundled: fake_endpoint.Script, looks: FakeClock
 ) -> None:
     # Reading the prompt takes 4 stall limits (8 of the old 0.5 s silence limit) without a byte of reply, as a
     # prompt batch does on a busy machine; the server's /slots counters move every 0.1 s of it.
     bundled.prompt_seconds, bundled.progress_every, bundled.stream_progress = 4 * STALL, 0.1, False
-    start = time.monotonic()
+    start, looked = time.monotonic(), looks.now
     assert LLM("worker").text(messages("s", "hello")) == fake_endpoint.TEXT_REPLY
     assert time.monotonic() - start >= bundled.prompt_seconds and len(bundled.requests) == 1
+    assert looks.now - looked >= STALL  # it looked at the server past a stall limit's worth of checks
 
 
 def test_a_bundled_server_whose_threads_keep_computing_in_silence_is_waited_for(
-    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch
+    bundled: fake_endpoint.Script, monkeypatch: pytest.MonkeyPatch, looks: FakeClock
 ) -> None:
     import itertools
 
