@@ -162,11 +162,6 @@ def _task(
     return task
 
 
-def answer_text(output: Any) -> str:
-    """The text of the turn's AI message (the answer, then the sources it cites)."""
-    return str(_last(output).get("content") or "")
-
-
 def _last(output: Any) -> dict[str, Any]:
     messages = output.get("messages") if isinstance(output, dict) else None
     last = messages[-1] if messages else {}

@@ -6,8 +6,10 @@ The model endpoint and the tenants' keys come from the environment, as for every
 (``LONGDOC_BASE_URL``, ``LONGDOC_MODEL``, ``LONGDOC_API_KEY``, ``LONGDOC_SERVER_KEYS`` inline or as the path
 of a keys file, digests or keys); ``--folder`` keeps the databases and logs in a new folder of that name.
 
-Every piece is a child process bound to loopback on a free port, in one scratch folder, stopped
-(and the folder removed) on exit: PostgreSQL from the Debian binaries (``initdb`` / ``pg_ctl``;
+Every piece is a child process on loopback, in one scratch folder, stopped (and the folder removed) on exit.
+Each Aegra instance serves a socket bound here on a port the system picked (``uvicorn --fd``); PostgreSQL and
+Chroma take no socket from their parent, so each gets a port found free and is started again on another when
+that port was taken before it bound it: PostgreSQL from the Debian binaries (``initdb`` / ``pg_ctl``;
 as root the cluster belongs to the ``postgres`` user, since PostgreSQL refuses to run as root),
 the Chroma server from the virtualenv (``chroma run``), and each Aegra instance as
 ``uvicorn aegra_api.main:app`` with ``AEGRA_CONFIG=aegra.json``. Each instance has its own empty
@@ -34,7 +36,7 @@ from pathlib import Path
 import httpx
 
 from stores.extras import MissingExtra, require_extra
-from stores.local_model import free_port
+from stores.local_model import free_port, listening_socket
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -93,14 +95,20 @@ def postgres(folder: Path, database: str = "longdoc") -> Iterator[str]:
             path.chmod(0o755)
             shutil.chown(path, "postgres")
         prefix = ["runuser", "-u", "postgres", "--"]
-    port = free_port()
 
     def run(*args: str) -> None:
         subprocess.run([*prefix, *args], check=True, capture_output=True)
 
     run(str(bindir / "initdb"), "-D", str(data), "-U", "longdoc", "--auth=trust")
-    options = f"-p {port} -h 127.0.0.1 -k {data} -c max_connections=200 -c fsync=off"
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start", "-o", options)
+    for attempt in range(PORT_ATTEMPTS):
+        port = free_port()
+        options = f"-p {port} -h 127.0.0.1 -k {data} -c max_connections=200 -c fsync=off"
+        try:
+            run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "log"), "-w", "start", "-o", options)
+            break
+        except subprocess.CalledProcessError:  # the port was taken before PostgreSQL bound it, or another failure
+            if attempt == PORT_ATTEMPTS - 1:
+                raise
     try:
         run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "longdoc", database)
         yield f"postgresql://longdoc@127.0.0.1:{port}/{database}"
@@ -117,17 +125,29 @@ def chroma_server(folder: Path, timeout: float = 60) -> Iterator[str]:
     if binary is None:
         raise FileNotFoundError("the chroma command is not installed (make install)")
     folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
     log = (folder / "chroma.log").open("wb")
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-    args = [str(binary), "run", "--path", str(folder / "data"), "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_until(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout, proc)
-        yield f"http://127.0.0.1:{port}"
+        for attempt in range(PORT_ATTEMPTS):
+            port = free_port()
+            args = [str(binary), "run", "--path", str(folder / "data"), "--host", "127.0.0.1", "--port", str(port)]
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                wait_until(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout, proc)
+                break
+            except RuntimeError:  # it exited: the port was taken before it bound it, or another failure
+                if attempt == PORT_ATTEMPTS - 1:
+                    raise
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(proc)
     finally:
-        stop(proc)
         log.close()
+
+
+PORT_ATTEMPTS = 3
+"""How many ports a server that cannot take a socket from its parent is tried on."""
 
 
 def stop(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
@@ -177,14 +197,16 @@ class Deployment:
 
     def start_instance(self, name: str, timeout: float = 180, extra_env: dict[str, str] | None = None) -> Instance:
         """Start one Aegra instance (own empty ``LONGDOC_HOME``) and wait until it answers."""
-        port = free_port()
         home = self.folder / f"home-{name}"
         home.mkdir(parents=True, exist_ok=True)
         env = {**self.env, "LONGDOC_HOME": str(home), **(extra_env or {})}
         log = self.folder / f"aegra-{name}.log"
-        args = [sys.executable, "-m", "uvicorn", "aegra_api.main:app", "--host", "127.0.0.1", "--port", str(port)]
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        instance = Instance(name, f"http://127.0.0.1:{port}", proc, log)
+        with listening_socket() as sock:  # the instance's from here on; this process's copy closes
+            fd = sock.fileno()
+            args = [sys.executable, "-m", "uvicorn", "aegra_api.main:app", "--fd", str(fd)]
+            out = log.open("wb")
+            proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, pass_fds=(fd,))
+            instance = Instance(name, f"http://127.0.0.1:{sock.getsockname()[1]}", proc, log)
         self.instances.append(instance)
         try:
             # uvicorn answers only once the app has started; the tenant guard's 401 to a key-less probe says so

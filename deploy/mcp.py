@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.metadata
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
@@ -187,7 +188,16 @@ STEPS = {
 }
 """What a run has done when a node of its graph finishes: the progress notifications' words."""
 
-server: Server[Any, Any] = Server("longdoc")
+
+def product_version() -> str:
+    """The installed longdoc's version, which MCP clients are told (``0+unknown`` in a tree not installed)."""
+    try:
+        return importlib.metadata.version("longdoc")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+server: Server[Any, Any] = Server("longdoc", version=product_version())
 
 Progress = Callable[[str], Awaitable[None]]
 

@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible chat endpoint for tests of whole servers (no model weights).
 
-``python -m doubles.endpoint --port N`` serves ``POST /v1/chat/completions`` (and
-``/v1/embeddings``: hashed-word vectors, with the same faults): a request
+``python -m doubles.endpoint --port N`` (or ``--fd N``, a listening socket handed down) serves
+``POST /v1/chat/completions`` (and ``/v1/embeddings``: hashed-word vectors, with the same faults): a request
 with a JSON-schema ``response_format`` gets the smallest instance of that schema (first enum
 value, minimum list lengths, ``c0`` for id-like strings), any other request a short cited
 sentence. Token usage is estimated from the text. Point ``LONGDOC_BASE_URL`` at it to run every
@@ -14,7 +14,8 @@ more), ``truncated`` (JSON cut off with
 broken proxy sends it), ``non_json`` (prose where JSON was required), ``error_500``,
 ``rate_limited`` (429 with ``Retry-After``), ``html`` (a 200 HTML page), ``empty`` (an empty
 reply), ``reset`` (the connection dropped half-way through the reply). :func:`running` serves an
-app on a free loopback port in a thread.
+app in a thread on a loopback socket bound to a port the system picks (parallel test processes never share
+one); :func:`refusing` holds a loopback port that refuses every connection.
 
 It can also play a slow llama.cpp server: ``prompt_seconds`` of prompt reading before the first
 token, with a ``prompt_progress`` chunk every ``progress_every`` seconds of it when a streamed
@@ -30,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +42,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from stores.local_model import free_port as free_port  # tests and benchmarks take it from here too
+from stores.local_model import listening_socket
 from stores.text import count_tokens
 
 TEXT_REPLY = "The document answers this in its first section [c0]."
@@ -143,6 +146,8 @@ class Script:
     answered: int = 0
     busy_most: int = 0
     """The most requests served at the same time."""
+    prompts_read: int = 0
+    """Prompts read to their end (``prompt_seconds`` each): a request its client left earlier is not counted."""
 
     def __post_init__(self) -> None:
         for mode in [self.fault, *self.faults]:
@@ -219,6 +224,7 @@ async def _read_prompt(script: Script, tokens: int, report: bool) -> Any:
     if every <= 0:
         await asyncio.sleep(seconds)
         script.read = tokens
+        script.prompts_read += 1
         return
     done = 0.0
     while True:
@@ -227,6 +233,7 @@ async def _read_prompt(script: Script, tokens: int, report: bool) -> Any:
         if report:
             yield {"total": tokens, "cache": 0, "processed": processed, "time_ms": elapsed}
         if done >= seconds:
+            script.prompts_read += 1
             return
         step = min(every, seconds - done)
         await asyncio.sleep(step)
@@ -409,18 +416,20 @@ def _streamed(
 
 @contextlib.contextmanager
 def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` on a free loopback port in a thread; yields its ``http://127.0.0.1:PORT`` URL."""
+    """Serve ``app`` in a thread on a loopback socket bound here (``listening_socket``); yields its URL."""
     import uvicorn
 
-    port = free_port()
+    sock = listening_socket()
+    port = int(sock.getsockname()[1])
     # Stalled requests are cancelled at shutdown; that is expected, so only critical logs show.
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app, log_level="critical", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
+            sock.close()
             raise RuntimeError("the scripted endpoint did not start")
         time.sleep(0.02)
     try:
@@ -428,6 +437,18 @@ def running(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
+
+
+@contextlib.contextmanager
+def refusing() -> Iterator[str]:
+    """A loopback URL that refuses every connection while the block runs.
+
+    Its port is bound and never listened on, so no other server (a parallel test's) can take it meanwhile.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def chat_replies(body: dict[str, Any]) -> str:
@@ -452,7 +473,9 @@ def _made_by(reply: Callable[[Any], str], body: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="listen on this loopback port")
+    where.add_argument("--fd", type=int, help="serve on this listening socket, inherited from the parent process")
     parser.add_argument("--fault", choices=FAULTS, default="ok", help="misbehave this way on every request")
     parser.add_argument(
         "--replies", choices=("sample", "chat"), default="sample", help="chat: the chat's answers made from the prompt"
@@ -461,7 +484,8 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     script = Script(fault=args.fault, writer=chat_replies if args.replies == "chat" else None)
-    uvicorn.run(create_app(script), host="127.0.0.1", port=args.port, log_level="warning")
+    place: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {"host": "127.0.0.1", "port": args.port}
+    uvicorn.run(create_app(script), log_level="warning", **place)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from string import Template
 
-LANGUAGES = ("en", "zh")
-
 
 def load(name: str, lang: str = "en") -> Template:
     """The template ``name`` (e.g. ``"chain/worker"``) in ``lang``, falling back to English.

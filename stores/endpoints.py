@@ -69,7 +69,8 @@ def _deadline_client() -> Any:
     class DeadlineTransport(httpx.HTTPTransport):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**kwargs)
-            # httpx has no parameter for httpcore's network backend: its pool is given one here.
+            # httpx has no parameter for httpcore's network backend: its pool's private one is replaced here
+            # (tests/unit/test_liveness.py fails when httpcore renames it or stops connecting with it).
             self._pool._network_backend = WatchedBackend(self._pool._network_backend)  # type: ignore[assignment]
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:

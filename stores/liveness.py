@@ -95,8 +95,9 @@ class Watch:
     server: LocalServer
     stall: float
     check: float
-    last_progress: float = field(default_factory=time.monotonic)
-    last_status: float = field(default_factory=time.monotonic)
+    # The module's clock is read when a watch starts (not bound here), so that a test can count time in looks.
+    last_progress: float = field(default_factory=lambda: time.monotonic())
+    last_status: float = field(default_factory=lambda: time.monotonic())
     prompt: tuple[int, int] | None = None
     """The last prompt-progress report: (tokens read, tokens in all)."""
     _line: bytes = b""

@@ -195,6 +195,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listening_socket() -> socket.socket:
+    """A TCP socket listening on 127.0.0.1 on a port the system picked when it bound it.
+
+    A server handed it (uvicorn's ``sockets`` or ``--fd``) owns its port from the start; a port found free
+    (:func:`free_port`) and bound later can meanwhile be taken by another process doing the same.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
 @dataclass
 class LocalServer:
     """A running in-process llama.cpp server.

@@ -53,8 +53,6 @@ MPNET = BundledFolder(
         for i in range(1, 6)
     ),
 )
-MPNET_MODULES = tuple(file.split("/", 1)[0] for _, file in MPNET.parts)
-"""The parts' top-level folders (importable by name with ``importlib``, found by :mod:`stores.extras`)."""
 
 
 def part_files(folder: BundledFolder = MPNET) -> list[Path]:

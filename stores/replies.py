@@ -22,7 +22,6 @@ def complete_sentences(text: str) -> str:
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-_OPENERS = {"}": "{", "]": "["}
 
 
 def _unclosed(text: str) -> bool:

@@ -23,9 +23,10 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-Node = TypeVar("Node", bound=Callable[..., Any])
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
 _in_chat: contextvars.ContextVar[bool] = contextvars.ContextVar("status_in_chat", default=False)
 """True while a node wrapped in :func:`in_chat` runs."""
@@ -87,14 +88,14 @@ def status_progress(writer: Callable[[Any], None]) -> Callable[[Any], None]:
     return emit
 
 
-def in_chat(node: Node, message: str = "") -> Node:
+def in_chat(node: Callable[Params, Result], message: str = "") -> Callable[Params, Result]:
     """``node`` whose statuses are streamed as a chat message too (:func:`show_status`), ``message`` first if given.
 
     ``message`` is shown as the step starts: its model call may report nothing until it ends.
     """
 
     @functools.wraps(node)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: Params.args, **kwargs: Params.kwargs) -> Result:
         token = _in_chat.set(True)
         try:
             if message:
@@ -103,7 +104,7 @@ def in_chat(node: Node, message: str = "") -> Node:
         finally:
             _in_chat.reset(token)
 
-    return run  # type: ignore[return-value]
+    return run
 
 
 def report_status(stage: str, message: str, **extra: Any) -> None:

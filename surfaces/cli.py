@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nodes.context import Context
+from nodes.context import DOC_ID, Context
 from stores.chat_stream import partial_field
 from stores.deadlines import run_deadline, run_timeout, run_timeout_message
 from stores.errors import InputError, ModelError, RunTimeout
@@ -48,6 +48,15 @@ By default the bundled Qwen2.5-Coder-1.5B-Instruct model runs in-process through
 multilingual-e5-small embeds text: no API key, no network. Point at any OpenAI-compatible
 endpoint with LONGDOC_BASE_URL, LONGDOC_MODEL and LONGDOC_API_KEY. Data lives in LONGDOC_HOME.
 """
+
+
+def plain(doc: str | None) -> str:
+    """A module docstring as a command's ``--help`` prints it: reST markup (``code``, :role:`target`) dropped.
+
+    Hand-made: docutils has no plain-text writer, and these docstrings use only those two marks.
+    """
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc or "")
+    return text.replace("``", "")
 
 
 def add_common(parser: argparse.ArgumentParser, *, namespace: bool = True, context: type[Context] = Context) -> None:
@@ -216,7 +225,7 @@ def document_id(args: argparse.Namespace, **context: Any) -> str:
     """The doc id of ``args.path``: ingested if needed, or the path itself when it names an ingested document."""
     from pathlib import Path
 
-    if not Path(args.path).exists() and re.fullmatch(r"[0-9a-f]{16}", args.path):
+    if not Path(args.path).exists() and re.fullmatch(DOC_ID, args.path):
         from stores.documents import get_document
 
         return get_document(args.namespace, args.path).doc_id
@@ -379,6 +388,10 @@ def _cmd_docs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+DOCUMENT_COLUMNS = ("id", "title", "words", "chunks", "embedder", "ingested", "source")
+"""The columns of ``longdoc docs``."""
+
+
 def document_table(rows: list[dict[str, Any]], title_chars: int = 40) -> str:
     """The rows of :func:`stores.documents.document_listing` as an aligned text table."""
 
@@ -386,7 +399,7 @@ def document_table(rows: list[dict[str, Any]], title_chars: int = 40) -> str:
         text = " ".join(str(text).split())
         return text if len(text) <= most else text[: most - 1] + "…"
 
-    head = ("id", "title", "words", "chunks", "embedder", "ingested", "source")
+    head = DOCUMENT_COLUMNS
     lines = [
         (
             r["doc_id"],
@@ -467,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.set_defaults(func=_cmd_ingest)
 
-    p = sub.add_parser("docs", help="list the documents of a namespace: id, title, words, chunks, when, source")
+    listed = f"list the documents of a namespace: {', '.join(DOCUMENT_COLUMNS)}"
+    p = sub.add_parser("docs", help=listed, description=f"{listed[0].upper()}{listed[1:]}; then the totals.")
     context_option(p, Context, "namespace", "--namespace", "-n", default="default")
     p.add_argument("--json", action="store_true", help="print one JSON object: the namespace and its documents")
     p.set_defaults(func=_cmd_docs)

@@ -8,6 +8,7 @@ longdoc ask -n team1 "Who approved the budget?"          every document of the n
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from nodes.chain.context import ChainContext
+from nodes.context import DOC_ID
 from nodes.inputs import check_workflow_input
 from stores.errors import InputError
 from stores.usage import usage_totals
@@ -26,6 +28,7 @@ from surfaces.cli import (
     add_stream_flag,
     documents_legend,
     documents_request,
+    plain,
     print_json,
     progress,
     run_graph,
@@ -59,7 +62,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "ask",
         help="answer a question with a Chow-Liu ordered chain of worker agents",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -96,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
     context.update(ingest_context)
     if len(args.words) > 2:
         raise InputError("give the path (optional) and the question, in quotes if it has spaces")
+    if len(args.words) == 1 and names_a_document(args.words[0]):
+        raise InputError(
+            f"the question is missing: longdoc ask {args.words[0]} QUESTION (a question alone asks every document "
+            "of --namespace)"
+        )
     args.path, args.question = (None, args.words[0]) if len(args.words) == 1 else args.words
     check_workflow_input("ask", {"question": args.question})  # before the document is ingested or a thread locked
     documents = documents_request(args, **ingest_context)
@@ -150,6 +158,17 @@ def run(args: argparse.Namespace) -> int:
     if page is not None:
         print(f"tree page: {page}")
     return EXIT_OK
+
+
+def names_a_document(word: str) -> bool:
+    """Whether ``word`` names documents rather than asks a question.
+
+    It does when it is an existing file or folder, a file name of a type ``ingest`` reads, or a document id.
+    """
+    from stores.loaders import SUPPORTED
+
+    path = Path(word).expanduser()
+    return path.exists() or path.suffix.lower() in SUPPORTED or re.fullmatch(DOC_ID, word) is not None
 
 
 def _run_on_thread(

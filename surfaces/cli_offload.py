@@ -37,6 +37,7 @@ from surfaces.cli import (
     deadline,
     document_id,
     documents_request,
+    plain,
     print_json,
     progress,
     run_graph,
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "chat",
         help="a multi-turn session that keeps its working memory small (Mermaid canvas + offloading)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_documents_options(p)

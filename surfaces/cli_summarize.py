@@ -24,6 +24,7 @@ from surfaces.cli import (
     add_documents_options,
     documents_legend,
     documents_request,
+    plain,
     print_json,
     progress,
     run_graph,
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "summarize",
         help="summarize with an editor agent that questions expert agents, then fact-checks",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_documents_options(p)
@@ -89,7 +90,7 @@ def summarize_command(args: argparse.Namespace) -> dict[str, Any]:
             if graph_input is None and not args.quiet:
                 print(f"resuming the unfinished run of thread {args.thread_id}", file=sys.stderr)
             with forget_refused(checkpointed, config):
-                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=config)  # type: ignore[arg-type]
+                return run_graph(checkpointed, graph_input, context=context, on_event=handle, config=dict(config))
 
 
 def json_result(out: dict[str, Any]) -> dict[str, Any]:

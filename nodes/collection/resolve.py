@@ -54,14 +54,6 @@ def source_field(values: Mapping[str, Any]) -> str | None:
     return given[0] if given else None
 
 
-def names_collection(values: Mapping[str, Any]) -> bool:
-    """Whether the input names (or may name: a folder ``path``) several documents."""
-    if any(values.get(name) for name in COLLECTION_FIELDS):
-        return True
-    path = values.get("path")
-    return bool(path) and Path(str(path)).expanduser().is_dir()
-
-
 def resolve_documents(values: Mapping[str, Any], context: Any, progress: Progress | None = None) -> list[str]:
     """The ids of the documents a workflow's input names, in order (one for a one-document input).
 

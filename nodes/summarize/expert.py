@@ -37,7 +37,6 @@ from stores.text import lexical_tokens
 from stores.usage import track_usage
 from stores.vectorstore import Hit
 
-QUESTION_TYPES = ("fact", "opinion", "structure", "style")
 NOT_FOUND = "not found"
 _NOT_FOUND_MARKERS = ("not found", "no information", "未找到", "没有找到", "未提及", "没有相关")
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import httpx
 import pytest
 
-from stores.local_model import free_port
+from stores.local_model import listening_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,13 +58,21 @@ def server_env(longdoc_home: Path) -> dict[str, str]:
     return env
 
 
+Start = Callable[..., tuple[subprocess.Popen[bytes], Path]]
+"""``start(args, env, cwd=ROOT, pass_fds=())``: a server process whose output goes to a log; the process and log."""
+
+
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[object]:
+def spawn(tmp_path: Path) -> Iterator[Start]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[subprocess.Popen[bytes], Path]:
+    def start(
+        args: list[str], env: dict[str, str], cwd: Path = ROOT, pass_fds: Sequence[int] = ()
+    ) -> tuple[subprocess.Popen[bytes], Path]:
         log = tmp_path / f"server{len(procs)}.log"
-        proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            args, env=env, cwd=cwd, stdout=log.open("wb"), stderr=subprocess.STDOUT, pass_fds=tuple(pass_fds)
+        )
         procs.append(proc)
         return proc, log
 
@@ -75,16 +85,51 @@ def spawn(tmp_path: Path) -> Iterator[object]:
             proc.kill()
 
 
+def serve_on_socket(start: Start, args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """Start ``args`` (a server taking ``--fd N``: uvicorn, ``doubles.endpoint``) on a loopback socket bound here
+    to a port the system picked, handed down to the process: its process, log and URL."""
+    sock = listening_socket()
+    try:
+        proc, log = start([*args, "--fd", str(sock.fileno())], env, pass_fds=(sock.fileno(),))
+        return proc, log, f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()  # the server holds it now
+
+
+def uvicorn_args(app: str) -> list[str]:
+    """The command serving the ASGI app ``app`` with uvicorn (:func:`serve_on_socket` adds the socket)."""
+    return [sys.executable, "-m", "uvicorn", app]
+
+
+DEV_ARGS = ["dev", "--host", "127.0.0.1", "--port", "0", "--no-browser", "--no-reload", "--server-log-level", "info"]
+"""``langgraph dev`` as ``make dev`` runs it, on a port the system picks when the server binds (it takes no
+socket from its parent); its log then names the port (:func:`dev_url`)."""
+RUNNING = re.compile(rb"Uvicorn running on (http://127\.0\.0\.1:\d+)")
+
+
+def dev_url(proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> str:
+    """The URL ``langgraph dev`` (started with :data:`DEV_ARGS`, output in ``log``) reports once it listens,
+    after it answers ``/ok``; RuntimeError when it exits first, TimeoutError when time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = RUNNING.search(log.read_bytes())
+        if found:
+            url = found.group(1).decode()
+            wait_http(f"{url}/ok", deadline - time.monotonic(), proc)
+            return url
+        if proc.poll() is not None:
+            raise RuntimeError(f"langgraph dev exited with {proc.returncode}")
+        time.sleep(0.2)
+    raise TimeoutError(f"langgraph dev did not start in {timeout} s")
+
+
 @contextlib.contextmanager
 def langgraph_dev(langgraph: str, work: Path, env: dict[str, str], log: Path) -> Iterator[str]:
-    """``langgraph dev`` run from ``work`` on a free loopback port, as ``make dev`` runs it: its URL once it answers."""
-    port = free_port()
-    args = [langgraph, "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
-    proc = subprocess.Popen(args, env=env, cwd=work, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    """``langgraph dev`` run from ``work`` on loopback, as ``make dev`` runs it: its URL once it answers."""
+    proc = subprocess.Popen([langgraph, *DEV_ARGS], env=env, cwd=work, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
-        url = f"http://127.0.0.1:{port}"
         try:
-            wait_http(f"{url}/ok", timeout=180, proc=proc)
+            url = dev_url(proc, log)
         except (TimeoutError, RuntimeError):
             pytest.fail(log.read_text(errors="replace")[-3000:])
         yield url
@@ -105,4 +150,14 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-__all__ = ["ROOT", "copy_project", "free_port", "langgraph_dev", "wait_http"]
+__all__ = [
+    "DEV_ARGS",
+    "ROOT",
+    "Start",
+    "copy_project",
+    "dev_url",
+    "langgraph_dev",
+    "serve_on_socket",
+    "uvicorn_args",
+    "wait_http",
+]

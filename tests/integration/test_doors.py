@@ -87,14 +87,18 @@ def _message(count: int) -> dict[str, Any]:
     return {"messages": [{"type": "human", "content": [{"type": "text", "text": "Who buys?"}, *notes]}]}
 
 
-def _logged(log: Path, request: Any) -> list[str]:
-    """The lines ``log`` gains while ``request()`` runs and its server finishes writing about it."""
-    start = log.stat().st_size
+def _logged(log: Path, request: Any, naming: str) -> list[str]:
+    """The lines ``log`` gains from ``request()`` until its server has written the line ``naming`` the run's error
+    (written once the server has answered; a traceback would come with it)."""
+    start, deadline = log.stat().st_size, time.monotonic() + 60
     request()
-    time.sleep(1)  # the server writes a run's last lines once it has answered
-    with log.open("rb") as lines:
-        lines.seek(start)
-        return lines.read().decode("utf-8", errors="replace").splitlines()
+    while True:
+        with log.open("rb") as lines:
+            lines.seek(start)
+            gained = lines.read().decode("utf-8", errors="replace").splitlines()
+        if any(naming in line for line in gained) or time.monotonic() > deadline:
+            return gained
+        time.sleep(0.1)
 
 
 def test_a_message_attaching_too_many_documents_is_a_413_before_any_is_read(
@@ -160,14 +164,16 @@ def test_an_assistant_with_a_setting_its_workflow_does_not_read_is_a_400_naming_
 
 def test_a_refused_request_is_one_log_line_without_a_traceback(dev: dict[str, Any], aegra: dict[str, Any]) -> None:
     empty = {"assistant_id": "ask", "input": {"question": " ", "text": LINE}}
-    on_dev = _logged(dev["log"], lambda: dev["http"].post("/runs/wait", json=empty))
+    on_dev = _logged(dev["log"], lambda: dev["http"].post("/runs/wait", json=empty), "the question is empty")
     naming = [line for line in on_dev if "the question is empty" in line]
     assert len(naming) == 1 and not any("Traceback" in line for line in on_dev), "\n".join(on_dev)
     thread = aegra["http"].post("/threads", json={}).json()["thread_id"]
     unknown = {"assistant_id": "ask", "input": {"question": "Who buys?", "doc_id": "0123456789abcdef"}}
     answers: list[Any] = []
     on_aegra = _logged(
-        aegra["log"], lambda: answers.append(aegra["http"].post(f"/threads/{thread}/runs/wait", json=unknown))
+        aegra["log"],
+        lambda: answers.append(aegra["http"].post(f"/threads/{thread}/runs/wait", json=unknown)),
+        "is not ingested",
     )
     assert answers[0].status_code == 400, answers[0].text
     naming = [line for line in on_aegra if "is not ingested" in line]

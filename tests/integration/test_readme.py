@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
+from tests.integration.conftest import DEV_ARGS, ROOT, copy_project, dev_url, serve_on_socket, uvicorn_args, wait_http
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCKS = [
@@ -53,25 +53,19 @@ def scratch(tmp_path: Path) -> Path:
 def test_readme_python_block_runs(index: int, scratch: Path, server_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]
     page, code = BLOCKS[index]
     env = dict(server_env)
-    port = free_port()
-    proc, _log = spawn([sys.executable, "-m", "doubles.endpoint", "--port", str(port)], env)
-    wait_http(f"http://127.0.0.1:{port}/v1/models", timeout=60, proc=proc)
-    env.update({"LONGDOC_BASE_URL": f"http://127.0.0.1:{port}/v1", "LONGDOC_MODEL": "scripted"})
+    proc, _log, model = serve_on_socket(spawn, [sys.executable, "-m", "doubles.endpoint"], env)
+    wait_http(f"{model}/v1/models", timeout=60, proc=proc)
+    env.update({"LONGDOC_BASE_URL": f"{model}/v1", "LONGDOC_MODEL": "scripted"})
     env["PYTHONPATH"] = str(ROOT)
     if "127.0.0.1:8000" in code:
-        api = free_port()
-        server, _server_log = spawn(
-            [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(api)], env
-        )
-        wait_http(f"http://127.0.0.1:{api}/health", timeout=120, proc=server)
-        code = code.replace("127.0.0.1:8000", f"127.0.0.1:{api}")
+        server, _server_log, api = serve_on_socket(spawn, uvicorn_args("surfaces.serve:app"), env)
+        wait_http(f"{api}/health", timeout=120, proc=server)
+        code = code.replace("http://127.0.0.1:8000", api)
     if "127.0.0.1:2025" in code:
-        dev = free_port()
         exe = str(Path(sys.executable).parent / "langgraph")
         project = copy_project(scratch.parent / "srv")
-        server, _server_log = spawn([exe, "dev", "--port", str(dev), "--no-browser", "--no-reload"], env, cwd=project)
-        wait_http(f"http://127.0.0.1:{dev}/ok", timeout=180, proc=server)
-        code = code.replace("127.0.0.1:2025", f"127.0.0.1:{dev}")
+        server, server_log = spawn([exe, *DEV_ARGS], env, cwd=project)
+        code = code.replace("http://127.0.0.1:2025", dev_url(server, server_log))
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=scratch, env=env, capture_output=True, text=True, timeout=600
     )

@@ -8,11 +8,12 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from tests.integration.conftest import ROOT, copy_project, free_port, wait_http
+from tests.integration.conftest import DEV_ARGS, ROOT, copy_project, dev_url, serve_on_socket, uvicorn_args, wait_http
 
 
 def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -20,26 +21,24 @@ def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path
     is answered, the server's thread that read it kept; an earlier version whose content was uploaded too stays."""
     exe = shutil.which("langgraph", path=str(Path(sys.executable).parent))
     assert exe, "langgraph CLI is installed with the project"
-    port = free_port()
     work = copy_project(tmp_path / "srv")
     root = tmp_path / "root"
     root.mkdir()
     env = {**server_env, "LONGDOC_INGEST_ROOT": str(root)}
-    proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], env, cwd=work)
+    proc, log = spawn([exe, *DEV_ARGS], env, cwd=work)
     try:
-        wait_http(f"http://127.0.0.1:{port}/ok", timeout=180, proc=proc)
+        url = dev_url(proc, log)
     except (TimeoutError, RuntimeError):
         pytest.fail(log.read_text()[-3000:])
-    assistants = httpx.post(f"http://127.0.0.1:{port}/assistants/search", json={"limit": 20}, timeout=30).json()
+    assistants = httpx.post(f"{url}/assistants/search", json={"limit": 20}, timeout=30).json()
     assert "ingest" in {a["graph_id"] for a in assistants}
     run = httpx.post(
-        f"http://127.0.0.1:{port}/runs/wait",
+        f"{url}/runs/wait",
         json={"assistant_id": "ingest", "input": {"text": "Herons wade in shallow water. They eat fish."}},
         timeout=120,
     )
     assert run.status_code == 200, run.text
     assert run.json()["chunks"] == 1
-    url = f"http://127.0.0.1:{port}"
     (root / "vault.md").write_text("# Vault\n\nThe 7731-OSPREY code opens it.\n", encoding="utf-8")
     plan = "# Plan\n\nBob Chen manages procurement.\n"
     (root / "plan.md").write_text(plan, encoding="utf-8")
@@ -69,15 +68,12 @@ def test_langgraph_dev_serves_ingest(server_env: dict[str, str], spawn, tmp_path
 def test_langserve_route_over_http(server_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]
     from langserve import RemoteRunnable
 
-    port = free_port()
-    proc, log = spawn(
-        [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(port)], server_env
-    )
+    proc, log, url = serve_on_socket(spawn, uvicorn_args("surfaces.serve:app"), server_env)
     try:
-        wait_http(f"http://127.0.0.1:{port}/health", timeout=120, proc=proc)
+        wait_http(f"{url}/health", timeout=120, proc=proc)
     except (TimeoutError, RuntimeError):
         pytest.fail(log.read_text()[-3000:])
-    remote = RemoteRunnable(f"http://127.0.0.1:{port}/ingest/")
+    remote = RemoteRunnable(f"{url}/ingest/")
     out = remote.invoke(
         {"text": "Kingfishers dive for fish."}, config={"configurable": {"namespace": "remote", "thread_id": "t-1"}}
     )
@@ -111,11 +107,9 @@ def test_langgraph_dev_answers_studio_and_the_local_command_line_only(
             "LONGDOC_API_KEY": "operator-secret-key",
             "LONGDOC_INGEST_ROOT": str(docs),
         }
-        port = free_port()
-        proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], env, cwd=work)
-        url = f"http://127.0.0.1:{port}"
+        proc, log = spawn([exe, *DEV_ARGS], env, cwd=work)
         try:
-            wait_http(f"{url}/ok", timeout=180, proc=proc)
+            url = dev_url(proc, log)
         except (TimeoutError, RuntimeError):
             pytest.fail(log.read_text()[-3000:])
         studio, page = "https://smith.langchain.com", "https://evil.example"
@@ -132,7 +126,7 @@ def test_langgraph_dev_answers_studio_and_the_local_command_line_only(
             f"{url}/runs/wait", content=json.dumps(steal), headers={"origin": page, "content-type": "text/plain"}
         )
         assert simple.status_code == 403
-        rebound = httpx.get(f"{url}/threads/search", headers={"host": f"evil.example:{port}"}, timeout=30)
+        rebound = httpx.get(f"{url}/threads/search", headers={"host": f"evil.example:{urlsplit(url).port}"}, timeout=30)
         assert rebound.status_code == 403
         chat = {"assistant_id": "offload", "input": {"question": "What is it?", "text": "Herons wade in water."}}
         moved = httpx.post(f"{url}/runs/wait", json={**chat, "context": {"base_url": f"{evil}/v1"}}, timeout=60)

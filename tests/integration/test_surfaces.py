@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from surfaces.registry import canonical
-from tests.integration.conftest import ROOT, free_port, wait_http
+from tests.integration.conftest import DEV_ARGS, ROOT, dev_url, serve_on_socket, uvicorn_args, wait_http
 
 DOC = (
     "# Project Falcon\n\nProject Falcon builds a solar water pump for farms.\n\n"
@@ -40,13 +40,12 @@ def inputs(doc_id: str) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def fake_env(server_env: dict[str, str], spawn) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
-    port = free_port()
-    proc, log = spawn([sys.executable, "-m", "doubles.endpoint", "--port", str(port)], server_env)
+    proc, log, url = serve_on_socket(spawn, [sys.executable, "-m", "doubles.endpoint"], server_env)
     try:
-        wait_http(f"http://127.0.0.1:{port}/v1/models", timeout=60, proc=proc)
+        wait_http(f"{url}/v1/models", timeout=60, proc=proc)
     except (TimeoutError, RuntimeError):
         pytest.fail(log.read_text()[-2000:])
-    yield {**server_env, "LONGDOC_BASE_URL": f"http://127.0.0.1:{port}/v1", "LONGDOC_MODEL": "scripted"}
+    yield {**server_env, "LONGDOC_BASE_URL": f"{url}/v1", "LONGDOC_MODEL": "scripted"}
 
 
 def test_langgraph_dev_serves_every_workflow(fake_env: dict[str, str], spawn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -54,13 +53,11 @@ def test_langgraph_dev_serves_every_workflow(fake_env: dict[str, str], spawn, tm
     assert exe
     work = tmp_path / "srv"
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(".venv", ".git", "node_modules", ".langgraph_api"))
-    port = free_port()
-    proc, log = spawn([exe, "dev", "--port", str(port), "--no-browser", "--no-reload"], fake_env, cwd=work)
+    proc, log = spawn([exe, *DEV_ARGS], fake_env, cwd=work)
     try:
-        wait_http(f"http://127.0.0.1:{port}/ok", timeout=240, proc=proc)
+        base = dev_url(proc, log, timeout=240)
     except (TimeoutError, RuntimeError):
         pytest.fail(log.read_text()[-3000:])
-    base = f"http://127.0.0.1:{port}"
     assistants = httpx.post(f"{base}/assistants/search", json={"limit": 50}, timeout=60).json()
     by_graph = {a["graph_id"]: a["assistant_id"] for a in assistants}
     assert set(GRAPHS) <= set(by_graph)
@@ -85,15 +82,11 @@ def test_langgraph_dev_serves_every_workflow(fake_env: dict[str, str], spawn, tm
 def test_langserve_serves_every_workflow(fake_env: dict[str, str], spawn) -> None:  # type: ignore[no-untyped-def]
     from langserve import RemoteRunnable
 
-    port = free_port()
-    proc, log = spawn(
-        [sys.executable, "-m", "uvicorn", "surfaces.serve:app", "--host", "127.0.0.1", "--port", str(port)], fake_env
-    )
+    proc, log, base = serve_on_socket(spawn, uvicorn_args("surfaces.serve:app"), fake_env)
     try:
-        wait_http(f"http://127.0.0.1:{port}/health", timeout=120, proc=proc)
+        wait_http(f"{base}/health", timeout=120, proc=proc)
     except (TimeoutError, RuntimeError):
         pytest.fail(log.read_text()[-3000:])
-    base = f"http://127.0.0.1:{port}"
     health = httpx.get(f"{base}/health").json()
     assert {canonical(name) for name in GRAPHS} <= set(health["workflows"])
     doc_id = RemoteRunnable(f"{base}/ingest/").invoke({"text": DOC})["doc_id"]

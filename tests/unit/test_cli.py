@@ -133,6 +133,46 @@ def test_help_lists_every_subcommand_with_its_help() -> None:
     assert [name for name in commands if not re.search(rf"^    {name}\b", listed, flags=re.M)] == []
 
 
+def test_every_commands_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ["", *_subcommands()]:
+        with pytest.raises(SystemExit):
+            main([name, "--help"] if name else ["--help"])
+        printed = capsys.readouterr().out
+        assert printed.startswith("usage: longdoc") and not re.search(r"``|:[a-z]+:`", printed), (name, printed)
+
+
+def test_docs_help_names_every_column_docs_prints(sample_markdown: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ingest", str(sample_markdown), "-q"]) == EXIT_OK and main(["docs"]) == EXIT_OK
+    columns = capsys.readouterr().out.splitlines()[-3].split()  # the header row, above the document and the totals
+    assert columns == ["id", "title", "words", "chunks", "embedder", "ingested", "source"]
+    with pytest.raises(SystemExit):
+        main(["docs", "--help"])
+    assert f"namespace: {', '.join(columns)};" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("word", ["report.pdf", "notes.md", "0123456789abcdef", "FOLDER"])
+def test_ask_with_a_document_and_no_question_is_a_usage_error(
+    word: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doubles.chat import ScriptedChatModel
+    from stores.models import use_chat_model
+
+    word = str(tmp_path) if word == "FOLDER" else word
+    model = ScriptedChatModel(default="never asked")
+    with use_chat_model(model):
+        assert main(["ask", word, "-q"]) == EXIT_INPUT
+    assert f"the question is missing: longdoc ask {word} QUESTION" in capsys.readouterr().err
+    assert model.calls == []
+
+
+def test_ask_with_a_question_alone_asks_the_whole_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    from surfaces.cli_chain import names_a_document
+
+    assert not names_a_document("Who approved the budget?") and not names_a_document("budget")
+    assert main(["ask", "Who approved the budget?", "-q"]) == EXIT_INPUT  # nothing ingested yet: said so
+    assert "the question is missing" not in capsys.readouterr().err
+
+
 def test_ask_offers_the_reading_knobs_of_the_chain_context() -> None:
     from nodes.chain.context import ChainContext
     from surfaces.cli import build_parser, context_values

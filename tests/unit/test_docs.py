@@ -70,6 +70,46 @@ def anchors(page: Path) -> set[str]:
     return {slug(h) for h in headings}
 
 
+def _layout_rows() -> dict[str, str]:
+    """The README's layout table: each folder it names and what its row says."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`/]+)/` \| (.*) \|$", section, flags=re.M)}
+
+
+def test_the_readme_layout_table_names_every_folder_and_each_package_inside() -> None:
+    import fnmatch
+
+    ignored = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+        if line.strip().endswith("/") and "/" not in line.strip().rstrip("/")
+    ]
+    folders = {
+        path.name
+        for path in ROOT.iterdir()
+        if path.is_dir() and not path.name.startswith(".") and not any(fnmatch.fnmatch(path.name, i) for i in ignored)
+    }
+    rows = _layout_rows()
+    assert set(rows) == folders
+    unnamed = {
+        f"{folder}/{package.name}/"
+        for folder, row in rows.items()
+        for package in (ROOT / folder).iterdir()
+        if (package / "__init__.py").is_file() and f"`{package.name}/`" not in row
+    }
+    assert unnamed == set(), "packages the layout table does not name"
+
+
+def test_the_readmes_ingest_example_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+    from surfaces.cli import main
+
+    blocks = [code for lang, code in FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8")) if lang == "bash"]
+    line = next(line for code in blocks for line in code.splitlines() if line.startswith("longdoc ingest notebooks/"))
+    command, said = (part.strip() for part in line.split("  # ", 1))
+    assert main([*shlex.split(command)[1:], "-q"]) == 0
+    assert capsys.readouterr().out.strip() == said
+
+
 def test_the_readme_is_short_and_the_docs_exist() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to docs/"

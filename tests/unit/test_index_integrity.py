@@ -104,10 +104,14 @@ def test_with_postgres_the_index_lock_is_an_advisory_lock_shared_by_every_instan
 
             waiter = threading.Thread(target=wait)
             waiter.start()
-            time.sleep(0.5)
+            with psycopg.connect(url) as conn:  # the waiter's request for the lock shows, not granted
+                waiting, deadline = 0, time.monotonic() + 30
+                while not waiting and time.monotonic() < deadline:
+                    row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                    waiting = int((row.fetchone() or (0,))[0])
             entered.append("a")  # still holding: the waiter has not entered
         waiter.join(timeout=30)
-        assert held is not None and held[0] >= 1 and entered == ["a", "b"]
+        assert held is not None and held[0] >= 1 and waiting == 1 and entered == ["a", "b"]
         results = ingest_in_threads("pg", text)
         assert not [r for r in results if isinstance(r, Exception)]
         assert_whole("pg", results[0].doc_id, text)

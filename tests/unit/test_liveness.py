@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,28 @@ def test_the_slots_signature_moves_with_the_task_and_its_counters_only() -> None
     for moved in ({"n_prompt_tokens_processed": 1024}, {"id_task": 8}, {"next_token": {"n_decoded": 1}}):
         assert slots_signature([{**older, **moved}]) != slots_signature([older]), moved
     assert slots_signature({"error": "not a list"}) == slots_signature([]) == "[]"
+
+
+@pytest.mark.enable_socket
+def test_the_model_clients_connections_are_made_by_the_watched_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx takes no network backend, so the model client's transport replaces the one its httpcore pool holds,
+    a private attribute (``_network_backend``): this fails when httpcore renames it or stops connecting with it."""
+    import httpcore
+
+    from doubles import endpoint as fake_endpoint
+    from stores.endpoints import http_client
+    from stores.liveness import WatchedBackend, WatchedStream
+
+    made: list[WatchedStream] = []
+    connect = WatchedBackend.connect_tcp
+
+    def counted(self: WatchedBackend, *args: Any, **kwargs: Any) -> WatchedStream:
+        made.append(connect(self, *args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(WatchedBackend, "connect_tcp", counted)
+    pool = http_client()._transport._pool
+    assert isinstance(pool, httpcore.ConnectionPool) and isinstance(pool._network_backend, WatchedBackend)
+    with fake_endpoint.running(fake_endpoint.create_app()) as url:
+        assert http_client().get(f"{url}/health").json() == {"status": "ok"}
+    assert len(made) == 1 and isinstance(made[0], WatchedStream)

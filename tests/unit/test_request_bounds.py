@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextvars
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,7 +17,9 @@ from doubles.chat import ScriptedChatModel
 from nodes.ingest import ingest
 from stores.errors import InputError, TooLarge
 from stores.models import LLM, messages, use_chat_model
+from stores.usage import CallBudget
 from surfaces.cli import main
+from surfaces.disconnect import LEFT
 from tests.unit.test_collection import write_docs
 
 
@@ -226,10 +230,10 @@ class _Gate:
     """A summarize reply that holds call ``at`` until released, counting every call."""
 
     def __init__(self, at: int) -> None:
-        import threading
-
         self.at, self.count = at, 0
         self.lock, self.reached, self.release = threading.Lock(), threading.Event(), threading.Event()
+        self.returned = threading.Event()
+        """The held call has returned."""
 
     def __call__(self, messages):  # type: ignore[no-untyped-def]
         from doubles.replies import summarize_reply
@@ -237,18 +241,35 @@ class _Gate:
         with self.lock:
             self.count += 1
             hold = self.count == self.at
-        if hold:
-            self.reached.set()
-            self.release.wait(5)
-        return summarize_reply(messages)
+        if not hold:
+            return summarize_reply(messages)
+        self.reached.set()
+        try:
+            self.release.wait(30)
+            return summarize_reply(messages)
+        finally:
+            self.returned.set()
 
 
-def _leave_mid_run(url: str, route: str, gate: _Gate) -> int:
-    """Ask for a refine summary (one call per chunk, in turn), leave while call ``gate.at`` is in flight, let that
-    call finish: the number of calls made a moment later."""
+class _Served:
+    """An ASGI app that notes each POST it has finished with (answered, failed or given up on)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app, self.ended = app, queue.Queue[str]()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and scope["method"] == "POST":
+                self.ended.put(scope["path"])
+
+
+def _leave_mid_run(url: str, route: str, gate: _Gate, served: _Served, stopped: queue.Queue[str]) -> int:
+    """Ask for a refine summary (one call per chunk, in turn) and leave while call ``gate.at`` is in flight; once
+    the server has stopped the run's budget, let that call finish: the calls made when the request has ended."""
     import json
     import socket
-    import time
     from urllib.parse import urlsplit
 
     text = "# Wells\n\n" + "\n\n".join(
@@ -260,29 +281,38 @@ def _leave_mid_run(url: str, route: str, gate: _Gate) -> int:
     client = socket.create_connection((host.hostname, host.port))
     head = f"POST {route} HTTP/1.1\r\nHost: {host.netloc}\r\nContent-Type: application/json\r\n"
     client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n{body}".encode())
-    assert gate.reached.wait(10), "the run did not reach its third model call"
+    assert gate.reached.wait(30), "the run did not reach its third model call"
     client.close()  # the client leaves while a model call is in flight
-    time.sleep(0.2)  # the server notices the closed connection
+    assert stopped.get(timeout=30) == LEFT  # the server noticed: the request's budget is stopped
     gate.release.set()
-    time.sleep(0.3)
-    seen = gate.count
-    time.sleep(0.2)
-    assert gate.count == seen, "calls still being made"
-    return seen
+    assert served.ended.get(timeout=30) == route and gate.returned.wait(30)
+    return gate.count
 
 
 @pytest.mark.enable_socket
-def test_a_served_run_whose_client_leaves_starts_no_more_model_calls() -> None:
+def test_a_served_run_whose_client_leaves_starts_no_more_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     from doubles import endpoint as fake_endpoint
+    from surfaces import disconnect
     from surfaces.serve import create_app
 
+    stopped: queue.Queue[str] = queue.Queue()
+
+    def noting(budget: CallBudget) -> Callable[[], None]:
+        def stop() -> None:
+            budget.stop(LEFT)
+            stopped.put(LEFT)
+
+        return stop
+
+    monkeypatch.setattr(disconnect, "stopper", noting)
     # A stream is cancelled by LangServe itself (sse_starlette); an invoke, whose handler nothing cancels, is
-    # stopped by its bound on model calls.
+    # stopped by its bound on model calls: without it the invoke would end after all 30 calls.
     gates = [_Gate(at=3), _Gate(at=3)]
     models = [ScriptedChatModel(default=gate) for gate in gates]
-    with fake_endpoint.running(create_app(chat_model=lambda _role: models[0])) as url:
+    served = _Served(create_app(chat_model=lambda _role: models[0]))
+    with fake_endpoint.running(served) as url:
         for route, gate in zip(("/summarize/stream", "/summarize/invoke"), gates, strict=True):
-            seen = _leave_mid_run(url, route, gate)
+            seen = _leave_mid_run(url, route, gate, served, stopped)
             assert seen == gate.count == 3, route  # the call in flight finished; none started after the client left
             models.pop(0)
 
@@ -301,50 +331,56 @@ def test_a_stopped_budget_refuses_every_call_on_any_thread() -> None:
     import asyncio
 
     from stores.usage import RunStopped, run_budget
-    from surfaces.disconnect import LEFT, stopper, until_disconnect
+    from surfaces.disconnect import stopper, until_disconnect
 
     model = ScriptedChatModel(default="A reply.")
     sent: list[dict[str, object]] = []
     messages_in = [{"type": "http.request", "body": b"{}", "more_body": False}, {"type": "http.disconnect"}]
-    left: list[asyncio.Event] = []
+    leave, noticed = asyncio.Event(), asyncio.Event()
 
     async def receive() -> dict[str, object]:
         if len(messages_in) == 1:
-            left.append(asyncio.Event())
-            await left[0].wait()
+            await leave.wait()
         return messages_in.pop(0)
 
     async def app(scope, receive, send):  # type: ignore[no-untyped-def]
         assert (await receive())["type"] == "http.request"
         LLM("worker", cache=False).text(messages("s", "u"))  # before the client leaves: sent
-        while not left:
-            await asyncio.sleep(0.01)
-        left[0].set()
-        await asyncio.sleep(0.05)
+        leave.set()
+        await asyncio.wait_for(noticed.wait(), 30)
         with pytest.raises(RunStopped, match=LEFT):
             await asyncio.to_thread(LLM("worker", cache=False).text, messages("s", "u"))
 
     async def send(message: dict[str, object]) -> None:
         sent.append(message)
 
+    def stop_and_note(budget: CallBudget) -> Callable[[], None]:
+        def stop() -> None:
+            stopper(budget)()
+            noticed.set()
+
+        return stop
+
     with use_chat_model(model), run_budget(None) as budget:
-        asyncio.run(until_disconnect(app, {"type": "http"}, receive, send, stopper(budget)))
+        asyncio.run(until_disconnect(app, {"type": "http"}, receive, send, stop_and_note(budget)))
     assert len(model.calls) == 1 and budget.left() == 0 and budget.stopped == LEFT
 
 
-def _six_calls(model: ScriptedChatModel, leave: Callable[[], object], noticed: threading.Event) -> None:
-    """Six model calls; after the third the client leaves (``leave``), and the run waits a moment for the server
-    to notice (``noticed``: the disconnect was read) before the next."""
+def _six_calls(model: ScriptedChatModel, leave: Callable[[], object], noticed: threading.Event | None) -> None:
+    """Six model calls; after the third the client leaves (``leave``) and, when the server watches the connection,
+    the run waits for it to notice (``noticed``: the disconnect was read) before the next."""
     for _ in range(6):
         LLM("worker", cache=False).text(messages("s", "u"))
         if len(model.calls) == 3:
             leave()
-            noticed.wait(0.5)
+            if noticed is not None:
+                assert noticed.wait(30), "the server did not read the disconnect"
 
 
-def _aegra_run(path: str, extra: dict[str, str]) -> tuple[int, list[str]]:
+def _aegra_run(path: str, extra: dict[str, str], watched: bool) -> tuple[int, list[str], int]:
     """A run through the guard in front of Aegra, with an app that runs it as Aegra does (a task of its own), the
-    client gone after the run's third model call: the calls made and how the run ended."""
+    client gone after the run's third model call (``watched``: the guard is to watch its connection): the calls
+    made, how the run ended and how many times the connection was read."""
     import asyncio
     import json
 
@@ -354,14 +390,14 @@ def _aegra_run(path: str, extra: dict[str, str]) -> tuple[int, list[str]]:
     model = ScriptedChatModel(default="A reply.")
     outcome: list[str] = []
     runs: list[asyncio.Task[None]] = []
-    noticed = threading.Event()
+    noticed, reads = threading.Event(), list[int]()
 
     async def main() -> None:
         loop, gone = asyncio.get_running_loop(), asyncio.Event()
 
         def run() -> None:
             try:
-                _six_calls(model, lambda: loop.call_soon_threadsafe(gone.set), noticed)
+                _six_calls(model, lambda: loop.call_soon_threadsafe(gone.set), noticed if watched else None)
                 outcome.append("finished")
             except ModelError as exc:  # the run's next call refused: RunStopped, a RunTimeout
                 outcome.append(f"stopped: {exc}")
@@ -378,6 +414,7 @@ def _aegra_run(path: str, extra: dict[str, str]) -> tuple[int, list[str]]:
         first = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def receive():  # type: ignore[no-untyped-def]
+            reads.append(1)
             if first:
                 return first.pop()
             await gone.wait()
@@ -394,7 +431,7 @@ def _aegra_run(path: str, extra: dict[str, str]) -> tuple[int, list[str]]:
 
     with use_chat_model(model):
         asyncio.run(main())
-    return len(model.calls), outcome
+    return len(model.calls), outcome, len(reads)
 
 
 def test_an_aegra_run_whose_client_leaves_starts_no_more_model_calls_unless_it_may_go_on(
@@ -405,7 +442,8 @@ def test_an_aegra_run_whose_client_leaves_starts_no_more_model_calls_unless_it_m
     LEFT = "the client disconnected before the answer: its run was stopped"
     monkeypatch.setenv("LONGDOC_SERVER_KEYS", json.dumps({"team-a": "key-a"}))
     stopped = [f"stopped: {LEFT}"]
-    assert _aegra_run("/threads/t1/runs/wait", {}) == (3, stopped)
-    assert _aegra_run("/threads/t1/runs/stream", {}) == (3, stopped)  # on_disconnect: cancel, Aegra's default
-    assert _aegra_run("/threads/t1/runs/stream", {"on_disconnect": "continue"}) == (6, ["finished"])
-    assert _aegra_run("/threads/t1/runs", {}) == (6, ["finished"])  # a background run has no client to lose
+    assert _aegra_run("/threads/t1/runs/wait", {}, watched=True) == (3, stopped, 2)
+    assert _aegra_run("/threads/t1/runs/stream", {}, watched=True) == (3, stopped, 2)  # on_disconnect: cancel
+    # The connection is not read past the request: the run goes on without its client.
+    assert _aegra_run("/threads/t1/runs/stream", {"on_disconnect": "continue"}, watched=False) == (6, ["finished"], 1)
+    assert _aegra_run("/threads/t1/runs", {}, watched=False) == (6, ["finished"], 1)  # no client to lose

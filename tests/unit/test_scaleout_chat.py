@@ -568,7 +568,8 @@ APP = "http://127.0.0.1:8000"
 
 
 def with_mcp_client(key: str, work: Any) -> Any:
-    """``await work(session)`` in a session of the official MCP client on the deployment's ``/mcp``, with ``key``."""
+    """``await work(session, initialized)`` in a session of the official MCP client on the deployment's ``/mcp``,
+    with ``key`` (``initialized``: the server's answer to the client's ``initialize``)."""
     import asyncio
 
     import httpx
@@ -585,10 +586,21 @@ def with_mcp_client(key: str, work: Any) -> Any:
             streamable_http_client(f"{APP}/mcp", http_client=http) as (read, write, _),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
-            return await work(session)
+            initialized = await session.initialize()
+            return await work(session, initialized)
 
     return asyncio.run(run())
+
+
+def test_the_mcp_server_tells_clients_the_products_name_and_version() -> None:
+    import importlib.metadata
+
+    async def work(_session: Any, initialized: Any) -> Any:
+        return initialized.serverInfo
+
+    info = with_mcp_client("key-b", work)
+    assert (info.name, info.version) == ("longdoc", importlib.metadata.version("longdoc"))
+    assert info.version != importlib.metadata.version("mcp")
 
 
 def text_of(result: Any) -> str:
@@ -598,7 +610,7 @@ def text_of(result: Any) -> str:
 def test_mcp_tools_declare_their_results_what_they_change_and_no_other_argument(loopback: Runs) -> None:
     import jsonschema
 
-    async def work(session: Any) -> Any:
+    async def work(session: Any, _initialized: Any) -> Any:
         listed = {t.name: t for t in (await session.list_tools()).tools}
         ingested = await session.call_tool("ingest", {"text": f"# Falcon report\n\n{LINE}\n"})
         doc_id = ingested.structuredContent["doc_id"]
@@ -640,7 +652,7 @@ def test_an_mcp_chat_goes_on_with_the_thread_id_it_returned(loopback: Runs, monk
     monkeypatch.setattr(door, "_aegra_owner", lambda thread_id: "team-b")  # Aegra's thread table: team-b's threads
     doc_id = ingest(text=f"# Falcon report\n\n{LINE}\n", namespace="team-b").doc_id
 
-    async def work(session: Any) -> Any:
+    async def work(session: Any, _initialized: Any) -> Any:
         first = await session.call_tool("chat", {"question": "Who manages procurement?", "doc_id": doc_id})
         thread = first.structuredContent["thread_id"]
         second = await session.call_tool("chat", {"question": "When do the trials start?", "thread_id": thread})
@@ -652,7 +664,7 @@ def test_an_mcp_chat_goes_on_with_the_thread_id_it_returned(loopback: Runs, monk
     assert one["turn"] == 1 and two["turn"] == 2 and two["thread_id"] == one["thread_id"] and two["doc_id"] == doc_id
     assert "session" not in one and two["answer"]
 
-    async def foreign(session: Any) -> Any:
+    async def foreign(session: Any, _initialized: Any) -> Any:
         return await session.call_tool("chat", {"question": "And the budget?", "thread_id": one["thread_id"]})
 
     other = with_mcp_client("key-a", foreign)  # another tenant's conversation is one that does not exist
@@ -664,7 +676,7 @@ def test_the_documents_tool_lists_the_callers_own_documents(loopback: Runs) -> N
     old = ingest(text="# Old minutes\n\nThe board met in May.\n", namespace="team-b-old").doc_id
     ingest(text="# Heron notes\n\nHerons wade in shallow water.\n", namespace="team-a")
 
-    async def work(session: Any) -> Any:
+    async def work(session: Any, _initialized: Any) -> Any:
         calls = ({}, {"namespace": "team-b-old"}, {"namespace": "team-a"})
         return [await session.call_tool("documents", arguments) for arguments in calls]
 
@@ -684,7 +696,7 @@ def test_a_call_with_a_progress_token_hears_each_step_of_its_run(loopback: Runs)
 
     text = "# Falcon report\n\n" + "\n\n".join(f"## Part {i}\n\n{LINE} Item {i} ships in week {i}." for i in range(40))
 
-    async def work(session: Any) -> Any:
+    async def work(session: Any, _initialized: Any) -> Any:
         ingested = await session.call_tool("ingest", {"text": text}, progress_callback=progress)
         heard.append((0, "--"))
         doc_id = ingested.structuredContent["doc_id"]

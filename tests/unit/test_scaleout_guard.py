@@ -271,10 +271,21 @@ def test_text_a_parser_chokes_on_is_a_short_400_on_mcp_and_a2a_too() -> None:
                 assert "\n" not in text and len(text) < 200 and "Error" not in text, (case, path, text)
 
 
-def test_one_run_at_a_time_per_thread_refused_or_enqueued() -> None:
+def test_one_run_at_a_time_per_thread_refused_or_enqueued(monkeypatch: pytest.MonkeyPatch) -> None:
     """Aegra ignores multitask_strategy: the guard holds the thread for the run, so a second run is a 409, or
     with ``enqueue`` the next turn once the first has ended."""
+    import threading
+
     order: list[str] = []
+    waiting = threading.Event()
+    acquire = guard.RunHold.acquire
+
+    def noted(hold: guard.RunHold, wait: float = 0.0) -> bool:
+        if wait:
+            waiting.set()  # a run asks for the thread, ready to wait for it
+        return acquire(hold, wait)
+
+    monkeypatch.setattr(guard.RunHold, "acquire", noted)
 
     async def main() -> list[tuple[str, int]]:
         release = asyncio.Event()
@@ -311,8 +322,8 @@ def test_one_run_at_a_time_per_thread_refused_or_enqueued() -> None:
         refused = await call("second")
         strange = await call("third", multitask_strategy="interrupt")
         queued = asyncio.create_task(call("fourth", multitask_strategy="enqueue"))
-        await asyncio.sleep(0.5)
-        assert not queued.done()  # waiting for the thread
+        assert await asyncio.to_thread(waiting.wait, 30)  # the fourth asks for the thread the first holds
+        assert not queued.done()
         release.set()
         return [await first, refused, strange, await queued, await call("fifth")]
 
