@@ -124,6 +124,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
         "turn": turn,
         "question": question,
         "details": [d["chunk_id"] for d in state.get("details", [])],
+        "quotes": [str(s["label"]) for s in state.get("sources", []) if s.get("label")],
         "citations": list(state.get("citations", [])),
     }
     history = list(state.get("history", []))
