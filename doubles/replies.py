@@ -220,7 +220,8 @@ def workflow_reply(messages: Sequence[BaseMessage]) -> str:
     system, user = str(messages[0].content), str(messages[-1].content)
     if "chain of readers" in system:
         return chain_reply(messages)
-    if '"nodes"' in system or '"conclusion"' in system or any(mark in user for mark in _DETAILS):
+    chat = ("memory" in system or "记忆" in system) or any(mark in user for mark in ("Latest message", "最新消息"))
+    if '"nodes"' in system or '"conclusion"' in system or chat or any(mark in user for mark in _DETAILS):
         return offload_reply(messages)
     return summarize_reply(messages)
 
