@@ -40,6 +40,8 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +188,31 @@ def run_chat(
     }
 
 
+@dataclass(frozen=True)
+class Options:
+    """What every run of a benchmark shares: the embedder, whether replies are cached, the checkpointer."""
+
+    embedder: str
+    cache: bool
+    saver: Any
+
+
+def run_one(name: str, item: QAItem, doc_id: str, earlier: list[str], turns: int, options: Options) -> dict[str, Any]:
+    """One run of method ``name`` (``chat-canvas``: chat with the canvas) on ``item``: the journal row, less its key."""
+    method = name.removesuffix("-canvas")
+    canvas = "on" if method != name else "off"
+    embedder, cache, saver = options.embedder, options.cache, options.saver
+    if method == "ask":
+        result = run_ask(doc_id, item.question, embedder, cache)
+    elif method == "chat":
+        result = run_chat(doc_id, [item.question], 1, canvas, embedder, cache, saver)
+    else:
+        asked = [*earlier, item.question, *([LAST_TURN] if turns >= 4 else [])]
+        result = run_chat(doc_id, asked, 3, canvas, embedder, cache, saver)
+    described = {"item": item.id, "source": item.source, "method": name, "question": item.question}
+    return {**described, "answers": item.answers, **result, "load_average": round(os.getloadavg()[0], 2)}
+
+
 def run_items(
     items: Sequence[QAItem],
     pool: Sequence[QAItem],
@@ -203,7 +230,7 @@ def run_items(
     from nodes.ingest import ingest
 
     done = journal.read(journal_path)
-    saver = InMemorySaver()
+    options = Options(embedder, cache, InMemorySaver())
     rows = []
     for n, item in enumerate(items, 1):
         doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
@@ -212,34 +239,11 @@ def run_items(
         for method, canvas in runs:
             name = method if method == "ask" or canvas == "off" else f"{method}-canvas"
             key = f"{item.id}|{name}|{turns if method == 'chat-third' else 1}|{setup_version(method, canvas)}"
-            row = done.get(key)
-            if row is None:
-                if method == "ask":
-                    result = run_ask(doc_id, item.question, embedder, cache)
-                elif method == "chat":
-                    result = run_chat(doc_id, [item.question], 1, canvas, embedder, cache, saver)
-                else:
-                    asked = [*earlier_questions(item, pool), item.question, *([LAST_TURN] if turns >= 4 else [])]
-                    result = run_chat(doc_id, asked, 3, canvas, embedder, cache, saver)
-                row = {
-                    "key": key,
-                    "item": item.id,
-                    "source": item.source,
-                    "method": name,
-                    "question": item.question,
-                    "answers": item.answers,
-                    **result,
-                    "load_average": round(os.getloadavg()[0], 2),
-                }
-                journal.append(journal_path, row)
-                done[key] = row
-            rows.append(row)
-            print(
-                f"[{n}/{len(items)}] {name:<18} {answer_text(row['prediction'])[:40]!r:<42} gold={item.answers[:1]} "
-                f"{row['seconds']}s",
-                file=sys.stderr,
-                flush=True,
-            )
+
+            run = partial(run_one, name, item, doc_id, earlier_questions(item, pool), turns, options)
+            rows.append(journal.recorded(journal_path, done, key, run))
+            shown = answer_text(rows[-1]["prediction"])[:40]
+            print(f"[{n}/{len(items)}] {name:<18} {shown!r:<42} gold={item.answers[:1]} {rows[-1]['seconds']}s")
     return rows
 
 
