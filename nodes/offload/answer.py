@@ -198,7 +198,9 @@ def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
     if not older or ctx.history_hits <= 0:
         return []
     offload = get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend)
-    hits = offload.search(state["session"], state["question"], k=ctx.history_hits + ctx.keep_turns + 2)
+    hits = offload.search(
+        state["session"], state.get("asked") or state["question"], k=ctx.history_hits + ctx.keep_turns + 2
+    )
     return [item.id for item, score in hits if item.id in older and score >= ctx.history_min_score][: ctx.history_hits]
 
 

@@ -118,7 +118,7 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
     clears the question, so the next turn may come as a human message alone.
     """
     ctx = session_context(state, runtime)
-    turn, question, reply = int(state["turn"]), state["question"], state.get("answer", "")
+    turn, question, reply = int(state["turn"]), state.get("asked") or state["question"], state.get("answer", "")
     lang = state.get("lang", "en")
     record: dict[str, Any] = {
         "turn": turn,
