@@ -12,7 +12,7 @@ the model) for one more answering call.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -32,7 +32,7 @@ from stores.chat_stream import stream_more, streamed_field
 from stores.labels import CITED, LABEL, chunk_of, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
-from stores.text import count_tokens
+from stores.text import content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
 
@@ -73,19 +73,23 @@ QUOTE_WORDS = 40
 """Most words of a sentence quoted as a source."""
 
 
-def quote_sources(sources: Sources, evidence: str, cited: Sequence[str]) -> list[dict[str, Any]]:
+def quote_sources(sources: Sources, evidence: str, cited: Sequence[str], answer: str = "") -> list[dict[str, Any]]:
     """The quotes the answer rests on, as the sources it shows: those it cites, by label or by chunk.
 
-    An answer that cites none shows every quote of the evidence, marked ``cited: False`` (the readers kept them;
-    the answer names none). Each source names its document by title or file name.
+    When the answer says what its cited quotes do not (a small model cites the quote that names the person and
+    not the one that says what they did), the kept quotes that hold the rest of its words follow, marked
+    ``cited: False`` (:func:`supporting`). An answer that cites none shows every quote of the evidence, all
+    marked so. Each source names its document by title or file name.
     """
     quotes = quoted_sentences(evidence)
     wanted = set(cited)
     chosen = [label for label in quotes if label in wanted or chunk_of(label) in wanted]
-    marked = bool(chosen)
+    shown = {label: True for label in chosen}
+    for label in supporting(answer, quotes, chosen) if chosen else quotes:
+        shown.setdefault(label, False)
     names = {m.doc_id: m.name for m in sources.members}
     out: list[dict[str, Any]] = []
-    for label in chosen or list(quotes):
+    for label, marked in shown.items():
         found = sources.locate(chunk_of(label))
         if found is None:
             continue
@@ -103,6 +107,24 @@ def quote_sources(sources: Sources, evidence: str, cited: Sequence[str]) -> list
             }
         )
     return out
+
+
+def supporting(answer: str, quotes: Mapping[str, str], chosen: Sequence[str]) -> list[str]:
+    """The quotes not in ``chosen`` that hold the answer's content words ``chosen`` lacks, the one holding most first.
+
+    Each must add at least two of those words (one when the answer has fewer than three).
+    """
+    lacking = content_words(answer) - set().union(*(content_words(quotes[label]) for label in chosen))
+    least = 1 if len(lacking) < 3 else 2
+    found: list[str] = []
+    while lacking:
+        gains = {label: len(content_words(text) & lacking) for label, text in quotes.items() if label not in chosen}
+        best = max(gains, key=lambda label: gains[label], default=None)
+        if best is None or gains[best] < least or best in found:
+            break
+        found.append(best)
+        lacking -= content_words(quotes[best])
+    return found
 
 
 def citations_of(reply: AnswerReply | RecallReply, labels: Sequence[str]) -> list[str]:
@@ -299,7 +321,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     update["citations"] = citations_of(reply, sources.labels())
     cited = [re.sub(r"\s+", "", str(raw)).strip("[]") for raw in [*reply.citations, *CITED.findall(reply.answer)]]
     # every answer shows what backs it: the quotes it cites, else every quote the reading kept, marked as such
-    update["sources"] = quote_sources(sources, state.get("evidence", ""), cited)
+    update["sources"] = quote_sources(sources, state.get("evidence", ""), cited, update["answer"])
     if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
         stream_more(written.message_id, update["answer"])
     rendered = render_sources(update["sources"], lang)

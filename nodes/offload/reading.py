@@ -183,14 +183,19 @@ class Reader:
         named = {"doc_id": documents[0]} if len(documents) == 1 else {"doc_ids": documents}
         request = {"question": asked, "namespace": ctx.namespace, **named}
         out: dict[str, Any] = {}
-        with unstreamed():  # the workers' replies are not the turn's answer: chat clients see statuses instead
-            for mode, event in self.reading.stream(
-                request, context=reading_context(ctx, whole), stream_mode=["custom", "values"]
-            ):
-                if mode == "custom":
-                    _relay(runtime, event)
-                else:
-                    out = event
+        try:
+            with unstreamed():  # the workers' replies are not the turn's answer: chat clients see statuses instead
+                for mode, event in self.reading.stream(
+                    request, context=reading_context(ctx, whole), stream_mode=["custom", "values"]
+                ):
+                    if mode == "custom":
+                        _relay(runtime, event)
+                    else:
+                        out = event
+        except ModelOutputError as exc:  # a reply no worker could give as JSON: the turn answers from its memory
+            _status(runtime, f"the reading stopped: {exc}")
+            calls = [*state.get("calls", []), call_record("read", exc.usage, stopped="failed")]
+            return {"evidence": "", "read": [], "stopped": "failed", "details": [], "calls": calls, "usage": exc.usage}
         tags = {int(d["tag"]): str(d["doc_id"]) for d in out.get("documents") or [] if d.get("tag") is not None}
         thread = dict(state.get("tags") or {})
         quotes: dict[str, str] = {}

@@ -94,7 +94,8 @@ class OffloadOutput(ChatMessages):
     read: list[str]
     """Chunk ids the turn's reading read (wholly or in part), in first-read order (empty when it read nothing)."""
     stopped: str
-    """Why the turn's reading ended (complete, budget, hop-budget or end, as in ask); empty when it read nothing."""
+    """Why the turn's reading ended (complete, budget, hop-budget or end, as in ask; failed when a worker's reply
+    could not be read, and the turn answered from its memory); empty when it read nothing."""
     input_tokens: int
     """Input tokens of the answering call as the model reported them (the second one after a recall)."""
     offloaded: list[dict[str, Any]]

@@ -590,3 +590,8 @@ def test_the_sources_are_the_quotes_the_answer_cites_else_every_quote_kept() -> 
         ("c0.3", False, "Falcon"),
     ]
     assert quote_sources(sources, "", ["c0"]) == []
+    # it cites the quote that names the man, and says what the other quote says: that one backs it too
+    said = "Bob Chen; trials start in June [c0.2]"
+    backed = [(s["label"], s["cited"]) for s in quote_sources(sources, evidence, ["c0.2"], said)]
+    assert backed == [("c0.2", True), ("c0.3", False)]
+    assert len(quote_sources(sources, evidence, ["c0.2"], "Bob Chen manages procurement [c0.2]")) == 1

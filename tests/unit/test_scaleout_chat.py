@@ -459,8 +459,10 @@ def test_mcp_tools_on_the_deployment_give_json_results_and_reasons(deployed: tup
     assert find_document("team-b", doc_id) is not None and runs.records[-1]["context"]["namespace"] == "team-b"
 
     chat = tool_call(http, "chat", {"question": "Who manages procurement?", "doc_id": doc_id})
+    assert chat["structuredContent"].get("asked") == "Who manages procurement?"  # the question the turn read for
     assert chat["isError"] is False and set(chat["structuredContent"]) == {
         "answer",
+        "asked",
         "sources",
         "citations",
         "turn",
