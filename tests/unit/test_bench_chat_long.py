@@ -73,6 +73,10 @@ def test_fake_run_puts_chat_beside_ask_and_resumes_from_its_journal(
     first = rows[("q1", "chat")]
     assert first["asked"] == "Who manages procurement for Project Falcon?" and first["sources"]
     assert [t["steps"] for t in first["turns"]] == [["read", "answer", "offloader"]]
+    assert (
+        0 < first["answer_s"] <= first["seconds"] and rows[("q1", "ask")]["answer_s"] == rows[("q1", "ask")]["seconds"]
+    )
+    assert summary["chat"]["vs_ask"]["answer_seconds_ratio"] <= summary["chat"]["vs_ask"]["seconds_ratio"]
     third = rows[("q1", "chat-third-canvas")]
     assert [t["question"] for t in third["turns"]][2:] == [
         "Who manages procurement for Project Falcon?",
