@@ -57,6 +57,18 @@ def read(path: Path, upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None 
     return out
 
 
+def recorded(
+    path: Path, done: dict[str, dict[str, Any]], key: str, run: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """The row of ``key`` in ``done`` (a journal :func:`read` back), else the one ``run`` makes, journalled at once."""
+    row = done.get(key)
+    if row is None:
+        row = {"key": key, **run()}
+        append(path, row)
+        done[key] = row
+    return row
+
+
 def paired(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:
     """Rows of the items every one of ``methods`` has a result for (so figures compare like with like)."""
     by_item: dict[str, set[str]] = {}

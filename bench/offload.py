@@ -7,13 +7,13 @@ transcript first, the first ``--meetings`` of them; each meeting's first ``--que
 general query first, then the specific ones) are asked in order in one session (one checkpointed
 thread) per policy:
 
-* ``full``: every earlier turn verbatim in the prompt (details seen, question, answer);
+* ``full``: every earlier turn verbatim in the prompt (the quotes it answered from, question, answer);
 * ``last_k``: the last ``keep_turns`` turns verbatim;
 * ``offload``: one-line conclusions of the last turns, pinned state, raw turns in the offload store;
 * ``offload_canvas``: the same plus the meeting's canvas (made once per meeting).
 
-Every policy runs the same graph (``graphs.offload.graph``) with the same retrieval and token budget;
-only the memory policy differs. Figures per policy:
+Every policy runs the same graph (``graphs.offload.graph``) with the same reading (ask's, within
+``--read-budget``) and token budget; only the memory policy differs. Figures per policy:
 
 * ``input_tokens_per_call``: mean input tokens of the answering calls, as the model reports them;
 * ``input_tokens_per_turn``: input tokens of every call of a turn (answers, offloader notes, and
@@ -92,8 +92,7 @@ def policy_context(policy: str, args: argparse.Namespace) -> dict[str, Any]:
         "llm_cache": not args.fake,
         "token_budget": args.budget,
         "keep_turns": args.keep_turns,
-        "details_k": args.details_k,
-        "detail_tokens": args.detail_tokens,
+        "read_budget": args.read_budget,
         "canvas_max_nodes": args.canvas_nodes,
     }
 
@@ -152,6 +151,7 @@ def run_session(
                 "offloaded": [o["id"] for o in out["offloaded"]],
                 "recalled": out["recalled"],
                 "details": [d["chunk_id"] for d in out["details"]],
+                "asked": out.get("asked", ""),
                 "canvas": out.get("canvas") or {},
                 "seconds": round(seconds, 2),
             }
@@ -254,8 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies")
     parser.add_argument("--budget", type=int, default=6000, help="token budget per call, every policy (default 6000)")
     parser.add_argument("--keep-turns", type=int, default=3, help="recent turns kept (default 3)")
-    parser.add_argument("--details-k", type=int, default=2, help="detail chunks per turn (default 2)")
-    parser.add_argument("--detail-tokens", type=int, default=160, help="tokens kept per detail chunk (default 160)")
+    parser.add_argument(
+        "--read-budget", type=int, default=3000, help="tokens of the document a turn reads (default 3000)"
+    )
     parser.add_argument("--canvas-nodes", type=int, default=8, help="most canvas nodes (default 8)")
     parser.add_argument("--namespace", default="bench-offload", help="store namespace (default bench-offload)")
     parser.add_argument("--fake", action="store_true", help="use the scripted model instead of the real one")

@@ -130,7 +130,7 @@ def turn_input(parts: list[Any]) -> dict[str, Any]:
 
 COMPLETED, INPUT_REQUIRED, REJECTED = "TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_REJECTED"
 
-TURN_DATA = ("turn", "doc_id", "documents", "citations", "sources")
+TURN_DATA = ("turn", "asked", "doc_id", "documents", "citations", "sources")
 """What the answer's data part holds, from the AI message's ``additional_kwargs["longdoc"]``."""
 
 

@@ -77,7 +77,7 @@ RESULT_FIELDS: dict[str, tuple[str, ...]] = {
         "doc_id",
         "documents",
     ),
-    "chat": ("answer", "sources", "citations", "turn", "doc_id", "documents", "thread_id"),
+    "chat": ("answer", "asked", "sources", "citations", "turn", "doc_id", "documents", "thread_id"),
 }
 """The output fields a tool call returns, for the workflows whose output also serves their internals
 (the reading tree and notes of ``ask``, a chat turn's memory report); the others return their output's fields."""

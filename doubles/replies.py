@@ -28,7 +28,10 @@ def _first_sentence(text: str) -> str:
 
 # --- a scripted model that plays every role of the offload workflow -----------------------------
 _LINE = re.compile(r"^\[((?:\d+:)?c\d+)\] (?:\(([^)]*)\) )?(.+)$")
-_DETAILS = ("Details from the document:", "文档中的细节：")
+_QUOTE = re.compile(r"^\[((?:\d+:)?c\d+(?:\.\d+)?)\] (.+)$")
+_DETAILS = ("Quotes from the documents:", "文档中的引文：")
+_PRONOUN = re.compile(r"\b(they|he|she|them|him|her)\b", re.IGNORECASE)
+_NAME = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
 
 
 def _detail_lines(user: str) -> list[tuple[str, str]]:
@@ -37,11 +40,24 @@ def _detail_lines(user: str) -> list[tuple[str, str]]:
         return []
     out = []
     for line in user[start:].splitlines()[1:]:
-        match = _LINE.match(line)
+        match = _QUOTE.match(line)
         if not match:
             break
-        out.append((match.group(1), match.group(3)))
+        out.append((match.group(1), match.group(2)))
     return out
+
+
+def _asked(user: str) -> str:
+    found: list[str] = re.findall(r"^(?:Question|问题)[:：] ?(.+)$", user, re.M)
+    return found[-1] if found else ""
+
+
+def standalone_reply(user: str) -> str:
+    """The latest message with its pronouns replaced by the last full name the earlier turns mention."""
+    message = (re.findall(r"^(?:Latest message|最新消息)[:：] ?(.+)$", user, re.M) or [""])[-1]
+    names: list[str] = _NAME.findall(re.split(r"Latest message|最新消息", user)[0])
+    question: str = _PRONOUN.sub(names[-1], message) if names else message
+    return json.dumps({"question": question})
 
 
 def offload_reply(messages: Sequence[BaseMessage]) -> str:
@@ -64,9 +80,14 @@ def offload_reply(messages: Sequence[BaseMessage]) -> str:
         sentence = _first_sentence(answer)
         facts = [sentence] if re.search(r"\d", sentence) else []
         return json.dumps({"conclusion": sentence or "no answer", "facts": facts, "goal": ""})
+    if '"question"' in system and ("Latest message" in user or "最新消息" in user):
+        return standalone_reply(user)
+    if '"quotes"' in system:  # a worker of the reading a turn runs
+        return chain_reply(messages)
     found = _detail_lines(user)
-    if found:
-        cid, text = found[0]
+    if found:  # the quote sharing most words with the question, the first on a tie
+        asked = _words(_asked(user))
+        cid, text = max(found, key=lambda f: len(asked & _words(f[1])))
         text_answer = f"{_first_sentence(text)} [{cid}]"
         citations = [cid]
     else:
@@ -199,7 +220,8 @@ def workflow_reply(messages: Sequence[BaseMessage]) -> str:
     system, user = str(messages[0].content), str(messages[-1].content)
     if "chain of readers" in system:
         return chain_reply(messages)
-    if '"nodes"' in system or '"conclusion"' in system or any(mark in user for mark in _DETAILS):
+    chat = ("memory" in system or "记忆" in system) or any(mark in user for mark in ("Latest message", "最新消息"))
+    if '"nodes"' in system or '"conclusion"' in system or chat or any(mark in user for mark in _DETAILS):
         return offload_reply(messages)
     return summarize_reply(messages)
 

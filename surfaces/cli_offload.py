@@ -9,7 +9,9 @@
 A chat session is one checkpointed thread: run the same command with ``--session ID`` to go on
 with it after a restart. ``--script FILE`` reads questions (one per line; blank lines and lines
 starting with ``#`` are skipped; a ``.json`` file may hold a list of strings) and prints one JSON
-object per turn: ``{"turn", "answer", "input_tokens", "citations", "offloaded", "recalled", "cut"}``.
+object per turn: ``{"turn", "asked", "answer", "sources", "input_tokens", "citations", "documents", "offloaded",
+"recalled", "cut"}`` (``asked``: the question the documents were read for, the turn's made standalone; empty when
+the turn only needed the conversation).
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ def turn_json(out: dict[str, Any]) -> dict[str, Any]:
     """The JSON line of one turn."""
     return {
         "turn": out["turn"],
+        "asked": out.get("asked", ""),
         "answer": out["answer"],
+        "sources": out.get("sources", []),
         "input_tokens": out["input_tokens"],
         "citations": out["citations"],
         "documents": out.get("documents", []),
@@ -125,8 +129,11 @@ def _status(out: dict[str, Any]) -> str:
     offloaded = ", ".join(o["id"] for o in out["offloaded"]) or "-"
     recalled = ", ".join(r["id"] + ("" if r["found"] else "?") for r in out["recalled"]) or "-"
     cut = f" · budget cut {len(out['cut'])}" if out["cut"] else ""
+    asked = out.get("asked") or ""
+    read = f'read for "{asked}"' if asked else "read nothing"
     return (
-        f"[turn {out['turn']} · {out['input_tokens']} input tokens · offloaded {offloaded} · recalled {recalled}{cut}]"
+        f"[turn {out['turn']} · {read} · {out['input_tokens']} input tokens · offloaded {offloaded} · "
+        f"recalled {recalled}{cut}]"
     )
 
 

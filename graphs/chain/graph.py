@@ -2,6 +2,9 @@
 
     orderer -> planner -> worker -> planner -> worker -> ... -> planner -> manager
 
+``reading`` is the same graph without the manager: it ends with the quotes the chains gathered, for a
+workflow that answers from them in its own way (a chat turn about the documents, :mod:`graphs.offload`).
+
 The orderer ingests the document if a path is given, loads (or builds and caches) the Chow-Liu
 tree over its chunks and, for fixed orders, plans the order(s). Before every worker the planner
 chooses the next chunk (best-first along the tree, scored by the question and by what the notes
@@ -35,19 +38,34 @@ from stores.models import model_retry
 
 _retry = model_retry()
 
-builder = StateGraph(ChainState, context_schema=ChainContext, input_schema=ChainInput, output_schema=ChainOutput)
-builder.add_node("orderer", orderer)
-builder.add_node("planner", planner)
-builder.add_node("worker", worker, retry_policy=_retry)
-builder.add_node("manager", manager, retry_policy=_retry)
-builder.add_edge(START, "orderer")
-builder.add_edge("orderer", "planner")
-builder.add_conditional_edges("planner", next_step)
-builder.add_edge("worker", "planner")
-builder.add_edge("manager", END)
+
+def _wired(answers: bool) -> StateGraph[ChainState, ChainContext, ChainInput, ChainOutput]:
+    """The chain's wiring; with ``answers`` the manager writes the answer, else the run ends with the quotes."""
+    wired = StateGraph(ChainState, context_schema=ChainContext, input_schema=ChainInput, output_schema=ChainOutput)
+    wired.add_node("orderer", orderer)
+    wired.add_node("planner", planner)
+    wired.add_node("worker", worker, retry_policy=_retry)
+    wired.add_edge(START, "orderer")
+    wired.add_edge("orderer", "planner")
+    if answers:
+        wired.add_node("manager", manager, retry_policy=_retry)
+        wired.add_conditional_edges("planner", next_step)
+        wired.add_edge("manager", END)
+    else:
+        wired.add_conditional_edges("planner", next_step, {"worker": "worker", "manager": END})
+    wired.add_edge("worker", "planner")
+    return wired
+
+
+builder = _wired(answers=True)
 
 RECURSION_LIMIT = 100_000
 """Every worker is one graph step: allow chains over very long documents."""
 
 graph = builder.compile().with_config(recursion_limit=RECURSION_LIMIT)
 graph.name = "ask"
+
+# never checkpointed on its own: a node of another workflow runs it whole, and that node's step is what resumes
+reading = _wired(answers=False).compile(checkpointer=False).with_config(recursion_limit=RECURSION_LIMIT)
+reading.name = "reading"
+"""The reading alone (no manager): its output's ``notes`` are the quotes every chain gathered."""

@@ -1,7 +1,8 @@
-"""The answering part of a turn: ``retrieve`` the details, ``answer`` from the working memory, ``recall``.
+"""The answering part of a turn: ``answer`` from the working memory, ``recall``.
 
-The working memory is assembled within ``token_budget`` (:mod:`nodes.offload.memory`); the answering call
-has its reply schemas and citations, and the recall round.
+The working memory (the quotes the turn's reading kept, :mod:`nodes.offload.reading`, with the canvas, the
+pinned state and the history) is assembled within ``token_budget`` (:mod:`nodes.offload.memory`); the answering
+call has its reply schemas and citations, and the recall round. The quotes the answer cites are its sources.
 
 With offloaded turns in the history the model may answer or ask to recall ids (``o3`` for an
 offloaded turn, ``c7`` for a chunk); :func:`resolve_recall` loads them (unknown ids become a note to
@@ -18,16 +19,17 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 import prompts
-from nodes.collection.sources import Sources, chunk_sentences
-from nodes.offload.canvas import Canvas, mermaid_key, touched_nodes
+from nodes.chain.passages import quoted_sentences
+from nodes.collection.sources import Sources
+from nodes.offload.canvas import Canvas
 from nodes.offload.chat import answer_message, render_sources
 from nodes.offload.collection_canvas import session_canvas
 from nodes.offload.context import OffloadContext
 from nodes.offload.memory import OFFLOADING, Memory, Piece, build_memory
-from nodes.offload.pieces import detail_pieces, full_details, history_pieces, pinned_piece, select_details
+from nodes.offload.pieces import evidence_pieces, history_pieces, pinned_piece, quoted_lines
 from nodes.offload.state import OffloadState, call_record, session_context, session_documents
 from stores.chat_stream import stream_more, streamed_field
-from stores.labels import CITED, LABEL, normalise_chunk_id, sentence_label
+from stores.labels import CITED, LABEL, chunk_of, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
 from stores.text import content_words, count_tokens
@@ -40,8 +42,12 @@ _ID = re.compile(r"^\[?\s*((?:\d{1,5}:)?[oc]\d{1,6}[a-z]?)\s*\]?$", re.IGNORECAS
 class AnswerReply(BaseModel):
     """The answering model's reply."""
 
-    answer: str = Field(description="The answer, at most 3 short sentences, with [c3]-style citations.")
-    citations: list[str] = Field(default_factory=list, max_length=8, description="Chunk ids used, such as c3.")
+    answer: str = Field(
+        description="The shortest complete answer first, at most 3 short sentences, with [c3.2]-style citations."
+    )
+    citations: list[str] = Field(
+        default_factory=list, max_length=8, description="Labels of the quotes used, such as c3.2."
+    )
 
 
 class RecallReply(BaseModel):
@@ -55,77 +61,70 @@ class RecallReply(BaseModel):
         max_length=3,
         description="Ids (o2, c7) whose full text is needed before answering; empty when the memory suffices.",
     )
-    answer: str = Field(description="The answer, at most 3 short sentences, with [c3]-style citations.")
-    citations: list[str] = Field(default_factory=list, max_length=8, description="Chunk ids used, such as c3.")
+    answer: str = Field(
+        description="The shortest complete answer first, at most 3 short sentences, with [c3.2]-style citations."
+    )
+    citations: list[str] = Field(
+        default_factory=list, max_length=8, description="Labels of the quotes used, such as c3.2."
+    )
 
 
 QUOTE_WORDS = 40
 """Most words of a sentence quoted as a source."""
 
 
-RETRIEVED_SOURCES = 2
-"""Most sources attached from the retrieved details when the model cites none."""
+def quote_sources(sources: Sources, evidence: str, cited: Sequence[str], answer: str = "") -> list[dict[str, Any]]:
+    """The quotes the answer rests on, as the sources it shows: those it cites, by label or by chunk.
 
-
-def cited_sources(
-    sources: Sources, citations: Sequence[str], answer: str, *, cited: bool = True
-) -> list[dict[str, Any]]:
-    """Per cited chunk, the sentence that backs the answer best (most content words shared).
-
-    These are what the answer's sources show. Sentences are numbered within their chunk as the chain's quotes
-    are (``c3.2``, in a collection ``2:c3.2``); each source names its document by title or file name.
-    ``cited``: whether the model cited these chunks (else the retriever found them, :func:`retrieved_sources`).
+    When the answer says what its cited quotes do not (a small model cites the quote that names the person and
+    not the one that says what they did), the kept quotes that hold the rest of its words follow, marked
+    ``cited: False`` (:func:`supporting`). An answer that cites none shows every quote of the evidence, all
+    marked so. Each source names its document by title or file name.
     """
-    words = content_words(answer)
-    hits = {h.chunk_id: h for h in sources.chunks(list(citations))}
+    quotes = quoted_sentences(evidence)
+    wanted = set(cited)
+    chosen = [label for label in quotes if label in wanted or chunk_of(label) in wanted]
+    shown = {label: True for label in chosen}
+    for label in supporting(answer, quotes, chosen) if chosen else quotes:
+        shown.setdefault(label, False)
     names = {m.doc_id: m.name for m in sources.members}
     out: list[dict[str, Any]] = []
-    for label in citations:
-        hit, found = hits.get(label), sources.locate(label)
-        if hit is None or found is None:
+    for label, marked in shown.items():
+        found = sources.locate(chunk_of(label))
+        if found is None:
             continue
-        sentences = chunk_sentences(hit.text)
-        if not sentences:
-            continue
-        # most words shared; on a tie a sentence over a heading (a few words), then the first
-        best = max(
-            range(len(sentences)),
-            key=lambda i: (len(words & content_words(sentences[i])), len(sentences[i].split()) > 3, -i),
-        )
-        quote = " ".join(sentences[best].split())
-        cut = quote.split(" ")
-        if len(cut) > QUOTE_WORDS:
-            quote = " ".join(cut[:QUOTE_WORDS]) + " ..."
-        doc_id = found[0]
-        title = names.get(doc_id) or doc_id
+        words = " ".join(quotes[label].split()).split(" ")
+        quote = " ".join(words[:QUOTE_WORDS]) + (" ..." if len(words) > QUOTE_WORDS else "")
+        title = names.get(found[0]) or found[0]
         out.append(
             {
-                "doc_id": doc_id,
+                "doc_id": found[0],
                 "title": title,
-                "chunk_id": label,
-                "label": sentence_label(label, best + 1),
+                "chunk_id": chunk_of(label),
+                "label": label,
                 "quote": quote,
-                "cited": cited,
+                "cited": marked,
             }
         )
     return out
 
 
-def retrieved_sources(sources: Sources, details: Sequence[Mapping[str, Any]], answer: str) -> list[dict[str, Any]]:
-    """The sentences that support an answer citing nothing, from the chunks retrieved for its turn.
+def supporting(answer: str, quotes: Mapping[str, str], chosen: Sequence[str]) -> list[str]:
+    """The quotes not in ``chosen`` that hold the answer's content words ``chosen`` lacks, the one holding most first.
 
-    Each detail chunk's best sentence for the answer (:func:`cited_sources`); those sharing most content
-    words with the answer first (retrieval order breaks ties), those sharing none dropped unless none shares
-    any (then the first retrieved), at most :data:`RETRIEVED_SOURCES`. Marked ``cited: False``: found by the
-    retriever, not cited by the model.
+    Each must add at least two of those words (one when the answer has fewer than three).
     """
-    ids = list(dict.fromkeys(str(d["chunk_id"]) for d in details if d.get("chunk_id")))
-    found = cited_sources(sources, ids, answer, cited=False)
-    words = content_words(answer)
-    shared = [len(words & content_words(s["quote"])) for s in found]
-    ranked = sorted(range(len(found)), key=lambda i: (-shared[i], i))
-    kept = [found[i] for i in ranked if shared[i] > 0] or [found[i] for i in ranked[:1]]
-    return kept[:RETRIEVED_SOURCES]
+    lacking = content_words(answer) - set().union(*(content_words(quotes[label]) for label in chosen))
+    least = 1 if len(lacking) < 3 else 2
+    found: list[str] = []
+    while lacking:
+        gains = {label: len(content_words(text) & lacking) for label, text in quotes.items() if label not in chosen}
+        best = max(gains, key=lambda label: gains[label], default=None)
+        if best is None or gains[best] < least or best in found:
+            break
+        found.append(best)
+        lacking -= content_words(quotes[best])
+    return found
 
 
 def citations_of(reply: AnswerReply | RecallReply, labels: Sequence[str]) -> list[str]:
@@ -134,8 +133,8 @@ def citations_of(reply: AnswerReply | RecallReply, labels: Sequence[str]) -> lis
     ``labels``: every chunk label of the session's documents (:meth:`Sources.labels`).
     """
     known = set(labels)
-    found = [*reply.citations, *CITED.findall(reply.answer)]
-    cited = [normalise_chunk_id(re.sub(r"\s+", "", str(raw))) for raw in found]
+    found = [re.sub(r"\s+", "", str(raw)).strip("[]") for raw in [*reply.citations, *CITED.findall(reply.answer)]]
+    cited = [normalise_chunk_id(chunk_of(raw)) for raw in found]
     return list(dict.fromkeys(label for label in cited if label in known))
 
 
@@ -214,36 +213,6 @@ def _canvas(ctx: OffloadContext, sources: Sources) -> Canvas | None:
     return session_canvas(sources, ctx.canvas_max_nodes) if ctx.policy == "offload_canvas" else None
 
 
-def retrieve(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
-    """Details for this turn: chunks over the relevance threshold and those of canvas nodes the question touches."""
-    ctx = session_context(state, runtime)
-    store = get_store(ctx.namespace, ctx.embedder)
-    question = state["question"]
-    sources = Sources(store, session_documents(state), state.get("tags"))
-    canvas_refs: list[dict[str, Any]] = []
-    drawn = _canvas(ctx, sources)
-    if drawn is not None:
-        ids = drawn.mermaid_ids()
-        for node, score in touched_nodes(
-            drawn, question, store.embedder, limit=ctx.canvas_nodes, min_score=ctx.canvas_min_score
-        ):
-            canvas_refs.append(
-                {"chunk_id": node.chunk_ids[0], "score": score, "via": f"canvas:{ids[mermaid_key(node.id)]}"}
-            )
-    refs = select_details(
-        sources,
-        question,
-        k=ctx.details_k,
-        min_score=ctx.min_score,
-        min_details=ctx.min_details,
-        canvas_refs=canvas_refs,
-    )
-    runtime.stream_writer(
-        {"stage": "retrieve", "message": "details: " + (", ".join(r["chunk_id"] for r in refs) or "none")}
-    )
-    return {"details": refs}
-
-
 def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
     """Offload ids of older turns (beyond keep_turns) relevant to the question."""
     history = state.get("history", [])
@@ -251,7 +220,9 @@ def _older_relevant(ctx: OffloadContext, state: OffloadState) -> list[str]:
     if not older or ctx.history_hits <= 0:
         return []
     offload = get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend)
-    hits = offload.search(state["session"], state["question"], k=ctx.history_hits + ctx.keep_turns + 2)
+    hits = offload.search(
+        state["session"], state.get("asked") or state["question"], k=ctx.history_hits + ctx.keep_turns + 2
+    )
     return [item.id for item, score in hits if item.id in older and score >= ctx.history_min_score][: ctx.history_hits]
 
 
@@ -263,7 +234,7 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
     """
     ctx = session_context(state, runtime)
     store = get_store(ctx.namespace, ctx.embedder)
-    lang, question = state.get("lang", "en"), state["question"]
+    lang, question = state.get("lang", "en"), state.get("asked") or state["question"]
     sources = Sources(store, session_documents(state), state.get("tags"))
     offloading = ctx.policy in OFFLOADING
     history = state.get("history", [])
@@ -283,11 +254,22 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         ctx.policy,
         ctx.keep_turns,
         lang,
-        details_text=lambda ids: full_details(sources, ids, question, ctx.detail_tokens),
+        details_text=lambda labels: quoted_lines(sources, labels),
         relevant=_older_relevant(ctx, state) if offloading else (),
     )
-    pieces += detail_pieces(sources, state.get("details", []), question, ctx.detail_tokens, lang, recallable=can_recall)
+    pieces += evidence_pieces(state.get("evidence", ""), question)
     report: list[dict[str, Any]] = []
+    if not state.get("asked") and offloading and history and not round_ and history[-1].get("offload_id"):
+        # a turn about the conversation itself ("say it shorter") sees the last exchange in full
+        last, report = resolve_recall(
+            [history[-1]["offload_id"]],
+            offload_store=get_offload_store(ctx.namespace, ctx.embedder, ctx.offload_backend),
+            session=state["session"],
+            sources=sources,
+            recall_tokens=ctx.recall_tokens,
+            lang=lang,
+        )
+        pieces += last
     if round_ and state.get("recall_ids"):
         recalled, report = resolve_recall(
             state["recall_ids"],
@@ -337,10 +319,9 @@ def answer(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, A
         return update
     update["answer"] = reply.answer.strip()
     update["citations"] = citations_of(reply, sources.labels())
-    if update["citations"]:
-        update["sources"] = cited_sources(sources, update["citations"], update["answer"])
-    else:  # every answer shows what backs it: what the retriever found, marked as such
-        update["sources"] = retrieved_sources(sources, state.get("details", []), update["answer"])
+    cited = [re.sub(r"\s+", "", str(raw)).strip("[]") for raw in [*reply.citations, *CITED.findall(reply.answer)]]
+    # every answer shows what backs it: the quotes it cites, else every quote the reading kept, marked as such
+    update["sources"] = quote_sources(sources, state.get("evidence", ""), cited, update["answer"])
     if not written.shown and update["answer"]:  # held back while it might have asked to recall: show it now
         stream_more(written.message_id, update["answer"])
     rendered = render_sources(update["sources"], lang)

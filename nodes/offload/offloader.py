@@ -118,12 +118,13 @@ def offload(state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, 
     clears the question, so the next turn may come as a human message alone.
     """
     ctx = session_context(state, runtime)
-    turn, question, reply = int(state["turn"]), state["question"], state.get("answer", "")
+    turn, question, reply = int(state["turn"]), state.get("asked") or state["question"], state.get("answer", "")
     lang = state.get("lang", "en")
     record: dict[str, Any] = {
         "turn": turn,
         "question": question,
         "details": [d["chunk_id"] for d in state.get("details", [])],
+        "quotes": [str(s["label"]) for s in state.get("sources", []) if s.get("label")],
         "citations": list(state.get("citations", [])),
     }
     history = list(state.get("history", []))

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import prompts
-from nodes.collection.sources import Sources
+from nodes.collection.sources import Sources, chunk_sentences
 from nodes.offload.memory import OFFLOADING, Piece
-from nodes.retrieval import focus_snippet
-from stores.text import count_tokens, truncate_tokens
+from stores.labels import QUOTE_LINE, chunk_of
+from stores.text import truncate_tokens
 
 QUESTION_NOTE_TOKENS = 25
 
@@ -74,7 +74,7 @@ def history_pieces(
     for index, t in enumerate(turns):
         if policy != "full" and index < first_recent:
             continue
-        details = details_text(list(t.get("details", []))) if details_text else ""
+        details = details_text(list(t.get("quotes", []))) if details_text else ""
         text = prompts.render(
             "offload/turn_full",
             lang,
@@ -88,94 +88,34 @@ def history_pieces(
     return pieces
 
 
-def detail_pieces(
-    sources: Sources,
-    refs: list[dict[str, Any]],
-    question: str,
-    detail_tokens: int,
-    lang: str,
-    *,
-    recallable: bool,
-) -> list[Piece]:
-    """One piece per retrieved chunk of ``sources``, most relevant first: ``[c3] sentences nearest the question``.
+def evidence_pieces(evidence: str, question: str) -> list[Piece]:
+    """One piece per quote of the reading's evidence: ``[c3.2] sentence`` (in a collection ``[2:c3.2]``).
 
-    In a collection the piece starts ``[2:c3]``.
-
-    A chunk longer than ``detail_tokens`` is shortened; its full text stays in the store under its
-    chunk id, and with ``recallable`` the piece says how to recall it.
+    The later quotes are cut first when the memory is over its budget (the reading gives them in document order).
     """
-    hits = {h.chunk_id: h for h in sources.chunks([r["chunk_id"] for r in refs])}
     pieces = []
-    for rank, ref in enumerate(refs):
-        hit = hits.get(ref["chunk_id"])
-        if hit is None:
-            continue
-        text = " ".join(hit.text.split())
-        note = prompts.render("offload/shortened", lang, id=ref["chunk_id"]) if recallable else ""
-        piece = Piece(
-            "details",
-            ref["chunk_id"],
-            text,
-            "detail",
-            rank=-rank,
-            head=f"[{ref['chunk_id']}] ",
-            note=note,
-            query=question,
-        )
-        if count_tokens(text) > detail_tokens:
-            piece = piece.shrink(detail_tokens)
-        pieces.append(piece)
+    for rank, line in enumerate(evidence.splitlines()):
+        match = QUOTE_LINE.match(line)
+        if match:
+            label = match.group(1)
+            body = line[match.end() :]
+            pieces.append(Piece("details", label, body, "detail", rank=-rank, head=f"[{label}] ", query=question))
     return pieces
 
 
-def full_details(sources: Sources, chunk_ids: list[str], question: str, detail_tokens: int) -> str:
-    """The details an earlier turn saw, as they were shown (for verbatim history)."""
-    hits = {h.chunk_id: h for h in sources.chunks(chunk_ids)}
-    lines = []
-    for cid in chunk_ids:
-        if cid in hits:
-            text = " ".join(hits[cid].text.split())
-            if count_tokens(text) > detail_tokens:
-                text = focus_snippet(text, question, detail_tokens)
-            lines.append(f"[{cid}] {text}")
-    return "\n".join(lines)
+def quoted_lines(sources: Sources, labels: Sequence[str]) -> str:
+    """The quotes an earlier turn answered from, ``[c3.2] sentence`` lines looked up by label (for verbatim history).
 
-
-def select_details(
-    sources: Sources,
-    question: str,
-    *,
-    k: int,
-    min_score: float,
-    min_details: int,
-    canvas_refs: Sequence[dict[str, Any]] = (),
-) -> list[dict[str, Any]]:
-    """Chunk refs ``{chunk_id, score, via}`` for this turn, at most ``k``.
-
-    Candidates are ranked by hybrid search (vector + BM25); those whose cosine similarity reaches
-    ``min_score`` are relevant. The most relevant chunk comes first, then the chunks of canvas nodes
-    the question touches (``canvas_refs``), then the other relevant chunks; when fewer than
-    ``min_details`` are chosen, the best remaining candidates fill up. Every document of ``sources`` is searched
-    (in a collection the refs are ``2:c3``).
+    Sentences are numbered as the reading numbers them (:func:`~nodes.collection.sources.chunk_sentences`).
     """
-    pool = max(3 * k, 8)
-    fused = sources.search(question, k=pool)
-    cosine = {h.chunk_id: h.score for h in sources.dense(question, pool)}
-    relevant: list[dict[str, Any]] = []
-    below: list[dict[str, Any]] = []
-    for hit in fused:
-        score = round(cosine.get(hit.chunk_id, 0.0), 4)
-        (relevant if score >= min_score else below).append({"chunk_id": hit.chunk_id, "score": score, "via": "search"})
-    chosen: list[dict[str, Any]] = []
-
-    def add(ref: dict[str, Any]) -> None:
-        if len(chosen) < k and all(c["chunk_id"] != ref["chunk_id"] for c in chosen):
-            chosen.append(dict(ref))
-
-    for ref in [*relevant[:1], *canvas_refs, *relevant[1:]]:
-        add(ref)
-    for ref in below:
-        if len(chosen) >= min_details:
-            break
-        add({**ref, "via": "best"})
-    return chosen
+    hits = {h.chunk_id: h for h in sources.chunks([chunk_of(label) for label in labels])}
+    lines = []
+    for label in labels:
+        hit = hits.get(chunk_of(label))
+        number = label.rpartition(".")[2]
+        if hit is None or not number.isdigit():
+            continue
+        sentences = chunk_sentences(hit.text)
+        if 0 < int(number) <= len(sentences):
+            lines.append(f"[{label}] {' '.join(sentences[int(number) - 1].split())}")
+    return "\n".join(lines)

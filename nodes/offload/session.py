@@ -2,7 +2,7 @@
 
 A refused turn goes to ``refuse``, which raises the error once its input is out of the thread; a taken
 one goes on to the canvas writer (policy ``offload_canvas``, :mod:`nodes.offload.canvas_writer`) or to
-``retrieve``.
+``focus`` (:mod:`nodes.offload.reading`).
 """
 
 from __future__ import annotations
@@ -315,11 +315,15 @@ def _bind(
         "notice": "",
         "reply_id": "",
         "sources": [],
+        "asked": "",
+        "read": [],
+        "stopped": "",
     }
     if first:
         update["history"] = []
     if rebound:  # the documents the session reads from this turn on: the conversation so far stays
         update["canvas"] = {}
+        update["evidence"] = ""
         update["bound"] = {
             "doc_id": doc_id,
             "doc_ids": doc_ids,
@@ -379,9 +383,9 @@ def _turn_documents(
     return resolve_documents(values, ctx, status_progress(runtime.stream_writer))
 
 
-def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["refuse", "canvas", "retrieve"]:
+def route_begin(state: OffloadState, runtime: Runtime[OffloadContext]) -> Literal["refuse", "canvas", "focus"]:
     """Refuse a turn ``begin`` refused; make the canvas once per session when the policy uses it."""
     if state.get("refused"):
         return "refuse"
     ctx = runtime.context or OffloadContext()
-    return "canvas" if ctx.policy == "offload_canvas" and not state.get("canvas") else "retrieve"
+    return "canvas" if ctx.policy == "offload_canvas" and not state.get("canvas") else "focus"

@@ -83,9 +83,19 @@ class OffloadOutput(ChatMessages):
     """The answer."""
     citations: list[str]
     """Chunk ids the answer cites (in a collection, ``2:c3``: chunk c3 of document 2)."""
+    asked: str
+    """The question the documents were read for: the turn's question, made standalone from the conversation on a
+    later turn ("What supplier did they find?" -> "What supplier did Bob Chen find?"); empty when the turn only
+    needed the conversation and read nothing."""
     sources: list[dict[str, Any]]
-    """What the answer cites, one per chunk: {doc_id, title, chunk_id, label (the sentence, ``c3.2``), quote (its
-    words)}; the answer message's text ends with them as Markdown."""
+    """What the answer rests on, one per quote the reading kept and the answer cites (all of them, marked
+    ``cited: false``, when it cites none): {doc_id, title, chunk_id, label (the sentence, ``c3.2``), quote (its
+    words), cited}; the answer message's text ends with them as Markdown."""
+    read: list[str]
+    """Chunk ids the turn's reading read (wholly or in part), in first-read order (empty when it read nothing)."""
+    stopped: str
+    """Why the turn's reading ended (complete, budget, hop-budget or end, as in ask; failed when a worker's reply
+    could not be read, and the turn answered from its memory); empty when it read nothing."""
     input_tokens: int
     """Input tokens of the answering call as the model reported them (the second one after a recall)."""
     offloaded: list[dict[str, Any]]
@@ -95,7 +105,8 @@ class OffloadOutput(ChatMessages):
     cut: list[str]
     """What the token budget removed or shortened in the last answering call."""
     details: list[dict[str, Any]]
-    """Chunks retrieved for this turn: {chunk_id, score, via}."""
+    """Chunks the turn's quotes come from: {chunk_id, via} (via ``read``: this turn's reading; ``kept``: the
+    quotes of the last reading, kept for a turn that only needed the conversation)."""
     memory: dict[str, Any]
     """Estimated tokens of each part of the last answering prompt, and its total."""
     calls: list[dict[str, Any]]
@@ -129,6 +140,9 @@ class OffloadState(OffloadRequest, OffloadOutput, total=False):
     """Finished turns: {turn, question, details, citations} + {offload_id, conclusion} or {answer}."""
     pinned: dict[str, Any]
     """Pinned state: {goal, facts}."""
+    evidence: str
+    """The quotes the last reading kept, one ``[c3.2] sentence`` line each (at most ``evidence_tokens`` of ask's
+    reading): what a turn's answer is written from."""
     recall_ids: list[str]
     """Ids the model asked to recall this turn."""
     recall_round: int

@@ -42,7 +42,7 @@ def test_document_text_and_uploads_never_reach_the_checkpoint_database(served: A
         chat = served("offload").invoke({"question": "What opens the archive?", "text": TEXT}, config("t-chat"))
     # the text was ingested as a document of its own, and the answer quotes the vault's chunk (only the ids are kept)
     assert [d.doc_id for d in list_documents("default") if d.title == "Room 0"] == [chat["doc_id"]]
-    assert chat["answer"] == f"{SECRET} [{chat['citations'][0]}]" and len(chat["citations"]) == 1
+    assert chat["answer"] == f"{SECRET} [{chat['sources'][0]['label']}]" and chat["citations"] == ["c6"]
     assert thread_rows(longdoc_home, "t-chat") > 0  # the chat is checkpointed, without the text
     with open_checkpointer() as saver:
         for item in saver.list(None):

@@ -94,7 +94,7 @@ def test_canvas_cache_follows_the_index(doc_id: str) -> None:
 def test_a_chat_session_refuses_a_turn_after_its_document_is_reindexed(doc_id: str) -> None:
     graph = offload_builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "herons"}}
-    context = {"policy": "offload", "min_score": -1.0, "details_k": 1}
+    context = {"policy": "offload"}
     with use_chat_model(offload_chat_model()):
         first = graph.invoke({"question": "Where do herons wait?", "doc_id": doc_id}, config=config, context=context)
         assert first["citations"] == ["c0"]

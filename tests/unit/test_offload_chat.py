@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from stores.errors import InputError
 from stores.models import LLM, use_chat_model
 from stores.status import is_status
 
-BASE = {"min_score": -1.0, "history_min_score": 2.0, "keep_turns": 2, "details_k": 1}
+BASE = {"history_min_score": 2.0, "keep_turns": 2}
 
 
 @pytest.fixture
@@ -76,9 +77,9 @@ def test_a_chat_of_human_messages_streams_only_the_answer(doc_id: str) -> None:
         assert meta["citations"] == values["citations"] and meta["citations"]
         assert meta["sources"] == values["sources"] and [s["chunk_id"] for s in meta["sources"]] == meta["citations"]
         for line, source in zip(sources.splitlines(), meta["sources"], strict=True):
-            # each source names its chunk as the answer's markers do
-            assert line == f'- [{source["chunk_id"]}] Project Falcon: "{source["quote"]}"'
-            assert f"[{source['chunk_id']}]" in answer and source["cited"]
+            # each source names its quote as the answer's markers do
+            assert line == f'- [{source["label"]}] Project Falcon: "{source["quote"]}"'
+            assert f"[{source['label']}]" in answer and source["cited"]
             assert source["label"].startswith(source["chunk_id"] + ".") and source["quote"]
         assert [o["id"] for o in meta["offloaded"]][:1] == [f"o{number}"]
     kinds = [type(m).__name__ for m in state2["messages"]]
@@ -481,8 +482,9 @@ def test_a_turn_that_recalls_streams_one_message() -> None:
 
 def test_a_held_reply_whose_recall_is_already_in_view_is_shown_as_the_answer() -> None:
     def reply(messages: Sequence[BaseMessage]) -> str:
-        if '"recall"' in str(messages[0].content):  # asks for a chunk the memory shows whole: no recall round
-            return json.dumps({"recall": ["c0"], "answer": "Bob Chen manages procurement. [c0]", "citations": ["c0"]})
+        if '"recall"' in str(messages[0].content):  # asks for a quote the memory shows whole: no recall round
+            shown = re.findall(r"^\[(c0\.\d+)\] ", str(messages[-1].content), re.M)[0]
+            return json.dumps({"recall": [shown], "answer": f"Bob Chen manages procurement. [{shown}]"})
         return offload_reply(messages)
 
     compiled = builder.compile(checkpointer=InMemorySaver())
@@ -493,7 +495,7 @@ def test_a_held_reply_whose_recall_is_already_in_view_is_shown_as_the_answer() -
     assert values["turn"] == 2 and not values["recalled"]
     streamed = "".join(str(c.content) for c, _ in answer_chunks(second))
     assert len({c.id for c, _ in answer_chunks(second)}) == 1 and streamed == values["messages"][-1].content
-    assert streamed.startswith("Bob Chen manages procurement. [c0]\n\n**Sources**\n- ")
+    assert re.match(r"Bob Chen manages procurement\. \[c0\.\d\]\n\n\*\*Sources\*\*\n- ", streamed)
 
 
 def _citing_nothing(messages: Sequence[BaseMessage]) -> str:
@@ -510,7 +512,7 @@ def _citing_nothing(messages: Sequence[BaseMessage]) -> str:
     return reply
 
 
-def test_an_answer_that_cites_nothing_shows_the_sentences_the_retriever_found(doc_id: str) -> None:
+def test_an_answer_that_cites_nothing_shows_the_quotes_the_readers_kept(doc_id: str) -> None:
     compiled = builder.compile(checkpointer=InMemorySaver())
     model = ScriptedChatModel(default=_citing_nothing)
     with use_chat_model(model):
@@ -519,12 +521,12 @@ def test_an_answer_that_cites_nothing_shows_the_sentences_the_retriever_found(do
     assert values["citations"] == [] and "[c" not in values["answer"] and values["details"]
     sources = values["sources"]
     assert sources and all(not s["cited"] for s in sources)
-    assert {s["chunk_id"] for s in sources} <= {d["chunk_id"] for d in values["details"]}
-    # the sentence that backs the answer is the one it repeats
-    assert values["answer"].rstrip(".") in sources[0]["quote"]
+    assert {s["chunk_id"] for s in sources} == {d["chunk_id"] for d in values["details"]} == {"c2"}
+    # the sentence that backs the answer is among them
+    assert any(values["answer"].rstrip(".") in s["quote"] for s in sources)
     head, *lines = reply.content.split("\n\n")[-1].splitlines()
-    assert head == "**Sources** (found by the retriever; the answer cites none of them)"
-    assert lines == [f'- [{s["chunk_id"]}] Project Falcon: "{s["quote"]}"' for s in sources]
+    assert head == "**Sources** (quoted by the readers; the answer cites none of them)"
+    assert lines == [f'- [{s["label"]}] Project Falcon: "{s["quote"]}"' for s in sources]
     assert "".join(str(c.content) for c, _ in answer_chunks(chunks)) == reply.content  # streamed as kept
     assert reply.additional_kwargs["longdoc"]["sources"] == sources
 
@@ -565,15 +567,31 @@ def test_documents_of_the_same_title_are_told_apart_by_more_than_their_ids(sampl
     assert f"- Otters (`{other.doc_id}`)" in help_text("default", "en")
 
 
-def test_a_source_quotes_a_sentence_rather_than_a_heading_when_the_answer_shares_no_words() -> None:
+def test_the_sources_are_the_quotes_the_answer_cites_else_every_quote_kept() -> None:
     from nodes.collection.sources import Sources
-    from nodes.offload.answer import cited_sources
+    from nodes.offload.answer import quote_sources
     from stores.vectorstore import get_store
 
     text = "Project Falcon\n\nBob Chen manages procurement and the supplier contracts.\n\nTrials start in June."
     doc = ingest(text=text, title="Falcon", chunk_size=400, chunk_overlap=0)
     sources = Sources(get_store("default"), [doc.doc_id])
-    (quoted,) = cited_sources(sources, ["c0"], "It says so in its first part.")  # no word shared
-    assert quoted["quote"] == "Bob Chen manages procurement and the supplier contracts." and quoted["label"] == "c0.2"
-    (shared,) = cited_sources(sources, ["c0"], "The trials start in June.")
-    assert shared["quote"] == "Trials start in June." and shared["label"] == "c0.3"
+    evidence = "[c0.2] Bob Chen manages procurement and the supplier contracts.\n[c0.3] Trials start in June."
+    (cited,) = quote_sources(sources, evidence, ["c0.3"])
+    assert (cited["label"], cited["chunk_id"], cited["quote"], cited["cited"]) == (
+        "c0.3",
+        "c0",
+        "Trials start in June.",
+        True,
+    )
+    assert [s["label"] for s in quote_sources(sources, evidence, ["c0"])] == ["c0.2", "c0.3"]  # a chunk: its quotes
+    kept = quote_sources(sources, evidence, [])  # cites none: every quote, marked as the readers'
+    assert [(s["label"], s["cited"], s["title"]) for s in kept] == [
+        ("c0.2", False, "Falcon"),
+        ("c0.3", False, "Falcon"),
+    ]
+    assert quote_sources(sources, "", ["c0"]) == []
+    # it cites the quote that names the man, and says what the other quote says: that one backs it too
+    said = "Bob Chen; trials start in June [c0.2]"
+    backed = [(s["label"], s["cited"]) for s in quote_sources(sources, evidence, ["c0.2"], said)]
+    assert backed == [("c0.2", True), ("c0.3", False)]
+    assert len(quote_sources(sources, evidence, ["c0.2"], "Bob Chen manages procurement [c0.2]")) == 1

@@ -14,7 +14,7 @@ from nodes.ingest import ingest
 from nodes.offload.answer import AnswerReply, ask, citations_of, normalise_ids, resolve_recall
 from nodes.offload.memory import Piece, build_memory, render_user
 from nodes.offload.offloader import OffloadNote, compress_turn, first_sentence, supported, update_pinned
-from nodes.offload.pieces import detail_pieces, history_pieces, pinned_piece, select_details
+from nodes.offload.pieces import evidence_pieces, history_pieces, pinned_piece, quoted_lines
 from stores.models import LLM, use_chat_model
 from stores.offload import OffloadItem, get_offload_store
 from stores.text import count_tokens
@@ -32,6 +32,7 @@ def turns(n: int) -> list[dict]:
             "question": f"Question number {t} about the budget?",
             "answer": f"Answer {t}: the budget is {t}0,000 euros.",
             "details": ["c1"],
+            "quotes": ["c1.1"],
             "offload_id": f"o{t}",
             "conclusion": f"conclusion {t}",
         }
@@ -59,7 +60,7 @@ def test_memory_sections_in_order_and_parts() -> None:
         "Map of the document",
         "Pinned state:",
         "Earlier turns (one-line notes",
-        "Details from the document:",
+        "Quotes from the documents:",
         "Recalled for this question:",
         "Question: What is the budget?",
     ]
@@ -98,31 +99,31 @@ def test_budget_too_small_records_the_overrun() -> None:
 
 
 @pytest.mark.parametrize("collection", [False, True], ids=["one document", "collection"])
-def test_shortened_detail_says_how_to_recall(sample_markdown: Path, collection: bool) -> None:
-    doc_id = ingest(str(sample_markdown)).doc_id
+def test_quotes_become_pieces_and_earlier_quotes_are_looked_up_by_label(
+    sample_markdown: Path, collection: bool
+) -> None:
+    doc_id = ingest(str(sample_markdown), chunk_size=60, chunk_overlap=0).doc_id
     others = [ingest(text="# Otters\n\nSea otters hold hands while they sleep.").doc_id] if collection else []
-    store = get_store("default")
-    sources = Sources(store, [*others, doc_id])
-    first = sources.label(doc_id, "c0")  # c0 alone, 2:c0 in the collection
-    assert first == ("2:c0" if collection else "c0")
-    refs = [{"chunk_id": first, "score": 0.9, "via": "search"}, {"chunk_id": "c9", "score": 0.5, "via": "search"}]
-    pieces = detail_pieces(sources, refs, "budget", 12, "en", recallable=True)
-    assert len(pieces) == 1 and pieces[0].shortened
-    assert pieces[0].text.startswith(f"[{first}] Project Falcon")
-    assert pieces[0].text.endswith(f"(shortened; recall {first} for the full text)")
-    quiet = detail_pieces(sources, refs, "budget", 12, "en", recallable=False)
-    assert "recall" not in quiet[0].text
-    whole = detail_pieces(sources, refs, "budget", 2000, "en", recallable=True)
-    assert not whole[0].shortened and "recall" not in whole[0].text
+    sources = Sources(get_store("default"), [*others, doc_id])
+    team = sources.label(doc_id, "c2")  # c2 alone, 2:c2 in the collection
+    evidence = f"[{team}.2] Bob Chen manages procurement.\nnot a quote\n[{team}.1] Alice Moreau leads the team."
+    pieces = evidence_pieces(evidence, "Who manages procurement?")
+    assert [(p.key, p.text, p.stage) for p in pieces] == [
+        (f"{team}.2", f"[{team}.2] Bob Chen manages procurement.", "detail"),
+        (f"{team}.1", f"[{team}.1] Alice Moreau leads the team.", "detail"),
+    ]
+    assert pieces[0].rank > pieces[1].rank  # the later quotes are cut first
+    shown = quoted_lines(sources, [f"{team}.2", f"{team}.9", "c99.1"])  # no sentence 9, no chunk 99: left out
+    assert shown == f"[{team}.2] Bob Chen manages procurement."
 
 
 def test_history_per_policy() -> None:
     history = turns(5)
-    full = history_pieces(history, "full", 2, "en", details_text=lambda ids: f"[{ids[0]}] detail text")
+    full = history_pieces(history, "full", 2, "en", details_text=lambda labels: f"[{labels[0]}] detail text")
     assert [p.key for p in full] == [f"turn {t}" for t in range(1, 6)]
     assert [p.stage for p in full] == ["old", "old", "old", "recent", "recent"]
     assert "Q: Question number 1 about the budget?\nA: Answer 1: the budget is 10,000 euros." in full[0].text
-    assert "[c1] detail text" in full[0].text
+    assert "[c1.1] detail text" in full[0].text
     last = history_pieces(history, "last_k", 2, "en")
     assert [p.key for p in last] == ["turn 4", "turn 5"]
     notes = history_pieces(history, "offload_canvas", 2, "en", relevant=["o2"])
@@ -225,25 +226,6 @@ def test_recall_loads_known_ids_and_explains_unknown_ones(sample_markdown: Path)
         "Offloaded ids you can recall: o1."
     )
     assert pieces[2].stage == "fixed"
-
-
-def test_select_details_threshold_canvas_and_minimum(sample_markdown: Path) -> None:
-    doc_id = ingest(str(sample_markdown), chunk_size=60, chunk_overlap=0).doc_id
-    store = get_store("default")
-    strict = select_details(Sources(store, [doc_id]), "Who manages procurement?", k=2, min_score=0.99, min_details=0)
-    assert strict == []
-    best = select_details(Sources(store, [doc_id]), "Who manages procurement?", k=2, min_score=0.99, min_details=1)
-    assert [(r["chunk_id"], r["via"]) for r in best] == [("c2", "best")]
-    loose = select_details(Sources(store, [doc_id]), "Who manages procurement?", k=3, min_score=-1.0, min_details=1)
-    assert loose[0]["chunk_id"] == "c2" and len(loose) == 3 and all(r["via"] == "search" for r in loose)
-    canvas = [
-        {"chunk_id": "c3", "score": 0.9, "via": "canvas:n4"},
-        {"chunk_id": "c2", "score": 0.9, "via": "canvas:n3"},
-    ]
-    mixed = select_details(
-        Sources(store, [doc_id]), "Who manages procurement?", k=2, min_score=-1.0, min_details=1, canvas_refs=canvas
-    )
-    assert [(r["chunk_id"], r["via"]) for r in mixed] == [("c2", "search"), ("c3", "canvas:n4")]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -459,8 +459,10 @@ def test_mcp_tools_on_the_deployment_give_json_results_and_reasons(deployed: tup
     assert find_document("team-b", doc_id) is not None and runs.records[-1]["context"]["namespace"] == "team-b"
 
     chat = tool_call(http, "chat", {"question": "Who manages procurement?", "doc_id": doc_id})
+    assert chat["structuredContent"].get("asked") == "Who manages procurement?"  # the question the turn read for
     assert chat["isError"] is False and set(chat["structuredContent"]) == {
         "answer",
+        "asked",
         "sources",
         "citations",
         "turn",
@@ -794,7 +796,7 @@ def test_a_streamed_a2a_answer_ends_with_a_last_chunk_holding_its_sources_as_dat
         data = [p["data"] for u in updates for p in u["artifact"]["parts"] if "data" in p]
         assert "\n\n**Sources**\n- " in text and len(data) == 1 and "data" in updates[-1]["artifact"]["parts"][-1]
         sources = data[0]["sources"]
-        assert sources and all(f"[{s['chunk_id']}]" in text for s in sources) and data[0]["citations"]
+        assert sources and all(f"[{s['label']}]" in text for s in sources) and data[0]["citations"]
         status = final_status(events)
         assert status["state"] == "TASK_STATE_COMPLETED" and "message" not in status  # the answer is not repeated
 

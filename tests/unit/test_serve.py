@@ -121,5 +121,6 @@ def test_a_streamed_run_is_answered_by_the_app_s_chat_model(falcon_id: str) -> N
         response = c.post("/offload/stream", json=body)
     assert response.status_code == 200, response.text
     assert "event: end" in response.text and "event: error" not in response.text
-    # the streamed run's worker threads used the injected model: the canvas, the answer and the offloader
-    assert len(model.calls) == 3
+    # the streamed run's worker threads used the injected model: the canvas, the reading's worker, the answer and
+    # the offloader
+    assert len(model.calls) == 4
