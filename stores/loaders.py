@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stores.errors import InputError, TooLarge
+from stores.pages import Page
 from stores.settings import get_settings
+from stores.text import clean_text
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
@@ -30,6 +32,8 @@ class LoadedDocument:
     title: str
     source: str
     media_type: str
+    pages: tuple[Page, ...] = ()
+    """Where each page starts in ``text`` (a PDF's); empty for a format without pages."""
 
 
 def max_bytes() -> int:
@@ -106,7 +110,7 @@ def _has_content(text: str) -> bool:
 
 def _checked(text: str, source: str) -> str:
     """``text`` cleaned, or InputError when it is empty or longer than ``LONGDOC_MAX_TEXT_CHARS``."""
-    cleaned = _clean(text)
+    cleaned = clean_text(text)
     limit = get_settings().max_text_chars
     if len(cleaned) > limit:
         raise TooLarge(
@@ -115,76 +119,6 @@ def _checked(text: str, source: str) -> str:
     if not _has_content(cleaned):
         raise InputError(f"{source}: the document is empty (no text besides headings and invisible characters)")
     return cleaned
-
-
-def _clean(text: str) -> str:
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
-
-
-_HEADING_LINE = re.compile(r"^[A-Z0-9\u00c0-\u024f][^.!?;,:…。！？；，：]{0,78}[^\s.!?;,:…。！？；，：]$")
-_SENTENCE_START = re.compile(r"^[\"'“(]?[A-Z0-9\u00c0-\u024f]")
-
-
-def set_off_headings(text: str) -> str:
-    """A PDF page's text with each heading line set off as a paragraph of its own (a blank line after it).
-
-    A PDF's text layer has no heading marks: a title line comes out as a line like any other, and would be
-    read as the first words of the sentence under it. A heading line here: at most 10 words without end or
-    inner punctuation, starting with a capital or a digit, after a line that ends a sentence (or none), before a
-    line that starts one, and shorter than half the page's longest line (a wrapped line runs to the margin).
-    """
-    lines = text.split("\n")
-    widest = max((len(line.strip()) for line in lines), default=0)
-    out: list[str] = []
-    for i, line in enumerate(lines):
-        out.append(line)
-        here = line.strip()
-        before = lines[i - 1].strip() if i else ""
-        after = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        heading = (
-            bool(_HEADING_LINE.match(here))
-            and len(here.split()) <= 10
-            and len(here) * 2 <= widest
-            and (not before or before[-1] in '.!?:…。！？："”)')
-            and bool(_SENTENCE_START.match(after))
-        )
-        if heading:
-            out.append("")
-    return "\n".join(out)
-
-
-def _pdf_text(data: bytes, source: str) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    settings = get_settings()
-    pages: list[str] = []
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        count = len(reader.pages)
-        if count > settings.max_pdf_pages:
-            raise TooLarge(
-                f"{source}: {count} pages is over the {settings.max_pdf_pages} page limit (LONGDOC_MAX_PDF_PAGES)"
-            )
-        size = 0
-        for page in reader.pages:
-            pages.append(set_off_headings((page.extract_text() or "").strip()))
-            size += len(pages[-1])
-            if size > settings.max_text_chars:  # stop reading once the text is over its bound
-                raise TooLarge(
-                    f"{source}: the PDF's text is over the {settings.max_text_chars} character limit "
-                    "(LONGDOC_MAX_TEXT_CHARS)"
-                )
-    except (PdfReadError, ValueError, KeyError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"{source}: not a readable PDF ({exc})") from exc
-    text = "\n\n".join(p for p in pages if p)
-    if not text.strip():
-        raise InputError(f"{source}: the PDF has no text layer (a scan?); run OCR on it first")
-    return text
 
 
 def _check_archive(data: bytes, source: str) -> None:
@@ -323,8 +257,8 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
         raise InputError(f"{source}: the document is empty")
     title = ""
     if suffix == ".pdf":
-        text, media = _pdf_text(data, source), "application/pdf"
-    elif suffix == ".docx":
+        return _pdf_document(data, filename, source)
+    if suffix == ".docx":
         text, media = (
             _docx_text(data, source),
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -335,5 +269,33 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
         media = "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
         text = decode_bytes(data, source, encoding)
     cleaned = _checked(text, source)
-    stem = Path(filename).stem
-    return LoadedDocument(text=cleaned, title=title or _first_line(cleaned) or stem, source=source, media_type=media)
+    title = title or _first_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title, source=source, media_type=media)
+
+
+def _pdf_document(data: bytes, filename: str, source: str) -> LoadedDocument:
+    """A PDF read page by page (:mod:`stores.pdf_text`), titled by its metadata, else its first heading line."""
+    from stores.pdf_text import read_pdf
+
+    read = read_pdf(data, source)
+    if not read.text.strip():
+        raise InputError(f"{source}: the PDF has no text layer (a scan?); run OCR on it first")
+    cleaned = _checked(read.text, source)
+    pages = read.pages if cleaned == read.text else ()  # cleaned page by page already: the offsets hold
+    title = read.title or _pdf_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title, source=source, media_type="application/pdf", pages=pages)
+
+
+def _first_heading(text: str) -> str:
+    """The text of the first markdown heading line (``# Title``), empty when there is none."""
+    found = _HEADING.search(text)
+    return found.group(0).lstrip("#").strip()[:120] if found else ""
+
+
+def _pdf_heading(text: str) -> str:
+    """A PDF's first line when it stands alone as a heading (set off by a blank line, short, no end stop)."""
+    head, _, rest = text.partition("\n\n")
+    line = head.strip()
+    if "\n" in line or not rest or len(line.split()) > 15 or line[-1:] in ".!?;,:。！？":
+        return ""
+    return line[:120]

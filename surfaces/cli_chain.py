@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from nodes.chain.context import ChainContext
 from nodes.inputs import check_workflow_input
 from stores.errors import InputError
+from stores.labels import QUOTE_LINE
 from stores.usage import usage_totals
 from surfaces.cli import (
     EXIT_OK,
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 "answer": out["answer"],
                 "citations": out["citations"],
                 "quotes": out.get("quotes", []),
+                "sources": out.get("sources", []),
                 "inferred": out.get("inferred", False),
                 "order": out["order"][0] if len(out["order"]) == 1 else out["order"],
                 "read": out["read"],
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(out["explanation"])
     cited = ", ".join(out["citations"]) or "none"
     print(f"\ncitations: {cited}{' (inferred from the quotes)' if out.get('inferred') else ''}")
-    for quote in out.get("quotes", []):
+    for quote in quote_lines(out):
         print(f"  {quote}")
     legend = documents_legend(out.get("documents", []), out["citations"])
     if legend:
@@ -150,6 +152,17 @@ def run(args: argparse.Namespace) -> int:
     if page is not None:
         print(f"tree page: {page}")
     return EXIT_OK
+
+
+def quote_lines(out: dict[str, Any]) -> list[str]:
+    """The answer's quote lines as the text output shows them, each after the page it stands on in a PDF (p. 58)."""
+    where = {s["label"]: s for s in out.get("sources", [])}
+    lines = []
+    for quote in out.get("quotes", []):
+        found = QUOTE_LINE.match(quote)
+        source = where.get(found.group(1), {}) if found else {}
+        lines.append(f"{quote} (p. {source['page_label']})" if source.get("page_label") else quote)
+    return lines
 
 
 def _run_on_thread(

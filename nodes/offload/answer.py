@@ -30,6 +30,7 @@ from stores.chat_stream import stream_more, streamed_field
 from stores.labels import CITED, LABEL, normalise_chunk_id, sentence_label
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
+from stores.pages import decode_marks, page_fields, sentence_pages
 from stores.text import content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
@@ -98,6 +99,7 @@ def cited_sources(
             quote = " ".join(cut[:QUOTE_WORDS]) + " ..."
         doc_id = found[0]
         title = names.get(doc_id) or doc_id
+        page = sentence_pages(hit.text, decode_marks(hit.metadata.get("pages")), sentences)[best]
         out.append(
             {
                 "doc_id": doc_id,
@@ -106,6 +108,8 @@ def cited_sources(
                 "label": sentence_label(label, best + 1),
                 "quote": quote,
                 "cited": cited,
+                "section": hit.section,
+                **page_fields(page),
             }
         )
     return out

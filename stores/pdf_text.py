@@ -1,0 +1,235 @@
+"""A PDF's text, page by page, with its layout rules applied; where each page starts; its title.
+
+The layout rules: lines that repeat at the top or bottom of most pages (running headers and footers, with their
+page numbers) and lone page numbers are left out; a word hyphenated at a line end is joined; each heading line is
+set off as a paragraph (:func:`set_off_headings`). Every failure is an
+:class:`~stores.errors.InputError` naming its cause: a broken file, a password, too many pages, too much text.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stores.errors import InputError, TooLarge
+from stores.pages import Page
+from stores.settings import get_settings
+from stores.text import clean_text
+
+EDGE_LINES = 2
+"""Lines at the top and at the bottom of a page where a running header or footer may stand."""
+REPEATS = 3
+"""A top or bottom line found on this many pages or more (digits aside) is a running header or footer.
+
+Not a share of the pages: a chapter's running title stands on that chapter's pages only."""
+
+_PAGE_NUMBER = re.compile(
+    r"^(?:(?:page|seite|p\.|s\.)\s*)?(?:\d{1,5}|[ivxlcdm]{1,8})(?:\s*(?:/|of|von)\s*\d{1,5})?$|^[-–—]\s*\d{1,5}\s*[-–—]$",
+    re.IGNORECASE,
+)
+_HYPHENATED = re.compile(r"([^\W\d_])-\n[ \t]*([^\W\d_]+)")
+
+
+@dataclass(frozen=True)
+class PdfText:
+    """What a PDF gives: its text, where each page starts in it, and the title its metadata names."""
+
+    text: str
+    pages: tuple[Page, ...]
+    title: str
+
+
+def _open(data: bytes, source: str) -> Any:
+    """A pypdf reader of ``data``, decrypted with the empty password if it is encrypted; InputError otherwise."""
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError, PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise InputError(
+                f"{source}: the PDF is encrypted with a password; save a copy without it (e.g. `qpdf --decrypt`) "
+                "and ingest that"
+            )
+        return reader
+    except DependencyError as exc:
+        raise InputError(f"{source}: the PDF is encrypted in a way this install cannot open ({exc})") from exc
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{source}: not a readable PDF ({str(exc)[:200]})") from exc
+
+
+def page_labels(reader: Any) -> list[str]:
+    """The printed label of every page when the PDF has ``/PageLabels``; empty strings otherwise."""
+    count = len(reader.pages)
+    try:
+        if "/PageLabels" not in reader.trailer["/Root"]:
+            return [""] * count
+        labels = list(reader.page_labels)
+    except (KeyError, ValueError, TypeError, IndexError):
+        return [""] * count
+    return labels if len(labels) == count else [""] * count
+
+
+def metadata_title(reader: Any) -> str:
+    """The title the PDF's metadata gives, unless it is empty or a placeholder a writing program left."""
+    try:
+        title = str((reader.metadata or {}).get("/Title") or "").strip()
+    except (KeyError, ValueError, TypeError):
+        return ""
+    plain = title.lower()
+    if not title or plain in {"untitled", "title", "document", "(anonymous)"} or plain.startswith("microsoft word -"):
+        return ""
+    return " ".join(title.split())[:200]
+
+
+def read_pdf(
+    data: bytes,
+    source: str,
+    ocr: Callable[[Any, int], str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> PdfText:
+    """The text of the PDF ``data``, its pages' starts and its metadata title.
+
+    ``ocr(page, number)`` reads a page without a text layer (None: such a page stays empty); ``progress(done, total)``
+    is told of each page read.
+    """
+    from pypdf.errors import PdfReadError
+
+    settings = get_settings()
+    reader = _open(data, source)
+    try:
+        count = len(reader.pages)
+        if count > settings.max_pdf_pages:
+            raise TooLarge(
+                f"{source}: {count} pages is over the {settings.max_pdf_pages} page limit (LONGDOC_MAX_PDF_PAGES)"
+            )
+        texts: list[str] = []
+        size = 0
+        for number, page in enumerate(reader.pages, start=1):
+            text = (page.extract_text() or "").strip()
+            if not text and ocr is not None:
+                text = ocr(page, number)
+            texts.append(text)
+            size += len(text)
+            if size > settings.max_text_chars:  # stop reading once the text is over its bound
+                raise TooLarge(
+                    f"{source}: the PDF's text is over the {settings.max_text_chars} character limit "
+                    "(LONGDOC_MAX_TEXT_CHARS)"
+                )
+            if progress is not None:
+                progress(number, count)
+        labels = page_labels(reader)
+        title = metadata_title(reader)
+    except (PdfReadError, ValueError, KeyError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{source}: not a readable PDF ({str(exc)[:200]})") from exc
+    return join_pages(texts, labels, title)
+
+
+_HEADING_LINE = re.compile(r"^[A-Z0-9\u00c0-\u024f][^.!?;,:…。！？；，：]{0,78}[^\s.!?;,:…。！？；，：]$")
+_SENTENCE_START = re.compile(r"^[\"'“(]?[A-Z0-9\u00c0-\u024f]")
+
+
+def set_off_headings(text: str) -> str:
+    """A PDF page's text with each heading line set off as a paragraph of its own (a blank line after it).
+
+    A PDF's text layer has no heading marks: a title line comes out as a line like any other, and would be
+    read as the first words of the sentence under it. A heading line here: at most 10 words without end or
+    inner punctuation, starting with a capital or a digit, after a line that ends a sentence (or none), before a
+    line that starts one, and shorter than half the page's longest line (a wrapped line runs to the margin).
+    """
+    lines = text.split("\n")
+    widest = max((len(line.strip()) for line in lines), default=0)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        here = line.strip()
+        before = lines[i - 1].strip() if i else ""
+        after = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        heading = (
+            bool(_HEADING_LINE.match(here))
+            and len(here.split()) <= 10
+            and len(here) * 2 <= widest
+            and (not before or before[-1] in '.!?:…。！？："”)')
+            and bool(_SENTENCE_START.match(after))
+        )
+        if heading:
+            out.append("")
+    return "\n".join(out)
+
+
+def join_pages(texts: Sequence[str], labels: Sequence[str], title: str = "") -> PdfText:
+    """The pages' texts with the layout rules applied, joined by blank lines, and where each page starts."""
+    kept = strip_running_lines([text.split("\n") for text in texts])
+    parts: list[str] = []
+    pages: list[Page] = []
+    start = 0
+    for number, (lines, label) in enumerate(zip(kept, labels, strict=True), start=1):
+        text = clean_text(set_off_headings(join_hyphenated("\n".join(lines))))
+        if not text:
+            continue
+        if parts:
+            start += 2  # the blank line between pages
+        pages.append(Page(start=start, number=number, label=label))
+        parts.append(text)
+        start += len(text)
+    return PdfText(text="\n\n".join(parts), pages=tuple(pages), title=title)
+
+
+def _edge_key(line: str) -> str:
+    """A top or bottom line as compared across pages: digits as ``#`` (a page number changes), spaces collapsed."""
+    return re.sub(r"\d+", "#", " ".join(line.split()).lower())
+
+
+def _edges(lines: list[str]) -> list[tuple[int, str]]:
+    """A page's first and last :data:`EDGE_LINES` non-blank lines (at most a third of its lines each): index, key.
+
+    The key is the side (``top`` or ``bottom``) and the line's :func:`_edge_key`.
+    """
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    reach = min(EDGE_LINES, len(filled) // 3)
+    edges = [(i, "top") for i in filled[:reach]] + [(i, "bottom") for i in filled[len(filled) - reach :]]
+    if len(filled) in (1, 2):  # a page of a line or two: only a lone page number may go
+        edges = [(i, "lone") for i in filled]
+    return [(i, f"{side} {_edge_key(lines[i])}") for i, side in edges]
+
+
+def strip_running_lines(pages: list[list[str]]) -> list[list[str]]:
+    """Each page's lines without its running header and footer lines and its lone page number.
+
+    A running line is a top or bottom line whose text (digits aside) stands on the same side of :data:`REPEATS`
+    pages or more; a lone page number is a top or bottom line holding only a
+    number (``58``, ``iv``, ``Page 3 of 9``, ``- 4 -``) in a document of two pages or more.
+    """
+    seen: Counter[str] = Counter()
+    for lines in pages:
+        seen.update({key for _, key in _edges(lines) if not key.startswith("lone")})
+    out = []
+    for lines in pages:
+        drop = {
+            i
+            for i, key in _edges(lines)
+            if seen[key] >= REPEATS or (len(pages) > 1 and _PAGE_NUMBER.match(lines[i].strip()))
+        }
+        out.append([line for i, line in enumerate(lines) if i not in drop])
+    return out
+
+
+def join_hyphenated(text: str) -> str:
+    """``text`` with each word hyphenated at a line end joined (``exam-`` / ``ple`` -> ``example``).
+
+    Only when the part after the break starts in lower case: ``Baden-`` / ``Württemberg`` keeps its hyphen.
+    """
+
+    def joined(match: re.Match[str]) -> str:
+        head, tail = match.group(1), match.group(2)
+        return f"{head}{tail}" if tail[0].islower() else f"{head}-{tail}"
+
+    return _HYPHENATED.sub(joined, text)
