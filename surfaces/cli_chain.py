@@ -210,12 +210,17 @@ def _page_path(value: str | None) -> Path | None:
 def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
     """Draw the run's tree and first reading order, nodes labelled with their chunks' first words.
 
-    Their sections show on hover; in a collection, with their document's title.
+    Their sections show on hover, and the pages they span in a PDF (pp. 57-58); in a collection, with their
+    document's title.
     """
     from nodes.chain.tree_view import tree_html
     from nodes.collection.sources import document_name
     from stores.documents import get_document, write_atomic
+    from stores.pages import chunk_span, decode_marks
     from stores.vectorstore import get_store
+
+    def hover(*parts: str) -> str:
+        return " · ".join(p for p in parts if p)
 
     store = get_store(args.namespace, args.embedder)
     texts: dict[str, str] = {}
@@ -224,12 +229,15 @@ def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) 
         for doc in out["documents"]:
             for hit in store.by_doc(doc["doc_id"]):
                 label = f"{doc['tag']}:{hit.chunk_id}"
-                sections[label] = " · ".join(p for p in (document_name(doc), hit.section) if p)
+                sections[label] = hover(
+                    document_name(doc), hit.section, chunk_span(decode_marks(hit.metadata.get("pages")))
+                )
                 texts[label] = hit.text
         name = f"{len(out['documents'])} documents"
     else:
         hits = store.by_doc(out["doc_id"])
-        sections = {hit.chunk_id: hit.section for hit in hits if hit.section}
+        spans = {hit.chunk_id: hover(hit.section, chunk_span(decode_marks(hit.metadata.get("pages")))) for hit in hits}
+        sections = {label: shown for label, shown in spans.items() if shown}
         texts = {hit.chunk_id: hit.text for hit in hits}
         name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
     order = out["order"][0] if out["order"] else []

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from doubles.chat import ScriptedChatModel
 from doubles.files import pdf_of_pages
+from doubles.replies import chain_reply
 from nodes.collection.sources import Sources, chunk_sentences, quote_sources
 from nodes.ingest import ingest
 from nodes.offload.answer import cited_sources
@@ -15,9 +18,11 @@ from nodes.offload.chat import render_sources
 from stores.errors import InputError
 from stores.labels import sentence_label
 from stores.loaders import load_bytes, load_path
+from stores.models import use_chat_model
 from stores.pages import Page, Squeezed, chunk_marks, chunk_span, page_at
 from stores.pdf_text import join_hyphenated, join_pages, strip_running_lines
 from stores.vectorstore import get_store
+from surfaces.cli import EXIT_OK, main
 
 ANIMALS = ["falcon", "heron", "otter", "badger", "lynx", "marten", "stork", "viper", "ibex", "crane"]
 LABELS = "0 << /S /r >> 2 << /S /D >>"
@@ -156,3 +161,22 @@ def test_an_encrypted_pdf_opens_with_the_empty_password_or_names_its_cause(tmp_p
         else:
             with pytest.raises(InputError, match="encrypted with a password"):
                 load_path(path)
+
+
+def test_ask_on_a_pdf_gives_each_quote_its_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "report.pdf"
+    path.write_bytes(_report())
+    question = ["ask", str(path), "Where did rangers see the otter?", "-q", "--chunk-size", "60"]
+    with use_chat_model(ScriptedChatModel(default=chain_reply)):
+        assert main([*question, "--json"]) == EXIT_OK
+        out = json.loads(capsys.readouterr().out)
+        assert main(question) == EXIT_OK
+        shown = capsys.readouterr().out
+    assert out["sources"] and len(out["sources"]) == len(out["quotes"])
+    for quote, source in zip(out["quotes"], out["sources"], strict=True):
+        assert quote == f"[{source['label']}] {source['quote']}"
+        assert source["page"] == _page_said(source["quote"])
+        assert source["page_label"] == (
+            ["i", "ii"][source["page"] - 1] if source["page"] < 3 else str(source["page"] - 2)
+        )
+    assert f"{out['quotes'][0]} (p. {out['sources'][0]['page_label']})" in shown
