@@ -106,3 +106,45 @@ def docx_bomb(megabytes: int = 30) -> bytes:
     """A .docx of about 90 KB whose ``word/document.xml`` unpacks to ``megabytes`` MB of paragraphs."""
     paragraph = b"<w:p><w:r><w:t>spam</w:t></w:r></w:p>"
     return docx_bytes(["Hello"], padding=paragraph * (megabytes * 1024 * 1024 // len(paragraph)))
+
+
+SCAN_FONTS = (
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+)
+"""Fonts a scan is drawn in: the first found that draws every character (Noto CJK for Chinese)."""
+
+
+def scanned_pdf(pages: list[list[str]], dpi: int = 120, font_path: str = "") -> bytes:
+    """An image-only PDF (no text layer, as a scanner makes it): page ``i`` a grey image of the lines ``pages[i]``.
+
+    A4 at ``dpi``, 11 pt text, stored as JPEG so a page stays a few tens of KB.
+    """
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(font_path or SCAN_FONTS[0], size=round(11 * dpi / 72))
+    width, height = round(8.27 * dpi), round(11.69 * dpi)
+    images = []
+    for lines in pages:
+        image = Image.new("L", (width, height), color=255)
+        draw = ImageDraw.Draw(image)
+        y = dpi  # a one-inch margin
+        for line in lines:
+            draw.text((dpi, y), line, fill=0, font=font)
+            y += round(16 * dpi / 72)
+        images.append(image)
+    made = io.BytesIO()
+    images[0].save(made, "PDF", resolution=dpi, save_all=True, append_images=images[1:], quality=70)
+    return made.getvalue()
+
+
+def scan_of_markdown(text: str, breaks: tuple[str, ...] = ()) -> bytes:
+    """A scanned copy of a markdown document (:func:`scanned_pdf`): its lines without heading marks, a new page
+    before each line in ``breaks`` (``notebooks/data/falcon-scan.pdf`` is the one of falcon.md, breaking at Team)."""
+    pages: list[list[str]] = [[]]
+    for line in text.split("\n"):
+        plain = line.lstrip("#").strip()
+        if plain in breaks:
+            pages.append([])
+        pages[-1].append(plain)
+    return scanned_pdf(pages)

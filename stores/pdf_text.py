@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,16 +88,10 @@ def metadata_title(reader: Any) -> str:
     return " ".join(title.split())[:200]
 
 
-def read_pdf(
-    data: bytes,
-    source: str,
-    ocr: Callable[[Any, int], str] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> PdfText:
+def read_pdf(data: bytes, source: str, *, ocr: bool = True) -> PdfText:
     """The text of the PDF ``data``, its pages' starts and its metadata title.
 
-    ``ocr(page, number)`` reads a page without a text layer (None: such a page stays empty); ``progress(done, total)``
-    is told of each page read.
+    A page with images and no text layer (a scan) is read by OCR (:mod:`stores.ocr`) unless ``ocr`` is False.
     """
     from pypdf.errors import PdfReadError
 
@@ -109,21 +103,15 @@ def read_pdf(
             raise TooLarge(
                 f"{source}: {count} pages is over the {settings.max_pdf_pages} page limit (LONGDOC_MAX_PDF_PAGES)"
             )
-        texts: list[str] = []
-        size = 0
-        for number, page in enumerate(reader.pages, start=1):
-            text = (page.extract_text() or "").strip()
-            if not text and ocr is not None:
-                text = ocr(page, number)
-            texts.append(text)
-            size += len(text)
-            if size > settings.max_text_chars:  # stop reading once the text is over its bound
-                raise TooLarge(
-                    f"{source}: the PDF's text is over the {settings.max_text_chars} character limit "
-                    "(LONGDOC_MAX_TEXT_CHARS)"
-                )
-            if progress is not None:
-                progress(number, count)
+        bound = _TextBound(source, settings.max_text_chars)
+        texts = [bound.add((page.extract_text() or "").strip()) for page in reader.pages]
+        scanned = [i for i, text in enumerate(texts) if not text and _has_images(reader.pages[i])] if ocr else []
+        if scanned:
+            from stores.ocr import PageReader
+
+            read = PageReader(source, len(scanned))
+            for i in scanned:
+                texts[i] = bound.add(read(reader.pages[i], i + 1))
         labels = page_labels(reader)
         title = metadata_title(reader)
     except (PdfReadError, ValueError, KeyError) as exc:
@@ -131,6 +119,29 @@ def read_pdf(
             raise
         raise InputError(f"{source}: not a readable PDF ({str(exc)[:200]})") from exc
     return join_pages(texts, labels, title)
+
+
+class _TextBound:
+    """Counts a PDF's text as its pages are read: over ``LONGDOC_MAX_TEXT_CHARS`` reading stops (TooLarge)."""
+
+    def __init__(self, source: str, limit: int) -> None:
+        self.source, self.limit, self.size = source, limit, 0
+
+    def add(self, text: str) -> str:
+        self.size += len(text)
+        if self.size > self.limit:
+            raise TooLarge(
+                f"{self.source}: the PDF's text is over the {self.limit} character limit (LONGDOC_MAX_TEXT_CHARS)"
+            )
+        return text
+
+
+def _has_images(page: Any) -> bool:
+    """Whether a page draws an image (a scanned page is one), read from its resources without decoding it."""
+    try:
+        return len(page.images) > 0
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 _HEADING_LINE = re.compile(r"^[A-Z0-9\u00c0-\u024f][^.!?;,:…。！？；，：]{0,78}[^\s.!?;,:…。！？；，：]$")
