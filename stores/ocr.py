@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,6 @@ def ocr_engine() -> Any:
     return ONNXPaddleOcr(use_angle_cls=False, use_gpu=False, logger=quiet)
 
 
-def page_image(page: Any) -> Any:
-    """The largest image drawn on a PDF page (a scan is one image a page), as an RGB PIL image; None if none."""
-    try:
-        images = list(page.images)
-    except (ValueError, KeyError, OSError, NotImplementedError):
-        return None
-    found = [image.image for image in images if image.image is not None]
-    if not found:
-        return None
-    return max(found, key=lambda image: image.width * image.height).convert("RGB")
-
-
 def read_image(image: Any) -> str:
     """The text of an image, line by line from the top (the model's reading order)."""
     import numpy as np
@@ -90,15 +79,14 @@ class PageReader:
         self.done = 0
         self.deadline = time.monotonic() + settings.ocr_seconds
 
-    def __call__(self, page: Any, number: int) -> str:
-        """The text of page ``number`` (from 1) read by OCR; empty when it holds no image."""
+    def __call__(self, image_of: Callable[[], Any], number: int) -> str:
+        """The text of page ``number`` (from 1) read by OCR from its image (``image_of()``, an RGB PIL image)."""
         if time.monotonic() > self.deadline:
             raise InputError(
                 f"{self.source}: OCR took over {get_settings().ocr_seconds:g} seconds (LONGDOC_OCR_SECONDS) with "
                 f"{self.scanned - self.done} of {self.scanned} scanned pages left; ingest it in parts"
             )
-        image = page_image(page)
-        text = read_image(image) if image is not None else ""
+        text = read_image(image_of())
         self.done += 1
         report_status("ocr", f"ocr: page {number} read ({self.done} of {self.scanned} scanned pages)")
         return text

@@ -1,15 +1,17 @@
 """A PDF's text, page by page, with its layout rules applied; where each page starts; its title.
 
-The layout rules: lines that repeat at the top or bottom of most pages (running headers and footers, with their
-page numbers) and lone page numbers are left out; a word hyphenated at a line end is joined; each heading line is
-set off as a paragraph (:func:`set_off_headings`). Every failure is an
-:class:`~stores.errors.InputError` naming its cause: a broken file, a password, too many pages, too much text.
+Read with PDFium (pypdfium2, chosen by measurement: docs/benchmarks/ingest.md). The layout rules: lines that repeat
+at the top or bottom of pages (running headers and footers, with their page numbers) and lone page numbers are left
+out; a word hyphenated at a line end is joined; each heading line is set off as a paragraph
+(:func:`set_off_headings`). Every failure is an :class:`~stores.errors.InputError` naming its cause: a broken
+file, a password, too many pages, too much text.
 """
 
 from __future__ import annotations
 
-import io
+import functools
 import re
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ REPEATS = 3
 Not a share of the pages: a chapter's running title stands on that chapter's pages only."""
 
 _PAGE_NUMBER = re.compile(
-    r"^(?:(?:page|seite|p\.|s\.)\s*)?(?:\d{1,5}|[ivxlcdm]{1,8})(?:\s*(?:/|of|von)\s*\d{1,5})?$|^[-–—]\s*\d{1,5}\s*[-–—]$",
+    r"^(?:(?:page|seite|p\.|s\.)\s*)?(?:\d{1,5}|[ivxlcdm]{1,8})(?:\s*(?:/|of|von)\s*\d{1,5})?$|^[-–—]\s*\d{1,5}\s*[-–—]?$",
     re.IGNORECASE,
 )
 _HYPHENATED = re.compile(r"([^\W\d_])-\n[ \t]*([^\W\d_]+)")
@@ -43,49 +45,55 @@ class PdfText:
     title: str
 
 
+PDFIUM = threading.Lock()
+"""PDFium is not thread-safe: every call into it, for any document, holds this lock (a page's OCR does not)."""
+
+
 def _open(data: bytes, source: str) -> Any:
-    """A pypdf reader of ``data``, decrypted with the empty password if it is encrypted; InputError otherwise."""
-    from pypdf import PdfReader
-    from pypdf.errors import DependencyError, PdfReadError
+    """A PDFium document of ``data`` (one encrypted with the empty password opens); InputError otherwise."""
+    import pypdfium2 as pdfium
 
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
+        with PDFIUM:
+            return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if getattr(exc, "err_code", None) == pdfium.raw.FPDF_ERR_PASSWORD:
             raise InputError(
                 f"{source}: the PDF is encrypted with a password; save a copy without it (e.g. `qpdf --decrypt`) "
                 "and ingest that"
-            )
-        return reader
-    except DependencyError as exc:
-        raise InputError(f"{source}: the PDF is encrypted in a way this install cannot open ({exc})") from exc
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
-        if isinstance(exc, InputError):
-            raise
+            ) from exc
         raise InputError(f"{source}: not a readable PDF ({str(exc)[:200]})") from exc
 
 
-def page_labels(reader: Any) -> list[str]:
-    """The printed label of every page when the PDF has ``/PageLabels``; empty strings otherwise."""
-    count = len(reader.pages)
-    try:
-        if "/PageLabels" not in reader.trailer["/Root"]:
-            return [""] * count
-        labels = list(reader.page_labels)
-    except (KeyError, ValueError, TypeError, IndexError):
-        return [""] * count
-    return labels if len(labels) == count else [""] * count
-
-
-def metadata_title(reader: Any) -> str:
+def metadata_title(document: Any) -> str:
     """The title the PDF's metadata gives, unless it is empty or a placeholder a writing program left."""
-    try:
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
-    except (KeyError, ValueError, TypeError):
-        return ""
+    with PDFIUM:
+        title = str(document.get_metadata_value("Title") or "").strip()
     plain = title.lower()
     if not title or plain in {"untitled", "title", "document", "(anonymous)"} or plain.startswith("microsoft word -"):
         return ""
     return " ".join(title.split())[:200]
+
+
+def page_text(document: Any, index: int) -> str:
+    """The text of page ``index`` (from 0) in PDFium's reading order, words PDFium joined over a line end joined."""
+    with PDFIUM:
+        text = document[index].get_textpage().get_text_bounded()
+    return str(text).replace("\r\n", "\n").replace("\x02", "").replace("\r", "\n").strip()
+
+
+def has_images(document: Any, index: int) -> bool:
+    """Whether page ``index`` (from 0) draws an image (a scanned page is one)."""
+    import pypdfium2 as pdfium
+
+    with PDFIUM:
+        return any(obj.type == pdfium.raw.FPDF_PAGEOBJ_IMAGE for obj in document[index].get_objects(max_depth=2))
+
+
+def page_image(document: Any, index: int, dpi: int = 150) -> Any:
+    """Page ``index`` (from 0) drawn at ``dpi`` as an RGB PIL image, what OCR reads."""
+    with PDFIUM:
+        return document[index].render(scale=dpi / 72).to_pil().convert("RGB")
 
 
 def read_pdf(data: bytes, source: str, *, ocr: bool = True) -> PdfText:
@@ -93,32 +101,29 @@ def read_pdf(data: bytes, source: str, *, ocr: bool = True) -> PdfText:
 
     A page with images and no text layer (a scan) is read by OCR (:mod:`stores.ocr`) unless ``ocr`` is False.
     """
-    from pypdf.errors import PdfReadError
-
     settings = get_settings()
-    reader = _open(data, source)
+    document = _open(data, source)
     try:
-        count = len(reader.pages)
+        count = len(document)
         if count > settings.max_pdf_pages:
             raise TooLarge(
                 f"{source}: {count} pages is over the {settings.max_pdf_pages} page limit (LONGDOC_MAX_PDF_PAGES)"
             )
         bound = _TextBound(source, settings.max_text_chars)
-        texts = [bound.add((page.extract_text() or "").strip()) for page in reader.pages]
-        scanned = [i for i, text in enumerate(texts) if not text and _has_images(reader.pages[i])] if ocr else []
+        texts = [bound.add(page_text(document, i)) for i in range(count)]
+        scanned = [i for i, text in enumerate(texts) if not text and has_images(document, i)] if ocr else []
         if scanned:
             from stores.ocr import PageReader
 
             read = PageReader(source, len(scanned))
             for i in scanned:
-                texts[i] = bound.add(read(reader.pages[i], i + 1))
-        labels = page_labels(reader)
-        title = metadata_title(reader)
-    except (PdfReadError, ValueError, KeyError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"{source}: not a readable PDF ({str(exc)[:200]})") from exc
-    return join_pages(texts, labels, title)
+                texts[i] = bound.add(read(functools.partial(page_image, document, i), i + 1))
+        with PDFIUM:
+            labels = [str(document.get_page_label(i) or "") for i in range(count)]
+        return join_pages(texts, labels, metadata_title(document))
+    finally:
+        with PDFIUM:
+            document.close()
 
 
 class _TextBound:
@@ -134,14 +139,6 @@ class _TextBound:
                 f"{self.source}: the PDF's text is over the {self.limit} character limit (LONGDOC_MAX_TEXT_CHARS)"
             )
         return text
-
-
-def _has_images(page: Any) -> bool:
-    """Whether a page draws an image (a scanned page is one), read from its resources without decoding it."""
-    try:
-        return len(page.images) > 0
-    except (ValueError, KeyError, TypeError):
-        return False
 
 
 _HEADING_LINE = re.compile(r"^[A-Z0-9\u00c0-\u024f][^.!?;,:…。！？；，：]{0,78}[^\s.!?;,:…。！？；，：]$")
@@ -195,8 +192,11 @@ def join_pages(texts: Sequence[str], labels: Sequence[str], title: str = "") -> 
 
 
 def _edge_key(line: str) -> str:
-    """A top or bottom line as compared across pages: digits as ``#`` (a page number changes), spaces collapsed."""
-    return re.sub(r"\d+", "#", " ".join(line.split()).lower())
+    """A top or bottom line as compared across pages: its letters alone, lower-cased.
+
+    A running head's page number changes from page to page, and stands left on one page and right on the next.
+    """
+    return " ".join(re.sub(r"[\W\d_]+", " ", line).split()).lower()
 
 
 def _edges(lines: list[str]) -> list[tuple[int, str]]:
@@ -221,7 +221,7 @@ def strip_running_lines(pages: list[list[str]]) -> list[list[str]]:
     """
     seen: Counter[str] = Counter()
     for lines in pages:
-        seen.update({key for _, key in _edges(lines) if not key.startswith("lone")})
+        seen.update({key for _, key in _edges(lines) if not key.startswith("lone") and key.partition(" ")[2]})
     out = []
     for lines in pages:
         drop = {

