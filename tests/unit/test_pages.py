@@ -167,8 +167,9 @@ def test_ask_on_a_pdf_gives_each_quote_its_page(tmp_path: Path, capsys: pytest.C
     path = tmp_path / "report.pdf"
     path.write_bytes(_report())
     question = ["ask", str(path), "Where did rangers see the otter?", "-q", "--chunk-size", "60"]
+    tree = tmp_path / "tree.html"
     with use_chat_model(ScriptedChatModel(default=chain_reply)):
-        assert main([*question, "--json"]) == EXIT_OK
+        assert main([*question, "--json", "--tree-html", str(tree)]) == EXIT_OK
         out = json.loads(capsys.readouterr().out)
         assert main(question) == EXIT_OK
         shown = capsys.readouterr().out
@@ -180,3 +181,5 @@ def test_ask_on_a_pdf_gives_each_quote_its_page(tmp_path: Path, capsys: pytest.C
             ["i", "ii"][source["page"] - 1] if source["page"] < 3 else str(source["page"] - 2)
         )
     assert f"{out['quotes'][0]} (p. {out['sources'][0]['page_label']})" in shown
+    hovers = re.findall(r"p{1,2}\. [0-9iv]+(?:-[0-9iv]+)?", tree.read_text(encoding="utf-8"))
+    assert "p. i" in hovers and any(h.startswith("pp. ") for h in hovers)  # each chunk's pages on hover
