@@ -1,4 +1,4 @@
-"""Reading documents from disk (txt, md, pdf, docx, html) into plain text with markdown headings.
+"""Reading documents from disk (txt, md, pdf, docx, pptx, epub, html) into plain text with markdown headings.
 
 Every failure is an :class:`~stores.errors.InputError` with a message a person can act on.
 """
@@ -21,7 +21,9 @@ from stores.text import clean_text
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
-SUPPORTED = sorted(TEXT_SUFFIXES | HTML_SUFFIXES | {".pdf", ".docx"})
+ARCHIVE_SUFFIXES = {".docx", ".pptx", ".epub"}
+"""Formats that are zip archives, checked from their directory before they are opened."""
+SUPPORTED = sorted(TEXT_SUFFIXES | HTML_SUFFIXES | ARCHIVE_SUFFIXES | {".pdf"})
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,10 @@ def _checked(text: str, source: str) -> str:
     return cleaned
 
 
-def _check_archive(data: bytes, source: str) -> None:
-    """Refuse a .docx whose zip holds too many files or unpacks to too much, from its directory alone.
+def _check_archive(data: bytes, source: str, kind: str = ".docx") -> None:
+    """Refuse a ``kind`` file (.docx, .pptx, .epub) whose zip holds too many files or unpacks to too much.
+
+    Read from the zip's directory alone, before the file is opened.
 
     ``zipfile`` stops every file at the size its directory declares, so these bounds hold while it is read.
     """
@@ -131,16 +135,16 @@ def _check_archive(data: bytes, source: str) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
     except (zipfile.BadZipFile, ValueError) as exc:
-        raise InputError(f"{source}: not a readable .docx file ({str(exc).splitlines()[0][:200]})") from exc
+        raise InputError(f"{source}: not a readable {kind} file ({str(exc).splitlines()[0][:200]})") from exc
     if len(members) > settings.max_archive_members:
         raise TooLarge(
-            f"{source}: the .docx holds {len(members)} files, over the limit of {settings.max_archive_members} "
+            f"{source}: the {kind} holds {len(members)} files, over the limit of {settings.max_archive_members} "
             "(LONGDOC_MAX_ARCHIVE_MEMBERS)"
         )
     total = sum(m.file_size for m in members)
     if total > settings.max_unpacked_bytes:
         raise TooLarge(
-            f"{source}: the .docx unpacks to {total} bytes, over the {settings.max_unpacked_bytes} byte limit "
+            f"{source}: the {kind} unpacks to {total} bytes, over the {settings.max_unpacked_bytes} byte limit "
             "(LONGDOC_MAX_UNPACKED_BYTES)"
         )
     for member in members:
@@ -227,7 +231,7 @@ def _first_line(text: str) -> str:
 
 
 def load_path(path: str | Path, encoding: str | None = None) -> LoadedDocument:
-    """Read a document from ``path`` (txt, md, pdf, docx, html); ``encoding`` for text and html files."""
+    """Read a document from ``path`` (txt, md, pdf, docx, pptx, epub, html); ``encoding`` for text and html files."""
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -248,7 +252,7 @@ def _check_suffix(name: str, source: str) -> str:
 
 
 def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | None = None) -> LoadedDocument:
-    """Read a document from its bytes; ``filename``'s suffix gives the type (txt, md, pdf, docx, html)."""
+    """Read a document from its bytes; ``filename``'s suffix gives the type (txt, md, pdf, docx, pptx, epub, html)."""
     source = source or filename
     suffix = _check_suffix(filename, source)
     if len(data) > max_bytes():
@@ -258,6 +262,8 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
     title = ""
     if suffix == ".pdf":
         return _pdf_document(data, filename, source)
+    if suffix in (".pptx", ".epub"):
+        return _archive_document(data, filename, source, suffix)
     if suffix == ".docx":
         text, media = (
             _docx_text(data, source),
@@ -271,6 +277,23 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
     cleaned = _checked(text, source)
     title = title or _first_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
     return LoadedDocument(text=cleaned, title=title, source=source, media_type=media)
+
+
+def _archive_document(data: bytes, filename: str, source: str, suffix: str) -> LoadedDocument:
+    """A .pptx (slides as pages) or .epub (chapters as sections) read by :mod:`stores.formats`."""
+    from stores.formats import epub_text, pptx_text
+
+    _check_archive(data, source, suffix)
+    if suffix == ".pptx":
+        read = pptx_text(data, source)
+        media = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+    else:
+        read = epub_text(data, source, lambda raw, name: _html_text(raw, name))
+        media = "application/epub+zip"
+    cleaned = _checked(read.text, source)
+    pages = read.pages if cleaned == read.text else ()
+    title = read.title or _first_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title, source=source, media_type=media, pages=pages)
 
 
 def _pdf_document(data: bytes, filename: str, source: str) -> LoadedDocument:

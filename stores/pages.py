@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stores.text import clean_text
+
 
 @dataclass(frozen=True)
 class Page:
@@ -54,6 +56,26 @@ class Squeezed:
     def squeezed(self, offset: int) -> int:
         """The squeezed offset of the first kept character at or after original ``offset``."""
         return bisect.bisect_left(self.offsets, offset)
+
+
+def join_paged(texts: Sequence[str], labels: Sequence[str]) -> tuple[str, tuple[Page, ...]]:
+    """Pages' texts (page ``i`` numbered ``i + 1``), each cleaned, joined by blank lines; and where each starts.
+
+    An empty page is left out (it starts nowhere); the text is what :func:`stores.text.clean_text` leaves of it.
+    """
+    parts: list[str] = []
+    pages: list[Page] = []
+    start = 0
+    for number, (raw, label) in enumerate(zip(texts, labels, strict=True), start=1):
+        text = clean_text(raw)
+        if not text:
+            continue
+        if parts:
+            start += 2  # the blank line between pages
+        pages.append(Page(start=start, number=number, label=label))
+        parts.append(text)
+        start += len(text)
+    return "\n\n".join(parts), tuple(pages)
 
 
 Mark = tuple[int, int, str]

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stores.errors import InputError, TooLarge
-from stores.pages import Page
+from stores.pages import Page, join_paged
 from stores.settings import get_settings
-from stores.text import clean_text
 
 EDGE_LINES = 2
 """Lines at the top and at the bottom of a page where a running header or footer may stand."""
@@ -176,19 +175,8 @@ def set_off_headings(text: str) -> str:
 def join_pages(texts: Sequence[str], labels: Sequence[str], title: str = "") -> PdfText:
     """The pages' texts with the layout rules applied, joined by blank lines, and where each page starts."""
     kept = strip_running_lines([text.split("\n") for text in texts])
-    parts: list[str] = []
-    pages: list[Page] = []
-    start = 0
-    for number, (lines, label) in enumerate(zip(kept, labels, strict=True), start=1):
-        text = clean_text(set_off_headings(join_hyphenated("\n".join(lines))))
-        if not text:
-            continue
-        if parts:
-            start += 2  # the blank line between pages
-        pages.append(Page(start=start, number=number, label=label))
-        parts.append(text)
-        start += len(text)
-    return PdfText(text="\n\n".join(parts), pages=tuple(pages), title=title)
+    text, pages = join_paged([set_off_headings(join_hyphenated("\n".join(lines))) for lines in kept], labels)
+    return PdfText(text=text, pages=pages, title=title)
 
 
 def _edge_key(line: str) -> str:

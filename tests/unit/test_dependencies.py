@@ -54,12 +54,13 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "stores.flag_embed": ("torch",),
     "stores.mpnet": ("mpnet",),
     "stores.ocr": ("ocr",),
+    "stores.formats": ("formats",),
 }
 """Runtime modules of an extra -> the extras that install what they import: the module's own entry, else its
 package's ``pkg.*``. ``deploy.mcp``, ``deploy.a2a`` and ``deploy.served`` (the graphs MCP serves) serve both
 LangGraph Studio (``deploy.dev``) and the Aegra deployment. Every other runtime module is plain."""
 
-PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet", "ocr")
+PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet", "ocr", "formats")
 """The extras of the product's features; ``all`` installs them all, ``bench`` and ``dev`` are the source tree's."""
 
 NOT_IN_ALL = ("mpnet",)
