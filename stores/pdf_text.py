@@ -9,11 +9,12 @@ file, a password, too many pages, too much text.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +77,12 @@ def metadata_title(document: Any) -> str:
 
 def page_text(document: Any, index: int) -> str:
     """The text of page ``index`` (from 0) in PDFium's reading order, words PDFium joined over a line end joined."""
-    with PDFIUM:
-        text = document[index].get_textpage().get_text_bounded()
+    with PDFIUM, _page(document, index) as page:
+        textpage = page.get_textpage()
+        try:
+            text = textpage.get_text_bounded()
+        finally:
+            textpage.close()
     return str(text).replace("\r\n", "\n").replace("\x02", "").replace("\r", "\n").strip()
 
 
@@ -85,14 +90,31 @@ def has_images(document: Any, index: int) -> bool:
     """Whether page ``index`` (from 0) draws an image (a scanned page is one)."""
     import pypdfium2 as pdfium
 
-    with PDFIUM:
-        return any(obj.type == pdfium.raw.FPDF_PAGEOBJ_IMAGE for obj in document[index].get_objects(max_depth=2))
+    with PDFIUM, _page(document, index) as page:
+        return any(obj.type == pdfium.raw.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects(max_depth=2))
 
 
 def page_image(document: Any, index: int, dpi: int = 150) -> Any:
-    """Page ``index`` (from 0) drawn at ``dpi`` as an RGB PIL image, what OCR reads."""
-    with PDFIUM:
-        return document[index].render(scale=dpi / 72).to_pil().convert("RGB")
+    """Page ``index`` (from 0) drawn at ``dpi`` as an RGB PIL image, what OCR reads (a copy: the bitmap is closed)."""
+    with PDFIUM, _page(document, index) as page:
+        bitmap = page.render(scale=dpi / 72)
+        try:
+            return bitmap.to_pil().convert("RGB")
+        finally:
+            bitmap.close()
+
+
+@contextlib.contextmanager
+def _page(document: Any, index: int) -> Iterator[Any]:
+    """Page ``index`` of ``document``, closed on the way out.
+
+    Not left to the garbage collector, which could close it in another thread while PDFium works there.
+    """
+    page = document[index]
+    try:
+        yield page
+    finally:
+        page.close()
 
 
 def read_pdf(data: bytes, source: str, *, ocr: bool = True) -> PdfText:

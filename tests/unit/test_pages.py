@@ -183,3 +183,12 @@ def test_ask_on_a_pdf_gives_each_quote_its_page(tmp_path: Path, capsys: pytest.C
     assert f"{out['quotes'][0]} (p. {out['sources'][0]['page_label']})" in shown
     hovers = re.findall(r"p{1,2}\. [0-9iv]+(?:-[0-9iv]+)?", tree.read_text(encoding="utf-8"))
     assert "p. i" in hovers and any(h.startswith("pp. ") for h in hovers)  # each chunk's pages on hover
+
+
+def test_pdfs_read_in_several_threads_at_once_read_alike() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = [_report(pages) for pages in (3, 5, 8, 4)] * 3
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        texts = list(pool.map(lambda pdf: load_bytes(pdf, "report.pdf").text, data))
+    assert texts == [load_bytes(pdf, "report.pdf").text for pdf in data] and len(set(texts)) == 4
