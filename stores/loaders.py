@@ -1,4 +1,4 @@
-"""Reading documents from disk (txt, md, pdf, docx, html) into plain text with markdown headings.
+"""Reading documents from disk (txt, md, pdf, docx, pptx, epub, html) into plain text with markdown headings.
 
 Every failure is an :class:`~stores.errors.InputError` with a message a person can act on.
 """
@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stores.errors import InputError, TooLarge
+from stores.pages import Page
 from stores.settings import get_settings
+from stores.text import clean_text
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text", ".rst"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
-SUPPORTED = sorted(TEXT_SUFFIXES | HTML_SUFFIXES | {".pdf", ".docx"})
+ARCHIVE_SUFFIXES = {".docx", ".pptx", ".epub"}
+"""Formats that are zip archives, checked from their directory before they are opened."""
+SUPPORTED = sorted(TEXT_SUFFIXES | HTML_SUFFIXES | ARCHIVE_SUFFIXES | {".pdf"})
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class LoadedDocument:
     title: str
     source: str
     media_type: str
+    pages: tuple[Page, ...] = ()
+    """Where each page starts in ``text`` (a PDF's); empty for a format without pages."""
 
 
 def max_bytes() -> int:
@@ -106,7 +112,7 @@ def _has_content(text: str) -> bool:
 
 def _checked(text: str, source: str) -> str:
     """``text`` cleaned, or InputError when it is empty or longer than ``LONGDOC_MAX_TEXT_CHARS``."""
-    cleaned = _clean(text)
+    cleaned = clean_text(text)
     limit = get_settings().max_text_chars
     if len(cleaned) > limit:
         raise TooLarge(
@@ -117,78 +123,10 @@ def _checked(text: str, source: str) -> str:
     return cleaned
 
 
-def _clean(text: str) -> str:
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+def _check_archive(data: bytes, source: str, kind: str = ".docx") -> None:
+    """Refuse a ``kind`` file (.docx, .pptx, .epub) whose zip holds too many files or unpacks to too much.
 
-
-_HEADING_LINE = re.compile(r"^[A-Z0-9\u00c0-\u024f][^.!?;,:…。！？；，：]{0,78}[^\s.!?;,:…。！？；，：]$")
-_SENTENCE_START = re.compile(r"^[\"'“(]?[A-Z0-9\u00c0-\u024f]")
-
-
-def set_off_headings(text: str) -> str:
-    """A PDF page's text with each heading line set off as a paragraph of its own (a blank line after it).
-
-    A PDF's text layer has no heading marks: a title line comes out as a line like any other, and would be
-    read as the first words of the sentence under it. A heading line here: at most 10 words without end or
-    inner punctuation, starting with a capital or a digit, after a line that ends a sentence (or none), before a
-    line that starts one, and shorter than half the page's longest line (a wrapped line runs to the margin).
-    """
-    lines = text.split("\n")
-    widest = max((len(line.strip()) for line in lines), default=0)
-    out: list[str] = []
-    for i, line in enumerate(lines):
-        out.append(line)
-        here = line.strip()
-        before = lines[i - 1].strip() if i else ""
-        after = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        heading = (
-            bool(_HEADING_LINE.match(here))
-            and len(here.split()) <= 10
-            and len(here) * 2 <= widest
-            and (not before or before[-1] in '.!?:…。！？："”)')
-            and bool(_SENTENCE_START.match(after))
-        )
-        if heading:
-            out.append("")
-    return "\n".join(out)
-
-
-def _pdf_text(data: bytes, source: str) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    settings = get_settings()
-    pages: list[str] = []
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        count = len(reader.pages)
-        if count > settings.max_pdf_pages:
-            raise TooLarge(
-                f"{source}: {count} pages is over the {settings.max_pdf_pages} page limit (LONGDOC_MAX_PDF_PAGES)"
-            )
-        size = 0
-        for page in reader.pages:
-            pages.append(set_off_headings((page.extract_text() or "").strip()))
-            size += len(pages[-1])
-            if size > settings.max_text_chars:  # stop reading once the text is over its bound
-                raise TooLarge(
-                    f"{source}: the PDF's text is over the {settings.max_text_chars} character limit "
-                    "(LONGDOC_MAX_TEXT_CHARS)"
-                )
-    except (PdfReadError, ValueError, KeyError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"{source}: not a readable PDF ({exc})") from exc
-    text = "\n\n".join(p for p in pages if p)
-    if not text.strip():
-        raise InputError(f"{source}: the PDF has no text layer (a scan?); run OCR on it first")
-    return text
-
-
-def _check_archive(data: bytes, source: str) -> None:
-    """Refuse a .docx whose zip holds too many files or unpacks to too much, from its directory alone.
+    Read from the zip's directory alone, before the file is opened.
 
     ``zipfile`` stops every file at the size its directory declares, so these bounds hold while it is read.
     """
@@ -197,16 +135,16 @@ def _check_archive(data: bytes, source: str) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
     except (zipfile.BadZipFile, ValueError) as exc:
-        raise InputError(f"{source}: not a readable .docx file ({str(exc).splitlines()[0][:200]})") from exc
+        raise InputError(f"{source}: not a readable {kind} file ({str(exc).splitlines()[0][:200]})") from exc
     if len(members) > settings.max_archive_members:
         raise TooLarge(
-            f"{source}: the .docx holds {len(members)} files, over the limit of {settings.max_archive_members} "
+            f"{source}: the {kind} holds {len(members)} files, over the limit of {settings.max_archive_members} "
             "(LONGDOC_MAX_ARCHIVE_MEMBERS)"
         )
     total = sum(m.file_size for m in members)
     if total > settings.max_unpacked_bytes:
         raise TooLarge(
-            f"{source}: the .docx unpacks to {total} bytes, over the {settings.max_unpacked_bytes} byte limit "
+            f"{source}: the {kind} unpacks to {total} bytes, over the {settings.max_unpacked_bytes} byte limit "
             "(LONGDOC_MAX_UNPACKED_BYTES)"
         )
     for member in members:
@@ -293,7 +231,7 @@ def _first_line(text: str) -> str:
 
 
 def load_path(path: str | Path, encoding: str | None = None) -> LoadedDocument:
-    """Read a document from ``path`` (txt, md, pdf, docx, html); ``encoding`` for text and html files."""
+    """Read a document from ``path`` (txt, md, pdf, docx, pptx, epub, html); ``encoding`` for text and html files."""
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -314,7 +252,7 @@ def _check_suffix(name: str, source: str) -> str:
 
 
 def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | None = None) -> LoadedDocument:
-    """Read a document from its bytes; ``filename``'s suffix gives the type (txt, md, pdf, docx, html)."""
+    """Read a document from its bytes; ``filename``'s suffix gives the type (txt, md, pdf, docx, pptx, epub, html)."""
     source = source or filename
     suffix = _check_suffix(filename, source)
     if len(data) > max_bytes():
@@ -323,8 +261,10 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
         raise InputError(f"{source}: the document is empty")
     title = ""
     if suffix == ".pdf":
-        text, media = _pdf_text(data, source), "application/pdf"
-    elif suffix == ".docx":
+        return _pdf_document(data, filename, source)
+    if suffix in (".pptx", ".epub"):
+        return _archive_document(data, filename, source, suffix)
+    if suffix == ".docx":
         text, media = (
             _docx_text(data, source),
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -335,5 +275,50 @@ def load_bytes(data: bytes, filename: str, source: str = "", encoding: str | Non
         media = "text/markdown" if suffix in {".md", ".markdown"} else "text/plain"
         text = decode_bytes(data, source, encoding)
     cleaned = _checked(text, source)
-    stem = Path(filename).stem
-    return LoadedDocument(text=cleaned, title=title or _first_line(cleaned) or stem, source=source, media_type=media)
+    title = title or _first_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title, source=source, media_type=media)
+
+
+def _archive_document(data: bytes, filename: str, source: str, suffix: str) -> LoadedDocument:
+    """A .pptx (slides as pages) or .epub (chapters as sections) read by :mod:`stores.formats`."""
+    from stores.formats import epub_text, pptx_text
+
+    _check_archive(data, source, suffix)
+    if suffix == ".pptx":
+        read = pptx_text(data, source)
+        media = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+    else:
+        read = epub_text(data, source, lambda raw, name: _html_text(raw, name))
+        media = "application/epub+zip"
+    cleaned = _checked(read.text, source)
+    pages = read.pages if cleaned == read.text else ()
+    title = read.title or _first_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title, source=source, media_type=media, pages=pages)
+
+
+def _pdf_document(data: bytes, filename: str, source: str) -> LoadedDocument:
+    """A PDF read page by page (:mod:`stores.pdf_text`), titled by its metadata, else its first heading line."""
+    from stores.pdf_text import read_pdf
+
+    read = read_pdf(data, source)
+    if not read.text.strip():
+        raise InputError(f"{source}: the PDF has no text layer (a scan?); run OCR on it first")
+    cleaned = _checked(read.text, source)
+    pages = read.pages if cleaned == read.text else ()  # cleaned page by page already: the offsets hold
+    title = read.title or _pdf_heading(cleaned) or _first_line(cleaned) or Path(filename).stem
+    return LoadedDocument(text=cleaned, title=title, source=source, media_type="application/pdf", pages=pages)
+
+
+def _first_heading(text: str) -> str:
+    """The text of the first markdown heading line (``# Title``), empty when there is none."""
+    found = _HEADING.search(text)
+    return found.group(0).lstrip("#").strip()[:120] if found else ""
+
+
+def _pdf_heading(text: str) -> str:
+    """A PDF's first line when it stands alone as a heading (set off by a blank line, short, no end stop)."""
+    head, _, rest = text.partition("\n\n")
+    line = head.strip()
+    if "\n" in line or not rest or len(line.split()) > 15 or line[-1:] in ".!?;,:。！？":
+        return ""
+    return line[:120]

@@ -209,6 +209,10 @@ class Settings(_Environment):
     """Chunks one document may be cut into (``LONGDOC_MAX_CHUNKS``)."""
     max_pdf_pages: int = 2_000
     """Pages a PDF may have (``LONGDOC_MAX_PDF_PAGES``)."""
+    ocr_max_pages: int = 100
+    """Pages of one PDF without a text layer (scans) read by OCR at most (``LONGDOC_OCR_MAX_PAGES``)."""
+    ocr_seconds: float = 900.0
+    """Seconds the OCR of one PDF may take at most (``LONGDOC_OCR_SECONDS``; a page takes about 8 on one core)."""
     max_archive_members: int = 1_000
     """Files a .docx (a zip archive) may hold (``LONGDOC_MAX_ARCHIVE_MEMBERS``)."""
     max_unpacked_bytes: int = 100 * 1024 * 1024

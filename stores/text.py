@@ -187,3 +187,10 @@ def porter_stem(word: str) -> str:
     from nltk.stem.porter import PorterStemmer
 
     return str(PorterStemmer().stem(word))
+
+
+def clean_text(text: str) -> str:
+    """``text`` with Unix line ends, no NUL, no spaces at line ends, at most one blank line in a row, stripped."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()

@@ -239,8 +239,8 @@ def add_documents_options(parser: argparse.ArgumentParser, *, positional: bool =
             "path",
             nargs="?",
             default=None,
-            help="a file (txt, md, pdf, docx, html), a folder (its files as one collection: new ones ingested first) "
-            "or the id of an ingested document; none: every document of --namespace",
+            help="a file (txt, md, pdf, docx, pptx, epub, html), a folder (its files as one collection: new ones "
+            "ingested first) or the id of an ingested document; none: every document of --namespace",
         )
     parser.add_argument(
         "--doc-ids", default="", metavar="ID,ID", help="ids of ingested documents read as one collection, not PATH"
@@ -473,7 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="chunk and embed a document, or every document in a folder, into the store")
     p.add_argument(
         "path",
-        help="txt, md, pdf, docx or html file, or a folder: its files of those types, unchanged ones skipped",
+        help="txt, md, pdf, docx, pptx, epub or html file, or a folder: its files of those types, unchanged ones "
+        "skipped",
     )
     p.add_argument("--encoding", default=None, help="encoding of a text or html file (default: UTF-8, or a sure guess)")
     context_option(p, Context, "chunk_size")

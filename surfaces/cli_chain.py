@@ -19,6 +19,7 @@ from nodes.chain.context import ChainContext
 from nodes.context import DOC_ID
 from nodes.inputs import check_workflow_input
 from stores.errors import InputError
+from stores.labels import QUOTE_LINE
 from stores.usage import usage_totals
 from surfaces.cli import (
     EXIT_OK,
@@ -123,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 "answer": out["answer"],
                 "citations": out["citations"],
                 "quotes": out.get("quotes", []),
+                "sources": out.get("sources", []),
                 "inferred": out.get("inferred", False),
                 "order": out["order"][0] if len(out["order"]) == 1 else out["order"],
                 "read": out["read"],
@@ -146,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         print(out["explanation"])
     cited = ", ".join(out["citations"]) or "none"
     print(f"\ncitations: {cited}{' (inferred from the quotes)' if out.get('inferred') else ''}")
-    for quote in out.get("quotes", []):
+    for quote in quote_lines(out):
         print(f"  {quote}")
     legend = documents_legend(out.get("documents", []), out["citations"])
     if legend:
@@ -169,6 +171,17 @@ def names_a_document(word: str) -> bool:
 
     path = Path(word).expanduser()
     return path.exists() or path.suffix.lower() in SUPPORTED or re.fullmatch(DOC_ID, word) is not None
+
+
+def quote_lines(out: dict[str, Any]) -> list[str]:
+    """The answer's quote lines as the text output shows them, each after the page it stands on in a PDF (p. 58)."""
+    where = {s["label"]: s for s in out.get("sources", [])}
+    lines = []
+    for quote in out.get("quotes", []):
+        found = QUOTE_LINE.match(quote)
+        source = where.get(found.group(1), {}) if found else {}
+        lines.append(f"{quote} (p. {source['page_label']})" if source.get("page_label") else quote)
+    return lines
 
 
 def _run_on_thread(
@@ -216,12 +229,17 @@ def _page_path(value: str | None) -> Path | None:
 def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) -> None:
     """Draw the run's tree and first reading order, nodes labelled with their chunks' first words.
 
-    Their sections show on hover; in a collection, with their document's title.
+    Their sections show on hover, and the pages they span in a PDF (pp. 57-58); in a collection, with their
+    document's title.
     """
     from nodes.chain.tree_view import tree_html
     from nodes.collection.sources import document_name
     from stores.documents import get_document, write_atomic
+    from stores.pages import chunk_span, decode_marks
     from stores.vectorstore import get_store
+
+    def hover(*parts: str) -> str:
+        return " · ".join(p for p in parts if p)
 
     store = get_store(args.namespace, args.embedder)
     texts: dict[str, str] = {}
@@ -230,12 +248,15 @@ def _write_tree_page(path: Path, out: dict[str, Any], args: argparse.Namespace) 
         for doc in out["documents"]:
             for hit in store.by_doc(doc["doc_id"]):
                 label = f"{doc['tag']}:{hit.chunk_id}"
-                sections[label] = " · ".join(p for p in (document_name(doc), hit.section) if p)
+                sections[label] = hover(
+                    document_name(doc), hit.section, chunk_span(decode_marks(hit.metadata.get("pages")))
+                )
                 texts[label] = hit.text
         name = f"{len(out['documents'])} documents"
     else:
         hits = store.by_doc(out["doc_id"])
-        sections = {hit.chunk_id: hit.section for hit in hits if hit.section}
+        spans = {hit.chunk_id: hover(hit.section, chunk_span(decode_marks(hit.metadata.get("pages")))) for hit in hits}
+        sections = {label: shown for label, shown in spans.items() if shown}
         texts = {hit.chunk_id: hit.text for hit in hits}
         name = get_document(args.namespace, out["doc_id"]).title or out["doc_id"]
     order = out["order"][0] if out["order"] else []

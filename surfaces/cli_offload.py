@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
         description="Write the document's canvas (made once per document, then cached) as Mermaid text or "
         "as an HTML page that draws it offline with the bundled mermaid.js.",
     )
-    p.add_argument("path", help="file (txt, md, pdf, docx, html) or the id of an ingested document")
+    p.add_argument("path", help="file (txt, md, pdf, docx, pptx, epub, html) or the id of an ingested document")
     p.add_argument("--out", default=None, help="FILE.html (offline page) or FILE.mmd (Mermaid text); default: stdout")
     context_option(p, OffloadContext, "canvas_max_nodes", "--max-nodes")
     p.add_argument("--rebuild", action="store_true", help="ask the model again instead of using the cached canvas")

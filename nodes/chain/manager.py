@@ -17,10 +17,12 @@ import prompts
 from nodes.chain.context import ChainContext
 from nodes.chain.passages import hop_first
 from nodes.chain.state import ChainState
+from nodes.collection.sources import Sources, quote_sources
 from stores.labels import CITED, QUOTE_LINE, chunk_of
 from stores.models import LLM, llm_for, messages
 from stores.text import content_words
 from stores.usage import merge_usage, track_usage, usage_totals
+from stores.vectorstore import get_store
 
 
 class Answer(BaseModel):
@@ -54,12 +56,22 @@ def manager(state: ChainState, runtime: Runtime[ChainContext]) -> dict[str, Any]
         "answer": answer.answer.strip(),
         "explanation": answer.explanation.strip(),
         "quotes": quotes,
+        "sources": cited_quotes(state, ctx, quotes),
         "inferred": is_inferred(answer.answer, quotes),
         "dropped": state.get("dropped", 0),
         "citations": valid_citations(answer, known, notes),
         "usage": usage,
         "calls": usage_totals(total_usage)["calls"],
     }
+
+
+def cited_quotes(state: ChainState, ctx: ChainContext, quotes: Sequence[str]) -> list[dict[str, Any]]:
+    """What each quote cites (:func:`~nodes.collection.sources.quote_sources`): its section, and page in a PDF."""
+    if not quotes:
+        return []
+    doc_ids = [str(d["doc_id"]) for d in state.get("documents") or []] or [state.get("doc_id", "")]
+    sources = Sources(get_store(state.get("namespace") or ctx.namespace, ctx.embedder), doc_ids, state.get("tags"))
+    return quote_sources(sources, quotes)
 
 
 def manager_answer(

@@ -50,6 +50,10 @@ class ChainOutput(TypedDict):
     """Chunk ids that support the answer (in a collection ``2:c3``: chunk c3 of the document tagged 2)."""
     quotes: list[str]
     """The quoted sentences the answer rests on, each behind its label ``[c3.2]`` (sentence 2 of chunk c3)."""
+    sources: list[dict[str, Any]]
+    """What each quote cites, in the order of ``quotes``: its ``label``, sentence (``quote``), ``section``, the
+    ``document`` of a collection's quote, and in a PDF the ``page`` (its number in the file, from 1) and
+    ``page_label`` (the page as printed: ``58``, ``ii``) the sentence starts on."""
     inferred: bool
     """The answer is not stated in its quotes word for word (the manager joined or read between them)."""
     order: list[list[str]]

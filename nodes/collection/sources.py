@@ -10,7 +10,18 @@ from typing import Any
 
 from nodes.collection.resolve import label_tags, members, run_label
 from stores.errors import InputError
-from stores.labels import TAG_STRIDE, chunk_label, chunk_of, label_tag, sentence_label, split_label, tagged
+from stores.labels import (
+    QUOTE_LINE,
+    TAG_STRIDE,
+    chunk_label,
+    chunk_of,
+    label_position,
+    label_tag,
+    sentence_label,
+    split_label,
+    tagged,
+)
+from stores.pages import Page, decode_marks, page_fields, sentence_pages
 from stores.text import content_words
 from stores.vectorstore import Hit, VectorStore, get_store
 
@@ -176,6 +187,28 @@ class Sources:
             out.append({"label": sentence_label(label, best + 1), "document": document})
         return out
 
+    def pages(self, labels: Sequence[str]) -> dict[str, Page]:
+        """The page each label's sentence (``c3.2``) or chunk (``c3``) starts on, for labels of paged documents.
+
+        Labels of a document without pages (markdown, text, html), or of no chunk, are left out.
+        """
+        hits = {h.chunk_id: h for h in self.chunks([chunk_of(label) for label in labels])}
+        out: dict[str, Page] = {}
+        for label in labels:
+            hit = hits.get(chunk_of(label))
+            marks = decode_marks(hit.metadata.get("pages")) if hit is not None else []
+            if hit is None or not marks:
+                continue
+            number = label_position(label)[2]
+            if not number:
+                out[label] = Page(0, marks[0][1], marks[0][2])
+                continue
+            found = sentence_pages(hit.text, marks, chunk_sentences(hit.text))
+            page = found[number - 1] if number <= len(found) else None
+            if page is not None:
+                out[label] = page
+        return out
+
     def name(self, label: str) -> str:
         """The title or file name of the document a label names (empty for a one-document run)."""
         found = self.locate(label)
@@ -197,3 +230,22 @@ def run_sources(
 ) -> Sources:
     """The :class:`Sources` of a run's documents in ``namespace``'s store for ``embedder`` (``tags``: the thread's)."""
     return Sources(get_store(namespace, embedder), doc_ids, tags)
+
+
+def quote_sources(sources: Sources, quotes: Sequence[str]) -> list[dict[str, Any]]:
+    """What each quote line (``[c3.2] sentence``) cites: label, sentence, section, document and page.
+
+    ``page`` (the page's number in the file) and ``page_label`` (its printed label) only for a paged document's
+    quotes; a quote of a document without pages names its section heading instead.
+    """
+    lines = [(found.group(1), line[found.end() :]) for line in quotes if (found := QUOTE_LINE.match(line))]
+    labels = [label for label, _ in lines]
+    pages = sources.pages(labels)
+    sections = {h.chunk_id: h.section for h in sources.chunks([chunk_of(label) for label in labels])}
+    out = []
+    for label, sentence in lines:
+        entry: dict[str, Any] = {"label": label, "quote": sentence, "section": sections.get(chunk_of(label), "")}
+        if not sources.single:
+            entry["document"] = sources.name(label)
+        out.append({**entry, **page_fields(pages.get(label))})
+    return out

@@ -32,6 +32,7 @@ from stores.chat_stream import stream_more, streamed_field
 from stores.labels import CITED, LABEL, chunk_of, normalise_chunk_id
 from stores.models import LLM, ModelOutputError, llm_for, messages
 from stores.offload import OffloadStore, get_offload_store, is_offload_id
+from stores.pages import page_fields
 from stores.text import content_words, count_tokens
 from stores.usage import relabel_usage, track_usage
 from stores.vectorstore import get_store
@@ -88,6 +89,8 @@ def quote_sources(sources: Sources, evidence: str, cited: Sequence[str], answer:
     for label in supporting(answer, quotes, chosen) if chosen else quotes:
         shown.setdefault(label, False)
     names = {m.doc_id: m.name for m in sources.members}
+    pages = sources.pages(list(shown))
+    sections = {h.chunk_id: h.section for h in sources.chunks([chunk_of(label) for label in shown])}
     out: list[dict[str, Any]] = []
     for label, marked in shown.items():
         found = sources.locate(chunk_of(label))
@@ -104,6 +107,8 @@ def quote_sources(sources: Sources, evidence: str, cited: Sequence[str], answer:
                 "label": label,
                 "quote": quote,
                 "cited": marked,
+                "section": sections.get(chunk_of(label), ""),
+                **page_fields(pages.get(label)),
             }
         )
     return out

@@ -275,8 +275,13 @@ def render_sources(sources: Sequence[Mapping[str, Any]], lang: str = "en") -> st
         return ""
     retrieved = not any(s.get("cited", True) for s in sources)
     head = prompts.render("offload/sources_retrieved" if retrieved else "offload/sources", lang).strip()
-    lines = [f'- [{s.get("label") or s["chunk_id"]}] {s["title"]}: "{s["quote"]}"' for s in sources]
+    lines = [f'- [{s.get("label") or s["chunk_id"]}] {s["title"]}{where(s)}: "{s["quote"]}"' for s in sources]
     return "\n".join([head, *lines])
+
+
+def where(source: Mapping[str, Any]) -> str:
+    """The page a source stands on, after its document's name (``, p. 58``); empty for a document without pages."""
+    return f", p. {source['page_label']}" if source.get("page_label") else ""
 
 
 def ingested_block(block: Mapping[str, Any], ingest: Any, strict: bool = False) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from nodes.summarize.state import SummarizeState, run_context, state_sources, ta
 from stores.documents import get_document
 from stores.errors import InputError
 from stores.models import ModelOutputError
+from stores.pages import page_fields
 from stores.questions import check_question
 from stores.text import split_sentences
 from stores.vectorstore import get_store
@@ -130,6 +131,9 @@ def finish(state: SummarizeState, runtime: Runtime[SummarizeContext]) -> dict[st
         }
         for c in kept
     ]
+    pages = sources.pages([s["label"] for sentence in sentences for s in sentence["sources"]])
+    for sentence in sentences:  # a PDF's source sentences name their page
+        sentence["sources"] = [{**s, **page_fields(pages.get(s["label"]))} for s in sentence["sources"]]
     lang, length = state["lang"], target_length(state)
     log = []
     for info in state.get("rounds_info", []):

@@ -86,9 +86,9 @@ class SummarizeOutput(TypedDict, total=False):
     sentences: list[dict[str, Any]]
     """Sentences of the summary: {text, citations (chunk ids; in a collection ``2:c3``, chunk c3 of document 2),
     sources ({label, document}: the sentence of each cited chunk that best supports it, ``2:c3.4``, and the title
-    or file name of its document), verdict, origin (summary, answer or excerpt: where the length fit took it
-    from)}; a flagged sentence kept (disputed, unsupported) also has flagged_by (model, grounding) and problems
-    (what grounding found)."""
+    or file name of its document; in a PDF also page and page_label, the page it starts on), verdict, origin
+    (summary, answer or excerpt: where the length fit took it from)}; a flagged sentence kept (disputed,
+    unsupported) also has flagged_by (model, grounding) and problems (what grounding found)."""
     log: list[dict[str, Any]]
     """Questions and answers by round: {round, questions: [...], judgement, stop}."""
     rounds: int

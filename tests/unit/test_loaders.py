@@ -222,15 +222,14 @@ def test_extracted_text_and_chunks_are_bounded(tmp_path: Path, monkeypatch: pyte
 def test_a_pdf_of_3000_pages_is_refused_before_its_text_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pypdf import PageObject
-
+    from stores import pdf_text
     from stores.errors import TooLarge
 
     pdf = tmp_path / "pages.pdf"
     _pdf_with_text(pdf, "A", pages=3000)
     read: list[object] = []
-    extract = PageObject.extract_text
-    monkeypatch.setattr(PageObject, "extract_text", lambda page, *a, **k: read.append(page) or extract(page, *a, **k))
+    text = pdf_text.page_text
+    monkeypatch.setattr(pdf_text, "page_text", lambda document, index: read.append(index) or text(document, index))
     with pytest.raises(TooLarge, match="3000 pages is over the 2000 page limit"):
         load_path(pdf)
     assert read == []  # counted from the page tree: not one page's text was read
