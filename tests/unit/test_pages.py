@@ -13,7 +13,7 @@ from doubles.files import pdf_of_pages
 from doubles.replies import chain_reply
 from nodes.collection.sources import Sources, chunk_sentences, quote_sources
 from nodes.ingest import ingest
-from nodes.offload.answer import cited_sources
+from nodes.offload.answer import quote_sources as chat_sources
 from nodes.offload.chat import render_sources
 from stores.errors import InputError
 from stores.labels import sentence_label
@@ -74,12 +74,12 @@ def test_every_cited_sentence_of_an_ingested_pdf_names_its_page(tmp_path: Path) 
     done = ingest(str(path), chunk_size=60, chunk_overlap=15)
     sources = Sources(get_store("default"), [done.doc_id])
     labels = []
-    said = {}
+    said, sentences = {}, {}
     for hit in sources.hits():
         for number, sentence in enumerate(chunk_sentences(hit.text), start=1):
             label = sentence_label(hit.chunk_id, number)
             labels.append(label)
-            said[label] = _page_said(sentence)
+            said[label], sentences[label] = _page_said(sentence), sentence
     pages = sources.pages(labels)
     checked = [label for label in labels if said[label] is not None]
     assert len(checked) > 30 and len({said[label] for label in checked}) == 8
@@ -89,9 +89,8 @@ def test_every_cited_sentence_of_an_ingested_pdf_names_its_page(tmp_path: Path) 
     label = next(label for label in checked if said[label] == 5)
     quoted = quote_sources(sources, [f"[{label}] a sentence"])
     assert quoted == [{"label": label, "quote": "a sentence", "section": "", "page": 5, "page_label": "3"}]
-    chunk = label.split(".")[0]
-    chat = cited_sources(sources, [chunk], "the count rose sharply")
-    assert chat[0]["page"] == _page_said(chat[0]["quote"]) and chat[0]["page_label"]
+    chat = chat_sources(sources, f"[{label}] {sentences[label]}", [label], "the count rose sharply")
+    assert chat[0]["page"] == 5 and chat[0]["page_label"] == "3" and chat[0]["label"] == label
     assert f", p. {chat[0]['page_label']}:" in render_sources(chat)
 
 
