@@ -389,6 +389,7 @@ def interruptions(count: int, seed: int = 7) -> dict[str, Any]:
     from nodes.ingest import ingest
 
     doc_id = ingest(str(FALCON)).doc_id
+    _session(DiesAt(default=scripted_reply), doc_id, "cold", resend=False)  # draws the document's canvas, kept after
     reference_model = DiesAt(default=scripted_reply)
     reference = _session(reference_model, doc_id, "reference", resend=False)
     first_turn = _first_turn_calls(DiesAt(default=scripted_reply), doc_id)
