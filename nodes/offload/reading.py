@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextvars
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, Literal
 
@@ -174,6 +175,18 @@ class Reader:
         self.reading = reading
         self.__name__ = "read"
 
+    def _read(
+        self, request: dict[str, Any], context: Any, runtime: Runtime[OffloadContext], relay: Callable[..., Any]
+    ) -> dict[str, Any]:
+        """The reading's last state, its progress events relayed to the turn's stream as they come."""
+        out: dict[str, Any] = {}
+        for mode, event in self.reading.stream(request, context=context, stream_mode=["custom", "values"]):
+            if mode == "custom":
+                relay(_relay, runtime, event)
+            else:
+                out = event
+        return out
+
     def __call__(self, state: OffloadState, runtime: Runtime[OffloadContext]) -> dict[str, Any]:
         """Read the session's documents for the turn's question as ask does; keep the quotes as the evidence."""
         ctx = session_context(state, runtime)
@@ -185,13 +198,7 @@ class Reader:
         out: dict[str, Any] = {}
         try:
             with unstreamed():  # the workers' replies are not the turn's answer: chat clients see statuses instead
-                for mode, event in self.reading.stream(
-                    request, context=reading_context(ctx, whole), stream_mode=["custom", "values"]
-                ):
-                    if mode == "custom":
-                        _relay(runtime, event)
-                    else:
-                        out = event
+                out = detached(lambda relay: self._read(request, reading_context(ctx, whole), runtime, relay))
         except ModelOutputError as exc:  # a reply no worker could give as JSON: the turn answers from its memory
             _status(runtime, f"the reading stopped: {exc}")
             calls = [*state.get("calls", []), call_record("read", exc.usage, stopped="failed")]
@@ -222,6 +229,24 @@ class Reader:
             "calls": calls,
             "usage": usage,
         }
+
+
+def detached(read: Callable[[Callable[..., Any]], dict[str, Any]]) -> dict[str, Any]:
+    """``read()`` as a run of its own, not a subgraph of the turn.
+
+    Clients that stream subgraphs take a subgraph's states for the thread's (Agent Chat UI's stream drops the
+    messages they lack), so the reading's states stay out of the turn's stream; its progress is relayed as status
+    lines. ``read`` gets a function that runs a call in the turn's own context (where its status lines go).
+    """
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    turn = contextvars.copy_context()
+
+    def run() -> dict[str, Any]:
+        var_child_runnable_config.set(None)
+        return read(turn.run)
+
+    return contextvars.copy_context().run(run)
 
 
 def _relay(runtime: Runtime[OffloadContext], event: Any) -> None:

@@ -67,10 +67,10 @@ def check_chat_turn(turn: dict[str, Any], number: int) -> dict[str, Any]:
     reply = values["messages"][-1]
     assert reply["type"] == "ai" and list(streamed) == [reply["id"]]
     assert streamed[reply["id"]] == reply["content"]
-    assert reply["content"].startswith(values["answer"] + "\n\n**Sources**\n- ")
+    assert reply["content"].startswith(values["answer"] + "\n\n**Sources**")
     meta = reply["additional_kwargs"]["longdoc"]
     assert meta["turn"] == number and meta["citations"] == values["citations"]
-    assert meta["sources"] == values["sources"] and f"- [{values['sources'][0]['chunk_id']}] " in reply["content"]
+    assert meta["sources"] == values["sources"] and f"\n- [{values['sources'][0]['label']}] " in reply["content"]
     assert len(values["messages"]) == 2 * number
     return reply
 

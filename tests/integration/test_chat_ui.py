@@ -93,8 +93,8 @@ def _check_conversation(out: dict[str, Any]) -> None:
         # each step's status is streamed as a message of its own, which the thread does not keep
         assert "writing the answer..." in "".join(turn["statuses"].values()), turn["statuses"]
         assert not set(turn["statuses"]) & {m["id"] for m in values["messages"]}
-        assert reply["content"].startswith(values["answer"] + "\n\n**Sources**\n- ")
-        assert values["sources"] and f"- [{values['sources'][0]['chunk_id']}] " in reply["content"]
+        assert reply["content"].startswith(values["answer"] + "\n\n**Sources**")
+        assert values["sources"] and f"\n- [{values['sources'][0]['label']}] " in reply["content"]
     listed = {t["thread_id"]: t["label"] for t in out["history"]}
     assert listed[out["thread_id"]] == QUESTIONS[0]  # a title, not the thread's id
 

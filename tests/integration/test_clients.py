@@ -152,7 +152,7 @@ def test_the_mcp_client_lists_and_calls_the_workflows(server: dict[str, Any]) ->
     assert good.structuredContent == answer and "tree" not in answer
     assert bad.isError and clients.text_of(bad) == "ask failed: no document: give one of doc_id, path or text"
     turn = json.loads(clients.text_of(chat))
-    assert set(turn) == {"answer", "sources", "citations", "turn", "doc_id", "documents", "thread_id"}
+    assert set(turn) == {"answer", "asked", "sources", "citations", "turn", "doc_id", "documents", "thread_id"}
     assert turn["turn"] == 1 and [d["doc_id"] for d in turn["documents"]] == [doc_id]
     assert not again.isError, clients.text_of(again)
     assert again.structuredContent["turn"] == 2  # the conversation went on
